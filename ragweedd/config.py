@@ -1,0 +1,360 @@
+"""Configuration: one TOML file plus RAGWEED_<KEY> environment overrides (DESIGN §11).
+
+Every key is declared once in ``KEYS`` with its type, default, allowed range and a one-line doc;
+``docs/config.md`` documents each (a test keeps them equal). Keys of the original RAGWeed design keep
+their names: ``CHUNK_SIZE`` is ``chunk_size`` at the top level, ``EMBED_MODEL`` is ``model`` in
+``[embed]``. In the environment a key is ``RAGWEED_`` + section + key in upper case
+(``RAGWEED_EMBED_MODEL``, ``RAGWEED_TOP_K``). Upper-case keys are accepted in the file too.
+
+A wrong type, an out-of-range value or an unknown key raises ConfigError naming the key, the value
+and what is allowed; the CLI exits with code 2.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from ragweedd.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    section: str  # "" for top level, "embed", "llm"
+    name: str
+    type: type | tuple
+    default: Any
+    doc: str
+    check: Callable[[Any], str | None] | None = None  # returns what is allowed when the value is bad
+
+    @property
+    def attr(self) -> str:
+        return f"{self.section}_{self.name}" if self.section else self.name
+
+    @property
+    def env(self) -> str:
+        return "RAGWEED_" + self.attr.upper()
+
+    @property
+    def dotted(self) -> str:
+        return f"{self.section}.{self.name}" if self.section else self.name
+
+
+def _range(lo=None, hi=None):
+    def check(v):
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            lo_s = "-inf" if lo is None else lo
+            hi_s = "inf" if hi is None else hi
+            return f"a number from {lo_s} to {hi_s}"
+        return None
+
+    return check
+
+
+def _choice(*options):
+    def check(v):
+        return None if v in options else "one of " + ", ".join(repr(o) for o in options)
+
+    return check
+
+
+def _regex(v):
+    try:
+        re.compile(v)
+    except re.error as e:
+        return f"a valid Python regular expression ({e})"
+    return None
+
+
+def _flags(v):
+    bad = [f for f in v.replace(",", "|").split("|") if f.strip() and f.strip().upper() not in _RE_FLAGS]
+    return None if not bad else "'|'-separated names from " + ", ".join(sorted(_RE_FLAGS))
+
+
+_RE_FLAGS = {"IGNORECASE", "I", "MULTILINE", "M", "DOTALL", "S", "VERBOSE", "X", "ASCII", "A"}
+
+
+def _listen(v):
+    host, sep, port = v.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        return "HOST:PORT, e.g. '127.0.0.1:8723'"
+    return None
+
+
+def _chunk_size(v):
+    if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and 16 <= v <= 32768):
+        return None
+    return "'auto' or a whole number of tokens from 16 to 32768"
+
+
+def _hhmm(v):
+    m = re.fullmatch(r"(\d{1,2}):(\d{2})", v)
+    if not m or int(m.group(1)) > 23 or int(m.group(2)) > 59:
+        return "a local time HH:MM, e.g. '03:00'"
+    return None
+
+
+K = KeySpec
+KEYS: tuple[KeySpec, ...] = (
+    # --- service -------------------------------------------------------------------------
+    K("", "listen", str, "127.0.0.1:8723", "Address the API binds to; loopback only unless allow_remote_bind.", _listen),
+    K("", "allow_remote_bind", bool, False, "Permit a non-loopback listen address (prints a warning)."),
+    K("", "data_dir", str, "", "Databases and indexes; empty = OS default (XDG_DATA_HOME/ragweedd, ~/Library/Application Support/ragweedd)."),
+    K("", "state_dir", str, "", "Token, port, lock files; empty = OS default (XDG_STATE_HOME/ragweedd)."),
+    K("", "cache_dir", str, "", "Numba kernel cache and scratch; empty = OS default (XDG_CACHE_HOME/ragweedd)."),
+    K("", "log_level", str, "info", "Log level.", _choice("debug", "info", "warning", "error")),
+    K("", "max_body_mb", int, 64, "Largest request body the API accepts (uploads included), in MiB.", _range(1, 4096)),
+    K("", "max_concurrent_answers", int, 4, "Answers generated at once; more get HTTP 429.", _range(1, 64)),
+    # --- chunking (original RAGWeed keys) --------------------------------------------------
+    K("", "chunk_size", (int, str), "auto", "CHUNK_SIZE in tokens (4 chars/token); 'auto' = the embedder's measured default (2048 for long-context embedders, see docs/chunking.md).", _chunk_size),
+    K("", "chunk_size_pdf", int, 1024, "CHUNK_SIZE_PDF: PDF chunks use min(chunk_size, this).", _range(16, 32768)),
+    K("", "chunk_size_av", int, 512, "CHUNK_SIZE_AV: audio/video transcript chunks use min(chunk_size, this).", _range(16, 32768)),
+    K("", "chunk_overlap_pct", int, 50, "CHUNK_OVERLAP_PCT: overlap between consecutive chunks, percent.", _range(0, 90)),
+    K("", "ingest_entropy_max", float, 7.0, "INGEST_ENTROPY_MAX: chunks above this Shannon entropy (bits/char) are dropped as garbage.", _range(0.0, 32.0)),
+    K("", "ingest_entropy_min", float, 0.5, "INGEST_ENTROPY_MIN: chunks below this entropy and with < 5 words are dropped as empty.", _range(0.0, 32.0)),
+    # --- embedding -------------------------------------------------------------------------
+    K("embed", "model", str, "local:all-minilm-l6-v2", "EMBED_MODEL: 'local:all-minilm-l6-v2', 'ollama:NAME' or 'hash:DIM' (tests).", None),
+    K("embed", "ollama_url", str, "http://127.0.0.1:11434", "Ollama server for 'ollama:' embedders and chat."),
+    K("embed", "batch_size", int, 32, "Texts per embedding call.", _range(1, 4096)),
+    K("embed", "threads", int, 2, "Threads the local ONNX embedder uses.", _range(1, 256)),
+    K("", "multi_embed_384", str, "", "MULTI_EMBED_384: model for an extra 384-d pass (empty = off)."),
+    K("", "multi_embed_1024", str, "", "MULTI_EMBED_1024: model for an extra 1024-d pass (empty = off)."),
+    # --- index -----------------------------------------------------------------------------
+    K("", "hnsw_ef", int, 512, "HNSW_EF: layer-0 beam width at search.", _range(1, 4096)),
+    K("", "hnsw_exact_below", int, 20000, "Collections with fewer vectors than this are searched exactly (as fast, and exact).", _range(0, 10**9)),
+    K("", "index_flush_quiet_s", float, 5.0, "Flush the index after this many seconds without changes.", _range(0.0, 3600.0)),
+    K("", "index_flush_max_s", float, 60.0, "Flush at least this often while the index is dirty.", _range(0.1, 86400.0)),
+    K("", "index_compact_tombstone_pct", float, 20.0, "Compact the index when tombstones exceed this percent.", _range(1.0, 100.0)),
+    # --- retrieval (original RAGWeed keys) ---------------------------------------------------
+    K("", "top_k", int, 64, "TOP_K: vector candidates per collection and dimension.", _range(1, 10000)),
+    K("", "max_chunks_per_file", int, 2, "MAX_CHUNKS_PER_FILE: results kept per source file.", _range(1, 1000)),
+    K("", "min_score", float, 0.0, "MIN_SCORE: drop results with rel_score below this.", _range(0.0, 1.0)),
+    K("", "pre_annotate_keep", int, 100, "PRE_ANNOTATE_KEEP: percent of results kept for annotation.", _range(1, 100)),
+    K("", "fts_enabled", bool, True, "FTS_ENABLED: run the keyword (FTS5) half of hybrid search."),
+    K("", "fts_weight", float, 0.15, "FTS_WEIGHT: bonus added to the similarity of keyword hits.", _range(0.0, 10.0)),
+    K("", "fts_min_query_ic", float, 0.5, "FTS_MIN_QUERY_IC: skip keyword search when the query's mean IDF is below this.", _range(0.0, 100.0)),
+    K("", "fts_long_query_threshold", int, 5, "FTS_LONG_QUERY_THRESHOLD: longer queries keep their top two thirds of words by IDF.", _range(1, 1000)),
+    K("", "synonyms_enabled", bool, True, "SYNONYMS_ENABLED: expand the OR tier with WordNet synonyms."),
+    K("", "synonyms_max_per_word", int, 5, "SYNONYMS_MAX_PER_WORD: synonym budget of the top IDF tier.", _range(0, 100)),
+    K("", "wordnet_dir", str, "/usr/share/wordnet", "Directory of the WordNet 3.0 dict files (index.noun, data.noun, ...)."),
+    K("", "fusion", str, "boost", "How keyword and vector results merge: 'boost' (+fts_weight) or 'rrf'.", _choice("boost", "rrf")),
+    K("", "rrf_k", int, 60, "The k of reciprocal-rank fusion.", _range(1, 10000)),
+    # --- answers (original RAGWeed keys) -----------------------------------------------------
+    K("", "max_tokens", int, 1024, "MAX_TOKENS: tokens reserved for the answer.", _range(16, 200000)),
+    K("", "context_chunks", int, 12, "CONTEXT_CHUNKS: most sources packed into the answer prompt.", _range(1, 1000)),
+    K("", "annotation_concurrency", int, 4, "ANNOTATION_CONCURRENCY: annotation calls in flight.", _range(1, 256)),
+    K("", "annotation_irrelevant_re", str, r"\[IRRELEVANT!!!\]", "ANNOTATION_IRRELEVANT_RE: annotations matching this are filtered out.", _regex),
+    K("", "annotation_irrelevant_flags", str, "IGNORECASE", "ANNOTATION_IRRELEVANT_FLAGS: re flags for the pattern, e.g. 'IGNORECASE|MULTILINE'.", _flags),
+    K("llm", "synthesis", str, "", "Provider:model that writes answers, e.g. 'anthropic:claude-sonnet-4-5'; empty = cited passages."),
+    K("llm", "annotation", str, "", "Provider:model that annotates chunks; empty = no annotation."),
+    K("llm", "openai_base_url", str, "", "Base URL for an OpenAI-compatible server (empty = api.openai.com)."),
+    K("llm", "timeout_s", float, 120.0, "Timeout of one LLM call.", _range(1.0, 3600.0)),
+    K("llm", "max_retries", int, 4, "Retries of a rate-limited LLM call (exponential backoff).", _range(0, 20)),
+    K("llm", "context_tokens", int, 32000, "Context window of the synthesis model, in tokens.", _range(512, 4_000_000)),
+    # --- extraction (original RAGWeed keys + sandbox) ----------------------------------------
+    K("", "tess_bin", str, "tesseract", "TESS_BIN: tesseract binary used for OCR."),
+    K("", "whisper_model", str, "", "WHISPER_MODEL: whisper.cpp model file for whisper-cli; empty = faster-whisper with the bundled model."),
+    K("", "extract_timeout_s", float, 300.0, "Wall-time cap of one extraction subprocess.", _range(1.0, 86400.0)),
+    K("", "extract_cpu_s", int, 300, "CPU-time cap (RLIMIT_CPU) of one extraction subprocess.", _range(1, 86400)),
+    K("", "extract_memory_mb", int, 2048, "Memory cap (RLIMIT_AS / watched RSS) of one extraction subprocess.", _range(64, 1_000_000)),
+    K("", "extract_max_tries", int, 3, "Tries before a file is marked failed.", _range(1, 100)),
+    K("", "zip_max_depth", int, 3, "Deepest nesting of archives inside archives.", _range(0, 32)),
+    K("", "zip_max_members", int, 10000, "Most members read from one archive.", _range(1, 10**7)),
+    K("", "zip_max_total_mb", int, 512, "Most uncompressed MiB read from one archive.", _range(1, 10**6)),
+    K("", "zip_max_ratio", float, 200.0, "Largest compression ratio accepted for a member.", _range(1.0, 10**6)),
+    # --- watching and ingest -------------------------------------------------------------------
+    K("", "debounce_s", float, 2.0, "Quiet time per path before a change is ingested.", _range(0.0, 3600.0)),
+    K("", "delete_hold_s", float, 1.0, "How long a delete waits for a matching create (editor save patterns).", _range(0.0, 3600.0)),
+    K("", "scan_interval_s", float, 3600.0, "Periodic reconciliation scan; 0 = only at start and after overflows.", _range(0.0, 10**7)),
+    K("", "ingest_workers", int, 1, "Files extracted and embedded in parallel.", _range(1, 64)),
+    K("", "ingest_nice", int, 10, "nice value of ingest work (0 = normal priority).", _range(0, 19)),
+    K("", "cluster_schedule", str, "03:00", "Local time of the nightly cluster re-analysis.", _hhmm),
+    K("", "integrity_interval_s", float, 21600.0, "Period of the integrity check (SQLite, FTS, index counts).", _range(60.0, 10**7)),
+)
+del K
+
+_BY_ATTR = {k.attr: k for k in KEYS}
+_SECTIONS = {k.section for k in KEYS if k.section}
+
+
+@dataclass(frozen=True)
+class CollectionConfig:
+    name: str
+    paths: tuple[str, ...]
+    ignore: tuple[str, ...] = ()
+    topic: str = ""
+
+
+def _make_config_class():
+    ns: dict[str, Any] = {"__annotations__": {}}
+    for k in KEYS:
+        ns["__annotations__"][k.attr] = Any
+        ns[k.attr] = k.default
+    ns["__annotations__"]["collections"] = Any
+    ns["collections"] = field(default_factory=dict)
+    ns["__annotations__"]["source"] = Any
+    ns["source"] = None
+    return dataclass(frozen=True)(type("Config", (), ns))
+
+
+Config = _make_config_class()
+Config.__doc__ = "Validated configuration; one attribute per KeySpec.attr, plus collections and source."
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def _type_name(t) -> str:
+    if isinstance(t, tuple):
+        return " or ".join(_type_name(x) for x in t)
+    return {str: "a string", int: "a whole number", float: "a number", bool: "true or false"}[t]
+
+
+def _coerce(spec: KeySpec, value: Any, origin: str) -> Any:
+    types = spec.type if isinstance(spec.type, tuple) else (spec.type,)
+    if isinstance(value, str) and origin.startswith("env") and str not in types:
+        value = _parse_env(spec, value, origin)
+    ok = False
+    for t in types:
+        if t is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            value, ok = float(value), True
+        elif t is int and isinstance(value, int) and not isinstance(value, bool):
+            ok = True
+        elif t in (str, bool) and isinstance(value, t):
+            ok = True
+        if ok:
+            break
+    if not ok and isinstance(value, str) and int in types and origin.startswith("env") and value.strip().lstrip("-").isdigit():
+        value, ok = int(value), True
+    if not ok:
+        raise ConfigError(
+            f"{origin}: key '{spec.dotted}' has value {value!r}, but it must be {_type_name(spec.type)}",
+            hint=spec.doc,
+        )
+    if spec.check is not None:
+        allowed = spec.check(value)
+        if allowed:
+            raise ConfigError(f"{origin}: key '{spec.dotted}' has value {value!r}; allowed: {allowed}", hint=spec.doc)
+    return value
+
+
+def _parse_env(spec: KeySpec, raw: str, origin: str) -> Any:
+    types = spec.type if isinstance(spec.type, tuple) else (spec.type,)
+    if bool in types:
+        low = raw.strip().lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off"):
+            return False
+        return raw
+    if int in types:
+        try:
+            return int(raw)
+        except ValueError:
+            pass
+    if float in types:
+        try:
+            return float(raw)
+        except ValueError:
+            pass
+    return raw
+
+
+def _collections(raw: Any, origin: str) -> dict[str, CollectionConfig]:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{origin}: 'collections' must be a table of [collections.NAME] tables")
+    out = {}
+    for name, body in raw.items():
+        where = f"{origin}: [collections.{name}]"
+        if not _NAME_RE.match(name):
+            raise ConfigError(f"{where}: collection name {name!r} is not allowed; use letters, digits, '_', '-', '.' (max 64)")
+        if not isinstance(body, dict):
+            raise ConfigError(f"{where} must be a table with 'paths'")
+        unknown = set(body) - {"paths", "ignore", "topic"}
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; allowed: paths, ignore, topic")
+        paths = body.get("paths", [])
+        if not isinstance(paths, list) or not all(isinstance(p, str) and p for p in paths):
+            raise ConfigError(f"{where}: 'paths' has value {paths!r}; allowed: a list of folder paths")
+        ignore = body.get("ignore", [])
+        if not isinstance(ignore, list) or not all(isinstance(p, str) for p in ignore):
+            raise ConfigError(f"{where}: 'ignore' has value {ignore!r}; allowed: a list of glob patterns")
+        topic = body.get("topic", "")
+        if not isinstance(topic, str):
+            raise ConfigError(f"{where}: 'topic' has value {topic!r}; allowed: a string")
+        base = Path(origin).parent if origin not in ("<defaults>", "<string>") else Path.cwd()
+        resolved = tuple(str((base / Path(os.path.expanduser(p))).resolve()) for p in paths)
+        out[name] = CollectionConfig(name=name, paths=resolved, ignore=tuple(ignore), topic=topic)
+    return out
+
+
+def load_config(path: str | os.PathLike | None = None, env: Mapping[str, str] | None = None,
+                *, text: str | None = None) -> Config:
+    """Read the TOML file (or ``text``), apply RAGWEED_* overrides from ``env``, validate."""
+    env = os.environ if env is None else env
+    origin = "<defaults>"
+    data: dict[str, Any] = {}
+    if text is not None:
+        origin = "<string>"
+        data = _parse_toml(text, origin)
+    elif path is not None:
+        p = Path(path).expanduser()
+        origin = str(p)
+        try:
+            data = _parse_toml(p.read_text(encoding="utf-8"), origin)
+        except FileNotFoundError:
+            raise ConfigError(f"config file {p} does not exist", hint="create it from config/ragweedd.example.toml or pass --config") from None
+    values: dict[str, Any] = {}
+    collections: dict[str, CollectionConfig] = {}
+    for key, value in data.items():
+        low = key.lower()
+        if low == "collections":
+            collections = _collections(value, origin)
+        elif low in _SECTIONS and isinstance(value, dict):
+            for sub, subval in value.items():
+                spec = _BY_ATTR.get(f"{low}_{sub.lower()}")
+                if spec is None or spec.section != low:
+                    raise ConfigError(f"{origin}: unknown key '{low}.{sub}'", hint=_allowed_in(low))
+                values[spec.attr] = _coerce(spec, subval, origin)
+        else:
+            spec = _BY_ATTR.get(low)
+            if spec is None or spec.section:
+                raise ConfigError(f"{origin}: unknown key '{key}'", hint=_suggest(low))
+            values[spec.attr] = _coerce(spec, value, origin)
+    for name, raw in env.items():
+        if not name.startswith("RAGWEED_") or name in _NON_KEY_ENV:
+            continue
+        spec = _BY_ATTR.get(name[len("RAGWEED_"):].lower())
+        if spec is None:
+            raise ConfigError(f"environment variable {name} names no configuration key", hint=_suggest(name[8:].lower()))
+        values[spec.attr] = _coerce(spec, raw, f"env {name}")
+    return Config(**values, collections=collections, source=origin)
+
+
+# RAGWEED_* variables that are not configuration keys (process switches read elsewhere).
+_NON_KEY_ENV = frozenset({"RAGWEED_REQUIRE_TOOLS", "RAGWEED_CONFIG", "RAGWEED_TEST_FAST"})
+
+
+def _parse_toml(text: str, origin: str) -> dict:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{origin}: not valid TOML: {e}") from None
+
+
+def _allowed_in(section: str) -> str:
+    return "allowed keys: " + ", ".join(k.name for k in KEYS if k.section == section)
+
+
+def _suggest(name: str) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, [k.attr for k in KEYS], n=3)
+    return ("did you mean " + " or ".join(close) + "?") if close else "see docs/config.md for every key"
+
+
+def default_config() -> Config:
+    return load_config(env={})

@@ -1,0 +1,77 @@
+"""The extractor seam: a file in, text plus provenance regions out.
+
+An extractor returns one ``ExtractedDoc``: the whole text of the file and ``regions`` that map
+character ranges of that text to where they came from (a PDF page, a markdown/docx heading, a
+spreadsheet sheet and row range, an audio time range, a zip member). The chunker intersects each
+chunk's character span with the regions, so a chunk that crosses a page break knows both pages.
+
+Region meta keys (all optional, JSON-serialisable):
+    page (int, 1-based)          PDF page
+    section (str)                heading the text sits under (markdown, rst, docx, odt, html title)
+    sheet (str), row_start/row_end (int, 1-based)   spreadsheets and csv
+    t_start/t_end (float seconds)                  audio/video transcripts
+    member (str)                 path inside an archive ("a.zip/inner/b.pdf" for nested zips)
+    ocr (bool)                   text of this region came from OCR
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+# Chunk-size family of a document (DESIGN §6): "text" (text/markdown/code/office), "pdf", "av".
+KINDS = ("text", "pdf", "av")
+
+
+@dataclass(frozen=True)
+class Region:
+    start: int
+    end: int
+    meta: dict[str, Any]
+
+
+@dataclass
+class ExtractedDoc:
+    text: str
+    kind: str = "text"
+    regions: list[Region] = field(default_factory=list)
+    ocr_type: str | None = None  # None, "tesseract" (whole doc) or "tesseract:partial"
+    title: str | None = None
+    extractor: str = ""
+
+
+@dataclass(frozen=True)
+class ToolRequirement:
+    """An external binary or model an extractor needs, and where a user gets it."""
+
+    name: str  # e.g. "pdftoppm"
+    package: str  # e.g. "poppler-utils (apt) / poppler (brew)"
+    optional: bool = True  # optional tools degrade a feature (OCR) instead of disabling the format
+
+
+@runtime_checkable
+class Extractor(Protocol):
+    name: str
+    extensions: tuple[str, ...]  # lower-case, with the dot: (".md", ".markdown")
+
+    def extract(self, path: Path, settings: "ExtractSettings") -> ExtractedDoc:
+        """Raise ExtractionSkipped (unsupported/empty/binary) or ExtractionError (broken file)."""
+        ...
+
+    def requirements(self) -> list[ToolRequirement]:
+        ...
+
+
+@dataclass(frozen=True)
+class ExtractSettings:
+    """What extractors may read from the configuration (kept small so sandboxes can pickle it)."""
+
+    tess_bin: str = "tesseract"
+    whisper_model: str = ""  # whisper.cpp model path; empty -> faster-whisper
+    ocr_enabled: bool = True
+    zip_max_depth: int = 3
+    zip_max_members: int = 10_000
+    zip_max_total_bytes: int = 512 * 1024 * 1024
+    zip_max_ratio: float = 200.0
+    scratch_dir: str = ""

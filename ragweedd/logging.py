@@ -1,0 +1,54 @@
+"""structlog set-up: JSON lines when stdout is not a terminal, a console renderer when it is.
+
+Call ``configure()`` once per process; modules use ``get_logger(__name__)``. Secrets never go into
+events: ``_redact`` blanks any key that looks like a token or API key.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+_SECRET_KEYS = ("token", "api_key", "apikey", "authorization", "password", "secret")
+_configured = False
+
+
+def _redact(_logger, _name, event: dict) -> dict:
+    for key in list(event):
+        low = key.lower()
+        if any(s in low for s in _SECRET_KEYS) and not low.endswith(("_file", "_path", "tokens")):
+            event[key] = "***"
+    return event
+
+
+def configure(level: str = "info", *, json: bool | None = None, stream=None) -> None:
+    import structlog
+
+    global _configured
+    stream = stream or sys.stdout
+    if json is None:
+        json = not (hasattr(stream, "isatty") and stream.isatty())
+    lvl = getattr(logging, level.upper(), logging.INFO)
+    processors = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        _redact,
+        structlog.processors.format_exc_info,
+    ]
+    renderer = structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
+    structlog.configure(
+        processors=processors + [renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(lvl),
+        logger_factory=structlog.PrintLoggerFactory(file=stream),
+        cache_logger_on_first_use=False,
+    )
+    _configured = True
+
+
+def get_logger(name: str = "ragweedd"):
+    import structlog
+
+    if not _configured:
+        configure()
+    return structlog.get_logger(name)

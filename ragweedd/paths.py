@@ -1,0 +1,98 @@
+"""Per-OS directories (XDG on Linux, ~/Library on macOS) and the files the daemon and ragweedctl share."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+APP = "ragweedd"
+
+
+def _xdg(var: str, fallback: str) -> Path:
+    val = os.environ.get(var)
+    return Path(val) if val else Path.home() / fallback
+
+
+def default_config_file() -> Path:
+    if os.environ.get("RAGWEED_CONFIG"):
+        return Path(os.environ["RAGWEED_CONFIG"]).expanduser()
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Application Support" / APP / "config.toml"
+    return _xdg("XDG_CONFIG_HOME", ".config") / APP / "config.toml"
+
+
+@dataclass(frozen=True)
+class Paths:
+    data: Path
+    state: Path
+    cache: Path
+
+    @classmethod
+    def resolve(cls, data_dir: str = "", state_dir: str = "", cache_dir: str = "") -> "Paths":
+        if sys.platform == "darwin":
+            lib = Path.home() / "Library"
+            d = lib / "Application Support" / APP
+            s = d / "state"
+            c = lib / "Caches" / APP
+        else:
+            d = _xdg("XDG_DATA_HOME", ".local/share") / APP
+            s = _xdg("XDG_STATE_HOME", ".local/state") / APP
+            c = _xdg("XDG_CACHE_HOME", ".cache") / APP
+        return cls(
+            data=Path(data_dir).expanduser() if data_dir else d,
+            state=Path(state_dir).expanduser() if state_dir else s,
+            cache=Path(cache_dir).expanduser() if cache_dir else c,
+        )
+
+    @classmethod
+    def from_config(cls, cfg) -> "Paths":
+        return cls.resolve(cfg.data_dir, cfg.state_dir, cfg.cache_dir)
+
+    def ensure(self) -> "Paths":
+        for p in (self.data, self.state, self.cache, self.collections):
+            p.mkdir(parents=True, exist_ok=True)
+        return self
+
+    @property
+    def ingest_db(self) -> Path:
+        return self.data / "ingest_db.sqlite3"
+
+    @property
+    def collections(self) -> Path:
+        return self.data / "collections"
+
+    def collection_dir(self, name: str) -> Path:
+        return self.collections / name
+
+    def rag_db(self, name: str) -> Path:
+        return self.collection_dir(name) / "rag.sqlite3"
+
+    @property
+    def token_file(self) -> Path:
+        return self.state / "token"
+
+    @property
+    def port_file(self) -> Path:
+        return self.state / "port"
+
+    @property
+    def lock_file(self) -> Path:
+        return self.state / "ragweedd.lock"
+
+    @property
+    def history_db(self) -> Path:
+        return self.state / "history.sqlite3"
+
+    @property
+    def numba_cache(self) -> Path:
+        return self.cache / "numba"
+
+    @property
+    def scratch(self) -> Path:
+        return self.cache / "scratch"
+
+    @property
+    def managed_uploads(self) -> Path:
+        return self.data / "uploads"

@@ -1,0 +1,234 @@
+"""ingest_db.sqlite3: ingest tracking shared by all collections (DESIGN §3).
+
+Names of the original RAGWeed schema are kept (ingest_files, ingest_chunks, collection_chunks,
+fts_idf_cache). Added: per-path stat identity (mtime_ns, inode) for reconciliation, per-file state
+and error, the embed cache keyed by chunk-text hash + embedder id, which makes embedding resumable
+and lets a modified file re-embed only the chunks whose text changed.
+
+A path has at most one live row (superseded = 0). When its content changes, the old row is marked
+superseded and a new one added; a deleted path's row is superseded with extract_status 'deleted'.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from ragweedd.store.sqlite import Migration, connect, migrate, transaction
+
+MIGRATIONS: list[Migration] = [
+    (1, "initial", """
+CREATE TABLE ingest_files (
+    id INTEGER PRIMARY KEY,
+    collection TEXT NOT NULL,
+    source_file TEXT NOT NULL,
+    md5 TEXT,
+    size_bytes INTEGER,
+    first_seen REAL NOT NULL,
+    last_seen REAL NOT NULL,
+    chunks INTEGER NOT NULL DEFAULT 0,
+    superseded INTEGER NOT NULL DEFAULT 0,
+    extract_status TEXT NOT NULL DEFAULT 'pending',
+    mtime_ns INTEGER,
+    inode INTEGER,
+    error TEXT,
+    tries INTEGER NOT NULL DEFAULT 0,
+    root TEXT,
+    updated_at REAL NOT NULL
+);
+CREATE UNIQUE INDEX ingest_files_live ON ingest_files(collection, source_file) WHERE superseded = 0;
+CREATE INDEX ingest_files_md5 ON ingest_files(collection, md5);
+CREATE TABLE ingest_chunks (
+    collection TEXT NOT NULL,
+    md5 TEXT NOT NULL,
+    size_bytes INTEGER,
+    chunk_idx INTEGER NOT NULL,
+    chunk_text TEXT NOT NULL,
+    metadata_json TEXT NOT NULL,
+    text_hash TEXT NOT NULL,
+    embed_status INTEGER NOT NULL DEFAULT 0,
+    embed_status_384 INTEGER NOT NULL DEFAULT 0,
+    embed_status_1024 INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (collection, md5, chunk_idx)
+);
+CREATE TABLE collection_chunks (
+    md5 TEXT NOT NULL,
+    collection TEXT NOT NULL,
+    chunks INTEGER NOT NULL,
+    ingested_at REAL NOT NULL,
+    PRIMARY KEY (md5, collection)
+);
+CREATE TABLE fts_idf_cache (
+    collection TEXT NOT NULL,
+    term TEXT NOT NULL,
+    doc INTEGER NOT NULL,
+    built_at REAL NOT NULL,
+    PRIMARY KEY (collection, term)
+);
+CREATE TABLE embed_cache (
+    text_hash TEXT NOT NULL,
+    embedder_id TEXT NOT NULL,
+    dim INTEGER NOT NULL,
+    vec BLOB NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (text_hash, embedder_id)
+);
+"""),
+]
+
+# File states a user sees (status, documents listing).
+STATES = ("pending", "extracting", "embedding", "done", "skipped", "failed", "deleted")
+
+
+class IngestDB:
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self.conn = connect(self.path)
+        migrate(self.conn, MIGRATIONS, db_name=str(self.path))
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # --- files ----------------------------------------------------------------------------
+    def live_file(self, collection: str, source_file: str) -> sqlite3.Row | None:
+        return self.conn.execute(
+            "SELECT * FROM ingest_files WHERE collection=? AND source_file=? AND superseded=0",
+            (collection, source_file),
+        ).fetchone()
+
+    def live_files(self, collection: str) -> list[sqlite3.Row]:
+        return self.conn.execute(
+            "SELECT * FROM ingest_files WHERE collection=? AND superseded=0", (collection,)
+        ).fetchall()
+
+    def live_paths_for_md5(self, collection: str, md5: str) -> list[str]:
+        rows = self.conn.execute(
+            "SELECT source_file FROM ingest_files WHERE collection=? AND md5=? AND superseded=0 "
+            "AND extract_status='done'", (collection, md5),
+        )
+        return [r[0] for r in rows]
+
+    def set_file(self, collection: str, source_file: str, *, md5: str | None, size: int | None,
+                 mtime_ns: int | None, inode: int | None, status: str, chunks: int = 0,
+                 error: str | None = None, root: str | None = None, tries: int | None = None) -> None:
+        """Record the live state of a path; a different md5 supersedes the old row."""
+        now = time.time()
+        with transaction(self.conn):
+            row = self.live_file(collection, source_file)
+            if row is not None and row["md5"] is not None and md5 is not None and row["md5"] != md5:
+                self.conn.execute("UPDATE ingest_files SET superseded=1, updated_at=? WHERE id=?", (now, row["id"]))
+                row = None
+            if row is None:
+                self.conn.execute(
+                    "INSERT INTO ingest_files(collection, source_file, md5, size_bytes, first_seen, last_seen,"
+                    " chunks, extract_status, mtime_ns, inode, error, tries, root, updated_at)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (collection, source_file, md5, size, now, now, chunks, status, mtime_ns, inode, error,
+                     tries or 0, root, now),
+                )
+            else:
+                self.conn.execute(
+                    "UPDATE ingest_files SET md5=coalesce(?, md5), size_bytes=?, last_seen=?, chunks=?,"
+                    " extract_status=?, mtime_ns=?, inode=?, error=?, tries=coalesce(?, tries),"
+                    " root=coalesce(?, root), updated_at=? WHERE id=?",
+                    (md5, size, now, chunks, status, mtime_ns, inode, error, tries, root, now, row["id"]),
+                )
+
+    def mark_deleted(self, collection: str, source_file: str) -> str | None:
+        """Supersede the live row of a path; returns its md5."""
+        with transaction(self.conn):
+            row = self.live_file(collection, source_file)
+            if row is None:
+                return None
+            self.conn.execute(
+                "UPDATE ingest_files SET superseded=1, extract_status='deleted', updated_at=? WHERE id=?",
+                (time.time(), row["id"]),
+            )
+            return row["md5"]
+
+    def counts_by_state(self, collection: str | None = None) -> dict[str, int]:
+        q = "SELECT extract_status, count(*) FROM ingest_files WHERE superseded=0"
+        args: tuple = ()
+        if collection:
+            q += " AND collection=?"
+            args = (collection,)
+        return {r[0]: r[1] for r in self.conn.execute(q + " GROUP BY extract_status", args)}
+
+    # --- chunks (resumable embedding) ---------------------------------------------------------
+    def staged_chunks(self, collection: str, md5: str) -> list[sqlite3.Row]:
+        return self.conn.execute(
+            "SELECT * FROM ingest_chunks WHERE collection=? AND md5=? ORDER BY chunk_idx", (collection, md5)
+        ).fetchall()
+
+    def stage_chunks(self, collection: str, md5: str, size: int, chunks: Iterable[dict]) -> None:
+        with transaction(self.conn):
+            self.conn.execute("DELETE FROM ingest_chunks WHERE collection=? AND md5=?", (collection, md5))
+            self.conn.executemany(
+                "INSERT INTO ingest_chunks(collection, md5, size_bytes, chunk_idx, chunk_text, metadata_json,"
+                " text_hash) VALUES (?,?,?,?,?,?,?)",
+                [(collection, md5, size, c["chunk_idx"], c["text"], json.dumps(c["meta"]), c["text_hash"])
+                 for c in chunks],
+            )
+
+    def drop_staged(self, collection: str, md5: str) -> None:
+        with transaction(self.conn):
+            self.conn.execute("DELETE FROM ingest_chunks WHERE collection=? AND md5=?", (collection, md5))
+
+    def mark_embedded(self, collection: str, md5: str, chunk_idxs: list[int], *, column: str = "embed_status") -> None:
+        assert column in ("embed_status", "embed_status_384", "embed_status_1024")
+        self.conn.executemany(
+            f"UPDATE ingest_chunks SET {column}=1 WHERE collection=? AND md5=? AND chunk_idx=?",
+            [(collection, md5, i) for i in chunk_idxs],
+        )
+
+    def record_collection_chunks(self, collection: str, md5: str, chunks: int) -> None:
+        self.conn.execute(
+            "INSERT OR REPLACE INTO collection_chunks(md5, collection, chunks, ingested_at) VALUES (?,?,?,?)",
+            (md5, collection, chunks, time.time()),
+        )
+
+    def forget_collection_chunks(self, collection: str, md5: str) -> None:
+        self.conn.execute("DELETE FROM collection_chunks WHERE md5=? AND collection=?", (md5, collection))
+
+    # --- embed cache ----------------------------------------------------------------------------
+    def cached_vectors(self, embedder_id: str, text_hashes: list[str]) -> dict[str, bytes]:
+        out: dict[str, bytes] = {}
+        for i in range(0, len(text_hashes), 500):
+            part = text_hashes[i:i + 500]
+            q = ",".join("?" * len(part))
+            for r in self.conn.execute(
+                f"SELECT text_hash, vec FROM embed_cache WHERE embedder_id=? AND text_hash IN ({q})",
+                (embedder_id, *part),
+            ):
+                out[r[0]] = r[1]
+        return out
+
+    def store_vectors(self, embedder_id: str, dim: int, items: list[tuple[str, bytes]]) -> None:
+        now = time.time()
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO embed_cache(text_hash, embedder_id, dim, vec, created_at) VALUES (?,?,?,?,?)",
+            [(h, embedder_id, dim, v, now) for h, v in items],
+        )
+
+    def collections(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT DISTINCT collection FROM ingest_files ORDER BY 1")]
+
+    def file_rows(self, collection: str | None = None, state: str | None = None,
+                  offset: int = 0, limit: int = 50) -> tuple[list[dict[str, Any]], int]:
+        where, args = ["superseded=0"], []
+        if collection:
+            where.append("collection=?")
+            args.append(collection)
+        if state:
+            where.append("extract_status=?")
+            args.append(state)
+        w = " AND ".join(where)
+        total = self.conn.execute(f"SELECT count(*) FROM ingest_files WHERE {w}", args).fetchone()[0]
+        rows = self.conn.execute(
+            f"SELECT * FROM ingest_files WHERE {w} ORDER BY collection, source_file LIMIT ? OFFSET ?",
+            (*args, limit, offset),
+        ).fetchall()
+        return [dict(r) for r in rows], total

@@ -1,0 +1,359 @@
+"""rag.sqlite3 of one collection: chunks, metadata, FTS5, vectors and the change log (DESIGN §3).
+
+The Chroma-style names of the original design are kept (collections, embeddings,
+embedding_metadata with string keys, fts_chunks). Added: ``documents`` and ``document_paths`` (which
+paths hold which content), ``vectors`` (the source of truth for every index; HNSW files are derived)
+and ``changes``, a sequence of add/delete operations that index files replay after their
+``applied_seq``. Chunk rows, their FTS rows, their vectors and their change entries are always written
+in one transaction.
+
+Chunk identity: ``embeddings.id`` (INTEGER) is the label in every vector index and the rowid of the
+chunk's fts_chunks row; ``embedding_id`` is the text key "<md5>:<chunk_idx>".
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+from ragweedd.store.sqlite import Migration, connect, migrate, transaction
+
+MIGRATIONS: list[Migration] = [
+    (1, "initial", """
+CREATE TABLE collections (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    topic TEXT,
+    metadata_json TEXT
+);
+CREATE TABLE embeddings (
+    id INTEGER PRIMARY KEY,
+    collection_id INTEGER NOT NULL REFERENCES collections(id),
+    embedding_id TEXT NOT NULL UNIQUE,
+    md5 TEXT NOT NULL,
+    chunk_idx INTEGER NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE INDEX embeddings_md5 ON embeddings(md5);
+CREATE TABLE embedding_metadata (
+    id INTEGER NOT NULL REFERENCES embeddings(id) ON DELETE CASCADE,
+    key TEXT NOT NULL,
+    string_value TEXT,
+    int_value INTEGER,
+    float_value REAL,
+    PRIMARY KEY (id, key)
+);
+CREATE INDEX embedding_metadata_key ON embedding_metadata(key, string_value);
+CREATE VIRTUAL TABLE fts_chunks USING fts5(
+    embedding_id UNINDEXED, content, source_file UNINDEXED, tokenize='porter unicode61'
+);
+CREATE TABLE documents (
+    md5 TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    extractor TEXT,
+    ocr_type TEXT,
+    title TEXT,
+    size_bytes INTEGER,
+    chunks INTEGER NOT NULL,
+    added_at REAL NOT NULL
+);
+CREATE TABLE document_paths (
+    source_file TEXT PRIMARY KEY,
+    md5 TEXT NOT NULL REFERENCES documents(md5) ON DELETE CASCADE,
+    rel_path TEXT NOT NULL,
+    added_at REAL NOT NULL
+);
+CREATE INDEX document_paths_md5 ON document_paths(md5);
+CREATE TABLE vectors (
+    id INTEGER NOT NULL REFERENCES embeddings(id) ON DELETE CASCADE,
+    space TEXT NOT NULL,
+    embedder_id TEXT NOT NULL,
+    vec BLOB NOT NULL,
+    PRIMARY KEY (id, space)
+);
+CREATE TABLE changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    op TEXT NOT NULL CHECK (op IN ('add', 'delete')),
+    id INTEGER NOT NULL,
+    at REAL NOT NULL
+);
+CREATE TABLE embedders (
+    space TEXT PRIMARY KEY,
+    embedder_id TEXT NOT NULL,
+    dim INTEGER NOT NULL,
+    since REAL NOT NULL
+);
+"""),
+]
+
+PRIMARY = "primary"  # vector space of the main embedder; extra passes are "384" / "1024"
+
+
+class RagDB:
+    def __init__(self, path: Path | str, collection: str, *, topic: str = "", readonly: bool = False) -> None:
+        self.path = Path(path)
+        self.collection = collection
+        self.conn = connect(self.path, readonly=readonly)
+        if not readonly:
+            migrate(self.conn, MIGRATIONS, db_name=str(self.path))
+            self.conn.execute("INSERT OR IGNORE INTO collections(name, topic) VALUES (?, ?)", (collection, topic))
+        self.collection_id = self.conn.execute(
+            "SELECT id FROM collections WHERE name=?", (collection,)
+        ).fetchone()[0]
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # --- embedder identity ----------------------------------------------------------------------
+    def embedder(self, space: str = PRIMARY) -> tuple[str, int] | None:
+        row = self.conn.execute("SELECT embedder_id, dim FROM embedders WHERE space=?", (space,)).fetchone()
+        return (row[0], row[1]) if row else None
+
+    def set_embedder(self, embedder_id: str, dim: int, space: str = PRIMARY) -> None:
+        self.conn.execute(
+            "INSERT OR REPLACE INTO embedders(space, embedder_id, dim, since) VALUES (?,?,?,?)",
+            (space, embedder_id, dim, time.time()),
+        )
+
+    # --- documents and paths -------------------------------------------------------------------
+    def has_document(self, md5: str) -> bool:
+        return self.conn.execute("SELECT 1 FROM documents WHERE md5=?", (md5,)).fetchone() is not None
+
+    def paths_of(self, md5: str) -> list[str]:
+        return [r[0] for r in self.conn.execute(
+            "SELECT source_file FROM document_paths WHERE md5=? ORDER BY added_at, source_file", (md5,))]
+
+    def md5_of_path(self, source_file: str) -> str | None:
+        row = self.conn.execute("SELECT md5 FROM document_paths WHERE source_file=?", (source_file,)).fetchone()
+        return row[0] if row else None
+
+    def add_path(self, md5: str, source_file: str, rel_path: str) -> None:
+        """Point a path at already-indexed content (copy or rename): nothing is embedded."""
+        with transaction(self.conn):
+            self._add_path(md5, source_file, rel_path)
+
+    def _add_path(self, md5: str, source_file: str, rel_path: str) -> None:
+        self.conn.execute(
+            "INSERT OR REPLACE INTO document_paths(source_file, md5, rel_path, added_at) VALUES (?,?,?,?)",
+            (source_file, md5, rel_path, time.time()),
+        )
+        self._refresh_display_path(md5)
+
+    def _refresh_display_path(self, md5: str) -> None:
+        # FTS and metadata carry one display path per chunk; keep it pointing at a live path.
+        paths = self.paths_of(md5)
+        if not paths:
+            return
+        shown = paths[0]
+        rel = self.conn.execute("SELECT rel_path FROM document_paths WHERE source_file=?", (shown,)).fetchone()[0]
+        ids = [r[0] for r in self.conn.execute("SELECT id FROM embeddings WHERE md5=?", (md5,))]
+        if not ids:
+            return
+        cur = self.conn.execute(
+            "SELECT string_value FROM embedding_metadata WHERE id=? AND key='source_file_name'", (ids[0],)
+        ).fetchone()
+        if cur and cur[0] == shown:
+            return
+        for i in ids:
+            self.conn.execute(
+                "UPDATE embedding_metadata SET string_value=? WHERE id=? AND key='source_file_name'", (shown, i))
+            self.conn.execute(
+                "UPDATE embedding_metadata SET string_value=? WHERE id=? AND key='source_rel_path'", (rel, i))
+        self.conn.executemany("UPDATE fts_chunks SET source_file=? WHERE rowid=?", [(shown, i) for i in ids])
+
+    def remove_path(self, source_file: str) -> tuple[str | None, list[int]]:
+        """Forget a path. When no other path holds its content, the content's chunks leave FTS and
+        the vector log in the same transaction. Returns (md5, ids of deleted chunks)."""
+        with transaction(self.conn):
+            return self._remove_path(source_file)
+
+    def _remove_path(self, source_file: str) -> tuple[str | None, list[int]]:
+        md5 = self.md5_of_path(source_file)
+        if md5 is None:
+            return None, []
+        self.conn.execute("DELETE FROM document_paths WHERE source_file=?", (source_file,))
+        if self.paths_of(md5):
+            self._refresh_display_path(md5)
+            return md5, []
+        return md5, self._delete_document(md5)
+
+    def _delete_document(self, md5: str) -> list[int]:
+        ids = [r[0] for r in self.conn.execute("SELECT id FROM embeddings WHERE md5=?", (md5,))]
+        now = time.time()
+        for i in range(0, len(ids), 500):
+            part = ids[i:i + 500]
+            q = ",".join("?" * len(part))
+            self.conn.execute(f"DELETE FROM fts_chunks WHERE rowid IN ({q})", part)
+            self.conn.execute(f"DELETE FROM embeddings WHERE id IN ({q})", part)
+        self.conn.executemany("INSERT INTO changes(op, id, at) VALUES ('delete', ?, ?)", [(i, now) for i in ids])
+        self.conn.execute("DELETE FROM documents WHERE md5=?", (md5,))
+        return ids
+
+    def publish(self, *, md5: str, source_file: str, rel_path: str, kind: str, extractor: str,
+                ocr_type: str | None, title: str | None, size_bytes: int, chunks: Sequence[dict],
+                vectors: dict[str, Sequence[bytes]], embedders: dict[str, tuple[str, int]],
+                replaces_path: bool = True) -> list[int]:
+        """Add one document's chunks, metadata, FTS rows, vectors and change entries in one
+        transaction. If ``source_file`` held other content, that content leaves in the same
+        transaction (unless another path still holds it). Idempotent: content already present only
+        gains the path. Returns the new chunk ids."""
+        with transaction(self.conn):
+            if replaces_path:
+                old = self.md5_of_path(source_file)
+                if old is not None and old != md5:
+                    self._remove_path(source_file)
+            if self.has_document(md5):
+                self._add_path(md5, source_file, rel_path)
+                return []
+            now = time.time()
+            self.conn.execute(
+                "INSERT INTO documents(md5, kind, extractor, ocr_type, title, size_bytes, chunks, added_at)"
+                " VALUES (?,?,?,?,?,?,?,?)", (md5, kind, extractor, ocr_type, title, size_bytes, len(chunks), now))
+            self.conn.execute(
+                "INSERT OR REPLACE INTO document_paths(source_file, md5, rel_path, added_at) VALUES (?,?,?,?)",
+                (source_file, md5, rel_path, now))
+            for space, (eid, dim) in embedders.items():
+                if self.embedder(space) is None:
+                    self.set_embedder(eid, dim, space)
+            ids = []
+            for n, c in enumerate(chunks):
+                cur = self.conn.execute(
+                    "INSERT INTO embeddings(collection_id, embedding_id, md5, chunk_idx, created_at) VALUES (?,?,?,?,?)",
+                    (self.collection_id, f"{md5}:{c['chunk_idx']}", md5, c["chunk_idx"], now))
+                cid = cur.lastrowid
+                ids.append(cid)
+                meta = dict(c["meta"])
+                meta.update({"chroma:document": c["text"], "source_file_name": source_file,
+                             "source_md5": md5, "source_rel_path": rel_path, "size_bytes": size_bytes})
+                if ocr_type and "ocr_type" not in meta:
+                    meta["ocr_type"] = ocr_type
+                self.conn.executemany(
+                    "INSERT INTO embedding_metadata(id, key, string_value, int_value, float_value) VALUES (?,?,?,?,?)",
+                    [(cid, k, *_typed(v)) for k, v in meta.items() if v is not None])
+                self.conn.execute("INSERT INTO fts_chunks(rowid, embedding_id, content, source_file) VALUES (?,?,?,?)",
+                                  (cid, f"{md5}:{c['chunk_idx']}", c["text"], source_file))
+                for space, vecs in vectors.items():
+                    self.conn.execute("INSERT INTO vectors(id, space, embedder_id, vec) VALUES (?,?,?,?)",
+                                      (cid, space, embedders[space][0], vecs[n]))
+                self.conn.execute("INSERT INTO changes(op, id, at) VALUES ('add', ?, ?)", (cid, now))
+            return ids
+
+    # --- reading -----------------------------------------------------------------------------------
+    def max_seq(self) -> int:
+        return self.conn.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()[0]
+
+    def changes_after(self, seq: int) -> list[tuple[int, str, int]]:
+        return [tuple(r) for r in self.conn.execute(
+            "SELECT seq, op, id FROM changes WHERE seq > ? ORDER BY seq", (seq,))]
+
+    def vectors_for(self, ids: Sequence[int], space: str = PRIMARY) -> dict[int, bytes]:
+        out = {}
+        for i in range(0, len(ids), 500):
+            part = list(ids[i:i + 500])
+            q = ",".join("?" * len(part))
+            for r in self.conn.execute(f"SELECT id, vec FROM vectors WHERE space=? AND id IN ({q})", (space, *part)):
+                out[r[0]] = r[1]
+        return out
+
+    def iter_vectors(self, space: str = PRIMARY, batch: int = 10000) -> Iterator[tuple[list[int], list[bytes]]]:
+        last = -1
+        while True:
+            rows = self.conn.execute(
+                "SELECT id, vec FROM vectors WHERE space=? AND id > ? ORDER BY id LIMIT ?", (space, last, batch)
+            ).fetchall()
+            if not rows:
+                return
+            yield [r[0] for r in rows], [r[1] for r in rows]
+            last = rows[-1][0]
+
+    def chunk_count(self) -> int:
+        return self.conn.execute("SELECT count(*) FROM embeddings").fetchone()[0]
+
+    def document_count(self) -> int:
+        return self.conn.execute("SELECT count(*) FROM documents").fetchone()[0]
+
+    def hits(self, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+        """Search-hit dicts (without scores) for chunk ids, in one pass over the metadata."""
+        out: dict[int, dict[str, Any]] = {}
+        for i in range(0, len(ids), 500):
+            part = list(ids[i:i + 500])
+            q = ",".join("?" * len(part))
+            for r in self.conn.execute(
+                f"SELECT e.id, e.md5, e.chunk_idx, m.key, m.string_value, m.int_value, m.float_value"
+                f" FROM embeddings e JOIN embedding_metadata m ON m.id = e.id WHERE e.id IN ({q})", part):
+                h = out.get(r[0])
+                if h is None:
+                    h = out[r[0]] = {"embedding_id": r[0], "collection": self.collection, "doc_id": r[1],
+                                     "chunk_idx": r[2], "_meta": {}}
+                h["_meta"][r[3]] = r[4] if r[4] is not None else (r[5] if r[5] is not None else r[6])
+        for h in out.values():
+            h.update(hit_fields(h.pop("_meta")))
+        return out
+
+
+def hit_fields(meta: dict[str, Any]) -> dict[str, Any]:
+    """The public fields of a search hit from a chunk's metadata rows."""
+    src = meta.get("source_file_name") or ""
+    pages = json.loads(meta["pages"]) if meta.get("pages") else None
+    return {
+        "source_file": src,
+        "filename": Path(src).name,
+        "source_rel_path": meta.get("source_rel_path"),
+        "text": meta.get("chroma:document", ""),
+        "page_label": meta.get("page_label"),
+        "pages": pages,
+        "section": meta.get("section"),
+        "span": [meta.get("char_start"), meta.get("char_end")],
+        "sheet": meta.get("sheet"),
+        "rows": [meta.get("row_start"), meta.get("row_end")] if meta.get("row_start") is not None else None,
+        "t_start": meta.get("t_start"),
+        "t_end": meta.get("t_end"),
+        "member": meta.get("ole_parent_name"),
+        "ocr_type": meta.get("ocr_type"),
+        "text_entropy": meta.get("text_entropy"),
+        "word_count": meta.get("word_count"),
+    }
+
+
+def _typed(v: Any) -> tuple[str | None, int | None, float | None]:
+    if isinstance(v, bool):
+        return None, int(v), None
+    if isinstance(v, int):
+        return None, v, None
+    if isinstance(v, float):
+        return None, None, v
+    if isinstance(v, (list, dict)):
+        return json.dumps(v), None, None
+    return str(v), None, None
+
+
+def fts_rebuild(conn: sqlite3.Connection, batch: int = 1000) -> int:
+    """Backfill fts_chunks from stored chunk text, in batches (safe while serving: each batch is
+    its own short transaction). Returns the number of rows written."""
+    last, total = -1, 0
+    while True:
+        rows = conn.execute(
+            "SELECT e.id, e.embedding_id,"
+            " (SELECT string_value FROM embedding_metadata WHERE id=e.id AND key='chroma:document'),"
+            " (SELECT string_value FROM embedding_metadata WHERE id=e.id AND key='source_file_name')"
+            " FROM embeddings e WHERE e.id > ? ORDER BY e.id LIMIT ?", (last, batch)).fetchall()
+        if not rows:
+            break
+        with transaction(conn):
+            conn.executemany(
+                "INSERT OR REPLACE INTO fts_chunks(rowid, embedding_id, content, source_file) VALUES (?,?,?,?)",
+                [(r[0], r[1], r[2] or "", r[3] or "") for r in rows])
+        total += len(rows)
+        last = rows[-1][0]
+    # Rows are replaced in place rather than the table emptied first, so searches keep finding
+    # everything while the backfill runs; FTS rows of chunks that no longer exist go last.
+    with transaction(conn):
+        conn.execute("DELETE FROM fts_chunks WHERE rowid NOT IN (SELECT id FROM embeddings)")
+    return total
+
+
+def iter_rows(rows: Iterable) -> list[dict]:
+    return [dict(r) for r in rows]

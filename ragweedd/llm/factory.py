@@ -1,0 +1,90 @@
+"""``make_provider("anthropic:MODEL", cfg)``: spec strings to providers (SDKs imported only here, lazily).
+
+The spec splits on the FIRST colon, because Ollama model names carry tags ("ollama:gemma3:1b" is
+provider "ollama", model "gemma3:1b").
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Mapping
+
+from ragweedd.errors import ConfigError, ProviderAuthError
+from ragweedd.llm.base import BaseProvider
+
+PROVIDERS = ("anthropic", "openai", "gemini", "ollama", "fake")
+
+
+def parse_spec(spec: str, key: str = "llm.synthesis") -> tuple[str, str]:
+    if not isinstance(spec, str) or ":" not in spec:
+        raise ConfigError(
+            f"key '{key}' has value {spec!r}; allowed: 'PROVIDER:MODEL' with PROVIDER one of {', '.join(PROVIDERS)}",
+            hint="e.g. 'anthropic:claude-sonnet-4-5' or 'ollama:gemma3:1b'",
+        )
+    provider, _, model = spec.partition(":")
+    provider = provider.strip().lower()
+    model = model.strip()
+    if provider not in PROVIDERS:
+        raise ConfigError(f"key '{key}' names the unknown provider {provider!r}; allowed: {', '.join(PROVIDERS)}")
+    if not model and provider != "fake":
+        raise ConfigError(f"key '{key}' has value {spec!r} with no model after '{provider}:'",
+                          hint=f"write '{provider}:MODEL'")
+    return provider, model
+
+
+def _key(cfg, attr: str, env: Mapping[str, str], names: tuple[str, ...], provider: str, model: str) -> str:
+    explicit = getattr(cfg, attr, "") if cfg is not None else ""
+    if explicit:
+        return explicit
+    for n in names:
+        if env.get(n):
+            return env[n]
+    raise ProviderAuthError(
+        f"{provider}: no API key for model '{model}'",
+        hint=f"set {' or '.join(names)} in the daemon's environment, or llm.{attr.removeprefix('llm_')} in the config file",
+    )
+
+
+def make_provider(spec: str, cfg=None, *, env: Mapping[str, str] | None = None, key: str = "llm.synthesis",
+                  **overrides) -> BaseProvider:
+    """Build the provider named by ``spec``. ``overrides`` (timeout_s, max_retries, retry_backoff_s,
+    base_url) win over the config; tests use them for short timeouts and local servers."""
+    env = os.environ if env is None else env
+    provider, model = parse_spec(spec, key)
+    common = {
+        "timeout_s": overrides.pop("timeout_s", getattr(cfg, "llm_timeout_s", 120.0)),
+        "max_retries": overrides.pop("max_retries", getattr(cfg, "llm_max_retries", 4)),
+        "retry_backoff_s": overrides.pop("retry_backoff_s", getattr(cfg, "llm_retry_backoff_s", 1.0)),
+    }
+    base_url = overrides.pop("base_url", None)
+    if provider == "fake":
+        from ragweedd.llm.fake import FakeChatProvider
+
+        return FakeChatProvider(model or "fake", **overrides, **common)
+    if overrides:
+        raise TypeError(f"unexpected overrides for {provider}: {sorted(overrides)}")
+    if provider == "anthropic":
+        from ragweedd.llm.anthropic_provider import AnthropicProvider
+
+        api_key = _key(cfg, "llm_anthropic_api_key", env, ("ANTHROPIC_API_KEY",), provider, model)
+        return AnthropicProvider(model, api_key=api_key, base_url=base_url, **common)
+    if provider == "openai":
+        from ragweedd.llm.openai_provider import OpenAIProvider
+
+        base_url = base_url or getattr(cfg, "llm_openai_base_url", "") or None
+        try:
+            api_key = _key(cfg, "llm_openai_api_key", env, ("OPENAI_API_KEY",), provider, model)
+        except ProviderAuthError:
+            if not base_url:
+                raise
+            api_key = "not-needed"  # local OpenAI-compatible servers (llama.cpp, vLLM) usually take no key
+        return OpenAIProvider(model, api_key=api_key, base_url=base_url, **common)
+    if provider == "gemini":
+        from ragweedd.llm.gemini_provider import GeminiProvider
+
+        api_key = _key(cfg, "llm_gemini_api_key", env, ("GEMINI_API_KEY", "GOOGLE_API_KEY"), provider, model)
+        return GeminiProvider(model, api_key=api_key, base_url=base_url, **common)
+    from ragweedd.llm.ollama_provider import OllamaProvider
+
+    url = base_url or getattr(cfg, "embed_ollama_url", "") or "http://127.0.0.1:11434"
+    return OllamaProvider(model, base_url=url, **common)

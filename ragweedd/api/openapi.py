@@ -1,0 +1,283 @@
+"""The OpenAPI 3.1 document served at /v1/openapi.json, and the request validator that uses it.
+
+The document is written out by hand (not generated from the route table) so that a test comparing
+it with the routes aiohttp actually registered means something: a route added without docs, or
+docs for a route that does not exist, fails that test. Request bodies and query parameters are
+validated against the same schemas, so the documented contract is the enforced one.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+from ragweedd import __version__
+from ragweedd.errors import RequestError
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+
+_ERR = {"$ref": "#/components/responses/Error"}
+_OBJ = {"type": "object"}
+
+
+def _ok(desc: str, schema: dict | None = None, media: str = "application/json") -> dict:
+    return {"description": desc, "content": {media: {"schema": schema or _OBJ}}}
+
+
+def _op(op_id: str, summary: str, *, params: list | None = None, body: dict | None = None,
+        ok: dict | None = None, public: bool = False, extra: dict | None = None) -> dict:
+    op: dict[str, Any] = {"operationId": op_id, "summary": summary,
+                          "responses": {"200": ok or _ok("OK"), "default": _ERR}}
+    if params:
+        op["parameters"] = params
+    if body is not None:
+        op["requestBody"] = body
+    if public:
+        op["security"] = []
+    if extra:
+        op["responses"].update(extra)
+    return op
+
+
+def _json_body(ref: str) -> dict:
+    return {"required": True, "content": {"application/json": {"schema": {"$ref": ref}}}}
+
+
+def _path(name: str, schema: dict, desc: str) -> dict:
+    return {"name": name, "in": "path", "required": True, "schema": schema, "description": desc}
+
+
+def _query(name: str, schema: dict, desc: str, required: bool = False) -> dict:
+    return {"name": name, "in": "query", "required": required, "schema": schema, "description": desc}
+
+
+_COLL = _path("name", {"type": "string", "pattern": NAME_PATTERN}, "Collection name.")
+_PAGING = [
+    _query("offset", {"type": "integer", "minimum": 0, "maximum": 10**9}, "Items to skip (default 0)."),
+    _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}, "Items per page (default 50)."),
+]
+_STREAM = _query("stream", {"type": "boolean"},
+                 "false: one JSON object instead of Server-Sent Events (a body field 'stream' works too).")
+_SSE = {"description": "Server-Sent Events (default) or JSON when stream=false",
+        "content": {"text/event-stream": {"schema": {"type": "string"}},
+                    "application/json": {"schema": {"$ref": "#/components/schemas/Answer"}}}}
+
+_STRS = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 4096}, "maxItems": 256}
+_FILTERS = {
+    "collections": {"type": "array", "items": {"type": "string", "pattern": NAME_PATTERN}, "maxItems": 256},
+    "top_k": {"type": "integer", "minimum": 1, "maximum": 10000},
+    "path_glob": {"type": "string", "minLength": 1, "maxLength": 4096},
+    "file_type": {"type": "string", "pattern": r"^\.?[A-Za-z0-9]{1,16}$"},
+    "doc_id": {"type": "string", "minLength": 1, "maxLength": 512},
+}
+_QUERY = {"type": "string", "minLength": 1, "maxLength": 8000}
+
+DOCUMENT: dict[str, Any] = {
+    "openapi": "3.1.0",
+    "info": {
+        "title": "ragweedd",
+        "version": __version__,
+        "description": "Local document indexer and question-answering daemon. Every route except "
+                       "/v1/health needs 'Authorization: Bearer <token>' (the token is in the state "
+                       "directory's 'token' file). Errors are {\"error\": {\"code\", \"message\", \"hint\"}}.",
+    },
+    "servers": [{"url": "http://127.0.0.1:8723"}],
+    "security": [{"bearer": []}],
+    "paths": {
+        "/v1/health": {"get": _op("health", "Liveness: {\"ok\": true} (no token needed)", public=True)},
+        "/v1/status": {"get": _op("status", "Collections, files by state, queue, ingest progress, embedder, "
+                                  "index sizes, last flush, next jobs, degraded reasons, missing tools")},
+        "/v1/openapi.json": {"get": _op("openapi", "This document")},
+        "/v1/collections": {
+            "get": _op("list_collections", "List collections",
+                       ok=_ok("Collections", {"type": "object", "properties": {"items": {"type": "array"}}})),
+            "post": _op("add_collection", "Add a collection (roots and ignore globs); persisted",
+                        body=_json_body("#/components/schemas/AddCollection")),
+        },
+        "/v1/collections/{name}": {
+            "delete": _op("remove_collection", "Forget a collection and its index (files stay)", params=[_COLL]),
+        },
+        "/v1/collections/{name}/scan": {
+            "post": _op("scan", "Reconcile the collection's folders now", params=[_COLL]),
+        },
+        "/v1/collections/{name}/reanalyze": {
+            "post": _op("reanalyze", "Re-run cluster analysis (entry points)", params=[_COLL]),
+        },
+        "/v1/collections/{name}/rebuild-fts": {
+            "post": _op("rebuild_fts", "Rebuild the keyword (FTS5) index", params=[_COLL]),
+        },
+        "/v1/collections/{name}/documents": {
+            "post": _op(
+                "upload", "Upload a file into the collection's managed folder",
+                params=[_COLL, _query("filename", {"type": "string", "minLength": 1, "maxLength": 255},
+                                      "File name for a raw body (required then); a bare name, no "
+                                      "'/', '\\\\', NUL, '.' or '..'")],
+                body={"required": True, "content": {
+                    "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+                    "multipart/form-data": {"schema": {
+                        "type": "object", "required": ["file"],
+                        "properties": {"file": {"type": "string", "format": "binary"}}}},
+                }},
+                extra={"413": _ERR}),
+        },
+        "/v1/documents": {
+            "get": _op("list_documents", "List documents with filters and paging", params=[
+                _query("collection", {"type": "string", "pattern": NAME_PATTERN}, "Only this collection."),
+                _query("state", {"type": "string", "enum": ["queued", "indexed", "failed", "skipped",
+                                                             "superseded"]}, "Only this state."),
+                _query("path_glob", {"type": "string", "minLength": 1, "maxLength": 4096},
+                       "fnmatch glob on the source path."),
+                *_PAGING]),
+        },
+        "/v1/documents/{doc_key}": {
+            "get": _op("get_document", "One document with its chunks, state and error",
+                       params=[_path("doc_key", {"type": "string", "minLength": 1, "maxLength": 512},
+                                     "Document key from a listing")]),
+        },
+        "/v1/search": {
+            "post": _op("search", "Hybrid search with filters",
+                        body=_json_body("#/components/schemas/SearchRequest")),
+        },
+        "/v1/ask": {
+            "post": _op("ask", "Answer a question with cited sources (SSE by default)", params=[_STREAM],
+                        body=_json_body("#/components/schemas/AskRequest"), ok=_SSE, extra={"429": _ERR}),
+        },
+        "/v1/ask/{history_id}/continue": {
+            "post": _op("ask_continue", "Continue an answer cut at max_tokens (SSE by default)",
+                        params=[_path("history_id", {"type": "string", "minLength": 1, "maxLength": 128},
+                                      "History id of the answer"), _STREAM],
+                        ok=_SSE, extra={"429": _ERR}),
+        },
+        "/v1/history": {"get": _op("history_list", "Past searches and answers, newest first", params=_PAGING)},
+        "/v1/history/{history_id}": {
+            "get": _op("history_show", "One history entry in full",
+                       params=[_path("history_id", {"type": "string", "minLength": 1, "maxLength": 128},
+                                     "History id")]),
+        },
+    },
+    "components": {
+        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        "responses": {"Error": {"description": "Error envelope", "content": {"application/json": {
+            "schema": {"$ref": "#/components/schemas/Error"}}}}},
+        "schemas": {
+            "Error": {"type": "object", "required": ["error"], "properties": {"error": {
+                "type": "object", "required": ["code", "message"],
+                "properties": {"code": {"type": "string"}, "message": {"type": "string"},
+                               "hint": {"type": "string"}}}}},
+            "AddCollection": {
+                "type": "object", "required": ["name", "paths"], "additionalProperties": False,
+                "properties": {"name": {"type": "string", "pattern": NAME_PATTERN},
+                               "paths": {**_STRS, "minItems": 1}, "ignore": _STRS,
+                               "topic": {"type": "string", "maxLength": 4096}}},
+            "SearchRequest": {"type": "object", "required": ["query"], "additionalProperties": False,
+                              "properties": {"query": _QUERY, **_FILTERS}},
+            "AskRequest": {"type": "object", "required": ["query"], "additionalProperties": False,
+                           "properties": {"query": _QUERY, **_FILTERS, "stream": {"type": "boolean"}}},
+            "Answer": {"type": "object", "properties": {
+                "answer": {"type": "string"}, "sources": {"type": "array"},
+                "annotations": {"type": "array"}, "history_id": {"type": ["string", "null"]},
+                "finish_reason": {"type": ["string", "null"]}}},
+        },
+    },
+}
+
+
+def document(port: int | None = None) -> dict:
+    doc = copy.deepcopy(DOCUMENT)
+    if port:
+        doc["servers"] = [{"url": f"http://127.0.0.1:{port}"}]
+    return doc
+
+
+def schema(name: str) -> dict:
+    return DOCUMENT["components"]["schemas"][name]
+
+
+def parameters(path: str, method: str) -> list[dict]:
+    return DOCUMENT["paths"][path][method].get("parameters", [])
+
+
+# --------------------------------------------------------------------------- validation
+_TYPES = {"object": dict, "array": list, "string": str, "boolean": bool, "null": type(None)}
+
+
+def _type_ok(value: Any, t: str) -> bool:
+    if t == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if t == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, _TYPES[t])
+
+
+def validate(value: Any, sch: dict, where: str) -> None:
+    """Check ``value`` against the subset of JSON Schema this document uses; RequestError names
+    the offending field (``where``) and what is allowed."""
+    types = sch.get("type")
+    if types is not None:
+        tl = types if isinstance(types, list) else [types]
+        if not any(_type_ok(value, t) for t in tl):
+            raise RequestError(f"{where} must be {' or '.join(tl)}, got {type(value).__name__}")
+    if "enum" in sch and value not in sch["enum"]:
+        raise RequestError(f"{where} must be one of {', '.join(map(str, sch['enum']))}")
+    if isinstance(value, str):
+        if len(value) < sch.get("minLength", 0):
+            raise RequestError(f"{where} must not be empty" if sch["minLength"] == 1
+                               else f"{where} needs at least {sch['minLength']} characters")
+        if "maxLength" in sch and len(value) > sch["maxLength"]:
+            raise RequestError(f"{where} is longer than {sch['maxLength']} characters")
+        if "pattern" in sch and not re.search(sch["pattern"], value):
+            raise RequestError(f"{where} {value[:80]!r} is not allowed (must match {sch['pattern']})")
+        if "\x00" in value:
+            raise RequestError(f"{where} contains a NUL character")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if "minimum" in sch and value < sch["minimum"]:
+            raise RequestError(f"{where} must be at least {sch['minimum']}")
+        if "maximum" in sch and value > sch["maximum"]:
+            raise RequestError(f"{where} must be at most {sch['maximum']}")
+    if isinstance(value, list):
+        if len(value) < sch.get("minItems", 0):
+            raise RequestError(f"{where} needs at least {sch['minItems']} item(s)")
+        if "maxItems" in sch and len(value) > sch["maxItems"]:
+            raise RequestError(f"{where} has more than {sch['maxItems']} items")
+        for i, item in enumerate(value):
+            validate(item, sch.get("items", {}), f"{where}[{i}]")
+    if isinstance(value, dict):
+        props = sch.get("properties", {})
+        for req in sch.get("required", []):
+            if req not in value:
+                raise RequestError(f"{where}: field '{req}' is required")
+        if sch.get("additionalProperties") is False:
+            extra = sorted(set(value) - set(props))
+            if extra:
+                raise RequestError(f"{where}: unknown field(s) {extra}", hint="allowed: " + ", ".join(props))
+        for key, sub in props.items():
+            if key in value:
+                validate(value[key], sub, f"{where}.{key}" if where != "body" else key)
+
+
+def parse_query(query: Any, path: str, method: str) -> dict[str, Any]:
+    """Query parameters of an operation, converted to their schema types and validated."""
+    out: dict[str, Any] = {}
+    for p in parameters(path, method):
+        if p["in"] != "query":
+            continue
+        name, sch = p["name"], p["schema"]
+        raw = query.get(name)
+        if raw is None:
+            if p.get("required"):
+                raise RequestError(f"query parameter '{name}' is required")
+            continue
+        val: Any = raw
+        if sch.get("type") == "integer":
+            if not re.fullmatch(r"-?\d{1,12}", raw):
+                raise RequestError(f"query parameter '{name}' must be a whole number, got {raw[:40]!r}")
+            val = int(raw)
+        elif sch.get("type") == "boolean":
+            low = raw.lower()
+            if low not in ("true", "false", "1", "0", "yes", "no"):
+                raise RequestError(f"query parameter '{name}' must be true or false, got {raw[:40]!r}")
+            val = low in ("true", "1", "yes")
+        validate(val, sch, f"query parameter '{name}'")
+        out[name] = val
+    return out

@@ -1,0 +1,312 @@
+"""Route handlers under /v1. Each one validates its input against the OpenAPI schemas, calls one
+Engine method and returns its JSON. Errors are raised as ragweedd.errors exceptions; the error
+middleware renders them."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from typing import Any, AsyncIterator
+
+from aiohttp import web
+
+from ragweedd import __version__
+from ragweedd.api import openapi
+from ragweedd.api.security import STATE_KEY, ApiState, error_response
+from ragweedd.errors import RequestError
+
+SSE_KEEPALIVE_S = 15.0
+
+
+def _st(request: web.Request) -> ApiState:
+    return request.app[STATE_KEY]
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.json_response(data, status=status, dumps=lambda o: json.dumps(o, ensure_ascii=False))
+
+
+async def _body(request: web.Request, schema_name: str) -> dict:
+    ctype = request.content_type
+    if ctype != "application/json":
+        raise RequestError(f"the request body must be JSON (Content-Type: application/json), got {ctype!r}")
+    raw = await request.read()  # enforces client_max_size -> 413
+    try:
+        body = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise RequestError(f"the request body is not valid JSON: {e}") from None
+    openapi.validate(body, openapi.schema(schema_name), "body")
+    return body
+
+
+def _name(request: web.Request, key: str = "name") -> str:
+    value = request.match_info[key]
+    sch = {"type": "string", "pattern": openapi.NAME_PATTERN} if key == "name" else \
+        {"type": "string", "minLength": 1, "maxLength": 512}
+    openapi.validate(value, sch, f"path parameter '{key}'")
+    return value
+
+
+def check_filename(name: str) -> str:
+    """An uploaded file lands in the collection's managed folder under exactly this name, so it
+    must be a bare name: no directory parts that could climb out of the folder."""
+    if not name or name.strip() in (".", ".."):
+        raise RequestError(f"file name {name!r} is not allowed", hint="give a plain file name such as notes.pdf")
+    if "/" in name or "\\" in name:
+        raise RequestError(f"file name {name[:100]!r} contains a path separator",
+                           hint="give a bare file name; uploads always go to the collection's managed folder")
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise RequestError(f"file name {name[:100]!r} contains control characters")
+    if len(name.encode("utf-8", "surrogatepass")) > 255:
+        raise RequestError("file name is longer than 255 bytes")
+    return name
+
+
+# --------------------------------------------------------------------------- simple routes
+async def health(request: web.Request) -> web.Response:
+    return _json({"ok": True, "version": __version__})
+
+
+async def status(request: web.Request) -> web.Response:
+    return _json(await _st(request).engine.status())
+
+
+async def openapi_json(request: web.Request) -> web.Response:
+    return _json(openapi.document(_st(request).port))
+
+
+async def list_collections(request: web.Request) -> web.Response:
+    return _json({"items": await _st(request).engine.list_collections()})
+
+
+async def add_collection(request: web.Request) -> web.Response:
+    b = await _body(request, "AddCollection")
+    res = await _st(request).engine.add_collection(b["name"], b["paths"], b.get("ignore") or [],
+                                                   b.get("topic", ""))
+    return _json(res)
+
+
+async def remove_collection(request: web.Request) -> web.Response:
+    return _json(await _st(request).engine.remove_collection(_name(request)))
+
+
+async def scan(request: web.Request) -> web.Response:
+    return _json(await _st(request).engine.scan(_name(request)))
+
+
+async def reanalyze(request: web.Request) -> web.Response:
+    return _json(await _st(request).engine.reanalyze(_name(request)))
+
+
+async def rebuild_fts(request: web.Request) -> web.Response:
+    return _json(await _st(request).engine.rebuild_fts(_name(request)))
+
+
+async def list_documents(request: web.Request) -> web.Response:
+    q = openapi.parse_query(request.query, "/v1/documents", "get")
+    res = await _st(request).engine.list_documents(
+        collection=q.get("collection"), state=q.get("state"), path_glob=q.get("path_glob"),
+        offset=q.get("offset", 0), limit=q.get("limit", 50))
+    return _json(res)
+
+
+async def get_document(request: web.Request) -> web.Response:
+    return _json(await _st(request).engine.get_document(_name(request, "doc_key")))
+
+
+async def history_list(request: web.Request) -> web.Response:
+    q = openapi.parse_query(request.query, "/v1/history", "get")
+    return _json(await _st(request).engine.history_list(offset=q.get("offset", 0), limit=q.get("limit", 50)))
+
+
+async def history_show(request: web.Request) -> web.Response:
+    return _json(await _st(request).engine.history_show(_name(request, "history_id")))
+
+
+async def search(request: web.Request) -> web.Response:
+    b = await _body(request, "SearchRequest")
+    return _json(await _st(request).engine.search(b.pop("query"), **b))
+
+
+# --------------------------------------------------------------------------- upload
+async def upload(request: web.Request) -> web.Response:
+    st = _st(request)
+    coll = _name(request)
+    q = openapi.parse_query(request.query, "/v1/collections/{name}/documents", "post")
+    filename = q.get("filename")
+    if request.content_type.startswith("multipart/"):
+        filename, data = await _read_multipart(request, st.max_body_bytes, filename)
+    else:
+        if not filename:
+            raise RequestError("query parameter 'filename' is required for a raw upload body",
+                               hint="POST the bytes with ?filename=NAME, or send multipart/form-data with a 'file' part")
+        data = await request.read()
+    check_filename(filename)
+    return _json(await st.engine.upload(coll, filename, data))
+
+
+async def _read_multipart(request: web.Request, cap: int, filename: str | None) -> tuple[str, bytes]:
+    try:
+        reader = await request.multipart()
+        while True:
+            part = await reader.next()
+            if part is None:
+                break
+            if part.name != "file" and not part.filename:
+                await part.release()
+                continue
+            chunks, size = [], 0
+            while chunk := await part.read_chunk(65536):
+                size += len(chunk)
+                if size > cap:
+                    raise web.HTTPRequestEntityTooLarge(max_size=cap, actual_size=size)
+                chunks.append(chunk)
+            name = filename or part.filename
+            if not name:
+                raise RequestError("the multipart 'file' part has no file name",
+                                   hint="set filename in its Content-Disposition or pass ?filename=NAME")
+            return name, b"".join(chunks)
+    except (web.HTTPException, RequestError):
+        raise
+    except Exception as e:  # aiohttp raises assorted errors on malformed multipart bodies
+        raise RequestError(f"the multipart body could not be parsed: {type(e).__name__}") from None
+    raise RequestError("the multipart body has no 'file' part")
+
+
+# --------------------------------------------------------------------------- answers
+def _want_stream(request: web.Request, body: dict | None, path: str) -> bool:
+    q = openapi.parse_query(request.query, path, "post")
+    if "stream" in q:
+        return q["stream"]
+    if body is not None and "stream" in body:
+        return bool(body["stream"])
+    return True
+
+
+async def ask(request: web.Request) -> web.StreamResponse:
+    b = await _body(request, "AskRequest")
+    stream = _want_stream(request, b, "/v1/ask")
+    b.pop("stream", None)
+    query = b.pop("query")
+    return await _answer(request, stream, lambda eng: eng.ask(query, **b))
+
+
+async def ask_continue(request: web.Request) -> web.StreamResponse:
+    hid = _name(request, "history_id")
+    stream = _want_stream(request, None, "/v1/ask/{history_id}/continue")
+    return await _answer(request, stream, lambda eng: eng.ask_continue(hid))
+
+
+async def _answer(request: web.Request, stream: bool, start) -> web.StreamResponse:
+    st = _st(request)
+    if st.answers_in_flight >= st.max_concurrent_answers:
+        return error_response(429, "too_many_answers",
+                              f"{st.max_concurrent_answers} answers are already being written",
+                              "retry in a few seconds or raise max_concurrent_answers in the config",
+                              headers={"Retry-After": "2"})
+    st.answers_in_flight += 1
+    events: AsyncIterator[dict] | None = None
+    try:
+        res = start(st.engine)
+        events = (await res) if inspect.isawaitable(res) else res
+        # The first event is fetched before any byte is sent, so a request the engine rejects
+        # gets a proper HTTP status instead of an error inside a 200 stream.
+        first = await anext(events, None)
+        if not stream:
+            return _json(await _collect(first, events))
+        return await _sse(request, first, events, st)
+    finally:
+        st.answers_in_flight -= 1
+        if events is not None and hasattr(events, "aclose"):
+            try:
+                await events.aclose()
+            except Exception:  # noqa: BLE001 - the answer is over either way
+                pass
+
+
+async def _collect(first: dict | None, events: AsyncIterator[dict]) -> dict:
+    out: dict[str, Any] = {"answer": "", "sources": [], "annotations": [], "history_id": None,
+                           "finish_reason": None}
+    parts: list[str] = []
+    ev = first
+    while ev is not None:
+        t = ev.get("type")
+        if t == "sources":
+            out["sources"] = ev.get("sources", [])
+        elif t == "annotation":
+            out["annotations"].append({k: v for k, v in ev.items() if k != "type"})
+        elif t == "token":
+            parts.append(ev.get("text", ""))
+        elif t == "done":
+            out.update({k: v for k, v in ev.items() if k != "type"})
+        elif t == "error":
+            err = ev.get("error") or {}
+            return {"error": err, "answer": "".join(parts), **{k: out[k] for k in ("sources", "history_id")}}
+        ev = await anext(events, None)
+    out["answer"] = "".join(parts)
+    return out
+
+
+def _sse_frame(ev: dict) -> bytes:
+    data = json.dumps(ev, ensure_ascii=False)
+    return f"event: {ev.get('type', 'message')}\ndata: {data}\n\n".encode()
+
+
+async def _sse(request: web.Request, first: dict | None, events: AsyncIterator[dict], st: ApiState):
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
+                                       "Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+    await resp.prepare(request)
+    ev = first
+    try:
+        while ev is not None:
+            await resp.write(_sse_frame(ev))
+            if ev.get("type") in ("done", "error"):
+                break
+            nxt = asyncio.ensure_future(anext(events, None))
+            try:
+                while True:
+                    done, _ = await asyncio.wait({nxt}, timeout=SSE_KEEPALIVE_S)
+                    if done:
+                        break
+                    # Comments keep proxies and clients from timing out while annotation runs.
+                    await resp.write(b": keep-alive\n\n")
+            except BaseException:
+                nxt.cancel()
+                raise
+            ev = nxt.result()
+    except (ConnectionResetError, asyncio.CancelledError):
+        raise
+    except Exception as e:  # noqa: BLE001 - headers are sent: report inside the stream
+        from ragweedd.errors import RagweedError
+
+        if isinstance(e, RagweedError):
+            err = e.to_dict()
+        else:
+            st.log.exception("answer_stream_failed", path=request.path)
+            err = {"code": "internal", "message": "the answer failed inside ragweedd",
+                   "hint": "see the daemon log"}
+        await resp.write(_sse_frame({"type": "error", "error": err}))
+    await resp.write_eof()
+    return resp
+
+
+def add_routes(app: web.Application) -> None:
+    r = app.router
+    r.add_get("/v1/health", health, allow_head=False)
+    r.add_get("/v1/status", status, allow_head=False)
+    r.add_get("/v1/openapi.json", openapi_json, allow_head=False)
+    r.add_get("/v1/collections", list_collections, allow_head=False)
+    r.add_post("/v1/collections", add_collection)
+    r.add_delete("/v1/collections/{name}", remove_collection)
+    r.add_post("/v1/collections/{name}/scan", scan)
+    r.add_post("/v1/collections/{name}/reanalyze", reanalyze)
+    r.add_post("/v1/collections/{name}/rebuild-fts", rebuild_fts)
+    r.add_post("/v1/collections/{name}/documents", upload)
+    r.add_get("/v1/documents", list_documents, allow_head=False)
+    r.add_get("/v1/documents/{doc_key}", get_document, allow_head=False)
+    r.add_post("/v1/search", search)
+    r.add_post("/v1/ask", ask)
+    r.add_post("/v1/ask/{history_id}/continue", ask_continue)
+    r.add_get("/v1/history", history_list, allow_head=False)
+    r.add_get("/v1/history/{history_id}", history_show, allow_head=False)

@@ -1,0 +1,183 @@
+"""Middlewares: the uniform error envelope, and the checks that keep a localhost service local.
+
+Order (outermost first): ``error_middleware`` turns every failure -- ours, aiohttp's 404/405/413,
+and unexpected exceptions -- into ``{"error": {"code", "message", "hint"?}}``; then
+``security_middleware`` checks, before any handler runs (unknown routes included):
+
+1. Host is exactly one of localhost / 127.0.0.1 / [::1] with our port. A DNS-rebinding page on
+   evil.com that resolves to 127.0.0.1 sends ``Host: evil.com:PORT`` and is refused.
+2. Origin, when present, is one of our own origins; Sec-Fetch-Site, when present, is same-origin or
+   none. A page on another site can send a "simple" text/plain POST without a preflight; these two
+   headers are what browsers cannot let it forge.
+3. The bearer token (constant-time comparison; never logged) on everything but GET /v1/health.
+4. A declared Content-Length above the cap is refused with 413 before the body is read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from ragweedd.errors import RagweedError
+
+PUBLIC_ROUTES = {("GET", "/v1/health")}
+
+_HTTP_CODES = {
+    400: ("bad_request", "the request is malformed"),
+    401: ("unauthorized", "a valid bearer token is required"),
+    403: ("forbidden", "the request was refused"),
+    404: ("not_found", "no such route"),
+    405: ("method_not_allowed", "method not allowed"),
+    411: ("length_required", "a Content-Length is required"),
+    413: ("body_too_large", "the request body is too large"),
+    415: ("unsupported_media_type", "unsupported content type"),
+    429: ("too_many_requests", "too many requests"),
+}
+
+
+@dataclass
+class ApiState:
+    engine: Any
+    token: str
+    port: int
+    max_body_bytes: int
+    max_concurrent_answers: int
+    extra_hosts: tuple[str, ...] = ()
+    answers_in_flight: int = 0
+    log: Any = None
+    allowed_hosts: frozenset[str] = field(default_factory=frozenset)
+    allowed_origins: frozenset[str] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        self.set_port(self.port)
+
+    def set_port(self, port: int) -> None:
+        """The port is known only after binding when the config asks for port 0."""
+        self.port = port
+        names = ["localhost", "127.0.0.1", "[::1]", *self.extra_hosts]
+        hosts = {f"{n}:{port}" for n in names}
+        if port == 80:
+            hosts |= set(names)
+        self.allowed_hosts = frozenset(h.lower() for h in hosts)
+        self.allowed_origins = frozenset(f"http://{n}:{port}" for n in ("localhost", "127.0.0.1", "[::1]"))
+
+
+STATE_KEY = web.AppKey("ragweedd_api_state", ApiState)
+
+
+def error_response(status: int, code: str, message: str, hint: str | None = None,
+                   headers: dict | None = None) -> web.Response:
+    err: dict[str, Any] = {"code": code, "message": message}
+    if hint:
+        err["hint"] = hint
+    return web.json_response({"error": err}, status=status, headers=headers)
+
+
+def _from_http_exception(request: web.Request, exc: web.HTTPException, st: ApiState) -> web.Response:
+    code, message = _HTTP_CODES.get(exc.status, ("http_error", exc.reason or "HTTP error"))
+    hint = None
+    headers = {}
+    if exc.status == 404:
+        message = f"no route {request.method} {request.path}"
+        hint = "see /v1/openapi.json for the routes"
+    elif exc.status == 405:
+        allowed = sorted(getattr(exc, "allowed_methods", ()) or ())
+        message = f"{request.method} is not allowed on {request.path}"
+        if allowed:
+            hint = "allowed: " + ", ".join(allowed)
+            headers["Allow"] = ",".join(allowed)
+    elif exc.status == 413:
+        message = f"the request body is larger than the limit of {st.max_body_bytes} bytes"
+        hint = "raise max_body_mb in the config for bigger uploads"
+    elif exc.status == 400 and exc.text and not exc.text.startswith("400"):
+        message = exc.text[:300]
+    return error_response(exc.status, code, message, hint, headers)
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler) -> web.StreamResponse:
+    st = request.app[STATE_KEY]
+    rid = uuid.uuid4().hex[:12]
+    t0 = time.perf_counter()
+    try:
+        resp = await handler(request)
+    except RagweedError as e:
+        resp = error_response(e.http_status, e.code, e.message, e.hint)
+    except web.HTTPException as e:
+        if e.status < 400:
+            raise
+        resp = _from_http_exception(request, e, st)
+    except (asyncio.CancelledError, ConnectionResetError):
+        raise
+    except Exception:
+        # The body names the request id only; the traceback (which may hold paths or data)
+        # stays in the daemon's log.
+        st.log.exception("api_unhandled_error", request_id=rid, method=request.method, path=request.path)
+        resp = error_response(500, "internal", "internal error in ragweedd",
+                              f"see the daemon log for request id {rid}")
+    if not resp.prepared:
+        resp.headers["X-Request-Id"] = rid
+        resp.headers.setdefault("Cache-Control", "no-store")
+        resp.headers.setdefault("X-Content-Type-Options", "nosniff")
+    st.log.info("api_request", request_id=rid, method=request.method, path=request.path,
+                status=resp.status, ms=round((time.perf_counter() - t0) * 1000, 2))
+    return resp
+
+
+def check_host(request: web.Request, st: ApiState) -> str | None:
+    # Read the raw header: request.host falls back to the socket's name when Host is absent.
+    hosts = request.headers.getall("Host", [])
+    if len(hosts) != 1:
+        return "exactly one Host header is required"
+    if hosts[0].strip().lower() not in st.allowed_hosts:
+        return f"Host {hosts[0][:100]!r} is not this service"
+    return None
+
+
+def check_cross_site(request: web.Request, st: ApiState) -> str | None:
+    origins = request.headers.getall("Origin", [])
+    if len(origins) > 1 or (origins and origins[0].strip().lower() not in st.allowed_origins):
+        return "cross-origin requests are not allowed"
+    sites = request.headers.getall("Sec-Fetch-Site", [])
+    if len(sites) > 1 or (sites and sites[0].strip().lower() not in ("same-origin", "none")):
+        return "cross-site requests are not allowed"
+    return None
+
+
+def check_token(request: web.Request, st: ApiState) -> bool:
+    auth = request.headers.get("Authorization", "")
+    scheme, _, given = auth.partition(" ")
+    if scheme.lower() != "bearer":
+        # Still compare, so that a missing header costs the same as a wrong one.
+        given = ""
+    return hmac.compare_digest(given.strip().encode("utf-8", "replace"), st.token.encode())
+
+
+@web.middleware
+async def security_middleware(request: web.Request, handler) -> web.StreamResponse:
+    st = request.app[STATE_KEY]
+    why = check_host(request, st)
+    if why:
+        return error_response(403, "forbidden_host", why,
+                              "connect to http://127.0.0.1:PORT (see the state directory's port file)")
+    why = check_cross_site(request, st)
+    if why:
+        return error_response(403, "forbidden_origin", why,
+                              "browsers on other sites may not use this service")
+    if (request.method, request.path) not in PUBLIC_ROUTES and not check_token(request, st):
+        return error_response(401, "unauthorized", "missing or wrong bearer token",
+                              "send 'Authorization: Bearer <token>' with the token from the state "
+                              "directory's 'token' file (ragweedctl does this for you)",
+                              headers={"WWW-Authenticate": 'Bearer realm="ragweedd"'})
+    length = request.content_length
+    if length is not None and length > st.max_body_bytes:
+        return error_response(413, "body_too_large",
+                              f"the request body ({length} bytes) is larger than the limit of "
+                              f"{st.max_body_bytes} bytes", "raise max_body_mb in the config for bigger uploads")
+    return await handler(request)

@@ -1,0 +1,207 @@
+"""Starting the API: loopback-only binds, the token file, the port file.
+
+``ApiServer`` runs the app on the caller's event loop (the daemon). ``ThreadedServer`` runs it on a
+private loop in a background thread: tests, benchmarks and tools use it to get a real HTTP server
+on a free port without owning an event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import os
+import re
+import secrets
+import stat
+import threading
+from pathlib import Path
+
+from aiohttp import web
+
+from ragweedd.api.app import build_app
+from ragweedd.api.security import STATE_KEY
+from ragweedd.errors import ConfigError, DaemonError
+from ragweedd.logging import get_logger
+
+log = get_logger("ragweedd.api")
+
+_TOKEN_RE = re.compile(r"^[A-Za-z0-9_\-]{32,256}$")
+
+
+# --------------------------------------------------------------------------- token
+def _new_token_file(path: Path) -> str:
+    token = secrets.token_urlsafe(32)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # O_EXCL + mode 0600 at creation: the token is never readable by others, not even briefly.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        os.write(fd, (token + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    return token
+
+
+def ensure_token(path: str | os.PathLike) -> str:
+    """Return the API token, creating it (random, 0600) at first start.
+
+    A token file that others could read is treated as leaked: when we own it, it is replaced by a
+    new token with mode 0600 (and a warning); when we do not, the daemon refuses to start.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return _new_token_file(path)
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
+        raise DaemonError(f"token file {path} is not a regular file",
+                          hint="remove it; ragweedd creates a new token at start")
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        raise DaemonError(f"token file {path} belongs to another user (uid {st.st_uid})",
+                          hint="remove it or fix its owner; ragweedd creates a new token at start")
+    if st.st_mode & 0o077:
+        log.warning("token_file_too_open", token_file=str(path), mode=oct(st.st_mode & 0o777),
+                    action="replaced with a new token, mode 0600")
+        return _new_token_file(path)
+    token = path.read_text(encoding="utf-8", errors="replace").strip()
+    if not _TOKEN_RE.match(token):
+        log.warning("token_file_invalid", token_file=str(path), action="replaced with a new token")
+        return _new_token_file(path)
+    return token
+
+
+# --------------------------------------------------------------------------- bind / port file
+def parse_listen(listen: str) -> tuple[str, int]:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ConfigError(f"key 'listen' has value {listen!r}; allowed: HOST:PORT, e.g. '127.0.0.1:8723'")
+    return host.strip("[]"), int(port)
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, allow_remote: bool) -> None:
+    if is_loopback(host):
+        return
+    if not allow_remote:
+        raise ConfigError(
+            f"key 'listen' asks to bind to {host!r}, which is not a loopback address",
+            hint="the API is for this machine only; use 127.0.0.1, or set allow_remote_bind = true "
+                 "if you really mean to expose it (the token is then the only protection)")
+    log.warning("api_remote_bind", host=host,
+                risk="the API is reachable from other machines; the bearer token is its only protection")
+
+
+def write_port_file(path: str | os.PathLike, host: str, port: int) -> None:
+    """ragweedctl reads this to find the daemon. Written atomically so it never sees half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    connect = host if is_loopback(host) else "127.0.0.1"
+    url_host = f"[{connect}]" if ":" in connect else connect
+    data = {"host": connect, "port": port, "pid": os.getpid(), "url": f"http://{url_host}:{port}"}
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def remove_port_file(path: str | os.PathLike) -> None:
+    """Remove the port file only if it is ours: a second daemon that failed to start must not
+    delete the file of the one that is running."""
+    path = Path(path)
+    try:
+        if json.loads(path.read_text(encoding="utf-8")).get("pid") == os.getpid():
+            path.unlink()
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+# --------------------------------------------------------------------------- servers
+class ApiServer:
+    def __init__(self, engine, *, token: str, listen: str = "127.0.0.1:0", allow_remote: bool = False,
+                 port_file: str | os.PathLike | None = None, max_body_bytes: int = 64 * 2**20,
+                 max_concurrent_answers: int = 4, app: web.Application | None = None) -> None:
+        self.host, want_port = parse_listen(listen)
+        check_bind(self.host, allow_remote)
+        extra = () if is_loopback(self.host) or self.host in ("0.0.0.0", "::") else (self.host,)
+        self.app = app or build_app(engine, token=token, port=want_port, max_body_bytes=max_body_bytes,
+                                    max_concurrent_answers=max_concurrent_answers, extra_hosts=extra)
+        self.port = want_port
+        self.port_file = Path(port_file) if port_file else None
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> int:
+        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        try:
+            await site.start()
+        except OSError as e:
+            await self._runner.cleanup()
+            raise DaemonError(f"cannot listen on {self.host}:{self.port}: {e.strerror}",
+                              hint="another ragweedd may be running; change 'listen' or stop it") from None
+        self.port = self._runner.addresses[0][1]
+        self.app[STATE_KEY].set_port(self.port)
+        if self.port_file:
+            write_port_file(self.port_file, self.host, self.port)
+        log.info("api_listening", host=self.host, port=self.port)
+        return self.port
+
+    async def stop(self) -> None:
+        if self.port_file:
+            remove_port_file(self.port_file)
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+
+class ThreadedServer:
+    """``with ThreadedServer(FakeEngine(), token=t) as srv: srv.port`` -- a real server in a thread."""
+
+    def __init__(self, engine, *, token: str, **kwargs) -> None:
+        self.engine, self.token, self.kwargs = engine, token, kwargs
+        self.loop = asyncio.new_event_loop()
+        self.server: ApiServer | None = None
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="ragweedd-api")
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None
+        return self.server.port
+
+    @property
+    def app(self) -> web.Application:
+        assert self.server is not None
+        return self.server.app
+
+    def start(self) -> "ThreadedServer":
+        self._thread.start()
+
+        async def _start():
+            self.server = ApiServer(self.engine, token=self.token, **self.kwargs)
+            await self.server.start()
+
+        asyncio.run_coroutine_threadsafe(_start(), self.loop).result(30)
+        return self
+
+    def stop(self) -> None:
+        if self.server is not None:
+            asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self.loop.close()
+
+    def __enter__(self) -> "ThreadedServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

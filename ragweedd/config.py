@@ -183,6 +183,7 @@ KEYS: tuple[KeySpec, ...] = (
 del K
 
 _BY_ATTR = {k.attr: k for k in KEYS}
+_PATH_KEYS = ("data_dir", "state_dir", "cache_dir", "wordnet_dir", "whisper_model")
 _SECTIONS = {k.section for k in KEYS if k.section}
 
 
@@ -329,6 +330,13 @@ def load_config(path: str | os.PathLike | None = None, env: Mapping[str, str] | 
             if spec is None or spec.section:
                 raise ConfigError(f"{origin}: unknown key '{key}'", hint=_suggest(low))
             values[spec.attr] = _coerce(spec, value, origin)
+    if path is not None:
+        # Relative paths in a file mean "relative to that file", like the collection paths.
+        base = Path(origin).parent
+        for attr in _PATH_KEYS:
+            v = values.get(attr)
+            if v and not Path(os.path.expanduser(v)).is_absolute():
+                values[attr] = str((base / v).resolve())
     for name, raw in env.items():
         if not name.startswith("RAGWEED_") or name in _NON_KEY_ENV:
             continue

@@ -130,11 +130,6 @@ class RagDB:
         row = self.conn.execute("SELECT md5 FROM document_paths WHERE source_file=?", (source_file,)).fetchone()
         return row[0] if row else None
 
-    def add_path(self, md5: str, source_file: str, rel_path: str) -> None:
-        """Point a path at already-indexed content (copy or rename): nothing is embedded."""
-        with transaction(self.conn):
-            self._add_path(md5, source_file, rel_path)
-
     def _add_path(self, md5: str, source_file: str, rel_path: str) -> None:
         self.conn.execute(
             "INSERT OR REPLACE INTO document_paths(source_file, md5, rel_path, added_at) VALUES (?,?,?,?)",
@@ -163,6 +158,20 @@ class RagDB:
             self.conn.execute(
                 "UPDATE embedding_metadata SET string_value=? WHERE id=? AND key='source_rel_path'", (rel, i))
         self.conn.executemany("UPDATE fts_chunks SET source_file=? WHERE rowid=?", [(shown, i) for i in ids])
+
+    def link_path(self, md5: str, source_file: str, rel_path: str) -> list[int]:
+        """Point a path at content already indexed here. If the path held other content, that
+        content leaves (unless still held elsewhere) in the same transaction. Returns deleted ids."""
+        with transaction(self.conn):
+            deleted: list[int] = []
+            old = self.md5_of_path(source_file)
+            if old is not None and old != md5:
+                _, deleted = self._remove_path(source_file)
+            self._add_path(md5, source_file, rel_path)
+            return deleted
+
+    def chunks_of(self, md5: str) -> int:
+        return self.conn.execute("SELECT count(*) FROM embeddings WHERE md5=?", (md5,)).fetchone()[0]
 
     def remove_path(self, source_file: str) -> tuple[str | None, list[int]]:
         """Forget a path. When no other path holds its content, the content's chunks leave FTS and

@@ -1,0 +1,177 @@
+"""The ragweedd command: run the daemon, or one-shot ingest / search / ask / eval / doctor."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from ragweedd import __version__
+from ragweedd.errors import RagweedError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ragweedd", description="Local document indexer and question-answering daemon.")
+    p.add_argument("--config", help="TOML config file (default: ~/.config/ragweedd/config.toml if present)")
+    p.add_argument("--version", action="version", version=f"ragweedd {__version__}")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    r = sub.add_parser("run", help="start the daemon (watch, ingest, serve the API)")
+    r.add_argument("--allow-remote", action="store_true", help="permit a non-loopback listen address")
+
+    i = sub.add_parser("ingest", help="ingest files or folders once into a collection, then exit")
+    i.add_argument("paths", nargs="*", help="files or folders (default: the collection's configured paths)")
+    i.add_argument("--collection", "-c", required=True)
+    i.add_argument("--force", action="store_true", help="re-extract even files whose content is unchanged")
+    i.add_argument("--rebuild-fts", action="store_true", help="backfill the keyword index from stored chunk text")
+
+    s = sub.add_parser("search", help="search the index once and print ranked chunks")
+    s.add_argument("query")
+    s.add_argument("--collection", "-c", action="append", help="collection to search (repeatable; default all)")
+    s.add_argument("--top-k", "-k", type=int, default=10)
+    s.add_argument("--mode", choices=("hybrid", "dense", "keyword"), default="hybrid")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+
+    sub.add_parser("check-config", help="validate the configuration and print the effective values")
+    sub.add_parser("doctor", help="list every format, its extractor and whether its tools are installed")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return _dispatch(args)
+    except RagweedError as e:
+        print(f"ragweedd: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+def _dispatch(args) -> int:
+    from ragweedd.cli import common
+
+    cfg = common.load(args.config)
+    from ragweedd.logging import configure
+
+    configure(cfg.log_level, stream=sys.stderr if args.cmd != "run" else sys.stdout)
+    if args.cmd == "check-config":
+        return _check_config(cfg)
+    if args.cmd == "ingest":
+        return _ingest(cfg, args)
+    if args.cmd == "search":
+        return _search(cfg, args)
+    if args.cmd == "doctor":
+        return _doctor(cfg)
+    if args.cmd == "run":
+        from ragweedd.daemon import run_daemon
+
+        return run_daemon(cfg, allow_remote=args.allow_remote)
+    raise AssertionError(args.cmd)
+
+
+def _check_config(cfg) -> int:
+    from ragweedd.config import KEYS
+
+    print(f"# configuration OK (source: {cfg.source})")
+    section = None
+    for k in sorted(KEYS, key=lambda k: (k.section, k.name)):
+        if k.section != section:
+            section = k.section
+            if section:
+                print(f"\n[{section}]")
+        print(f"{k.name} = {_toml(getattr(cfg, k.attr))}")
+    for name, c in cfg.collections.items():
+        print(f"\n[collections.{name}]\npaths = {_toml(list(c.paths))}\nignore = {_toml(list(c.ignore))}")
+    return 0
+
+
+def _toml(v) -> str:
+    import json
+
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return json.dumps(v)
+
+
+def _ingest(cfg, args) -> int:
+    from ragweedd.cli import common
+    from ragweedd.ingest.pipeline import Pipeline
+    from ragweedd.watch.ignore import walk_files
+
+    paths = common.paths_for(cfg)
+    if args.rebuild_fts:
+        from ragweedd.store.rag_db import RagDB, fts_rebuild
+
+        rag = RagDB(paths.rag_db(args.collection), args.collection)
+        n = fts_rebuild(rag.conn)
+        print(f"rebuilt keyword index of '{args.collection}': {n} chunks")
+        return 0
+    coll = cfg.collections.get(args.collection)
+    roots = common.resolve_inputs(args.paths) if args.paths else [__import__("pathlib").Path(p) for p in (coll.paths if coll else [])]
+    if not roots:
+        from ragweedd.errors import RequestError
+
+        raise RequestError(f"nothing to ingest into '{args.collection}'",
+                           hint="pass PATH arguments or declare [collections." + args.collection + "] paths")
+    ignore = coll.ignore if coll else ()
+    pipe = Pipeline(cfg, paths, common.make_embedder(cfg))
+    counts: dict[str, int] = {}
+    chunks = embedded = 0
+    t0 = time.monotonic()
+    try:
+        for root in roots:
+            base = root if root.is_dir() else root.parent
+            for f in walk_files(root, ignore):
+                out = pipe.ingest_file(args.collection, f, base, force=args.force)
+                counts[out.status] = counts.get(out.status, 0) + 1
+                chunks += out.chunks if out.status == "indexed" else 0
+                embedded += out.embedded
+                if out.status in ("failed", "skipped"):
+                    print(f"{out.status}: {out.path}: {out.error}", file=sys.stderr)
+    finally:
+        pipe.close()
+    dt = time.monotonic() - t0
+    summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+    print(f"ingested into '{args.collection}': {summary or 'no files'}; {chunks} new chunks, "
+          f"{embedded} embedded, {dt:.1f} s")
+    return 1 if counts.get("failed") else 0
+
+
+def _search(cfg, args) -> int:
+    from ragweedd.cli import common
+
+    paths = common.paths_for(cfg)
+    embedder = common.make_embedder(cfg)
+    try:
+        from ragweedd.query.hybrid import one_shot_search
+    except ImportError:
+        one_shot_search = None
+    if args.mode == "hybrid" and one_shot_search is not None:
+        res = one_shot_search(cfg, paths, embedder, args.query, collections=args.collection, top_k=args.top_k)
+        common.print_hits(res["results"], args.json, {"retrieval_meta": res.get("retrieval_meta")})
+        return 0
+    from ragweedd.query.simple import dense_search, keyword_search, open_collections
+
+    rags = open_collections(paths, args.collection)
+    if args.mode == "keyword":
+        hits = keyword_search(rags, args.query, args.top_k)
+    else:
+        hits = dense_search(rags, embedder, args.query, args.top_k)
+    common.print_hits(hits, args.json)
+    return 0
+
+
+def _doctor(cfg) -> int:
+    from ragweedd.extract.doctor import report
+
+    rows = report()
+    bad = 0
+    for r in rows:
+        missing = ", ".join(f"{m['name']} (install {m['package']})" for m in r.get("missing", []))
+        mark = "ok " if r["ok"] else "MISSING"
+        bad += 0 if r["ok"] else 1
+        print(f"{mark:8s} {r['format']:<12s} {r['extractor']:<16s} {' '.join(r['extensions'])}"
+              + (f"  -> {missing}" if missing else ""))
+    return 0

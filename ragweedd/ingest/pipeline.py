@@ -1,0 +1,197 @@
+"""The per-file ingest pipeline: stat -> md5 -> extract -> chunk -> embed -> publish.
+
+Content identity is the MD5 of the bytes (as RAGWeed). Content already indexed in the collection is
+never extracted or embedded again: a rename or copy only adds a path. A path whose content changed
+supersedes its old content in the same rag.sqlite3 transaction that adds the new chunks, and chunks
+whose text is unchanged reuse their cached vectors (embed cache keyed by chunk-text hash + embedder
+id). Vectors are cached batch by batch as they are computed, so an ingest killed halfway resumes
+with only the missing chunks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ragweedd.chunk.chunker import ChunkParams, chunk_document
+from ragweedd.errors import ExtractionError, ExtractionSkipped
+from ragweedd.extract.base import ExtractedDoc, ExtractSettings
+from ragweedd.logging import get_logger
+from ragweedd.paths import Paths
+from ragweedd.store.ingest_db import IngestDB
+from ragweedd.store.rag_db import PRIMARY, RagDB
+
+log = get_logger("ragweedd.ingest")
+
+ExtractFn = Callable[[Path, ExtractSettings], ExtractedDoc]
+
+
+@dataclass
+class FileOutcome:
+    path: str
+    status: str  # indexed | unchanged | linked | skipped | failed
+    md5: str | None = None
+    chunks: int = 0
+    embedded: int = 0  # chunk texts sent to the embedder (cache misses)
+    dropped: dict[str, int] = field(default_factory=dict)
+    error: str | None = None
+    retryable: bool = False
+    seconds: float = 0.0
+
+
+def file_md5(path: Path, bufsize: int = 1 << 20) -> str:
+    h = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as f:
+        while chunk := f.read(bufsize):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def extract_settings(cfg, paths: Paths) -> ExtractSettings:
+    return ExtractSettings(
+        tess_bin=cfg.tess_bin, whisper_model=cfg.whisper_model,
+        zip_max_depth=cfg.zip_max_depth, zip_max_members=cfg.zip_max_members,
+        zip_max_total_bytes=cfg.zip_max_total_mb * 1024 * 1024, zip_max_ratio=cfg.zip_max_ratio,
+        scratch_dir=str(paths.scratch),
+    )
+
+
+def in_process_extract(path: Path, settings: ExtractSettings) -> ExtractedDoc:
+    from ragweedd.extract.registry import extract_file
+
+    return extract_file(path, settings)
+
+
+class Pipeline:
+    """Ingests files of any collection. One Pipeline is the single writer of its databases."""
+
+    def __init__(self, cfg, paths: Paths, embedder, *, extract: ExtractFn | None = None) -> None:
+        self.cfg = cfg
+        self.paths = paths.ensure()
+        self.embedder = embedder
+        self.extract = extract or in_process_extract
+        self.settings = extract_settings(cfg, paths)
+        self.db = IngestDB(paths.ingest_db)
+        self._rags: dict[str, RagDB] = {}
+        self.params = ChunkParams.from_config(cfg, getattr(embedder, "preferred_chunk_tokens", 256))
+
+    def close(self) -> None:
+        for r in self._rags.values():
+            r.close()
+        self._rags.clear()
+        self.db.close()
+
+    def rag(self, collection: str) -> RagDB:
+        r = self._rags.get(collection)
+        if r is None:
+            r = self._rags[collection] = RagDB(self.paths.rag_db(collection), collection)
+            known = r.embedder(PRIMARY)
+            if known is None:
+                r.set_embedder(self.embedder.id, self.embedder.dim, PRIMARY)
+            elif known[0] != self.embedder.id:
+                log.warning("collection_embedder_changed", collection=collection, stored=known[0],
+                            configured=self.embedder.id)
+        return r
+
+    # --- one file ---------------------------------------------------------------------------------
+    def ingest_file(self, collection: str, path: Path | str, root: Path | str | None = None,
+                    *, force: bool = False) -> FileOutcome:
+        t0 = time.monotonic()
+        path = Path(path).absolute()
+        src = str(path)
+        rel = os.path.relpath(src, root) if root else path.name
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            self.remove_file(collection, src)
+            return FileOutcome(src, "skipped", error="file vanished before it was read")
+        row = self.db.live_file(collection, src)
+        if (not force and row is not None and row["extract_status"] in ("done", "skipped")
+                and row["size_bytes"] == st.st_size and row["mtime_ns"] == st.st_mtime_ns
+                and row["inode"] == st.st_ino):
+            return FileOutcome(src, "unchanged", md5=row["md5"], chunks=row["chunks"])
+        md5 = file_md5(path)
+        stat_kw = dict(size=st.st_size, mtime_ns=st.st_mtime_ns, inode=st.st_ino, root=str(root) if root else None)
+        rag = self.rag(collection)
+        if row is not None and row["md5"] == md5 and row["extract_status"] in ("done", "skipped") and not force:
+            self.db.set_file(collection, src, md5=md5, status=row["extract_status"], chunks=row["chunks"],
+                             error=row["error"], **stat_kw)
+            return self._done(FileOutcome(src, "unchanged", md5=md5, chunks=row["chunks"]), t0, collection)
+        if rag.has_document(md5):
+            rag.link_path(md5, src, rel)
+            n = rag.chunks_of(md5)
+            self.db.set_file(collection, src, md5=md5, status="done", chunks=n, **stat_kw)
+            return self._done(FileOutcome(src, "linked", md5=md5, chunks=n), t0, collection)
+
+        tries = (row["tries"] if row is not None and row["md5"] == md5 else 0) + 1
+        self.db.set_file(collection, src, md5=md5, status="extracting", tries=tries, **stat_kw)
+        try:
+            doc = self.extract(path, self.settings)
+            if not doc.text.strip():
+                raise ExtractionSkipped(f"{src}: no text could be extracted")
+            result = chunk_document(doc, self.params)
+            if not result.chunks:
+                raise ExtractionSkipped(
+                    f"{src}: every chunk was dropped by the entropy filter {result.dropped}",
+                    hint="the file holds no readable text")
+        except ExtractionError as e:
+            status = "skipped" if isinstance(e, ExtractionSkipped) else "failed"
+            # The path's old content (if any) no longer describes the file: it leaves the index.
+            rag.remove_path(src)
+            self.db.set_file(collection, src, md5=md5, status=status, error=str(e), tries=tries, **stat_kw)
+            out = FileOutcome(src, status, md5=md5, error=str(e), retryable=getattr(e, "retryable", False))
+            return self._done(out, t0, collection)
+
+        self.db.set_file(collection, src, md5=md5, status="embedding", tries=tries, **stat_kw)
+        vectors, embedded = self._vectors(result.chunks)
+        rag.publish(md5=md5, source_file=src, rel_path=rel, kind=doc.kind, extractor=doc.extractor,
+                    ocr_type=doc.ocr_type, title=doc.title, size_bytes=st.st_size, chunks=result.chunks,
+                    vectors={PRIMARY: vectors}, embedders={PRIMARY: (self.embedder.id, self.embedder.dim)})
+        self.db.record_collection_chunks(collection, md5, len(result.chunks))
+        self.db.set_file(collection, src, md5=md5, status="done", chunks=len(result.chunks), tries=tries, **stat_kw)
+        out = FileOutcome(src, "indexed", md5=md5, chunks=len(result.chunks), embedded=embedded,
+                          dropped=result.dropped)
+        return self._done(out, t0, collection)
+
+    def _vectors(self, chunks: list[dict]) -> tuple[list[bytes], int]:
+        """Vectors for the chunks in order: from the embed cache where present, else embedded in
+        batches, each batch cached (and so kept across a crash) as soon as it is computed."""
+        from ragweedd.embed.long import embed_texts
+        from ragweedd.store.sqlite import transaction
+
+        eid = self.embedder.id
+        hashes = [c["text_hash"] for c in chunks]
+        have = self.db.cached_vectors(eid, hashes)
+        todo: dict[str, str] = {}
+        for c in chunks:
+            if c["text_hash"] not in have and c["text_hash"] not in todo:
+                todo[c["text_hash"]] = c["text"]
+        items = list(todo.items())
+        bs = self.cfg.embed_batch_size
+        for i in range(0, len(items), bs):
+            part = items[i:i + bs]
+            vecs = embed_texts(self.embedder, [t for _, t in part], batch_size=bs)
+            blobs = [(h, vecs[j].astype("float32").tobytes()) for j, (h, _) in enumerate(part)]
+            with transaction(self.db.conn):
+                self.db.store_vectors(eid, self.embedder.dim, blobs)
+            have.update(blobs)
+        return [have[h] for h in hashes], len(items)
+
+    def remove_file(self, collection: str, source_file: str) -> list[int]:
+        """A path is gone: forget it; its content leaves the index unless another path holds it."""
+        md5 = self.db.mark_deleted(collection, source_file)
+        _, ids = self.rag(collection).remove_path(source_file)
+        if ids and md5:
+            self.db.forget_collection_chunks(collection, md5)
+        return ids
+
+    def _done(self, out: FileOutcome, t0: float, collection: str) -> FileOutcome:
+        out.seconds = time.monotonic() - t0
+        # One line per ingest job (the daemon and the CLI both log through here).
+        log.info("ingest_file", collection=collection, path=out.path, status=out.status, chunks=out.chunks,
+                 embedded=out.embedded, error=out.error, ms=round(out.seconds * 1000, 1))
+        return out

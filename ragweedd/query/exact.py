@@ -1,0 +1,41 @@
+"""Exact (brute-force) vector search over a collection's stored vectors.
+
+The reference the HNSW index is checked against, and the faster choice for small collections: a
+matrix product over 20k x 384 float32 rows takes about a millisecond.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ragweedd.store.rag_db import PRIMARY, RagDB
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+def load_matrix(rag: RagDB, space: str = PRIMARY) -> tuple["np.ndarray", "np.ndarray"]:
+    """(ids int64 (n,), vectors float32 (n, dim)) of every stored chunk."""
+    import numpy as np
+
+    ids: list[int] = []
+    blobs: list[bytes] = []
+    for part_ids, part_vecs in rag.iter_vectors(space):
+        ids.extend(part_ids)
+        blobs.extend(part_vecs)
+    if not ids:
+        return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+    mat = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(ids), -1)
+    return np.asarray(ids, dtype=np.int64), mat
+
+
+def top_k(ids: "np.ndarray", mat: "np.ndarray", query: "np.ndarray", k: int) -> list[tuple[int, float]]:
+    import numpy as np
+
+    if len(ids) == 0:
+        return []
+    scores = mat @ query.astype(np.float32)
+    k = min(k, len(ids))
+    idx = np.argpartition(-scores, k - 1)[:k]
+    idx = idx[np.argsort(-scores[idx], kind="stable")]
+    return [(int(ids[i]), float(scores[i])) for i in idx]

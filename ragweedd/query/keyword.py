@@ -1,0 +1,32 @@
+"""Plain FTS5 BM25 search: every alphanumeric word of the query, OR-ed, ranked by bm25.
+
+Query words are reduced to alphanumeric runs and each is quoted, so no FTS5 operator character can
+ever reach MATCH.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def query_words(query: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(query)]
+
+
+def quote(word: str) -> str:
+    return '"' + word.replace('"', '""') + '"'
+
+
+def bm25_search(conn: sqlite3.Connection, query: str, k: int, *, mode: str = "OR") -> list[tuple[int, float]]:
+    """[(chunk id, bm25 score as a positive number, higher is better)]."""
+    words = query_words(query)
+    if not words:
+        return []
+    match = f" {mode} ".join(quote(w) for w in dict.fromkeys(words))
+    rows = conn.execute(
+        "SELECT rowid, bm25(fts_chunks) AS s FROM fts_chunks WHERE fts_chunks MATCH ? ORDER BY s LIMIT ?",
+        (match, k)).fetchall()
+    return [(r[0], -r[1]) for r in rows]

@@ -1,0 +1,54 @@
+"""Ignore patterns (DESIGN §4): editor and OS temp files by default, plus per-collection globs.
+
+Patterns match a path relative to its collection root. A pattern ending in "/" matches a directory
+anywhere in the path; other patterns match the file name, or the whole relative path when they
+contain "/" ("drafts/**").
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from pathlib import Path
+from typing import Iterable, Iterator
+
+DEFAULT_IGNORES: tuple[str, ...] = (
+    "*.swp", "*.swx", "*.swo", "*~", ".#*", "#*#", "~$*", ".~lock.*#", "4913", ".DS_Store", "Thumbs.db",
+    "*.tmp", "*.part", "*.crdownload", "*___jb_tmp___", "*___jb_old___",
+    ".git/", ".hg/", ".svn/", "node_modules/", "__pycache__/", ".venv/",
+)
+
+
+def is_ignored(rel_path: str, extra: Iterable[str] = ()) -> bool:
+    rel = rel_path.replace(os.sep, "/").lstrip("/")
+    parts = rel.split("/")
+    name = parts[-1]
+    for pat in (*DEFAULT_IGNORES, *extra):
+        if pat.endswith("/"):
+            d = pat[:-1]
+            if any(fnmatch.fnmatchcase(p, d) for p in parts[:-1]) or (rel.endswith("/") and fnmatch.fnmatchcase(name, d)):
+                return True
+        elif "/" in pat:
+            if fnmatch.fnmatchcase(rel, pat) or (pat.endswith("/**") and (rel + "/").startswith(pat[:-2])):
+                return True
+        elif fnmatch.fnmatchcase(name, pat):
+            return True
+    return False
+
+
+def walk_files(root: Path, extra: Iterable[str] = ()) -> Iterator[Path]:
+    """Regular files under root, ignored directories pruned, symlinks not followed."""
+    extra = tuple(extra)
+    root = Path(root)
+    if root.is_file():
+        yield root
+        return
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root)
+        rel_dir = "" if rel_dir == "." else rel_dir + "/"
+        dirnames[:] = sorted(d for d in dirnames if not is_ignored(rel_dir + d + "/", extra)
+                             and not os.path.islink(os.path.join(dirpath, d)))
+        for f in sorted(filenames):
+            p = os.path.join(dirpath, f)
+            if not is_ignored(rel_dir + f, extra) and not os.path.islink(p):
+                yield Path(p)

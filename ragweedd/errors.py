@@ -20,6 +20,7 @@ wrong, with which file or key, and what to do. ``exit_code`` is what the CLI exi
     │   ├── ProviderRateLimited      429 after retries
     │   ├── ProviderTimeout          no answer in time
     │   └── ProviderModelMissing     the model name is unknown to the provider
+    ├── InvalidVectorError           a vector/label/query given to an index has the wrong shape or a NaN (400)
     ├── NotFoundError                collection / document / history entry does not exist   (404)
     ├── RequestError                 a bad API or CLI request                               (400)
     └── DaemonError                  daemon-level problems (already running, not running)
@@ -59,6 +60,13 @@ class StorageError(RagweedError):
 
 class CorruptIndexError(StorageError):
     code = "corrupt_index"
+
+
+class InvalidVectorError(RagweedError):
+    """A vector, label or query given to an index has the wrong shape, dimension or a NaN."""
+
+    http_status = 400
+    code = "invalid_vector"
 
 
 class ExtractionError(RagweedError):

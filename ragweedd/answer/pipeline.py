@@ -1,0 +1,319 @@
+"""``answer_question``: annotate -> pack -> synthesise -> check, as a stream of events for SSE.
+
+Events, in order:
+
+- ``{"type": "sources", "sources": [...]}``: the retrieved hits (compact: no full text);
+- ``{"type": "annotation", "embedding_id", "annotation", "relevant", "error"}``: one per hit, as they
+  complete (only with an annotation provider);
+- ``{"type": "context", "sources": [...]}``: the numbered sources that went into the prompt; their
+  ``n`` is what ``[N]`` in the answer refers to;
+- ``{"type": "token", "text": ...}``: answer text as it arrives;
+- ``{"type": "done", ...}``: the result record (see ``_done``), everything the history stores.
+
+Provider errors propagate as exceptions (ProviderError subclasses); the API turns them into its
+error envelope or an SSE error event.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import AsyncIterator
+
+from ragweedd.answer.annotate import AnnotationOutcome, annotate_iter, collect, compile_irrelevant
+from ragweedd.answer.citations import check_citations, is_pure_refusal, is_refusal
+from ragweedd.answer.packing import estimate_tokens, pack_sources, source_label
+from ragweedd.answer.prompts import CONTINUE_PROMPT, NO_LLM_LABEL, REFUSAL, Prompts, fill, load_prompts
+from ragweedd.logging import get_logger
+
+log = get_logger(__name__)
+EXCERPT_CHARS = 300
+PASSAGE_CHARS = 700  # characters of each passage shown when no LLM writes the answer
+PASSAGES_SHOWN = 5
+
+_SOURCE_KEYS = ("embedding_id", "collection", "doc_id", "source_file", "filename", "source_rel_path", "score",
+                "rel_score", "page_label", "section", "span", "t_start", "t_end", "member")
+
+
+def _compact(hit: dict, *, with_text: bool = False) -> dict:
+    out = {k: hit.get(k) for k in _SOURCE_KEYS}
+    out["label"] = source_label(hit)
+    if "n" in hit:
+        out["n"] = hit["n"]
+    if "annotation" in hit:
+        out["annotation"] = hit["annotation"]
+    text = hit.get("text") or ""
+    if with_text:
+        out["text"] = text
+        if hit.get("truncated"):
+            out["truncated"] = True
+    else:
+        out["excerpt"] = text[:EXCERPT_CHARS]
+    return out
+
+
+def _usage_add(a: dict, b: dict | None) -> dict:
+    b = b or {}
+    return {"input_tokens": a.get("input_tokens", 0) + b.get("input_tokens", 0),
+            "output_tokens": a.get("output_tokens", 0) + b.get("output_tokens", 0)}
+
+
+def synthesis_messages(query: str, packed: list[dict], prompts: Prompts) -> list[dict]:
+    sources = "\n\n".join(p["block"] for p in packed)
+    msgs = []
+    if prompts.synthesis_system.strip():
+        msgs.append({"role": "system", "content": fill(prompts.synthesis_system, REFUSAL=REFUSAL)})
+    msgs.append({"role": "user", "content": fill(prompts.synthesis, SOURCES=sources, QUERY=query, REFUSAL=REFUSAL)})
+    return msgs
+
+
+def _overhead(query: str, prompts: Prompts) -> int:
+    return estimate_tokens(fill(prompts.synthesis_system, REFUSAL=REFUSAL)) + estimate_tokens(
+        fill(prompts.synthesis, SOURCES="", QUERY=query, REFUSAL=REFUSAL))
+
+
+def passages_answer(hits: list[dict], limit: int = PASSAGES_SHOWN) -> tuple[str, list[dict]]:
+    """The answer without an LLM: the top passages, numbered, with their sources, clearly labelled."""
+    top = sorted(hits, key=lambda h: -(h.get("rel_score") or 0.0))[:limit]
+    numbered = [{**h, "n": i} for i, h in enumerate(top, 1)]
+    parts = [NO_LLM_LABEL + ":"]
+    for h in numbered:
+        text = " ".join((h.get("text") or "").split())
+        if len(text) > PASSAGE_CHARS:
+            text = text[:PASSAGE_CHARS].rsplit(" ", 1)[0] + " …"
+        parts.append(f"[{h['n']}] {source_label(h)}\n{text}")
+    return "\n\n".join(parts), numbered
+
+
+def _provider_from(cfg, spec_attr: str, given, key: str):
+    if given is not None:
+        return given, False
+    spec = getattr(cfg, spec_attr, "") or ""
+    if not spec:
+        return None, False
+    from ragweedd.llm.factory import make_provider
+
+    return make_provider(spec, cfg, key=key), True
+
+
+async def answer_question(query: str, hits: list[dict], cfg, *, annotator=None, synthesizer=None,
+                          prompts: Prompts | None = None, config_dir=None) -> AsyncIterator[dict]:
+    """Stream the events of one answer. ``annotator`` / ``synthesizer`` are ChatProviders; when None
+    they are built from cfg.llm_annotation / cfg.llm_synthesis (empty = that stage is skipped)."""
+    t_start = time.perf_counter()
+    annotator, own_a = _provider_from(cfg, "llm_annotation", annotator, "llm.annotation")
+    try:
+        synthesizer, own_s = _provider_from(cfg, "llm_synthesis", synthesizer, "llm.synthesis")
+    except BaseException:
+        if own_a:
+            await annotator.aclose()
+        raise
+    try:
+        if prompts is None:
+            prompts = _merged_prompts(config_dir, annotator, synthesizer)
+        yield {"type": "sources", "sources": [_compact(h) for h in hits]}
+
+        # --- annotation -------------------------------------------------------------------
+        outcome = AnnotationOutcome()
+        if annotator is not None and hits:
+            t0 = time.perf_counter()
+            calls0 = annotator.calls
+            pattern = compile_irrelevant(cfg.annotation_irrelevant_re, cfg.annotation_irrelevant_flags)
+            results = []
+            async for ev in annotate_iter(query, hits, annotator, prompts.annotation,
+                                          concurrency=cfg.annotation_concurrency, irrelevant=pattern):
+                results.append(ev)
+                yield {"type": "annotation", "embedding_id": ev["hit"].get("embedding_id"),
+                       "annotation": ev["annotation"], "relevant": ev["relevant"], "error": ev["error"]}
+            collect(outcome, results)
+            outcome.calls = annotator.calls - calls0
+            outcome.ms = (time.perf_counter() - t0) * 1000
+        else:
+            outcome.kept = list(hits)
+
+        base = {
+            "query": query,
+            "retrieved": [_compact(h) for h in hits],
+            "annotations": [{"embedding_id": h.get("embedding_id"), "annotation": h.get("annotation"),
+                             "relevant": True} for h in outcome.kept if annotator is not None]
+            + [{"embedding_id": h.get("embedding_id"), "annotation": h.get("annotation"), "relevant": False}
+               for h in outcome.filtered],
+            "filtered": [_compact(h) for h in outcome.filtered],
+            "annotation_errors": outcome.errors,
+            "annotation_provider": annotator.spec if annotator is not None else None,
+        }
+        usage_by = {"annotation": outcome.usage, "synthesis": {"input_tokens": 0, "output_tokens": 0}}
+
+        # --- no LLM: cited passages -----------------------------------------------------
+        if synthesizer is None:
+            text, numbered = passages_answer(outcome.kept) if outcome.kept else (REFUSAL, [])
+            yield {"type": "context", "sources": [_compact(h, with_text=True) for h in numbered]}
+            yield {"type": "token", "text": text}
+            yield _done(base, mode="passages" if numbered else "empty", answer=text, context=numbered,
+                        stop_reason="end", usage_by=usage_by, provider=None, model=None, llm_calls=outcome.calls,
+                        annotate_ms=outcome.ms, synth_ms=0.0, t_start=t_start, messages=None, cfg=cfg)
+            return
+
+        # --- nothing left to answer from: refuse without spending a call ---------------------
+        if not outcome.kept:
+            yield {"type": "context", "sources": []}
+            yield {"type": "token", "text": REFUSAL}
+            yield _done(base, mode="empty", answer=REFUSAL, context=[], stop_reason="end", usage_by=usage_by,
+                        provider=synthesizer.spec, model=synthesizer.model, llm_calls=outcome.calls,
+                        annotate_ms=outcome.ms, synth_ms=0.0, t_start=t_start, messages=None, cfg=cfg)
+            return
+
+        # --- synthesis --------------------------------------------------------------------
+        packed, left_out, budget = pack_sources(outcome.kept, context_tokens=cfg.llm_context_tokens,
+                                                max_tokens=cfg.max_tokens, context_chunks=cfg.context_chunks,
+                                                overhead_tokens=_overhead(query, prompts))
+        base["budget"] = {**budget, "left_out": [h.get("embedding_id") for h in left_out]}
+        yield {"type": "context", "sources": [_compact(h, with_text=True) for h in packed]}
+        messages = synthesis_messages(query, packed, prompts)
+        t0 = time.perf_counter()
+        calls0 = synthesizer.calls
+        parts: list[str] = []
+        stop, model = "end", synthesizer.model
+        async for c in synthesizer.stream(messages, max_tokens=cfg.max_tokens, temperature=cfg.llm_synthesis_temperature):
+            if c.text:
+                parts.append(c.text)
+                yield {"type": "token", "text": c.text}
+            if c.stop_reason:
+                stop = c.stop_reason
+            if c.usage:
+                usage_by["synthesis"] = c.usage
+            if c.model:
+                model = c.model
+        synth_ms = (time.perf_counter() - t0) * 1000
+        yield _done(base, mode="llm", answer="".join(parts), context=packed, stop_reason=stop, usage_by=usage_by,
+                    provider=synthesizer.spec, model=model, llm_calls=outcome.calls + synthesizer.calls - calls0,
+                    annotate_ms=outcome.ms, synth_ms=synth_ms, t_start=t_start, messages=messages, cfg=cfg)
+    finally:
+        if own_a:
+            await annotator.aclose()
+        if own_s:
+            await synthesizer.aclose()
+
+
+def _merged_prompts(config_dir, annotator, synthesizer) -> Prompts:
+    # annotation and synthesis may use different providers, each with its own prompts.json entry
+    a = load_prompts(config_dir, annotator.spec if annotator is not None else None)
+    s = load_prompts(config_dir, synthesizer.spec if synthesizer is not None else None)
+    return Prompts(annotation=a.annotation, synthesis=s.synthesis, synthesis_system=s.synthesis_system,
+                   source={"annotation": a.source["annotation"], "synthesis": s.source["synthesis"],
+                           "synthesis_system": s.source["synthesis_system"]})
+
+
+def _done(base: dict, *, mode: str, answer: str, context: list[dict], stop_reason: str, usage_by: dict,
+          provider, model, llm_calls: int, annotate_ms: float, synth_ms: float, t_start: float,
+          messages, cfg, continuations: int = 0) -> dict:
+    check = check_citations(answer, len(context)) if mode == "llm" else {
+        "cited": [h["n"] for h in context], "invalid": []}
+    by_n = {h["n"]: h for h in context}
+    refused = mode == "empty" or is_refusal(answer)
+    continuable = mode == "llm" and stop_reason == "max_tokens"
+    total = _usage_add(usage_by["annotation"], usage_by["synthesis"])
+    done = {
+        "type": "done",
+        **base,
+        "mode": mode,  # "llm" | "passages" (no LLM configured) | "empty" (nothing to answer from)
+        "label": NO_LLM_LABEL if mode == "passages" else None,
+        "answer": answer,
+        "sources": [_compact(h, with_text=True) for h in context],
+        "cited": [_compact(by_n[n]) for n in check["cited"]],
+        "cited_numbers": check["cited"],
+        "invalid_citations": check["invalid"],
+        "refused": refused,
+        "refused_only": refused and (mode == "empty" or is_pure_refusal(answer)),
+        "stop_reason": stop_reason,
+        "continuable": continuable,
+        "provider": provider,
+        "model": model,
+        "usage": {**total, "by_stage": usage_by},
+        "llm_calls": llm_calls,
+        "continuations": continuations,
+        "timings": {"annotate_ms": round(annotate_ms, 1), "synthesize_ms": round(synth_ms, 1),
+                    "total_ms": round((time.perf_counter() - t_start) * 1000, 1)},
+    }
+    if check["invalid"]:
+        log.warning("invalid_citations", numbers=check["invalid"], sources=len(context))
+    if continuable:
+        done["state"] = {"query": base["query"], "messages": messages, "answer": answer,
+                         "context": [{k: v for k, v in h.items()} for h in context],
+                         "base": base, "provider": provider, "usage_by": usage_by, "llm_calls": llm_calls,
+                         "annotate_ms": annotate_ms, "synthesize_ms": synth_ms, "continuations": continuations,
+                         "max_tokens": cfg.max_tokens, "temperature": cfg.llm_synthesis_temperature}
+    return done
+
+
+async def continue_answer(state: dict, cfg, *, synthesizer=None) -> AsyncIterator[dict]:
+    """Continue an answer that stopped at max_tokens: the partial reply goes back as the assistant's turn,
+    followed by a request to carry on. Yields token events and a new done event for the whole answer."""
+    from ragweedd.errors import RequestError
+
+    if not isinstance(state, dict) or not state.get("messages") or "answer" not in state:
+        raise RequestError("this answer cannot be continued: the state is missing or was not cut at max_tokens",
+                           hint="continue only answers whose done event had continuable = true")
+    t_start = time.perf_counter()
+    own = False
+    if synthesizer is None:
+        from ragweedd.llm.factory import make_provider
+
+        synthesizer, own = make_provider(state["provider"], cfg, key="llm.synthesis"), True
+    try:
+        messages = list(state["messages"]) + [{"role": "assistant", "content": state["answer"]},
+                                              {"role": "user", "content": CONTINUE_PROMPT}]
+        calls0 = synthesizer.calls
+        parts: list[str] = []
+        stop, model, usage = "end", synthesizer.model, None
+        t0 = time.perf_counter()
+        sep = ""
+        prev = state["answer"]
+        async for c in synthesizer.stream(messages, max_tokens=state.get("max_tokens", cfg.max_tokens),
+                                          temperature=state.get("temperature", cfg.llm_synthesis_temperature)):
+            if c.text:
+                if not parts and prev and not prev[-1].isspace() and not c.text[0].isspace() and _needs_space(prev, c.text):
+                    sep = " "
+                    c_text = sep + c.text
+                else:
+                    c_text = c.text
+                parts.append(c_text)
+                yield {"type": "token", "text": c_text}
+            if c.stop_reason:
+                stop = c.stop_reason
+            if c.usage:
+                usage = c.usage
+            if c.model:
+                model = c.model
+        usage_by = dict(state["usage_by"])
+        usage_by["synthesis"] = _usage_add(usage_by["synthesis"], usage)
+        synth_ms = state.get("synthesize_ms", 0.0) + (time.perf_counter() - t0) * 1000
+        yield _done(state["base"], mode="llm", answer=prev + "".join(parts), context=state["context"],
+                    stop_reason=stop, usage_by=usage_by, provider=synthesizer.spec, model=model,
+                    llm_calls=state.get("llm_calls", 0) + synthesizer.calls - calls0,
+                    annotate_ms=state.get("annotate_ms", 0.0), synth_ms=synth_ms, t_start=t_start,
+                    messages=state["messages"], cfg=cfg, continuations=state.get("continuations", 0) + 1)
+    finally:
+        if own:
+            await synthesizer.aclose()
+
+
+def _needs_space(prev: str, nxt: str) -> bool:
+    # a continuation often starts a new sentence without the space that separates it: "... [2]." + "The"
+    return prev[-1] in ".,;:!?)]" and nxt[0].isalnum()
+
+
+async def ask(query: str, hits: list[dict], cfg, **kw) -> dict:
+    """Non-streaming wrapper: the final ``done`` record of ``answer_question``."""
+    done = None
+    async for ev in answer_question(query, hits, cfg, **kw):
+        if ev["type"] == "done":
+            done = ev
+    return done
+
+
+async def ask_continue(state: dict, cfg, **kw) -> dict:
+    done = None
+    async for ev in continue_answer(state, cfg, **kw):
+        if ev["type"] == "done":
+            done = ev
+    return done

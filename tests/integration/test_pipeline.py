@@ -1,0 +1,195 @@
+"""The per-file pipeline on real folders and SQLite files: dedup, supersede, bad input, resume."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from ragweedd.config import load_config
+from ragweedd.embed.hashing import HashEmbedder
+from ragweedd.ingest.pipeline import Pipeline
+from ragweedd.paths import Paths
+from ragweedd.query.simple import dense_search, keyword_search, open_collections
+
+
+class CountingEmbedder(HashEmbedder):
+    def __init__(self, dim=64):
+        super().__init__(dim)
+        self.texts = []
+
+    def embed_batch(self, texts):
+        self.texts.extend(texts)
+        return super().embed_batch(texts)
+
+
+@pytest.fixture
+def env(tmp_path):
+    cfg = load_config(text="chunk_size = 64\n[embed]\nmodel = 'hash:64'\n", env={})
+    paths = Paths.resolve(str(tmp_path / "data"), str(tmp_path / "state"), str(tmp_path / "cache"))
+    emb = CountingEmbedder()
+    pipe = Pipeline(cfg, paths, emb)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    yield pipe, emb, docs, paths
+    pipe.close()
+
+
+def _paragraphs(n, tag="p"):
+    return "\n\n".join(f"Paragraph {tag}{i} talks about topic{i} with several words in it." * 3 for i in range(n))
+
+
+def test_same_bytes_under_two_paths_are_embedded_once_and_both_recorded(env):
+    pipe, emb, docs, paths = env
+    a = docs / "a.md"
+    a.write_text(_paragraphs(5))
+    (docs / "sub").mkdir()
+    b = docs / "sub" / "b.md"
+    b.write_bytes(a.read_bytes())
+    out_a = pipe.ingest_file("c", a, docs)
+    n = len(emb.texts)
+    out_b = pipe.ingest_file("c", b, docs)
+    assert out_a.status == "indexed" and out_b.status == "linked"
+    assert len(emb.texts) == n and out_b.embedded == 0
+    assert sorted(pipe.rag("c").paths_of(out_a.md5)) == sorted([str(a), str(b)])
+    assert sorted(pipe.db.live_paths_for_md5("c", out_a.md5)) == sorted([str(a), str(b)])
+    # unchanged on a second pass: nothing extracted, nothing embedded
+    assert pipe.ingest_file("c", a, docs).status == "unchanged" and len(emb.texts) == n
+
+
+def test_modify_reembeds_only_changed_chunks_and_old_text_leaves(env):
+    pipe, emb, docs, _ = env
+    f = docs / "notes.md"
+    import random
+
+    rng = random.Random(7)
+    words = "river stone lantern copper meadow signal harbor velvet quiet orbit timber saffron".split()
+
+    def sentence(i):
+        return f"Subject{i} " + " ".join(rng.choice(words) for _ in range(rng.randint(4, 18))) + "."
+
+    paras = [" ".join(sentence(i) for _ in range(rng.randint(3, 7))) for i in range(30)]
+    f.write_text("\n\n".join(paras))
+    first = pipe.ingest_file("c", f, docs)
+    old_texts = set(pipe.rag("c").hits(list(range(1, first.chunks + 1)))[i]["text"] for i in range(1, first.chunks + 1))
+    assert first.chunks >= 20
+    paras[15] = "A rewritten paragraph about zeppelins and airships. " * 3
+    f.write_text("\n\n".join(paras))
+    second = pipe.ingest_file("c", f, docs)
+    assert second.status == "indexed"
+    ids = [r[0] for r in pipe.rag("c").conn.execute("SELECT id FROM embeddings")]
+    new_texts = {h["text"] for h in pipe.rag("c").hits(ids).values()}
+    # exactly the chunk texts that did not exist before are embedded, and they are few
+    assert second.embedded == len(new_texts - old_texts)
+    assert 0 < second.embedded < second.chunks / 3, (second.embedded, second.chunks)
+    rags = open_collections(pipe.paths, ["c"])
+    assert keyword_search(rags, "subject15", 10) == []
+    assert [h["source_file"] for h in keyword_search(rags, "zeppelins", 10)][:1] == [str(f)]
+    rag = pipe.rag("c")
+    assert rag.chunk_count() == second.chunks  # old version's chunks are gone
+    assert rag.conn.execute("SELECT count(*) FROM fts_chunks").fetchone()[0] == second.chunks
+
+
+def test_delete_removes_unless_a_copy_holds_the_bytes(env):
+    pipe, emb, docs, _ = env
+    a, b = docs / "a.txt", docs / "b.txt"
+    a.write_text("Unique marmalade recipe with bitter Seville oranges. " * 4)
+    b.write_bytes(a.read_bytes())
+    pipe.ingest_file("c", a, docs)
+    pipe.ingest_file("c", b, docs)
+    a.unlink()
+    assert pipe.remove_file("c", str(a)) == []
+    rags = open_collections(pipe.paths, ["c"])
+    assert [h["source_file"] for h in keyword_search(rags, "marmalade", 5)] == [str(b)]
+    b.unlink()
+    assert pipe.remove_file("c", str(b)) != []
+    assert keyword_search(rags, "marmalade", 5) == []
+    assert dense_search(rags, HashEmbedder(64), "marmalade Seville oranges", 5) == []
+
+
+@pytest.mark.parametrize("name,data,status,reason", [
+    ("empty.txt", b"", "skipped", "empty"),
+    ("binary.txt", bytes(range(256)) * 40, "skipped", "binary"),
+    ("unknown.xyz", b"\x00\x01binary", "skipped", ""),
+])
+def test_bad_input_ends_as_a_clear_status_never_an_empty_success(env, name, data, status, reason):
+    pipe, _, docs, _ = env
+    f = docs / name
+    f.write_bytes(data)
+    out = pipe.ingest_file("c", f, docs)
+    assert out.status == status and out.chunks == 0
+    assert reason in (out.error or "").lower()
+    row = pipe.db.live_file("c", str(f))
+    assert row["extract_status"] == status and row["error"]
+
+
+def test_invalid_utf8_text_is_decoded_with_replacement(env):
+    pipe, _, docs, _ = env
+    f = docs / "latin1.txt"
+    f.write_bytes("Café crème brûlée recipe with vanilla and caramelised sugar.\n".encode("latin-1") * 5)
+    out = pipe.ingest_file("c", f, docs)
+    assert out.status == "indexed" and out.chunks >= 1
+
+
+def test_file_that_turns_unreadable_loses_its_old_chunks(env):
+    pipe, _, docs, _ = env
+    f = docs / "n.txt"
+    f.write_text("Quokkas live on Rottnest Island near Perth. " * 5)
+    pipe.ingest_file("c", f, docs)
+    f.write_bytes(b"")
+    assert pipe.ingest_file("c", f, docs).status == "skipped"
+    assert keyword_search(open_collections(pipe.paths, ["c"]), "quokkas", 5) == []
+
+
+RESUME_SCRIPT = textwrap.dedent("""
+    import sys, time
+    from ragweedd.config import load_config
+    from ragweedd.embed.hashing import HashEmbedder
+    from ragweedd.ingest.pipeline import Pipeline
+    from ragweedd.paths import Paths
+
+    class Logged(HashEmbedder):
+        def embed_batch(self, texts):
+            with open(sys.argv[3], "a") as log:
+                for t in texts:
+                    log.write(t[:40].replace("\\n", " ") + "\\n")
+            time.sleep(float(sys.argv[4]))
+            return super().embed_batch(texts)
+
+    cfg = load_config(text="chunk_size = 32\\nchunk_overlap_pct = 0\\n[embed]\\nbatch_size = 4\\n", env={})
+    root = sys.argv[1]
+    paths = Paths.resolve(root + "/data", root + "/state", root + "/cache")
+    out = Pipeline(cfg, paths, Logged(64)).ingest_file("c", sys.argv[2], root)
+    print(out.status, out.chunks, out.embedded)
+""")
+
+
+def test_embedding_resumes_after_kill_minus_9(tmp_path):
+    big = tmp_path / "big.txt"
+    big.write_text("\n".join(f"Line {i} mentions the unique token w{i} and nothing else of note." for i in range(400)))
+    script = tmp_path / "ingest.py"
+    script.write_text(RESUME_SCRIPT)
+    log = tmp_path / "embed.log"
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path), str(big), str(log), "0.05"])
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if log.exists() and len(log.read_text().splitlines()) >= 24:
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done_before = len(log.read_text().splitlines())
+    assert done_before >= 24
+    r = subprocess.run([sys.executable, str(script), str(tmp_path), str(big), str(log), "0"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    status, chunks, embedded = r.stdout.strip().splitlines()[-1].split()
+    assert status == "indexed"
+    total = len(log.read_text().splitlines())
+    # Every chunk text embedded once, except at most the one batch in flight when killed.
+    assert int(chunks) <= total <= int(chunks) + 4, (chunks, total)
+    assert int(embedded) <= int(chunks) - done_before + 4

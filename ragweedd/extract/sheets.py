@@ -1,0 +1,175 @@
+"""Spreadsheets: .xlsx (openpyxl read-only), .xls (xlrd), .csv/.tsv (csv module, dialect sniffed).
+
+Each sheet starts with a ``# Sheet: NAME`` line; rows are tab-separated cell values. Rows are grouped
+into blocks of ROW_BLOCK rows, and each block is a region ``{"sheet", "row_start", "row_end"}``
+(1-based spreadsheet row numbers), so a cited chunk says where in the workbook it came from.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+from typing import Any, Iterable
+
+from ragweedd.errors import ExtractionError, ExtractionSkipped
+from ragweedd.extract._util import TextBuilder, decode_text, finish, looks_binary, read_head, require_nonempty
+from ragweedd.extract.base import ExtractedDoc, ExtractSettings, ToolRequirement
+
+ROW_BLOCK = 20
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    if isinstance(v, (_dt.datetime, _dt.date, _dt.time)):
+        return v.isoformat()
+    return " ".join(str(v).split())
+
+
+def _add_sheet(tb: TextBuilder, sheet: str | None, rows: Iterable[tuple[int, Iterable[Any]]]) -> int:
+    """Append one sheet; returns the number of non-empty rows."""
+    block: list[str] = []
+    first = last = 0
+    count = 0
+
+    def flush() -> None:
+        if block:
+            meta: dict[str, Any] = {"row_start": first, "row_end": last}
+            if sheet is not None:
+                meta["sheet"] = sheet
+            tb.add("\n".join(block), meta, sep="\n")
+            block.clear()
+
+    if sheet is not None:
+        tb.add(f"# Sheet: {sheet}", {"sheet": sheet}, sep="\n\n")
+    for n, values in rows:
+        cells = [_cell(v) for v in values]
+        while cells and not cells[-1]:
+            cells.pop()
+        if not any(cells):
+            continue
+        if not block:
+            first = n
+        block.append("\t".join(cells))
+        last = n
+        count += 1
+        if len(block) >= ROW_BLOCK:
+            flush()
+    flush()
+    return count
+
+
+class XlsxExtractor:
+    name = "xlsx"
+    extensions = (".xlsx", ".xlsm")
+
+    def extract(self, path: Path, settings: ExtractSettings) -> ExtractedDoc:
+        import zipfile
+
+        import openpyxl
+
+        from ragweedd.extract.office import _check_zip
+
+        require_nonempty(path)
+        _check_zip(path, settings, ".xlsx")
+        try:
+            wb = openpyxl.load_workbook(path, read_only=True, data_only=True)
+        except (zipfile.BadZipFile, KeyError, OSError) as e:
+            raise ExtractionError(f"{path}: not a valid .xlsx workbook ({type(e).__name__}: {e})",
+                                  hint="re-save it from the spreadsheet application") from None
+        except Exception as e:  # noqa: BLE001 - openpyxl raises many types for malformed parts
+            raise ExtractionError(f"{path}: could not read .xlsx ({type(e).__name__}: {e})") from None
+        tb = TextBuilder()
+        try:
+            for ws in wb.worksheets:
+                _add_sheet(tb, ws.title, ((i, row) for i, row in enumerate(ws.iter_rows(values_only=True), 1)))
+        except Exception as e:  # noqa: BLE001
+            raise ExtractionError(f"{path}: damaged worksheet data ({type(e).__name__}: {e})") from None
+        finally:
+            wb.close()
+        return finish(ExtractedDoc(text=tb.text(), regions=tb.regions, extractor=self.name), path, "cell values")
+
+    def requirements(self) -> list[ToolRequirement]:
+        return [ToolRequirement("openpyxl", "openpyxl (PyPI)", optional=False, kind="python")]
+
+
+class XlsExtractor:
+    name = "xls"
+    extensions = (".xls",)
+
+    def extract(self, path: Path, settings: ExtractSettings) -> ExtractedDoc:
+        import xlrd
+
+        require_nonempty(path)
+        try:
+            book = xlrd.open_workbook(str(path), on_demand=True)
+        except xlrd.XLRDError as e:
+            raise ExtractionError(f"{path}: not a readable .xls workbook ({e})",
+                                  hint=".xlsx files renamed to .xls are refused; rename them back") from None
+        except Exception as e:  # noqa: BLE001 - xlrd raises struct/Assertion errors on truncated files
+            raise ExtractionError(f"{path}: damaged .xls workbook ({type(e).__name__}: {e})") from None
+        tb = TextBuilder()
+        try:
+            for i in range(book.nsheets):
+                sh = book.sheet_by_index(i)
+                rows = ((r + 1, _xls_row(book, sh, r)) for r in range(sh.nrows))
+                _add_sheet(tb, sh.name, rows)
+                book.unload_sheet(i)
+        except Exception as e:  # noqa: BLE001
+            raise ExtractionError(f"{path}: damaged .xls sheet data ({type(e).__name__}: {e})") from None
+        finally:
+            book.release_resources()
+        return finish(ExtractedDoc(text=tb.text(), regions=tb.regions, extractor=self.name), path, "cell values")
+
+    def requirements(self) -> list[ToolRequirement]:
+        return [ToolRequirement("xlrd", "xlrd (PyPI)", optional=False, kind="python")]
+
+
+def _xls_row(book, sh, r: int) -> list[Any]:
+    import xlrd
+
+    out = []
+    for c in sh.row(r):
+        if c.ctype == xlrd.XL_CELL_DATE:
+            try:
+                out.append(xlrd.xldate.xldate_as_datetime(c.value, book.datemode))
+                continue
+            except Exception:  # noqa: BLE001 - out-of-range dates stay numbers
+                pass
+        out.append(c.value)
+    return out
+
+
+class CsvExtractor:
+    name = "csv"
+    extensions = (".csv", ".tsv", ".tab")
+
+    def extract(self, path: Path, settings: ExtractSettings) -> ExtractedDoc:
+        import csv
+        import io
+
+        require_nonempty(path)
+        why = looks_binary(read_head(path))
+        if why:
+            raise ExtractionSkipped(f"binary file {path}: {why}; not CSV")
+        text = decode_text(path.read_bytes())
+        sample = text[:65536]
+        try:
+            dialect: Any = csv.Sniffer().sniff(sample, delimiters=",;\t|:")
+        except csv.Error:
+            dialect = csv.excel_tab if path.suffix.lower() in (".tsv", ".tab") else csv.excel
+        csv.field_size_limit(16 * 1024 * 1024)
+        reader = csv.reader(io.StringIO(text, newline=""), dialect)
+        tb = TextBuilder()
+        try:
+            # reader.line_num counts physical lines (quoted newlines included), which is what a user
+            # sees in an editor, but spreadsheets count records: cite records (row 1 = header)
+            _add_sheet(tb, None, ((i, row) for i, row in enumerate(reader, 1)))
+        except csv.Error as e:
+            raise ExtractionError(f"{path}: malformed CSV at line {reader.line_num}: {e}") from None
+        return finish(ExtractedDoc(text=tb.text(), regions=tb.regions, extractor=self.name), path, "values")
+
+    def requirements(self) -> list[ToolRequirement]:
+        return []

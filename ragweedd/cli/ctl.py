@@ -1,0 +1,540 @@
+"""ragweedctl: a small client for the ragweedd API (standard library only).
+
+It must start fast (well under 100 ms: launchers call it on every keystroke), so it imports only
+argparse, json, os, socket and sys at start-up. It speaks HTTP/1.1 over a plain socket instead of
+using http.client or urllib: those pull in the email package and ssl, which alone cost ~50 ms
+here. The server is always our own aiohttp app, which answers with Content-Length or chunked
+bodies; that is all this client has to understand.
+
+Exit codes: 0 ok, 1 the daemon reported an error (5xx) or I/O failed, 2 bad request/usage
+(4xx), 3 the daemon is not running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+
+from ragweedd import __version__
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
+HELP_WIDTH = 88
+
+
+class CtlError(Exception):
+    def __init__(self, message: str, code: int = EXIT_ERROR, payload: dict | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.payload = payload
+
+
+def _not_running(detail: str) -> CtlError:
+    return CtlError(
+        f"ragweedd is not running ({detail}).\n"
+        "Start it with `ragweedd run`, or install it as a service with `ragweedctl service install`.",
+        EXIT_NOT_RUNNING,
+        {"error": {"code": "daemon_not_running", "message": f"ragweedd is not running ({detail})",
+                   "hint": "start it with `ragweedd run` or `ragweedctl service install`"}})
+
+
+# --------------------------------------------------------------------------- connection
+def _state_dir(arg: str | None) -> str:
+    if arg:
+        return os.path.expanduser(arg)
+    if os.environ.get("RAGWEED_STATE_DIR"):
+        return os.path.expanduser(os.environ["RAGWEED_STATE_DIR"])
+    from ragweedd.paths import Paths  # stdlib-only module
+
+    return str(Paths.resolve().state)
+
+
+class Client:
+    def __init__(self, state_dir: str, timeout: float = 600.0) -> None:
+        self.state_dir = state_dir
+        self.timeout = timeout
+        port_file = os.path.join(state_dir, "port")
+        try:
+            with open(port_file, encoding="utf-8") as f:
+                raw = f.read().strip()
+        except FileNotFoundError:
+            raise _not_running(f"no port file at {port_file}") from None
+        except OSError as e:
+            raise CtlError(f"cannot read {port_file}: {e.strerror}") from None
+        try:
+            info = json.loads(raw)
+            if isinstance(info, int):
+                info = {"host": "127.0.0.1", "port": info}
+            self.host, self.port = str(info["host"]), int(info["port"])
+        except (ValueError, KeyError, TypeError):
+            raise CtlError(f"the port file {port_file} is damaged; restart ragweedd to rewrite it") from None
+        token_file = os.path.join(state_dir, "token")
+        try:
+            with open(token_file, encoding="utf-8") as f:
+                self.token = f.read().strip()
+        except FileNotFoundError:
+            raise _not_running(f"no token file at {token_file}") from None
+        except OSError as e:
+            raise CtlError(f"cannot read the API token at {token_file}: {e.strerror}; "
+                           "run ragweedctl as the user that runs ragweedd") from None
+
+    def _connect(self) -> socket.socket:
+        try:
+            return socket.create_connection((self.host, self.port), timeout=self.timeout)
+        except ConnectionRefusedError:
+            raise _not_running(f"nothing listens on {self.host}:{self.port}; the port file is stale") from None
+        except OSError as e:
+            raise _not_running(f"cannot connect to {self.host}:{self.port}: {e}") from None
+
+    def request(self, method: str, path: str, body: object = None, *, raw: bytes | None = None,
+                stream: bool = False):
+        """Returns (status, headers, body-chunk iterator). JSON bodies are encoded here."""
+        hosthdr = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else b"")
+        lines = [f"{method} {path} HTTP/1.1", f"Host: {hosthdr}", f"Authorization: Bearer {self.token}",
+                 f"User-Agent: ragweedctl/{__version__}", "Connection: close",
+                 "Accept: " + ("text/event-stream" if stream else "application/json")]
+        if body is not None or raw is not None:
+            ctype = "application/octet-stream" if raw is not None else "application/json"
+            lines += [f"Content-Type: {ctype}", f"Content-Length: {len(data)}"]
+        sock = self._connect()
+        try:
+            sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + data)
+            f = sock.makefile("rb")
+            status_line = f.readline()
+            parts = status_line.split(None, 2)
+            if len(parts) < 2 or not parts[1].isdigit():
+                raise CtlError(f"unexpected answer from {hosthdr}: {status_line[:80]!r}")
+            headers = {}
+            while True:
+                line = f.readline()
+                if line in (b"\r\n", b"\n", b""):
+                    break
+                k, _, v = line.decode("latin-1").partition(":")
+                headers[k.strip().lower()] = v.strip()
+        except socket.timeout:
+            sock.close()
+            raise CtlError(f"the daemon did not answer within {self.timeout:.0f} s") from None
+        except (ConnectionError, OSError) as e:
+            sock.close()
+            raise CtlError(f"connection to ragweedd failed: {e}") from None
+        return int(parts[1]), headers, _body_chunks(sock, f, headers)
+
+    def call(self, method: str, path: str, body: object = None, *, raw: bytes | None = None) -> dict:
+        status, _, chunks = self.request(method, path, body, raw=raw)
+        data = b"".join(chunks)
+        try:
+            out = json.loads(data.decode("utf-8")) if data else {}
+        except ValueError:
+            raise CtlError(f"the daemon answered {status} with a body that is not JSON") from None
+        if status >= 400:
+            raise _api_error(status, out)
+        return out
+
+
+def _api_error(status: int, out: dict) -> CtlError:
+    err = out.get("error", {}) if isinstance(out, dict) else {}
+    msg = f"error {status}: {err.get('message', 'request failed')}"
+    if err.get("hint"):
+        msg += f"\nhint: {err['hint']}"
+    return CtlError(msg, EXIT_USAGE if status < 500 else EXIT_ERROR, out if isinstance(out, dict) else None)
+
+
+def _body_chunks(sock, f, headers):
+    try:
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            while True:
+                size_line = f.readline()
+                if not size_line:
+                    return
+                size = int(size_line.split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    return
+                chunk = f.read(size)
+                f.readline()
+                yield chunk
+        elif "content-length" in headers:
+            yield f.read(int(headers["content-length"]))
+        else:
+            while chunk := f.read1(65536):
+                yield chunk
+    except socket.timeout:
+        raise CtlError("the daemon stopped answering (timeout)") from None
+    finally:
+        f.close()
+        sock.close()
+
+
+def _sse_events(chunks):
+    buf = b""
+    event, data = "message", []
+    for chunk in chunks:
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            line = line.rstrip(b"\r").decode("utf-8", "replace")
+            if not line:
+                if data:
+                    yield event, json.loads("\n".join(data))
+                event, data = "message", []
+            elif line.startswith(":"):
+                continue
+            elif line.startswith("event:"):
+                event = line[6:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].lstrip())
+
+
+# --------------------------------------------------------------------------- output helpers
+def _q(params: dict) -> str:
+    from urllib.parse import urlencode  # light: no email/ssl
+
+    items = {k: v for k, v in params.items() if v is not None}
+    return ("?" + urlencode(items)) if items else ""
+
+
+def _seg(s: str) -> str:
+    from urllib.parse import quote
+
+    return quote(s, safe="")
+
+
+def _where(h: dict) -> str:
+    bits = [f"{h.get('collection', '?')}/{h.get('filename') or os.path.basename(h.get('source_file', ''))}"]
+    if h.get("member"):
+        bits.append(f"!{h['member']}")
+    if h.get("page_label"):
+        bits.append(f" p.{h['page_label']}")
+    if h.get("section"):
+        bits.append(f" §{h['section']}")
+    if h.get("t_start") is not None:
+        bits.append(f" @{_mmss(h['t_start'])}-{_mmss(h.get('t_end') or h['t_start'])}")
+    elif h.get("span"):
+        bits.append(f" chars {h['span'][0]}-{h['span'][1]}")
+    return "".join(bits)
+
+
+def _mmss(t: float) -> str:
+    t = int(t)
+    return f"{t // 60}:{t % 60:02d}"
+
+
+def _print_sources(sources: list[dict], out) -> None:
+    if not sources:
+        return
+    out.write("\nSources:\n")
+    for n, h in enumerate(sources, 1):
+        score = h.get("score")
+        out.write(f"[{n}] {_where(h)}  score {score:.3f}\n" if isinstance(score, (int, float))
+                  else f"[{n}] {_where(h)}\n")
+        if h.get("source_file"):
+            out.write(f"    {h['source_file']}\n")
+
+
+def _print_json(data, out) -> None:
+    out.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+# --------------------------------------------------------------------------- commands
+def cmd_status(c: Client, a, out) -> int:
+    s = c.call("GET", "/v1/status")
+    if a.json:
+        _print_json(s, out)
+        return EXIT_OK
+    out.write(f"ragweedd {s.get('version', '')} on {c.host}:{c.port}\n")
+    for col in s.get("collections", []):
+        flag = "" if col.get("available", True) else "  (unavailable)"
+        out.write(f"  collection {col.get('name')}: {col.get('documents', 0)} documents{flag}\n")
+    by_state = s.get("files_by_state") or {}
+    if by_state:
+        out.write("  files: " + ", ".join(f"{k} {v}" for k, v in sorted(by_state.items())) + "\n")
+    out.write(f"  queue: {s.get('queue_depth', 0)}\n")
+    ing = s.get("ingest") or {}
+    if ing.get("total"):
+        out.write(f"  ingest: {ing.get('done', 0)}/{ing.get('total')}{' running' if ing.get('running') else ''}\n")
+    emb = s.get("embedder") or {}
+    if emb:
+        out.write(f"  embedder: {emb.get('id', '?')} ({emb.get('dim', '?')}-d)\n")
+    if s.get("last_flush"):
+        out.write(f"  last flush: {s['last_flush']}\n")
+    for job in s.get("next_jobs") or []:
+        out.write(f"  next: {job.get('name')} at {job.get('at')}\n")
+    for why in s.get("degraded") or []:
+        out.write(f"  DEGRADED: {why}\n")
+    for tool in s.get("missing_tools") or []:
+        out.write(f"  missing tool: {tool if isinstance(tool, str) else json.dumps(tool)}\n")
+    return EXIT_OK
+
+
+def _filters(a) -> dict:
+    f = {"collections": a.collection or None, "top_k": a.top_k, "path_glob": a.path_glob,
+         "file_type": a.type, "doc_id": a.doc}
+    return {k: v for k, v in f.items() if v is not None}
+
+
+def cmd_search(c: Client, a, out) -> int:
+    res = c.call("POST", "/v1/search", {"query": " ".join(a.query), **_filters(a)})
+    if a.json:
+        _print_json(res, out)
+        return EXIT_OK
+    results = res.get("results", [])
+    if not results:
+        out.write("no results\n")
+    for n, h in enumerate(results[: a.limit], 1):
+        text = " ".join(str(h.get("text", "")).split())
+        out.write(f"[{n}] {h.get('score', 0):.3f}  {_where(h)}\n    {text[:200]}\n")
+    return EXIT_OK
+
+
+def cmd_ask(c: Client, a, out) -> int:
+    if a.continue_id:
+        path, body = f"/v1/ask/{_seg(a.continue_id)}/continue", None
+        if not a.json:
+            path += "?stream=true"
+    else:
+        if not a.query:
+            raise CtlError("ask needs a question (or --continue HISTORY_ID)", EXIT_USAGE)
+        path, body = "/v1/ask", {"query": " ".join(a.query), **_filters(a)}
+    if a.json:
+        if body is None:
+            path += "?stream=false"
+        else:
+            body["stream"] = False
+        _print_json(c.call("POST", path, body if body is not None else {}), out)
+        return EXIT_OK
+    status, headers, chunks = c.request("POST", path, body if body is not None else {}, stream=True)
+    if status >= 400 or not headers.get("content-type", "").startswith("text/event-stream"):
+        data = b"".join(chunks)
+        try:
+            parsed = json.loads(data or b"{}")
+        except ValueError:
+            parsed = {}
+        raise _api_error(status, parsed)
+    sources: list[dict] = []
+    done: dict = {}
+    for event, ev in _sse_events(chunks):
+        if event == "sources":
+            sources = ev.get("sources", [])
+        elif event == "token":
+            out.write(ev.get("text", ""))
+            out.flush()
+        elif event == "error":
+            err = ev.get("error", {})
+            out.write("\n")
+            raise CtlError(f"the answer failed: {err.get('message', 'unknown error')}"
+                           + (f"\nhint: {err['hint']}" if err.get("hint") else ""), EXIT_ERROR)
+        elif event == "done":
+            done = ev
+    out.write("\n")
+    _print_sources(sources, out)
+    if done.get("finish_reason") == "max_tokens":
+        out.write(f"\n(the answer was cut at max_tokens; continue with: ragweedctl ask --continue {done.get('history_id')})\n")
+    return EXIT_OK
+
+
+def cmd_collections(c: Client, a, out) -> int:
+    res = c.call("GET", "/v1/collections")
+    if a.json:
+        _print_json(res, out)
+        return EXIT_OK
+    for col in res.get("items", []):
+        out.write(f"{col.get('name')}: {', '.join(col.get('paths', []))}  ({col.get('documents', 0)} documents)\n")
+    return EXIT_OK
+
+
+def cmd_add(c: Client, a, out) -> int:
+    paths = [os.path.abspath(os.path.expanduser(p)) for p in a.paths]
+    res = c.call("POST", "/v1/collections", {"name": a.name, "paths": paths, "ignore": a.ignore or [],
+                                              "topic": a.topic or ""})
+    _print_json(res, out) if a.json else out.write(f"added collection {a.name}: {', '.join(paths)}\n")
+    return EXIT_OK
+
+
+def _simple(method: str, suffix: str, done_msg: str):
+    def run(c: Client, a, out) -> int:
+        res = c.call(method, f"/v1/collections/{_seg(a.name)}{suffix}")
+        _print_json(res, out) if a.json else out.write(done_msg.format(name=a.name) + "\n")
+        return EXIT_OK
+    return run
+
+
+cmd_remove = _simple("DELETE", "", "removed collection {name} (your files are untouched)")
+cmd_scan = _simple("POST", "/scan", "scan of {name} queued")
+cmd_reanalyze = _simple("POST", "/reanalyze", "re-analysis of {name} queued")
+cmd_rebuild_fts = _simple("POST", "/rebuild-fts", "keyword index rebuild of {name} queued")
+
+
+def cmd_upload(c: Client, a, out) -> int:
+    try:
+        with open(a.file, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise CtlError(f"cannot read {a.file}: {e.strerror}", EXIT_USAGE) from None
+    name = a.name_as or os.path.basename(a.file)
+    res = c.call("POST", f"/v1/collections/{_seg(a.collection)}/documents" + _q({"filename": name}), raw=data)
+    _print_json(res, out) if a.json else out.write(f"uploaded {name} to {a.collection} ({len(data)} bytes)\n")
+    return EXIT_OK
+
+
+def cmd_docs(c: Client, a, out) -> int:
+    if a.doc_key:
+        d = c.call("GET", f"/v1/documents/{_seg(a.doc_key)}")
+        if a.json:
+            _print_json(d, out)
+            return EXIT_OK
+        out.write(f"{d.get('doc_key')}  {d.get('state')}  {d.get('source_file')}\n")
+        if d.get("error"):
+            out.write(f"  error: {d['error']}\n")
+        for ch in d.get("chunks_detail", []):
+            text = " ".join(str(ch.get("text", "")).split())
+            out.write(f"  #{ch.get('chunk_idx')} {_where({**ch, 'collection': d.get('collection'), 'filename': d.get('filename')})}: {text[:160]}\n")
+        return EXIT_OK
+    res = c.call("GET", "/v1/documents" + _q({"collection": a.collection, "state": a.state,
+                                                "path_glob": a.path_glob, "offset": a.offset, "limit": a.limit}))
+    if a.json:
+        _print_json(res, out)
+        return EXIT_OK
+    for d in res.get("items", []):
+        err = f"  ({d['error']})" if d.get("error") else ""
+        out.write(f"{d.get('doc_key')}  {d.get('state'):<10} {d.get('chunks', 0):>5} chunks  {d.get('source_file')}{err}\n")
+    out.write(f"{len(res.get('items', []))} of {res.get('total', 0)} documents\n")
+    return EXIT_OK
+
+
+def cmd_history(c: Client, a, out) -> int:
+    if a.history_id:
+        h = c.call("GET", f"/v1/history/{_seg(a.history_id)}")
+        if a.json:
+            _print_json(h, out)
+            return EXIT_OK
+        out.write(f"{h.get('id')}  {h.get('kind')}  {h.get('created_at')}\n  query: {h.get('query')}\n")
+        if h.get("answer"):
+            out.write(f"\n{h['answer']}\n")
+        _print_sources(h.get("sources") or h.get("results") or [], out)
+        return EXIT_OK
+    res = c.call("GET", "/v1/history" + _q({"offset": a.offset, "limit": a.limit}))
+    if a.json:
+        _print_json(res, out)
+        return EXIT_OK
+    for h in res.get("items", []):
+        out.write(f"{h.get('id')}  {h.get('created_at')}  {h.get('kind'):<6}  {h.get('query')}\n")
+    return EXIT_OK
+
+
+def cmd_service(a, out) -> int:
+    from ragweedd.cli import service
+
+    try:
+        return service.run(a.action, dry_run=a.dry_run, config=a.config, ragweedd=a.ragweedd,
+                           state_dir=a.state_dir, as_json=a.json, out=out)
+    except service.ServiceError as e:
+        raise CtlError(str(e), e.exit_code) from None
+
+
+# --------------------------------------------------------------------------- parser
+def _fmt(prog):
+    return argparse.RawDescriptionHelpFormatter(prog, width=HELP_WIDTH, max_help_position=30)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    # SUPPRESS: an option given before the command must not be reset by the sub-parser's default.
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="print the daemon's JSON answer (for scripts and launchers)")
+    common.add_argument("--state-dir", default=argparse.SUPPRESS, metavar="DIR",
+                        help="where the daemon keeps its token and port files "
+                             "(default: $RAGWEED_STATE_DIR or the OS state dir)")
+    filt = argparse.ArgumentParser(add_help=False)
+    filt.add_argument("-c", "--collection", action="append", metavar="NAME", help="only this collection (repeatable)")
+    filt.add_argument("--top-k", type=int, metavar="N", help="vector candidates per collection")
+    filt.add_argument("--path-glob", metavar="GLOB", help="only files whose path matches")
+    filt.add_argument("--type", metavar="EXT", help="only this file type, e.g. pdf")
+    filt.add_argument("--doc", metavar="DOC_KEY", help="only this document")
+    paging = argparse.ArgumentParser(add_help=False)
+    paging.add_argument("--offset", type=int, default=None, metavar="N")
+    paging.add_argument("--limit", type=int, default=None, metavar="N")
+
+    p = argparse.ArgumentParser(
+        prog="ragweedctl", formatter_class=_fmt, parents=[common],
+        description="Talk to the local ragweedd daemon (search, ask, manage collections).",
+        epilog="exit codes: 0 ok, 1 daemon error, 2 bad request or usage, 3 daemon not running")
+    p.add_argument("--timeout", type=float, default=600.0, metavar="S", help="network timeout in seconds")
+    p.add_argument("--version", action="version", version=f"ragweedctl {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def add(name, help, parents=(), **kw):
+        return sub.add_parser(name, help=help, description=help, parents=[common, *parents],
+                              formatter_class=_fmt, **kw)
+
+    add("status", "daemon status: collections, files by state, queue, embedder, problems")
+    s = add("ask", "ask a question; the answer streams, then its numbered sources", [filt])
+    s.add_argument("query", nargs="*", help="the question")
+    s.add_argument("--continue", dest="continue_id", metavar="HISTORY_ID",
+                   help="continue an answer that was cut at max_tokens")
+    s = add("search", "search without writing an answer", [filt])
+    s.add_argument("query", nargs="+")
+    s.add_argument("-n", "--limit", type=int, default=20, help="results to print (default 20)")
+    add("collections", "list collections")
+    s = add("add", "add a collection of folders")
+    s.add_argument("name")
+    s.add_argument("paths", nargs="+", metavar="PATH")
+    s.add_argument("--ignore", action="append", metavar="GLOB", help="ignore pattern (repeatable)")
+    s.add_argument("--topic", help="what the collection is about")
+    for name, help in (("remove", "forget a collection and its index (files stay)"),
+                       ("scan", "reconcile a collection's folders now"),
+                       ("reanalyze", "re-run cluster analysis of a collection"),
+                       ("rebuild-fts", "rebuild a collection's keyword index")):
+        add(name, help).add_argument("name")
+    s = add("upload", "copy a file into a collection's managed folder")
+    s.add_argument("collection")
+    s.add_argument("file")
+    s.add_argument("--name", dest="name_as", metavar="NAME", help="store it under this name")
+    s = add("docs", "list documents, or show one with its chunks", [paging])
+    s.add_argument("doc_key", nargs="?", help="show this document")
+    s.add_argument("-c", "--collection", metavar="NAME")
+    s.add_argument("--state", choices=["queued", "indexed", "failed", "skipped", "superseded"])
+    s.add_argument("--path-glob", metavar="GLOB")
+    s = add("history", "past searches and answers, or one in full", [paging])
+    s.add_argument("history_id", nargs="?")
+    s = add("service", "install, uninstall or inspect the systemd user unit / launchd agent")
+    s.add_argument("action", choices=["install", "uninstall", "status"])
+    s.add_argument("--dry-run", action="store_true", help="print what would be done, change nothing")
+    s.add_argument("--config", metavar="FILE", help="config file the service passes to ragweedd")
+    s.add_argument("--ragweedd", metavar="PATH", help="ragweedd executable (default: next to this Python)")
+    return p
+
+
+COMMANDS = {
+    "status": cmd_status, "ask": cmd_ask, "search": cmd_search, "collections": cmd_collections,
+    "add": cmd_add, "remove": cmd_remove, "scan": cmd_scan, "reanalyze": cmd_reanalyze,
+    "rebuild-fts": cmd_rebuild_fts, "upload": cmd_upload, "docs": cmd_docs, "history": cmd_history,
+}
+
+
+def main(argv: list[str] | None = None, out=None, err=None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    a = build_parser().parse_args(argv)
+    a.json = getattr(a, "json", False)
+    a.state_dir = getattr(a, "state_dir", None)
+    try:
+        if a.command == "service":
+            return cmd_service(a, out)
+        client = Client(_state_dir(a.state_dir), timeout=a.timeout)
+        return COMMANDS[a.command](client, a, out)
+    except CtlError as e:
+        if a.json and e.payload is not None:
+            _print_json(e.payload, out)
+        err.write(f"ragweedctl: {e}\n")
+        return e.code
+    except KeyboardInterrupt:
+        err.write("\nragweedctl: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""The real embedded model: all-MiniLM-L6-v2 int8 ONNX with the upstream tokenizer."""
+
+import shutil
+import threading
+
+import numpy as np
+import pytest
+
+from ragweedd.embed.long import embed_texts
+from ragweedd.embed.local import (ONNX_SHA256, MiniLMEmbedder, default_onnx_path, default_tokenizer_path)
+from ragweedd.errors import EmbedderError, ModelIntegrityError
+
+pytestmark = pytest.mark.model
+
+S1, S2, S3 = "The weather is lovely today.", "It's so sunny outside!", "He drove to the stadium."
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return MiniLMEmbedder(threads=2).load()
+
+
+def test_reference_similarities(minilm):
+    # sentence-transformers' own example for this model: 0.6660, 0.1046, 0.1411 for the float model.
+    v = minilm.embed_batch([S1, S2, S3])
+    assert v.shape == (3, 384) and v.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    assert v[0] @ v[1] == pytest.approx(0.666, abs=0.01)  # pair 1-2
+    assert v[0] @ v[2] == pytest.approx(0.105, abs=0.01)  # pair 1-3
+    assert v[1] @ v[2] == pytest.approx(0.141, abs=0.01)  # pair 2-3
+
+
+def test_padding_and_batch_order_do_not_change_vectors(minilm):
+    long = "The committee reviewed the budget for the new library in great detail. " * 8
+    texts = [S3, long, S1, "", S2]
+    together = minilm.embed_batch(texts)
+    alone = np.vstack([minilm.embed_batch([t]) for t in texts])
+    np.testing.assert_allclose(together, alone, atol=2e-4)
+    minilm.batch_size, old = 2, minilm.batch_size
+    try:
+        np.testing.assert_allclose(minilm.embed_batch(texts), alone, atol=2e-4)
+    finally:
+        minilm.batch_size = old
+
+
+def test_count_tokens_is_exact_and_untruncated(minilm):
+    assert minilm.count_tokens(S1) == 8  # [CLS] the weather is lovely today . [SEP]
+    assert minilm.count_tokens("") == 2
+    assert minilm.count_tokens("word " * 600) == 602  # the shipped tokenizer.json would cut at 128
+
+
+def test_overlong_input_is_cut_like_sentence_transformers(minilm):
+    words = " ".join(f"w{i}" for i in range(400))
+    v = minilm.embed_batch([words])
+    assert v.shape == (1, 384) and np.isfinite(v).all()
+
+
+def test_long_text_through_embed_texts(minilm):
+    text = ("Photosynthesis converts light energy into chemical energy stored in glucose. " * 60).strip()
+    assert minilm.count_tokens(text) > 256
+    v = embed_texts(minilm, [text, "How do plants turn sunlight into sugar?", "Stock market crash of 1929"])
+    assert v.shape == (3, 384)
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    assert v[0] @ v[1] > v[0] @ v[2] + 0.2
+
+
+def test_retrieval_sense(minilm):
+    docs = minilm.embed_batch(["A recipe for sourdough bread with a long fermentation.",
+                               "The goalkeeper saved a penalty in the final minute.",
+                               "Interest rates were raised by the central bank."])
+    q = minilm.embed_batch(["how to bake bread", "football match", "monetary policy"])
+    assert list((q @ docs.T).argmax(axis=1)) == [0, 1, 2]
+
+
+def test_threads_share_one_model(minilm):
+    texts = [f"sentence number {i} about topic {i % 7}" for i in range(40)]
+    expected = minilm.embed_batch(texts)
+    results = [None, None]
+
+    def work(k):
+        results[k] = minilm.embed_batch(texts)
+
+    ts = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    for r in results:
+        np.testing.assert_allclose(r, expected, atol=2e-4)
+
+
+def test_id_carries_weights_hash(minilm):
+    assert minilm.id == f"local:all-minilm-l6-v2@int8-{ONNX_SHA256[:8]}"
+    assert minilm.preferred_chunk_tokens == 256 and minilm.max_input_tokens == 256
+
+
+def _tampered(src, dst, offset):
+    shutil.copyfile(src, dst)
+    with open(dst, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        f.seek(offset)
+        f.write(bytes([b[0] ^ 0x01]))
+    return dst
+
+
+def test_tampered_model_is_refused(tmp_path):
+    bad = _tampered(default_onnx_path(), tmp_path / "model.onnx", 12_000_000)
+    e = MiniLMEmbedder(onnx_path=bad)
+    with pytest.raises(ModelIntegrityError) as ei:
+        e.embed_batch(["x"])
+    msg = str(ei.value)
+    assert str(bad) in msg and ONNX_SHA256 in msg and "pip install --force-reinstall" in msg
+    assert e._session is None
+
+
+def test_tampered_tokenizer_is_refused(tmp_path):
+    bad = _tampered(default_tokenizer_path(), tmp_path / "tokenizer.json", 1000)
+    with pytest.raises(ModelIntegrityError, match="tokenizer.json"):
+        MiniLMEmbedder(tokenizer_path=bad).load()
+
+
+def test_intact_copy_loads(tmp_path):
+    good = tmp_path / "model.onnx"
+    shutil.copyfile(default_onnx_path(), good)
+    v = MiniLMEmbedder(threads=1, onnx_path=good).embed_batch([S1])
+    assert v.shape == (1, 384)
+
+
+def test_missing_or_truncated_model_file(tmp_path):
+    with pytest.raises(ModelIntegrityError, match="cannot be read"):
+        MiniLMEmbedder(onnx_path=tmp_path / "nope.onnx").load()
+    short = tmp_path / "short.onnx"
+    short.write_bytes(default_onnx_path().read_bytes()[:1000])
+    with pytest.raises(ModelIntegrityError, match="damaged"):
+        MiniLMEmbedder(onnx_path=short).load()
+
+
+@pytest.mark.parametrize("kw", [{"threads": 0}, {"threads": "2"}, {"batch_size": 0}, {"batch_size": 1.5}])
+def test_bad_settings(kw):
+    with pytest.raises(EmbedderError):
+        MiniLMEmbedder(**kw)
+
+
+def test_non_text_input(minilm):
+    with pytest.raises(EmbedderError, match="text #0 is int"):
+        minilm.embed_batch([3])
+    assert minilm.embed_batch([]).shape == (0, 384)

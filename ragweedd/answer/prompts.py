@@ -91,7 +91,10 @@ class Prompts:
 
 
 def validate_template(kind: str, text: str, origin: str) -> str:
-    if not isinstance(text, str) or not text.strip():
+    if not isinstance(text, str):
+        raise ConfigError(f"{origin}: the {kind} prompt must be a string, not {type(text).__name__}")
+    # an empty synthesis_system is allowed: it means "no system prompt, the template says it all"
+    if not text.strip() and kind != "synthesis_system":
         raise ConfigError(f"{origin}: the {kind} prompt is empty", hint="write a prompt or delete it to use the default")
     missing = [t for t in _REQUIRED[kind] if t not in text]
     if missing:

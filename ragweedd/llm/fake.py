@@ -33,6 +33,7 @@ class FakeChatProvider(BaseProvider):
         self.delay_s = delay_s
         self.chunk_chars = max(1, chunk_chars)
         self.requests: list[list[dict]] = []
+        self.params: list[dict] = []  # max_tokens and temperature of each call
         self.in_flight = 0
         self.max_in_flight = 0
 
@@ -53,6 +54,7 @@ class FakeChatProvider(BaseProvider):
 
     async def _stream_once(self, messages, max_tokens, temperature) -> AsyncIterator[Chunk]:
         self.requests.append([dict(m) for m in messages])
+        self.params.append({"max_tokens": max_tokens, "temperature": temperature})
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:

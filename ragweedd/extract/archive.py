@@ -150,14 +150,17 @@ def extract_archive(path: Path, settings: ExtractSettings, *, depth: int = 0, bu
                     doc = extract_archive(tmp, settings, depth=depth + 1, budget=budget, display=label)
                 else:
                     doc = inner.extract(tmp, settings)
-            except ArchiveLimitError:
-                raise
+            except ArchiveLimitError as e:
+                if str(tmp) not in e.message:
+                    raise
+                raise ArchiveLimitError(e.message.replace(str(tmp), label), hint=e.hint) from None
             except ExtractionSkipped as e:
-                skipped.append(f"{name} ({e.message})")
+                skipped.append(f"{name} ({e.message.replace(str(tmp), label)})")
                 continue
             except ExtractionError as e:
-                log.warning("zip_member_failed", archive=display, member=name, error=e.message)
-                failed.append(f"{name}: {e.message}")
+                msg = e.message.replace(str(tmp), label)
+                log.warning("zip_member_failed", archive=display, member=name, error=msg)
+                failed.append(f"{name}: {msg}")
                 continue
             finally:
                 tmp.unlink(missing_ok=True)

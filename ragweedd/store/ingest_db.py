@@ -77,6 +77,32 @@ CREATE TABLE embed_cache (
     PRIMARY KEY (text_hash, embedder_id)
 );
 """),
+    # The daemon's durable job queue (one pending job per path: later events coalesce into it) and
+    # the collections added at run time through the API.
+    (2, "daemon_jobs_and_collections", """
+CREATE TABLE jobs (
+    id INTEGER PRIMARY KEY,
+    collection TEXT NOT NULL,
+    path TEXT NOT NULL,
+    root TEXT,
+    op TEXT NOT NULL CHECK (op IN ('upsert', 'delete')),
+    state TEXT NOT NULL DEFAULT 'queued' CHECK (state IN ('queued', 'running', 'failed')),
+    tries INTEGER NOT NULL DEFAULT 0,
+    not_before REAL NOT NULL DEFAULT 0,
+    error TEXT,
+    enqueued_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE UNIQUE INDEX jobs_path ON jobs(collection, path);
+CREATE INDEX jobs_ready ON jobs(state, not_before);
+CREATE TABLE daemon_collections (
+    name TEXT PRIMARY KEY,
+    paths_json TEXT NOT NULL,
+    ignore_json TEXT NOT NULL DEFAULT '[]',
+    topic TEXT NOT NULL DEFAULT '',
+    added_at REAL NOT NULL
+);
+"""),
 ]
 
 # File states a user sees (status, documents listing).

@@ -1,0 +1,160 @@
+"""Keeps each collection's vector index in step with its change log (DESIGN §3 durability rule).
+
+The ingest workers write chunks, vectors and ``changes`` rows in one SQLite transaction and then
+call ``notify(collection)`` (the ``on_changes`` hook). One background thread reads the changes after
+the index's ``applied_seq`` and applies them through the IndexManager, whose own thread flushes the
+files debounced (``index_flush_quiet_s`` / ``index_flush_max_s``) and on close. At start each index
+is loaded and either replayed from its ``applied_seq`` or rebuilt from the stored vectors when it
+is missing, corrupt or ahead of the database. Nothing here polls: the thread sleeps until notified.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from ragweedd.logging import get_logger
+from ragweedd.store.rag_db import PRIMARY
+
+log = get_logger("ragweedd.index")
+SUFFIX = ""  # the primary index files (data_level0.bin, ...)
+APPLY_BATCH = 5000
+
+
+class IndexSync:
+    def __init__(self, cfg, paths, dim: int) -> None:
+        self.cfg, self.paths, self.dim = cfg, paths, dim
+        self.managers: dict[str, object] = {}
+        self.errors: dict[str, str] = {}
+        self._dirty: set[str] = set()
+        self._cv = threading.Condition()
+        self._stop = False
+        self._idle = threading.Event()
+        self._idle.set()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="ragweedd-index-sync", daemon=True)
+
+    def start(self, collections) -> None:
+        with self._cv:
+            self._dirty.update(collections)
+        self._thread.start()
+
+    def notify(self, collection: str) -> None:
+        with self._cv:
+            self._dirty.add(collection)
+            self._idle.clear()
+            self._cv.notify()
+
+    def wait_idle(self, timeout_s: float | None = None) -> bool:
+        return self._idle.wait(timeout_s)
+
+    def count(self, collection: str) -> int | None:
+        m = self.managers.get(collection)
+        return None if m is None else len(m.indexes[SUFFIX])
+
+    def status(self) -> dict:
+        out = {}
+        for name, m in list(self.managers.items()):
+            out[name] = {"vectors": len(m.indexes[SUFFIX]), "applied_seq": m.applied_seq[SUFFIX],
+                         "state": m.status[SUFFIX], "dirty": m.dirty}
+        for name, err in self.errors.items():
+            out.setdefault(name, {})["error"] = err
+        return out
+
+    def close(self) -> None:
+        with self._cv:
+            self._stop = True
+            self._cv.notify_all()
+        if self._thread.is_alive():
+            self._thread.join(60)
+        with self._lock:
+            for name, m in self.managers.items():
+                try:
+                    m.close()  # flushes what is dirty
+                except Exception as e:
+                    log.error("index_close_failed", collection=name, error=str(e))
+            self.managers.clear()
+
+    def drop(self, collection: str) -> None:
+        with self._lock:
+            m = self.managers.pop(collection, None)
+        if m is not None:
+            m.close()
+
+    # --- the sync thread ---------------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._dirty and not self._stop:
+                    self._idle.set()
+                    self._cv.wait()
+                if self._stop:
+                    self._idle.set()
+                    return
+                todo, self._dirty = self._dirty, set()
+            for name in sorted(todo):
+                try:
+                    self.sync(name)
+                    self.errors.pop(name, None)
+                except Exception as e:  # a broken collection must not stop the others' indexes
+                    self.errors[name] = f"{type(e).__name__}: {e}"
+                    log.error("index_sync_failed", collection=name, error=str(e), exc_info=True)
+
+    def _manager(self, name: str, rag):
+        m = self.managers.get(name)
+        if m is not None:
+            return m, False
+        from ragweedd.index.manager import IndexManager
+
+        with self._lock:
+            m = IndexManager(self.paths.collection_dir(name), {SUFFIX: self.dim}, config=self.cfg)
+            self.managers[name] = m
+        max_seq = rag.max_seq()
+        min_seq = rag.conn.execute("SELECT min(seq) FROM changes").fetchone()[0]
+        plan = m.plan(SUFFIX, max_seq, min_seq)
+        if plan == "rebuild" or (m.status[SUFFIX] == "new" and max_seq > 0):
+            log.info("index_rebuild", collection=name, reason=m.status[SUFFIX], applied_seq=m.applied_seq[SUFFIX],
+                     log_seq=max_seq)
+            m.rebuild(SUFFIX, self._batches(rag), max_seq)
+        return m, True
+
+    def _batches(self, rag):
+        import numpy as np
+
+        for ids, blobs in rag.iter_vectors(PRIMARY):
+            yield (np.asarray(ids, dtype=np.int64),
+                   np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(ids), -1))
+
+    def sync(self, name: str) -> int:
+        """Apply every logged change newer than the index; returns how many were applied."""
+        import numpy as np
+
+        from ragweedd.store.rag_db import RagDB
+
+        db = self.paths.rag_db(name)
+        if not Path(db).exists():
+            return 0
+        rag = RagDB(db, name, readonly=True)
+        try:
+            m, _ = self._manager(name, rag)
+            total = 0
+            while True:
+                seq0 = m.applied_seq[SUFFIX]
+                changes = rag.conn.execute("SELECT seq, op, id FROM changes WHERE seq > ? ORDER BY seq LIMIT ?",
+                                           (seq0, APPLY_BATCH)).fetchall()
+                if not changes:
+                    return total
+                vecs = rag.vectors_for([c[2] for c in changes if c[1] == "add"])
+                items = []
+                for seq, op, cid in changes:
+                    if op == "add":
+                        blob = vecs.get(cid)
+                        # Added and deleted again before we got here: its later delete follows; a
+                        # delete of an unknown label is a no-op that still advances applied_seq.
+                        items.append((seq, "add", cid, np.frombuffer(blob, dtype=np.float32)) if blob
+                                     else (seq, "delete", cid))
+                    else:
+                        items.append((seq, "delete", cid))
+                total += m.apply(SUFFIX, items)
+        finally:
+            rag.close()

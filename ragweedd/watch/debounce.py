@@ -1,0 +1,121 @@
+"""Per-path debounce and coalescing of watcher events (DESIGN §4).
+
+Every path has at most one pending entry. An upsert (create, modify, move target) is emitted once
+the path has been quiet for ``debounce_s`` *and* its (size, mtime_ns) is the same as at the last
+event: a file still being written is looked at again instead of read half-done. A delete is held
+for ``max(delete_hold_s, debounce_s)``; if the path reappears meanwhile (editor save patterns: vim's
+backup rename, JetBrains' ``___jb_old___`` dance, Office's temp-and-rename) the delete turns into
+one modify.
+
+One thread sleeps on a condition until the earliest deadline: nothing polls while nothing happens.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+Item = tuple[str, str, str, "str | None"]  # (collection, path, op, root) as JobQueue.put_many takes
+RECHECK_S = 0.25
+
+
+@dataclass
+class _Pending:
+    collection: str
+    root: str | None
+    op: str
+    deadline: float
+    stat: tuple[int, int] | None
+
+
+def _stat(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
+class Debouncer:
+    def __init__(self, sink: Callable[[list[Item]], None], *, debounce_s: float, delete_hold_s: float) -> None:
+        self.sink = sink
+        self.debounce_s = debounce_s
+        self.delete_hold_s = max(delete_hold_s, debounce_s)
+        self._pending: dict[str, _Pending] = {}
+        self._heap: list[tuple[float, str]] = []
+        self._cond = threading.Condition()
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name="ragweedd-debounce", daemon=True)
+
+    def start(self) -> "Debouncer":
+        self._thread.start()
+        return self
+
+    def stop(self, flush: bool = False) -> None:
+        with self._cond:
+            self._stop = True
+            items = [(p.collection, path, p.op, p.root) for path, p in self._pending.items()] if flush else []
+            self._pending.clear()
+            self._cond.notify_all()
+        self._thread.join(5)
+        if items:
+            self.sink(items)
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    # --- events ------------------------------------------------------------------------------
+    def upsert(self, collection: str, path: str, root: str | None = None) -> None:
+        self._put(collection, path, "upsert", root, self.debounce_s, _stat(path))
+
+    def delete(self, collection: str, path: str, root: str | None = None) -> None:
+        with self._cond:
+            cur = self._pending.get(path)
+        # A delete right after a create of a path never indexed is still a delete: the queue's
+        # worker finds no row and does nothing.
+        self._put(collection, path, "delete", root, self.delete_hold_s, None if cur is None else cur.stat)
+
+    def _put(self, collection: str, path: str, op: str, root: str | None, wait: float, st) -> None:
+        deadline = time.monotonic() + wait
+        with self._cond:
+            p = self._pending.get(path)
+            if p is None:
+                self._pending[path] = _Pending(collection, root, op, deadline, st)
+            else:
+                p.op, p.deadline, p.stat, p.collection = op, deadline, st, collection
+                p.root = root or p.root
+            heapq.heappush(self._heap, (deadline, path))
+            if self._heap[0][1] == path:
+                self._cond.notify()
+
+    # --- the timer thread ------------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            due: list[Item] = []
+            with self._cond:
+                if self._stop:
+                    return
+                now = time.monotonic()
+                while self._heap and self._heap[0][0] <= now:
+                    deadline, path = heapq.heappop(self._heap)
+                    p = self._pending.get(path)
+                    if p is None or p.deadline != deadline:
+                        continue  # superseded by a later event for the path
+                    if p.op == "upsert":
+                        st = _stat(path)
+                        if st is not None and st != p.stat:
+                            # Changed since the last look: still being written; look again shortly.
+                            p.stat, p.deadline = st, now + min(RECHECK_S, max(self.debounce_s, 0.05))
+                            heapq.heappush(self._heap, (p.deadline, path))
+                            continue
+                    del self._pending[path]
+                    due.append((p.collection, path, p.op, p.root))
+                if not due:
+                    wait = (self._heap[0][0] - now) if self._heap else None
+                    self._cond.wait(wait)
+                    continue
+            self.sink(due)

@@ -1,0 +1,227 @@
+"""The daemon's collections: their roots, watches, availability and reconciliation scans.
+
+Collections come from the config file plus those added through the API (persisted in the
+``daemon_collections`` table of ingest_db). Each root is watched while it exists; a root that
+disappears (unmounted, renamed away, deleted) is unwatched and its collection reported unavailable,
+nothing is deleted; when it returns it is watched again and scanned.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+from ragweedd.config import CollectionConfig
+from ragweedd.errors import NotFoundError, RequestError
+from ragweedd.logging import get_logger
+from ragweedd.store.sqlite import connect, transaction
+from ragweedd.watch.reconcile import root_state, scan
+
+log = get_logger("ragweedd.watch")
+
+
+@dataclass
+class CollectionState:
+    conf: CollectionConfig
+    from_config: bool
+    roots: dict[str, str] = field(default_factory=dict)  # root -> 'ok' | 'missing' | 'empty_mount'
+    last_scan: dict | None = None
+
+    @property
+    def available(self) -> bool:
+        return all(s == "ok" for s in self.roots.values())
+
+
+class Collections:
+    def __init__(self, cfg, paths, queue, debouncer, watcher_factory) -> None:
+        self.cfg, self.paths, self.queue, self.debouncer = cfg, paths, queue, debouncer
+        self.conn = connect(paths.ingest_db)  # its own connection: scans run in their own thread
+        self._lock = threading.RLock()
+        self._scan_lock = threading.Lock()
+        self.watcher = watcher_factory(self)
+        self.items: dict[str, CollectionState] = {}
+        for name, c in cfg.collections.items():
+            self.items[name] = CollectionState(c, True)
+        for r in self.conn.execute("SELECT * FROM daemon_collections ORDER BY name"):
+            if r["name"] not in self.items:
+                c = CollectionConfig(r["name"], tuple(json.loads(r["paths_json"])),
+                                     tuple(json.loads(r["ignore_json"])), r["topic"])
+                self.items[r["name"]] = CollectionState(c, False)
+
+    def close(self) -> None:
+        self.watcher.stop()
+        with self._lock:
+            self.conn.close()
+
+    # --- lookup ----------------------------------------------------------------------------------
+    def get(self, name: str) -> CollectionState:
+        st = self.items.get(name)
+        if st is None:
+            raise NotFoundError(f"collection '{name}' does not exist",
+                                hint="list them with GET /v1/collections or ragweedctl status")
+        return st
+
+    def upload_dir(self, name: str) -> str:
+        return str(self.paths.managed_uploads / name)
+
+    def roots_of(self, name: str) -> list[str]:
+        st = self.items.get(name)
+        if st is None:
+            return []
+        up = self.upload_dir(name)
+        return [*st.conf.paths, up] if os.path.isdir(up) else list(st.conf.paths)
+
+    def resolve(self, name: str):
+        """(roots, ignore, available) for the ingest workers, or None for an unknown collection."""
+        st = self.items.get(name)
+        if st is None:
+            return None
+        return self.roots_of(name), st.conf.ignore, st.available
+
+    def known_under(self, collection: str, prefix: str) -> list[str]:
+        like = prefix.rstrip(os.sep).replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + os.sep + "%"
+        with self._lock:
+            return [r[0] for r in self.conn.execute(
+                "SELECT source_file FROM ingest_files WHERE collection=? AND superseded=0"
+                " AND source_file LIKE ? ESCAPE '\\'", (collection, like))]
+
+    def is_known(self, collection: str, path: str) -> bool:
+        with self._lock:
+            return self.conn.execute(
+                "SELECT 1 FROM ingest_files WHERE collection=? AND source_file=? AND superseded=0",
+                (collection, path)).fetchone() is not None
+
+    # --- watching and availability -----------------------------------------------------------------
+    def start(self) -> None:
+        for name in list(self.items):
+            self._watch_collection(name)
+
+    def _watch_collection(self, name: str) -> None:
+        st = self.items[name]
+        for root in st.conf.paths:
+            state = root_state(root)
+            st.roots[root] = state
+            if state == "ok":
+                self.watcher.watch(name, root, st.conf.ignore)
+            else:
+                log.warning("collection_root_unavailable", collection=name, root=root, state=state,
+                            action="nothing is deleted; watching resumes when the folder returns")
+
+    def check_roots(self) -> list[str]:
+        """Notice roots that vanished or returned (cheap: one stat per root). Returns the names of
+        collections that need a scan because a root came back."""
+        rescan = []
+        for name, st in list(self.items.items()):
+            for root in st.conf.paths:
+                new = root_state(root)
+                old = st.roots.get(root)
+                if new == old:
+                    continue
+                st.roots[root] = new
+                if new == "ok":
+                    log.info("collection_root_back", collection=name, root=root)
+                    self.watcher.unwatch(name, root)
+                    self.watcher.watch(name, root, st.conf.ignore)
+                    rescan.append(name)
+                else:
+                    log.warning("collection_root_unavailable", collection=name, root=root, state=new,
+                                action="nothing is deleted; watching resumes when the folder returns")
+                    self.watcher.unwatch(name, root)
+        return rescan
+
+    def on_root_missing(self, collection: str, root: str) -> None:
+        st = self.items.get(collection)
+        if st is not None and st.roots.get(root) == "ok":
+            self.check_roots()
+
+    # --- scans -----------------------------------------------------------------------------------
+    def scan(self, name: str) -> dict:
+        st = self.get(name)
+        roots = self.roots_of(name)
+        skip = [r for r, s in st.roots.items() if s != "ok"]
+        with self._scan_lock:
+            with self._lock:
+                res = scan(self.conn, name, roots, st.conf.ignore, skip_roots=skip)
+            root_of = {p: _root(p, roots) for p in res.upserts + res.deletes}
+            self.queue.put_many([(name, p, "upsert", root_of[p]) for p in res.upserts]
+                                + [(name, p, "delete", root_of[p]) for p in res.deletes])
+        st.last_scan = {**res.summary(), "at": time.time()}
+        log.info("scan_done", **res.summary())
+        return st.last_scan
+
+    def scan_all(self) -> list[dict]:
+        out = []
+        for name in list(self.items):
+            try:
+                out.append(self.scan(name))
+            except Exception as e:  # one collection's scan failing must not stop the others
+                log.error("scan_failed", collection=name, error=str(e))
+        return out
+
+    # --- run-time collections ----------------------------------------------------------------------
+    def add(self, name: str, paths: list[str], ignore: list[str] | None = None, topic: str = "") -> dict:
+        from ragweedd.config import _NAME_RE
+
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            raise RequestError(f"collection name {name!r} is not allowed",
+                               hint="use letters, digits, '_', '-', '.' (at most 64 characters)")
+        if name in self.items:
+            raise RequestError(f"collection '{name}' already exists", hint="choose another name or remove it first")
+        if not paths:
+            raise RequestError(f"collection '{name}' needs at least one folder in 'paths'")
+        roots = []
+        for p in paths:
+            r = os.path.realpath(os.path.expanduser(p))
+            if not os.path.isdir(r):
+                raise RequestError(f"'{p}' is not a folder", hint="give existing folders as the collection's paths")
+            roots.append(r)
+        conf = CollectionConfig(name, tuple(roots), tuple(ignore or ()), topic or "")
+        with self._lock, transaction(self.conn):
+            self.conn.execute("INSERT OR REPLACE INTO daemon_collections(name, paths_json, ignore_json, topic, added_at)"
+                              " VALUES (?,?,?,?,?)", (name, json.dumps(roots), json.dumps(list(conf.ignore)),
+                                                      conf.topic, time.time()))
+        self.items[name] = CollectionState(conf, False)
+        self._watch_collection(name)
+        log.info("collection_added", collection=name, paths=roots)
+        return self.describe(name)
+
+    def remove(self, name: str) -> dict:
+        st = self.get(name)
+        if st.from_config:
+            raise RequestError(f"collection '{name}' is declared in the config file {self.cfg.source}",
+                               hint=f"delete its [collections.{name}] table there and restart ragweedd")
+        for root in st.conf.paths:
+            self.watcher.unwatch(name, root)
+        del self.items[name]
+        self.queue.drop_collection(name)
+        with self._lock, transaction(self.conn):
+            self.conn.execute("DELETE FROM daemon_collections WHERE name=?", (name,))
+            # The index goes; the user's files are never touched.
+            self.conn.execute("DELETE FROM ingest_files WHERE collection=?", (name,))
+            self.conn.execute("DELETE FROM collection_chunks WHERE collection=?", (name,))
+        log.info("collection_removed", collection=name)
+        return {"name": name, "removed": True}
+
+    def describe(self, name: str) -> dict:
+        st = self.get(name)
+        with self._lock:
+            docs = self.conn.execute("SELECT count(*) FROM ingest_files WHERE collection=? AND superseded=0"
+                                     " AND extract_status='done'", (name,)).fetchone()[0]
+        return {"name": name, "paths": list(st.conf.paths), "ignore": list(st.conf.ignore), "topic": st.conf.topic,
+                "documents": docs, "available": st.available,
+                "roots": [{"path": r, "state": st.roots.get(r, "unknown"),
+                           "watch": ("polling" if (name, r) in self.watcher.degraded
+                                     else "native" if self.watcher.watching(name, r) else "none")}
+                          for r in st.conf.paths],
+                "from_config": st.from_config, "last_scan": st.last_scan}
+
+
+def _root(path: str, roots: list[str]) -> str | None:
+    best = None
+    for r in roots:
+        if path.startswith(r.rstrip(os.sep) + os.sep) and (best is None or len(r) > len(best)):
+            best = r
+    return best

@@ -1,0 +1,94 @@
+"""Reconciliation scans (DESIGN §4): compare what is on disk with what ingest_db holds.
+
+Watchers lose events (overflow, watch limits, network mounts, the daemon being stopped), so the
+daemon scans at start, periodically and after an overflow. A scan stats every file under the
+collection's available roots and compares (size, mtime_ns, inode) with the live ingest_files row;
+only differences become jobs: new or changed paths, paths whose ingest never finished, and deletes
+for rows whose file is gone. A root that is missing, or has become an empty mount point (a disk
+that was not mounted), contributes no deletes: its rows are kept until it returns.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from ragweedd.watch.ignore import walk_files
+
+FINISHED = ("done", "skipped", "failed")
+
+
+def root_state(root: str | os.PathLike) -> str:
+    """'ok', 'missing' (gone, renamed, unmounted to nothing) or 'empty_mount' (a mount point with
+    nothing in it: the disk behind it is not there, so its files must not be taken as deleted)."""
+    root = str(root)
+    if not os.path.isdir(root):
+        return "missing"
+    try:
+        if os.path.ismount(root) and not os.listdir(root):
+            return "empty_mount"
+    except OSError:
+        return "missing"
+    return "ok"
+
+
+@dataclass
+class ScanResult:
+    collection: str
+    files_seen: int = 0
+    upserts: list[str] = field(default_factory=list)
+    deletes: list[str] = field(default_factory=list)
+    unavailable_roots: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def summary(self) -> dict:
+        return {"collection": self.collection, "files_seen": self.files_seen, "upserts": len(self.upserts),
+                "deletes": len(self.deletes), "unavailable_roots": self.unavailable_roots,
+                "seconds": round(self.seconds, 3)}
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def scan(conn, collection: str, roots: Iterable[str], ignore: Iterable[str] = (), *,
+         skip_roots: Iterable[str] = ()) -> ScanResult:
+    """Differences between disk and the ingest_files rows of ``collection`` (``conn``: ingest_db).
+    Roots in ``skip_roots`` are treated like unavailable ones (their rows are left alone)."""
+    t0 = time.monotonic()
+    roots = [str(r) for r in roots]
+    ignore = tuple(ignore)
+    res = ScanResult(collection)
+    rows = {r["source_file"]: r for r in conn.execute(
+        "SELECT source_file, size_bytes, mtime_ns, inode, extract_status FROM ingest_files"
+        " WHERE collection=? AND superseded=0", (collection,))}
+    available: list[str] = []
+    skip = set(map(str, skip_roots))
+    for root in roots:
+        state = "skipped" if root in skip else root_state(root)
+        if state != "ok":
+            res.unavailable_roots.append(root)
+            continue
+        available.append(root)
+        for f in walk_files(Path(root), ignore):
+            p = str(f)
+            try:
+                st = f.stat()
+            except OSError:
+                continue
+            res.files_seen += 1
+            row = rows.pop(p, None)
+            if (row is None or row["extract_status"] not in FINISHED or row["size_bytes"] != st.st_size
+                    or row["mtime_ns"] != st.st_mtime_ns or row["inode"] != st.st_ino):
+                res.upserts.append(p)
+    for p in rows:
+        if any(_under(p, r) for r in res.unavailable_roots):
+            continue  # never delete what an absent root holds
+        # Gone, or present but no longer walked (now ignored, a symlink, outside every root): the
+        # worker removes it unless it finds an indexable file there when the job runs.
+        res.deletes.append(p)
+    res.seconds = time.monotonic() - t0
+    return res

@@ -1,0 +1,174 @@
+"""A real daemon subprocess (`python -m ragweedd --config X run`) on real temp folders.
+
+``daemon`` gives a factory: ``d = daemon(collections={"notes": [folder]})`` writes a config with a
+small debounce, the hash embedder (RAGWEED_EMBED_MODEL=hash:64) and a free loopback port, starts
+the daemon and waits until its API answers. Embedding calls are counted through
+RAGWEED_TEST_EMBED_LOG (one line per call with the number of texts).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(pred, timeout: float, interval: float = 0.1, what: str = "condition"):
+    end = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < end:
+        last = pred()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what} (last value {last!r})")
+
+
+class Daemon:
+    def __init__(self, base: Path, collections: dict[str, list[str]], *, debounce_s: float = 0.3,
+                 delete_hold_s: float = 0.3, extra: str = "", env: dict | None = None) -> None:
+        self.base = base
+        base.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.cfg = base / "ragweedd.toml"
+        self.embed_log = base / "embed.log"
+        self.out = base / "daemon.log"
+        lines = [f'listen = "127.0.0.1:{self.port}"', f'data_dir = "{base / "data"}"',
+                 f'state_dir = "{base / "state"}"', f'cache_dir = "{base / "cache"}"',
+                 f"debounce_s = {debounce_s}", f"delete_hold_s = {delete_hold_s}", "ingest_nice = 5", extra]
+        for name, paths in collections.items():
+            lines.append(f"[collections.{name}]\npaths = {json.dumps([str(p) for p in paths])}")
+        self.cfg.write_text("\n".join(lines) + "\n")
+        self.env = {**os.environ, "RAGWEED_EMBED_MODEL": "hash:64", "RAGWEED_TEST_EMBED_LOG": str(self.embed_log),
+                    "PYTHONUNBUFFERED": "1", **(env or {})}
+        self.proc: subprocess.Popen | None = None
+        self._log_offset = 0
+
+    # --- process ---------------------------------------------------------------------------------
+    def start(self, wait: bool = True) -> "Daemon":
+        out = open(self.out, "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "ragweedd", "--config", str(self.cfg), "run"],
+                                     stdout=out, stderr=subprocess.STDOUT, env=self.env, cwd=str(ROOT))
+        out.close()
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        def ready():
+            if self.proc.poll() is not None:
+                raise AssertionError(f"daemon exited with {self.proc.returncode}:\n{self.out.read_text()[-3000:]}")
+            try:
+                return requests.get(f"http://127.0.0.1:{self.port}/v1/health", timeout=2,
+                                    headers=self.headers).status_code == 200
+            except (requests.RequestException, FileNotFoundError):
+                return False
+        wait_until(ready, timeout, 0.1, "the daemon's API")
+
+    @property
+    def headers(self) -> dict:
+        tok = (self.base / "state" / "token").read_text().strip()
+        return {"Authorization": f"Bearer {tok}"}
+
+    def stop(self, timeout: float = 60) -> int:
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def kill9(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(30)
+
+    # --- API -------------------------------------------------------------------------------------
+    def api(self, method: str, path: str, **kw):
+        r = requests.request(method, f"http://127.0.0.1:{self.port}{path}", headers=self.headers, timeout=60, **kw)
+        return r
+
+    def status(self) -> dict:
+        r = self.api("GET", "/v1/status")
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    def search(self, query: str, **kw) -> list[dict]:
+        r = self.api("POST", "/v1/search", json={"query": query, **kw})
+        assert r.status_code == 200, r.text
+        return r.json()["results"]
+
+    def idle(self) -> bool:
+        s = self.status()
+        return (s["queue"].get("queued", 0) == 0 and s["queue"].get("running", 0) == 0
+                and s["queue"]["debouncing"] == 0 and not s["ingest"]["running"])
+
+    def wait_idle(self, timeout: float = 60) -> None:
+        wait_until(self.idle, timeout, 0.2, "the ingest queue to drain")
+
+    # --- state -----------------------------------------------------------------------------------
+    def db(self, name: str = "ingest") -> sqlite3.Connection:
+        p = self.base / "data" / ("ingest_db.sqlite3" if name == "ingest" else f"collections/{name}/rag.sqlite3")
+        conn = sqlite3.connect(f"file:{p}?mode=ro", uri=True, timeout=30)
+        conn.row_factory = sqlite3.Row
+        return conn
+
+    def live_rows(self, collection: str) -> dict[str, sqlite3.Row]:
+        with self.db() as c:
+            return {r["source_file"]: r for r in c.execute(
+                "SELECT * FROM ingest_files WHERE collection=? AND superseded=0", (collection,))}
+
+    def embedded(self) -> int:
+        try:
+            return sum(int(x) for x in self.embed_log.read_text().split())
+        except FileNotFoundError:
+            return 0
+
+    def events(self, event: str | None = None) -> list[dict]:
+        out = []
+        for line in self.out.read_text(errors="replace").splitlines():
+            if line.startswith("{"):
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    continue
+                if event is None or ev.get("event") == event:
+                    out.append(ev)
+        return out
+
+    def ingests(self, path: str | Path, status: str | None = "indexed") -> list[dict]:
+        return [e for e in self.events("ingest_file") if e.get("path") == str(path)
+                and (status is None or e.get("status") == status)]
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    made: list[Daemon] = []
+
+    def make(collections: dict[str, list], start: bool = True, **kw) -> Daemon:
+        d = Daemon(tmp_path / f"d{len(made)}", collections, **kw)
+        d.base.mkdir(parents=True, exist_ok=True)
+        made.append(d)
+        return d.start() if start else d
+
+    yield make
+    for d in made:
+        try:
+            d.stop(30)
+        except Exception:
+            d.kill9()

@@ -349,7 +349,8 @@ def load_config(path: str | os.PathLike | None = None, env: Mapping[str, str] | 
 
 
 # RAGWEED_* variables that are not configuration keys (process switches read elsewhere).
-_NON_KEY_ENV = frozenset({"RAGWEED_REQUIRE_TOOLS", "RAGWEED_CONFIG", "RAGWEED_TEST_FAST"})
+_NON_KEY_ENV = frozenset({"RAGWEED_REQUIRE_TOOLS", "RAGWEED_CONFIG", "RAGWEED_TEST_FAST", "RAGWEED_TEST_EMBED_LOG",
+                          "RAGWEED_TEST_FAIL_WATCH", "RAGWEED_TEST_EXTRACTORS"})
 
 
 def _parse_toml(text: str, origin: str) -> dict:

@@ -109,7 +109,8 @@ async def answer_question(query: str, hits: list[dict], cfg, *, annotator=None, 
         raise
     try:
         if prompts is None:
-            prompts = _merged_prompts(config_dir, annotator, synthesizer)
+            prompts = _merged_prompts(config_dir if config_dir is not None else _config_dir_of(cfg),
+                                      annotator, synthesizer)
         yield {"type": "sources", "sources": [_compact(h) for h in hits]}
 
         # --- annotation -------------------------------------------------------------------
@@ -192,6 +193,16 @@ async def answer_question(query: str, hits: list[dict], cfg, *, annotator=None, 
             await annotator.aclose()
         if own_s:
             await synthesizer.aclose()
+
+
+def _config_dir_of(cfg):
+    # custom prompts live beside the config file the daemon was started with
+    src = getattr(cfg, "source", None)
+    if isinstance(src, str) and src and not src.startswith("<"):
+        from pathlib import Path
+
+        return Path(src).parent
+    return None
 
 
 def _merged_prompts(config_dir, annotator, synthesizer) -> Prompts:

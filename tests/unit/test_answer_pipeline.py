@@ -209,3 +209,16 @@ def test_providers_built_from_config_when_not_given():
     from ragweedd.errors import ConfigError
     with pytest.raises(ConfigError, match="llm.synthesis"):
         asyncio.run(ask("q", hits(1), cfg))
+
+
+def test_prompts_default_to_the_config_files_directory(tmp_path):
+    (tmp_path / "config.toml").write_text("max_tokens = 512\n")
+    (tmp_path / "annotation_prompt.txt").write_text("BESIDE {QUERY} {CONTENT}")
+    cfg = load_config(tmp_path / "config.toml", env={})
+    ann = FakeChatProvider("ann", default="ok")
+    asyncio.run(ask("q", hits(1), cfg, annotator=ann))
+    assert ann.requests[0][0]["content"].startswith("BESIDE q")
+    (tmp_path / "annotation_prompt.txt").write_text("no tokens here")
+    from ragweedd.errors import ConfigError
+    with pytest.raises(ConfigError, match="annotation_prompt.txt"):
+        asyncio.run(ask("q", hits(1), cfg, annotator=ann))

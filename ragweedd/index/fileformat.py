@@ -138,6 +138,10 @@ def _write_parts(path: Path, parts) -> tuple[int, int]:
     crc, size = 0, 0
     with open(path, "wb") as f:
         for p in parts:
+            if isinstance(p, np.ndarray):
+                if p.size == 0:
+                    continue
+                p = np.ascontiguousarray(p).reshape(-1).view(np.uint8)
             mv = memoryview(p).cast("B")
             f.write(mv)
             crc = zlib.crc32(mv, crc)

@@ -102,9 +102,9 @@ class PdfExtractor:
             if len(need) == n_pages and not any(t.strip() for t in texts):
                 from ragweedd.errors import ToolMissingError
 
-                pkgs = ", ".join(TOOL_PACKAGES.get(Path(t).name, t) for t in missing)
+                pkgs = ", ".join(TOOL_PACKAGES["pdftoppm" if t == "pdftoppm" else "tesseract"] for t in missing)
                 raise ToolMissingError(f"{path}: PDF has no text layer and OCR is unavailable ({', '.join(missing)} missing)",
-                                       hint=f"install {pkgs}")
+                                       hint=f"install {pkgs} (or point tess_bin at tesseract)")
         tb = TextBuilder()
         for i, t in enumerate(texts):
             if i in need and i not in ocr_done:

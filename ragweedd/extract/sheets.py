@@ -42,14 +42,15 @@ def _add_sheet(tb: TextBuilder, sheet: str | None, rows: Iterable[tuple[int, Ite
             tb.add("\n".join(block), meta, sep="\n")
             block.clear()
 
-    if sheet is not None:
-        tb.add(f"# Sheet: {sheet}", {"sheet": sheet}, sep="\n\n")
     for n, values in rows:
         cells = [_cell(v) for v in values]
         while cells and not cells[-1]:
             cells.pop()
         if not any(cells):
             continue
+        if count == 0 and sheet is not None:
+            # the heading only for sheets with values: an empty workbook must not look like text
+            tb.add(f"# Sheet: {sheet}", {"sheet": sheet}, sep="\n\n")
         if not block:
             first = n
         block.append("\t".join(cells))

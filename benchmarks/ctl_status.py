@@ -1,0 +1,73 @@
+"""Wall time of `ragweedctl status` against a running API (FakeEngine-backed, on a free port).
+
+    .venv/bin/python benchmarks/ctl_status.py [--runs 30] [--out benchmarks/results/ctl_status.json]
+
+Prints a table (bare interpreter start-up for comparison) and writes JSON. The budget is "well
+under 100 ms".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ragweedd.api.fake_engine import FakeEngine  # noqa: E402
+from ragweedd.api.server import ThreadedServer, ensure_token  # noqa: E402
+
+
+def timed(cmd: list[str], runs: int, env=None) -> list[float]:
+    out = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        p = subprocess.run(cmd, capture_output=True, env=env)
+        out.append((time.perf_counter() - t0) * 1000)
+        if p.returncode != 0:
+            raise SystemExit(f"{cmd} failed: {p.stderr.decode()}")
+    return out
+
+
+def row(name: str, ms: list[float]) -> dict:
+    ms = sorted(ms)
+    return {"name": name, "runs": len(ms), "min_ms": round(ms[0], 1), "median_ms": round(statistics.median(ms), 1),
+            "p90_ms": round(ms[int(0.9 * (len(ms) - 1))], 1), "max_ms": round(ms[-1], 1)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "ctl_status.json"))
+    a = ap.parse_args()
+    script = Path(sys.executable).parent / "ragweedctl"
+    ctl = [str(script)] if script.exists() else [sys.executable, "-m", "ragweedd.cli.ctl"]
+    with tempfile.TemporaryDirectory() as d:
+        state = Path(d) / "state"
+        token = ensure_token(state / "token")
+        with ThreadedServer(FakeEngine(), token=token, port_file=state / "port"):
+            timed(ctl + ["--state-dir", str(state), "status"], 3)  # warm the page cache
+            rows = [
+                row("python -c pass", timed([sys.executable, "-c", "pass"], a.runs)),
+                row("ragweedctl --help", timed(ctl + ["--help"], a.runs)),
+                row("ragweedctl status", timed(ctl + ["--state-dir", str(state), "status"], a.runs)),
+                row("ragweedctl status --json", timed(ctl + ["--state-dir", str(state), "status", "--json"], a.runs)),
+            ]
+    print(f"{'command':<28}{'runs':>5}{'min':>9}{'median':>9}{'p90':>9}{'max':>9}   (ms, wall)")
+    for r in rows:
+        print(f"{r['name']:<28}{r['runs']:>5}{r['min_ms']:>9}{r['median_ms']:>9}{r['p90_ms']:>9}{r['max_ms']:>9}")
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps({"benchmark": "ctl_status", "command": " ".join(ctl), "rows": rows,
+                                       "python": sys.version.split()[0],
+                                       "loadavg_1m": round(os.getloadavg()[0], 2)}, indent=2) + "\n")
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -109,6 +109,7 @@ KEYS: tuple[KeySpec, ...] = (
     K("", "log_level", str, "info", "Log level.", _choice("debug", "info", "warning", "error")),
     K("", "max_body_mb", int, 64, "Largest request body the API accepts (uploads included), in MiB.", _range(1, 4096)),
     K("", "max_concurrent_answers", int, 4, "Answers generated at once; more get HTTP 429.", _range(1, 64)),
+    K("", "history_max_entries", int, 0, "Most searches and answers kept in the history (oldest dropped first); 0 = keep all.", _range(0, 10**9)),
     # --- chunking (original RAGWeed keys) --------------------------------------------------
     K("", "chunk_size", (int, str), "auto", "CHUNK_SIZE in tokens (4 chars/token); 'auto' = the embedder's measured default (2048 for long-context embedders, see docs/chunking.md).", _chunk_size),
     K("", "chunk_size_pdf", int, 1024, "CHUNK_SIZE_PDF: PDF chunks use min(chunk_size, this).", _range(16, 32768)),

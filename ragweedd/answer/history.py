@@ -1,0 +1,234 @@
+"""The history of searches and answers ($STATE/history.sqlite3, DESIGN §8 and §10).
+
+One row per search or answer: ``kind`` ("search" | "ask"), the query, ``created_at`` and the whole
+record as JSON (retrieval_meta, results or sources, annotations, filtered set, answer, provider,
+model, timings, token usage and, for an answer cut at max_tokens, the continuation ``state``).
+Keeping the record as one JSON document lets the answer layer add fields without migrations; the
+columns that listings sort and filter on (kind, created_at) are real columns with indexes.
+
+The daemon and the one-shot ``ragweedd ask`` may write the same file at once: SQLite's WAL and busy
+timeout serialise the two processes, a lock serialises threads inside one process (they share a
+connection, and two BEGINs on one connection would collide).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from ragweedd.errors import NotFoundError, RequestError, StorageError
+from ragweedd.logging import get_logger
+from ragweedd.store.sqlite import Migration, connect, migrate, transaction
+
+log = get_logger(__name__)
+
+KINDS = ("search", "ask")
+MAX_LIMIT = 1000
+# Columns of the listing; everything else lives in body_json.
+_COLUMNS = ("id", "kind", "query", "created_at")
+
+MIGRATIONS: list[Migration] = [
+    # Same table the first engine created without migrations, so an existing history file keeps its
+    # rows: IF NOT EXISTS makes this a no-op there and the indexes below are what it gains.
+    (1, "history table", """
+        CREATE TABLE IF NOT EXISTS history(
+            id TEXT PRIMARY KEY,
+            kind TEXT NOT NULL,
+            query TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            body_json TEXT NOT NULL);
+    """),
+    (2, "indexes on created_at and kind", """
+        CREATE INDEX IF NOT EXISTS history_created ON history(created_at);
+        CREATE INDEX IF NOT EXISTS history_kind_created ON history(kind, created_at);
+    """),
+]
+
+
+def iso(t: float | None) -> str | None:
+    if t is None:
+        return None
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(t, timezone.utc).isoformat()
+
+
+class HistoryStore:
+    """Searches and answers, newest first. ``max_entries`` > 0 bounds the table: each insert drops
+    the oldest rows beyond it (0 keeps everything)."""
+
+    def __init__(self, path: Path | str, *, max_entries: int = 0) -> None:
+        self.path = Path(path)
+        self.max_entries = int(max_entries or 0)
+        self._lock = threading.Lock()
+        self.conn = connect(self.path)
+        try:
+            migrate(self.conn, MIGRATIONS, db_name=f"history database {self.path}")
+        except BaseException:
+            self.conn.close()
+            raise
+
+    # --- writing ----------------------------------------------------------------------------------
+    def add(self, kind: str, query: str, body: dict[str, Any], *, created_at: float | None = None) -> str:
+        if kind not in KINDS:
+            raise RequestError(f"history kind {kind!r} is unknown", hint="one of " + ", ".join(KINDS))
+        if not isinstance(query, str):
+            raise RequestError(f"a history query must be text, not {type(query).__name__}")
+        hid = uuid.uuid4().hex[:16]
+        data = _dumps(body)
+        with self._lock, _storage_errors(self.path):
+            with transaction(self.conn):
+                self.conn.execute("INSERT INTO history(id, kind, query, created_at, body_json) VALUES (?,?,?,?,?)",
+                                  (hid, kind, query, time.time() if created_at is None else created_at, data))
+                if self.max_entries > 0:
+                    # rowid order breaks created_at ties, so the row just written is never the one dropped
+                    self.conn.execute(
+                        "DELETE FROM history WHERE rowid IN (SELECT rowid FROM history"
+                        " ORDER BY created_at DESC, rowid DESC LIMIT -1 OFFSET ?)", (self.max_entries,))
+        return hid
+
+    def update(self, hid: str, body: dict[str, Any]) -> None:
+        """Replace an entry's record (the answer finished, or was continued)."""
+        body = {k: v for k, v in body.items() if k not in _COLUMNS}
+        data = _dumps(body)
+        with self._lock, _storage_errors(self.path):
+            with transaction(self.conn):
+                cur = self.conn.execute("UPDATE history SET body_json=? WHERE id=?", (data, hid))
+        if cur.rowcount == 0:
+            raise NotFoundError(f"history entry '{hid}' does not exist (it may have been dropped by "
+                                f"history_max_entries)", hint="list entries with GET /v1/history")
+
+    def delete(self, hid: str) -> bool:
+        with self._lock, _storage_errors(self.path):
+            with transaction(self.conn):
+                return self.conn.execute("DELETE FROM history WHERE id=?", (hid,)).rowcount > 0
+
+    # --- reading ----------------------------------------------------------------------------------
+    def list(self, offset: int = 0, limit: int = 50, kind: str | None = None) -> dict[str, Any]:
+        offset = _whole("offset", offset, 0, None)
+        limit = _whole("limit", limit, 1, MAX_LIMIT)
+        if kind is not None and kind not in KINDS:
+            raise RequestError(f"history kind {kind!r} is unknown", hint="one of " + ", ".join(KINDS))
+        where, args = ("WHERE kind=?", [kind]) if kind else ("", [])
+        with self._lock, _storage_errors(self.path):
+            total = self.conn.execute(f"SELECT count(*) FROM history {where}", args).fetchone()[0]
+            rows = self.conn.execute(f"SELECT id, kind, query, created_at FROM history {where}"
+                                     " ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
+                                     [*args, limit, offset]).fetchall()
+        return {"items": [{"id": r[0], "kind": r[1], "query": r[2], "created_at": iso(r[3])} for r in rows],
+                "total": total}
+
+    def show(self, hid: str) -> dict[str, Any]:
+        if not isinstance(hid, str) or not hid:
+            raise RequestError("a history id is needed", hint="ids come from GET /v1/history")
+        with self._lock, _storage_errors(self.path):
+            r = self.conn.execute("SELECT id, kind, query, created_at, body_json FROM history WHERE id=?",
+                                  (hid,)).fetchone()
+        if r is None:
+            raise NotFoundError(f"history entry '{hid}' does not exist", hint="list entries with GET /v1/history")
+        try:
+            body = json.loads(r["body_json"])
+            if not isinstance(body, dict):
+                raise ValueError("not an object")
+        except ValueError as e:
+            raise StorageError(f"history entry '{hid}' in {self.path} is damaged ({e})",
+                               hint="delete the entry or move history.sqlite3 aside") from None
+        return {**body, "id": r["id"], "kind": r["kind"], "query": r["query"], "created_at": iso(r["created_at"])}
+
+    def count(self) -> int:
+        with self._lock, _storage_errors(self.path):
+            return self.conn.execute("SELECT count(*) FROM history").fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            self.conn.close()
+
+    def __enter__(self) -> "HistoryStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# --- building records ------------------------------------------------------------------------------
+def search_record(res: dict[str, Any]) -> dict[str, Any]:
+    """What a search stores: its results and retrieval_meta."""
+    return {"results": res.get("results", []), "retrieval_meta": res.get("retrieval_meta") or {}}
+
+
+def pending_answer(res: dict[str, Any]) -> dict[str, Any]:
+    """The record of an answer that has started: what retrieval found. ``status`` tells a reader
+    that an entry still marked "streaming" never finished (client gone, daemon stopped)."""
+    return {"status": "streaming", "retrieved": res.get("results", []),
+            "sources": res.get("results", []), "retrieval_meta": res.get("retrieval_meta") or {}}
+
+
+def answer_record(done: dict[str, Any], retrieval_meta: dict[str, Any] | None) -> dict[str, Any]:
+    """The record of a finished answer from the pipeline's ``done`` event: query, sources,
+    annotations, filtered set, answer, provider, model, timings (retrieval stages included), usage,
+    and ``state`` only while the answer can still be continued."""
+    rec = {k: v for k, v in done.items() if k not in ("type", *_COLUMNS)}
+    rec["status"] = "done"
+    rec["retrieval_meta"] = retrieval_meta or {}
+    rec["state"] = done.get("state")  # a continuation that finished must not leave the old state behind
+    rec["finish_reason"] = finish_reason(done)
+    rec["timings"] = {**stage_timings(retrieval_meta), **(done.get("timings") or {})}
+    return rec
+
+
+def failed_answer(body: dict[str, Any], error: dict[str, Any], partial: str) -> dict[str, Any]:
+    return {**body, "status": "error", "error": error, "answer": partial}
+
+
+def finish_reason(done: dict[str, Any]) -> str:
+    return "max_tokens" if done.get("stop_reason") == "max_tokens" else "stop"
+
+
+def stage_timings(meta: dict[str, Any] | None) -> dict[str, float]:
+    """embed_ms and retrieve_ms from a retrieval_meta (hybrid search reports per-stage timings; the
+    simple fallback only a total)."""
+    meta = meta or {}
+    t = meta.get("timings_ms") or {}
+    out: dict[str, float] = {}
+    if "embed" in t:
+        out["embed_ms"] = round(float(t["embed"]), 1)
+    total = t.get("total", meta.get("ms", meta.get("total_ms")))
+    if total is not None:
+        out["retrieve_ms"] = round(float(total) - out.get("embed_ms", 0.0), 1)
+    return out
+
+
+# --- helpers ---------------------------------------------------------------------------------------
+def _dumps(body: Any) -> str:
+    if not isinstance(body, dict):
+        raise RequestError(f"a history record must be an object, not {type(body).__name__}")
+    # default=str: numpy floats and Paths from retrieval end up as text rather than failing the answer
+    return json.dumps(body, ensure_ascii=False, default=str)
+
+
+def _whole(name: str, v: Any, lo: int, hi: int | None) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
+        rng = f">= {lo}" if hi is None else f"from {lo} to {hi}"
+        raise RequestError(f"history {name} must be a whole number {rng}, not {v!r}")
+    return v
+
+
+class _storage_errors:
+    """sqlite3 errors become StorageError naming the file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, et, e, tb):
+        if et is not None and issubclass(et, sqlite3.Error):
+            raise StorageError(f"history database {self.path}: {e}",
+                               hint="check free disk space and permissions of the state directory") from e
+        return False

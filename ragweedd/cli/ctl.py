@@ -177,7 +177,10 @@ def _sse_events(chunks):
             line = line.rstrip(b"\r").decode("utf-8", "replace")
             if not line:
                 if data:
-                    yield event, json.loads("\n".join(data))
+                    try:
+                        yield event, json.loads("\n".join(data))
+                    except ValueError:
+                        raise CtlError("the daemon sent an event that is not JSON") from None
                 event, data = "message", []
             elif line.startswith(":"):
                 continue
@@ -328,6 +331,8 @@ def cmd_ask(c: Client, a, out) -> int:
         elif event == "done":
             done = ev
     out.write("\n")
+    if not done:
+        raise CtlError("the answer stream ended before it was complete (did ragweedd stop?)", EXIT_ERROR)
     _print_sources(sources, out)
     if done.get("finish_reason") == "max_tokens":
         out.write(f"\n(the answer was cut at max_tokens; continue with: ragweedctl ask --continue {done.get('history_id')})\n")
@@ -534,6 +539,9 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except OSError as e:  # the connection broke while a body was being read
+        err.write(f"ragweedctl: connection to ragweedd failed: {e}\n")
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

@@ -202,3 +202,33 @@ def test_ctl_imports_nothing_heavy(tmp_path):
                  "ragweedd.api", "asyncio", "numba", "onnxruntime"}
     assert not (imported & forbidden), imported & forbidden
     assert "argparse" in imported  # the check sees real imports
+
+
+class _BrokenAnswers(FakeEngine):
+    """Answers that fail half-way, or stop without a 'done' event."""
+
+    def __init__(self, mode: str) -> None:
+        super().__init__()
+        self.mode = mode
+
+    async def ask(self, query, **kw):
+        mode = self.mode
+
+        async def gen():
+            yield {"type": "sources", "sources": []}
+            yield {"type": "token", "text": "Half an "}
+            if mode == "error":
+                from ragweedd.errors import ProviderTimeout
+
+                raise ProviderTimeout("the LLM did not answer in 120 s", hint="raise llm.timeout_s")
+        return gen()
+
+
+def test_ask_failure_mid_stream(tmp_path):
+    with running_api(tmp_path / "a", _BrokenAnswers("error")) as a:
+        code, out, err = run(a, "ask", "x")
+        assert code == 1 and out.startswith("Half an ")
+        assert "the answer failed: the LLM did not answer" in err and "hint: raise llm.timeout_s" in err
+    with running_api(tmp_path / "b", _BrokenAnswers("truncated")) as a:
+        code, out, err = run(a, "ask", "x")
+        assert code == 1 and "ended before it was complete" in err

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
-import json
 import os
 import time
-import uuid
 from pathlib import Path
 from typing import Any, AsyncIterator
 
-from ragweedd.errors import NotFoundError, RequestError
+from ragweedd.answer import history as hist
+from ragweedd.answer.history import iso as _iso
+from ragweedd.errors import NotFoundError, RagweedError, RequestError
 from ragweedd.logging import get_logger
-from ragweedd.store.sqlite import connect, transaction
+from ragweedd.store.sqlite import connect
 
 log = get_logger("ragweedd.engine")
 
@@ -26,53 +26,11 @@ _STATE = {"pending": "queued", "extracting": "queued", "embedding": "queued", "d
           "failed": "failed", "skipped": "skipped", "deleted": "superseded"}
 
 
-class History:
-    """Searches and answers, newest first (state dir, history.sqlite3)."""
-
-    def __init__(self, path: Path) -> None:
-        self.conn = connect(path)
-        self.conn.execute("CREATE TABLE IF NOT EXISTS history(id TEXT PRIMARY KEY, kind TEXT NOT NULL,"
-                          " query TEXT NOT NULL, created_at REAL NOT NULL, body_json TEXT NOT NULL)")
-
-    def add(self, kind: str, query: str, body: dict) -> str:
-        hid = uuid.uuid4().hex[:16]
-        with transaction(self.conn):
-            self.conn.execute("INSERT INTO history VALUES (?,?,?,?,?)",
-                              (hid, kind, query, time.time(), json.dumps(body, default=str)))
-        return hid
-
-    def update(self, hid: str, body: dict) -> None:
-        with transaction(self.conn):
-            self.conn.execute("UPDATE history SET body_json=? WHERE id=?", (json.dumps(body, default=str), hid))
-
-    def list(self, offset: int, limit: int) -> dict:
-        total = self.conn.execute("SELECT count(*) FROM history").fetchone()[0]
-        rows = self.conn.execute("SELECT id, kind, query, created_at FROM history ORDER BY created_at DESC"
-                                 " LIMIT ? OFFSET ?", (limit, offset)).fetchall()
-        return {"items": [{"id": r[0], "kind": r[1], "query": r[2],
-                           "created_at": _iso(r[3])} for r in rows], "total": total}
-
-    def show(self, hid: str) -> dict:
-        r = self.conn.execute("SELECT * FROM history WHERE id=?", (hid,)).fetchone()
-        if r is None:
-            raise NotFoundError(f"history entry '{hid}' does not exist", hint="list entries with GET /v1/history")
-        return {"id": r["id"], "kind": r["kind"], "query": r["query"], "created_at": _iso(r["created_at"]),
-                **json.loads(r["body_json"])}
-
-
-def _iso(t: float | None) -> str | None:
-    if t is None:
-        return None
-    from datetime import datetime, timezone
-
-    return datetime.fromtimestamp(t, timezone.utc).isoformat()
-
-
 class DaemonEngine:
     def __init__(self, core) -> None:
         self.core = core  # ragweedd.daemon.Core
         self.cfg, self.paths = core.cfg, core.paths
-        self.history = History(self.paths.history_db)
+        self.history = hist.HistoryStore(self.paths.history_db, max_entries=self.cfg.history_max_entries)
         self._ro = connect(self.paths.ingest_db)
 
     async def status(self) -> dict[str, Any]:
@@ -173,7 +131,7 @@ class DaemonEngine:
             return list(names)
         return sorted(n for n in self.core.collections.items if Path(self.paths.rag_db(n)).exists())
 
-    async def search(self, query, collections=None, top_k=None, path_glob=None, file_type=None, doc_id=None):
+    async def _search(self, query, collections, top_k, path_glob, file_type, doc_id) -> dict:
         if not isinstance(query, str) or not query.strip():
             raise RequestError("the query is empty", hint="send a non-empty 'query'")
         names = self._collections(collections)
@@ -181,38 +139,60 @@ class DaemonEngine:
         res = await asyncio.to_thread(self.core.search, query, names, top_k or 10,
                                       dict(path_glob=path_glob, file_type=file_type, doc_id=doc_id))
         res.setdefault("retrieval_meta", {})["total_ms"] = round((time.perf_counter() - t0) * 1000, 2)
-        res["history_id"] = self.history.add("search", query, {"results": res["results"],
-                                                               "retrieval_meta": res["retrieval_meta"]})
+        return res
+
+    async def search(self, query, collections=None, top_k=None, path_glob=None, file_type=None, doc_id=None):
+        res = await self._search(query, collections, top_k, path_glob, file_type, doc_id)
+        res["history_id"] = await asyncio.to_thread(self.history.add, "search", query, hist.search_record(res))
         return res
 
     async def ask(self, query, collections=None, top_k=None, path_glob=None, file_type=None, doc_id=None):
-        res = await self.search(query, collections, top_k, path_glob, file_type, doc_id)
+        # one "ask" entry per answer (its retrieval included), not a "search" entry as well
+        res = await self._search(query, collections, top_k, path_glob, file_type, doc_id)
         from ragweedd.answer.pipeline import answer_question
 
-        hid = self.history.add("ask", query, {"sources": res["results"], "retrieval_meta": res["retrieval_meta"]})
-        return self._ask_events(answer_question(query, res["results"], self.cfg), hid,
-                                {"sources": res["results"], "retrieval_meta": res["retrieval_meta"]})
+        body = hist.pending_answer(res)
+        hid = await asyncio.to_thread(self.history.add, "ask", query, body)
+        return self._ask_events(answer_question(query, res["results"], self.cfg), hid, body,
+                                res["retrieval_meta"], record_errors=True)
 
-    async def _ask_events(self, events, hid: str, body: dict) -> AsyncIterator[dict]:
-        async for ev in events:
-            if ev.get("type") == "done":
-                ev = {**ev, "history_id": hid}
-                body.update({k: v for k, v in ev.items() if k != "type"})
-                await asyncio.to_thread(self.history.update, hid, body)
-            yield ev
+    async def _ask_events(self, events, hid: str, body: dict, meta: dict, *,
+                          record_errors: bool) -> AsyncIterator[dict]:
+        parts: list[str] = []
+        try:
+            async for ev in events:
+                if ev.get("type") == "token":
+                    parts.append(ev.get("text", ""))
+                elif ev.get("type") == "done":
+                    rec = hist.answer_record(ev, meta)
+                    ev = {**ev, "history_id": hid, "finish_reason": rec["finish_reason"], "timings": rec["timings"]}
+                    await asyncio.to_thread(self.history.update, hid, rec)
+                yield ev
+        except RagweedError as e:
+            # a failed continuation keeps the entry (and its state) as it was, so it can be retried
+            if record_errors:
+                await asyncio.to_thread(self.history.update, hid, hist.failed_answer(body, e.to_dict(), "".join(parts)))
+            raise
 
     async def ask_continue(self, history_id):
-        entry = self.history.show(history_id)
-        state = entry.get("state") or entry.get("continue_state")
+        entry = await asyncio.to_thread(self.history.show, history_id)
+        if entry.get("kind") != "ask" or not entry.get("state"):
+            raise RequestError(f"history entry '{history_id}' cannot be continued: only answers cut at max_tokens can",
+                               hint="continue an answer whose done event had continuable = true")
         from ragweedd.answer.pipeline import continue_answer
 
-        return self._ask_events(continue_answer(state, self.cfg), history_id, entry)
+        async def events():
+            yield {"type": "sources", "sources": entry.get("sources") or []}
+            async for ev in continue_answer(entry["state"], self.cfg):
+                yield ev
+
+        return self._ask_events(events(), history_id, entry, entry.get("retrieval_meta") or {}, record_errors=False)
 
     async def history_list(self, offset=0, limit=50):
-        return self.history.list(offset, limit)
+        return await asyncio.to_thread(self.history.list, offset, limit)
 
     async def history_show(self, history_id):
-        return self.history.show(history_id)
+        return await asyncio.to_thread(self.history.show, history_id)
 
 
 def _doc(r) -> dict:

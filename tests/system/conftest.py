@@ -59,7 +59,7 @@ class Daemon:
         self.env = {**os.environ, "RAGWEED_EMBED_MODEL": "hash:64", "RAGWEED_TEST_EMBED_LOG": str(self.embed_log),
                     "PYTHONUNBUFFERED": "1", **(env or {})}
         self.proc: subprocess.Popen | None = None
-        self._log_offset = 0
+        self.searches = 0
 
     # --- process ---------------------------------------------------------------------------------
     def start(self, wait: bool = True) -> "Daemon":
@@ -109,6 +109,7 @@ class Daemon:
         return r.json()
 
     def search(self, query: str, **kw) -> list[dict]:
+        self.searches += 1  # each search embeds its query once (counted in the embed log)
         r = self.api("POST", "/v1/search", json={"query": query, **kw})
         assert r.status_code == 200, r.text
         return r.json()["results"]
@@ -133,11 +134,16 @@ class Daemon:
             return {r["source_file"]: r for r in c.execute(
                 "SELECT * FROM ingest_files WHERE collection=? AND superseded=0", (collection,))}
 
-    def embedded(self) -> int:
+    def embed_calls(self) -> int:
+        """Texts sent to the embedder by anything (ingest and search queries), from the hook log."""
         try:
             return sum(int(x) for x in self.embed_log.read_text().split())
         except FileNotFoundError:
             return 0
+
+    def ingest_embedded(self) -> int:
+        """Texts sent to the embedder by ingest, as its log lines (``embedded=``) report."""
+        return sum(e.get("embedded") or 0 for e in self.events("ingest_file"))
 
     def events(self, event: str | None = None) -> list[dict]:
         out = []

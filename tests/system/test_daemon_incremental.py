@@ -1,0 +1,116 @@
+"""Incremental semantics through the real daemon: modify, delete, copy, folder rename."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+
+import pytest
+
+from tests.system.conftest import wait_until
+
+
+def _paragraphs(n: int, marker_at: int, marker: str) -> str:
+    out = []
+    for i in range(n):
+        words = " ".join(f"w{i}x{j}" for j in range(60))
+        extra = f" {marker}." if i == marker_at else ""
+        out.append(f"Paragraph {i} begins here. {words}.{extra} It ends with a full stop.")
+    return "\n\n".join(out)
+
+
+def _found(d, word: str) -> list[dict]:
+    return [h for h in d.search(word, top_k=20) if word in h["text"]]
+
+
+def test_edit_one_paragraph_embeds_only_changed_chunks(daemon, tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    big = folder / "big.txt"
+    # Same-length markers keep every later chunk boundary where it was.
+    big.write_text(_paragraphs(120, 60, "quokkaoldmarker"))
+    d = daemon({"docs": [folder]})
+    wait_until(lambda: d.ingests(big), 60, what="first index")
+    d.wait_idle()
+    with d.db("docs") as c:
+        chunks = c.execute("SELECT count(*) FROM embeddings").fetchone()[0]
+    assert chunks >= 50, f"the test file should make >= 50 chunks, made {chunks}"
+    before = d.ingest_embedded()
+    assert before == chunks == d.embed_calls()  # every chunk text embedded once
+    assert _found(d, "quokkaoldmarker")
+
+    big.write_text(_paragraphs(120, 60, "wombatnewmarker"))
+    wait_until(lambda: _found(d, "wombatnewmarker"), 30, what="new text searchable")
+    d.wait_idle()
+    changed = d.ingest_embedded() - before
+    assert 1 <= changed <= 3, f"{changed} chunks re-embedded for a one-paragraph edit of {chunks} chunks"
+    assert not _found(d, "quokkaoldmarker")
+    with d.db("docs") as c:
+        assert c.execute("SELECT count(*) FROM embeddings").fetchone()[0] == chunks
+        assert c.execute("SELECT count(*) FROM fts_chunks WHERE fts_chunks MATCH 'quokkaoldmarker'").fetchone()[0] == 0
+
+
+def test_delete_removes_text_but_a_copy_keeps_it(daemon, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / "one.txt").write_text("Marmalade recipes with bitter seville oranges and brown sugar.")
+    (a / "two.txt").write_text("Sourdough starters need flour, water and patience over many days.")
+    d = daemon({"kitchen": [a, b]})
+    wait_until(lambda: len(d.live_rows("kitchen")) == 2, 30, what="two files indexed")
+    d.wait_idle()
+    calls = d.embed_calls() - d.searches
+
+    shutil.copy(a / "one.txt", b / "copy.txt")
+    wait_until(lambda: str(b / "copy.txt") in d.live_rows("kitchen"), 30, what="copy linked")
+    d.wait_idle()
+    assert d.embed_calls() - d.searches == calls, "a copy must not be embedded again"
+
+    (a / "one.txt").unlink()
+    (a / "two.txt").unlink()
+    wait_until(lambda: set(d.live_rows("kitchen")) == {str(b / "copy.txt")}, 30, what="deletes applied")
+    d.wait_idle()
+    # Deleted with no copy: gone from keyword and vector search.
+    assert not [h for h in d.search("sourdough starters flour") if "Sourdough" in h["text"]]
+    with d.db("kitchen") as c:
+        assert c.execute("SELECT count(*) FROM fts_chunks WHERE fts_chunks MATCH 'sourdough'").fetchone()[0] == 0
+        assert c.execute("SELECT count(*) FROM vectors").fetchone()[0] == c.execute(
+            "SELECT count(*) FROM embeddings").fetchone()[0] == 1
+    # Deleted but held by the copy: still found, under the copy's path.
+    hits = [h for h in d.search("marmalade seville oranges") if "Marmalade" in h["text"]]
+    assert hits and hits[0]["source_file"] == str(b / "copy.txt")
+
+
+def test_rename_1000_file_folder_embeds_nothing(daemon, tmp_path):
+    root = tmp_path / "vault"
+    sub = root / "projects"
+    sub.mkdir(parents=True)
+    for i in range(1000):
+        (sub / f"note{i:04d}.txt").write_text(f"Note {i} mentions the codeword zq{i:04d}kite and nothing else.")
+    d = daemon({"vault": [root]})
+    wait_until(lambda: sum(1 for r in d.live_rows("vault").values() if r["extract_status"] == "done") == 1000,
+               120, 0.5, "1000 files indexed")
+    d.wait_idle()
+    calls = d.embed_calls()
+    assert calls == 1000 and d.searches == 0
+
+    t0 = time.monotonic()
+    os.rename(sub, root / "archive")
+    new = {str(root / "archive" / f"note{i:04d}.txt") for i in range(1000)}
+
+    def moved():
+        rows = d.live_rows("vault")
+        return set(rows) == new and all(r["extract_status"] == "done" for r in rows.values())
+
+    wait_until(moved, 30, 0.25, "the renamed paths to replace the old ones")
+    hits = wait_until(lambda: [h for h in d.search("zq0777kite") if "zq0777kite" in h["text"]], 30,
+                      what="a renamed file to be searchable")
+    assert time.monotonic() - t0 < 30
+    assert hits[0]["source_file"] == str(root / "archive" / "note0777.txt")
+    d.wait_idle()
+    assert d.embed_calls() - d.searches == calls, "renaming a folder must not embed anything"
+    assert d.ingest_embedded() == 1000
+    with d.db("vault") as c:
+        assert c.execute("SELECT count(*) FROM embeddings").fetchone()[0] == 1000
+        assert c.execute("SELECT count(*) FROM changes WHERE seq > 1000").fetchone()[0] == 0  # nothing removed/re-added

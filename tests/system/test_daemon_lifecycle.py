@@ -1,0 +1,132 @@
+"""Daemon life cycle: single instance, clean stop with the queue persisted, reconciliation at
+start, vanished roots, polling fallback, idle CPU."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from tests.system.conftest import ROOT, wait_until
+
+
+def test_second_instance_exits_with_already_running(daemon, tmp_path):
+    folder = tmp_path / "n"
+    folder.mkdir()
+    d = daemon({"n": [folder]})
+    r = subprocess.run([sys.executable, "-m", "ragweedd", "--config", str(d.cfg), "run"], env=d.env, cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    assert "already running" in r.stderr and str(d.proc.pid) in r.stderr
+    # The failed second start must not have removed the running daemon's port file.
+    assert (d.base / "state" / "port").exists()
+    assert d.status()["pid"] == d.proc.pid
+    tok = d.base / "state" / "token"
+    assert oct(tok.stat().st_mode & 0o777) == "0o600"
+
+
+def test_sigterm_persists_pending_events_and_start_reconciles(daemon, tmp_path):
+    folder = tmp_path / "n"
+    folder.mkdir()
+    keep = folder / "keep.txt"
+    keep.write_text("Keep this note about tidal pools and anemones.")
+    gone = folder / "gone.txt"
+    gone.write_text("This note about volcanoes will be deleted while the daemon is stopped.")
+    edit = folder / "edit.txt"
+    edit.write_text("Old text about windmills.")
+    d = daemon({"n": [folder]}, debounce_s=30.0)  # events stay in the debouncer until stop
+    wait_until(lambda: len(d.live_rows("n")) == 3, 30, what="start-up scan to index three files")
+    d.wait_idle()
+    late = folder / "late.txt"
+    late.write_text("Written just before SIGTERM: a note about comets.")
+    wait_until(lambda: d.status()["queue"]["debouncing"] == 1, 10, what="the event to be held")
+    assert d.stop() == 0
+    with d.db() as c:
+        jobs = [r["path"] for r in c.execute("SELECT path FROM jobs")]
+    assert jobs == [str(late)], "the held event must be persisted as a job on SIGTERM"
+    stopped = [e for e in d.events() if e.get("event") == "daemon_stopped"]
+    assert stopped
+
+    # Changes while stopped: one delete, one modify, one new file.
+    gone.unlink()
+    edit.write_text("New text about lighthouses.")
+    (folder / "new.txt").write_text("A new note about glaciers.")
+    d.start()
+    want = {str(keep), str(edit), str(late), str(folder / "new.txt")}
+    wait_until(lambda: set(d.live_rows("n")) == want and d.idle(), 30, what="reconciliation at start")
+    assert [h for h in d.search("lighthouses") if "lighthouses" in h["text"]]
+    assert not [h for h in d.search("windmills") if "windmills" in h["text"]]
+    assert not [h for h in d.search("volcanoes") if "volcanoes" in h["text"]]
+    assert [h for h in d.search("comets") if "comets" in h["text"]]
+    # keep.txt was not touched: it was not re-indexed by the restart.
+    assert len(d.ingests(keep)) == 1
+
+
+def test_vanished_root_deletes_nothing(daemon, tmp_path):
+    root = tmp_path / "disk"
+    root.mkdir()
+    for i in range(20):
+        (root / f"f{i}.txt").write_text(f"File {i} on the external disk mentions puffin{i}.")
+    d = daemon({"ext": [root]})
+    wait_until(lambda: len(d.live_rows("ext")) == 20, 60, what="20 files indexed")
+    d.wait_idle()
+    away = tmp_path / "disk-renamed-away"
+    os.rename(root, away)  # like an unmount: the root and everything below it vanish at once
+    wait_until(lambda: not d.status()["collections"][0]["available"], 20, what="collection marked unavailable")
+    s = d.status()
+    assert any("unavailable" in x for x in s["degraded"])
+    d.api("POST", "/v1/collections/ext/scan")  # an explicit scan must not delete either
+    time.sleep(2)
+    d.wait_idle()
+    assert len(d.live_rows("ext")) == 20
+    assert [h for h in d.search("puffin7") if "puffin7" in h["text"]]
+
+    # Also across a restart while the root is away.
+    d.stop()
+    d.start()
+    time.sleep(2)
+    d.wait_idle()
+    assert len(d.live_rows("ext")) == 20
+    assert not d.status()["collections"][0]["available"]
+
+    os.rename(away, root)
+    wait_until(lambda: d.status()["collections"][0]["available"], 20, what="collection available again")
+    (root / "f3.txt").unlink()  # watched again: a real delete now counts
+    wait_until(lambda: len(d.live_rows("ext")) == 19, 30, what="the real delete")
+    assert not [e for e in d.events("ingest_file") if e["status"] == "deleted" and e["path"] != str(root / "f3.txt")]
+
+
+def test_watch_failure_falls_back_to_polling(daemon, tmp_path):
+    root = tmp_path / "nfs"
+    root.mkdir()
+    (root / "a.txt").write_text("A file on a share that cannot be watched natively: narwhals.")
+    d = daemon({"share": [root]}, env={"RAGWEED_TEST_FAIL_WATCH": str(root)})
+    wait_until(lambda: len(d.live_rows("share")) == 1, 30, what="start-up scan")
+    s = d.status()
+    assert s["collections"][0]["roots"][0]["watch"] == "polling"
+    assert any("polling" in x for x in s["degraded"])
+    (root / "b.txt").write_text("Found by the polling observer: walruses.")
+    wait_until(lambda: [h for h in d.search("walruses") if "walruses" in h["text"]], 30, 0.5,
+               what="polling to pick up a new file")
+
+
+def _cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_idle_daemon_uses_no_measurable_cpu(daemon, tmp_path):
+    root = tmp_path / "n"
+    (root / "sub").mkdir(parents=True)
+    for i in range(200):
+        (root / "sub" / f"{i}.txt").write_text(f"idle test file {i}")
+    d = daemon({"n": [root]})
+    wait_until(lambda: len(d.live_rows("n")) == 200, 60, what="files indexed")
+    d.wait_idle()
+    time.sleep(6)  # let the index flush settle
+    c0 = _cpu_s(d.proc.pid)
+    time.sleep(10)
+    used = _cpu_s(d.proc.pid) - c0
+    assert used < 0.2, f"an idle daemon used {used:.2f} s of CPU in 10 s"

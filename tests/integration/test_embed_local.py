@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from ragweedd.embed.long import embed_texts
-from ragweedd.embed.local import (ONNX_SHA256, MiniLMEmbedder, default_onnx_path, default_tokenizer_path)
+from ragweedd.embed.local import (ONNX_SHA256, SAFETENSORS_SHA256, MiniLMEmbedder, default_onnx_path,
+                                  default_safetensors_path, default_tokenizer_path)
 from ragweedd.errors import EmbedderError, ModelIntegrityError
 
 pytestmark = pytest.mark.model
@@ -28,6 +29,43 @@ def test_reference_similarities(minilm):
     assert v[0] @ v[1] == pytest.approx(0.666, abs=0.01)  # pair 1-2
     assert v[0] @ v[2] == pytest.approx(0.105, abs=0.01)  # pair 1-3
     assert v[1] @ v[2] == pytest.approx(0.141, abs=0.01)  # pair 2-3
+
+
+@pytest.fixture(scope="module")
+def minilm_f32():
+    return MiniLMEmbedder(threads=2, variant="f32").load()
+
+
+def test_f32_variant_gives_upstream_numbers(minilm_f32):
+    v = minilm_f32.embed_batch([S1, S2, S3])
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    # sentence-transformers with torch prints 0.6660, 0.1046, 0.1411 for this example.
+    assert v[0] @ v[1] == pytest.approx(0.6660, abs=0.001)
+    assert v[0] @ v[2] == pytest.approx(0.1046, abs=0.001)
+    assert v[1] @ v[2] == pytest.approx(0.1411, abs=0.001)
+    assert minilm_f32.id == f"local:all-minilm-l6-v2@f32-{SAFETENSORS_SHA256[:8]}"
+
+
+def test_int8_and_f32_agree_on_real_text(minilm, minilm_f32):
+    texts = ["Alterations of the architecture of cerebral white matter in the developing human brain "
+             "can affect cortical development and result in functional disabilities.",
+             "A line scan diffusion-weighted magnetic resonance imaging sequence was applied.",
+             "Interest rates rose sharply after the announcement. " * 20, S2, "x", ""]
+    a, b = minilm.embed_batch(texts), minilm_f32.embed_batch(texts)
+    assert (a * b).sum(axis=1).min() > 0.99
+    # and padding inside the fused Attention kernel is masked like in the exporter's graph
+    np.testing.assert_allclose(b, np.vstack([minilm_f32.embed_batch([t]) for t in texts]), atol=2e-4)
+
+
+def test_tampered_safetensors_is_refused(tmp_path):
+    bad = _tampered(default_safetensors_path(), tmp_path / "model.safetensors", 50_000_000)
+    with pytest.raises(ModelIntegrityError, match="model.safetensors"):
+        MiniLMEmbedder(variant="f32", safetensors_path=bad).load()
+
+
+def test_unknown_variant():
+    with pytest.raises(EmbedderError, match="variant 'fp16'"):
+        MiniLMEmbedder(variant="fp16")
 
 
 def test_padding_and_batch_order_do_not_change_vectors(minilm):

@@ -67,6 +67,8 @@ def test_factory_makes_each_kind_without_loading_models():
     assert loc.id.startswith("local:all-minilm-l6-v2@int8-8199be6f")
     assert (loc.dim, loc.max_input_tokens, loc.threads, loc.batch_size) == (384, 256, 1, 8)
     assert loc._session is None  # lazy: nothing loaded yet
+    f32 = make_embedder("local:all-minilm-l6-v2-f32", cfg)
+    assert f32.variant == "f32" and f32.id != loc.id and f32.dim == 384
     ol = make_embedder("ollama:nomic-embed-text:v1.5", cfg)
     assert ol.model == "nomic-embed-text:v1.5" and ol.base_url == "http://127.0.0.1:9"
     assert ol.max_input_tokens == 8192 and ol.preferred_chunk_tokens == 2048

@@ -1,0 +1,102 @@
+"""Embedding throughput of the local MiniLM embedder.
+
+Measures model load time (hash check + onnxruntime session) and chunks/s for 256-token chunks of real
+English (SciFact abstracts, read at run time) at batch sizes 16/32/64 with N threads, going through
+ragweedd.embed.long.embed_texts as ingest does. Also abstracts/s for the abstracts as they are
+(mixed lengths, long ones split and averaged). Prints a table; writes benchmarks/results/embed.json.
+
+    .venv/bin/python benchmarks/embed.py [--threads 2] [--chunks 128] [--batches 16,32,64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._common import SCIFACT, peak_rss_mb, table, write_json  # noqa: E402
+
+
+def load_abstracts(limit: int) -> list[str]:
+    path = SCIFACT / "corpus.jsonl"
+    if not path.exists():
+        sys.exit(f"{path} not found: set RAGWEED_SCIFACT to the folder holding SciFact's corpus.jsonl")
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            d = json.loads(line)
+            out.append(f"{d['title']}. {d['text']}".strip())
+            if len(out) >= limit:
+                break
+    return out
+
+
+def chunks_of_256(emb, texts: list[str], n: int) -> list[str]:
+    """Cut the running text into pieces of exactly 256 word pieces ([CLS] and [SEP] included)."""
+    tok = emb._tokenizer
+    out: list[str] = []
+    for text in texts:
+        enc = tok.encode(text)
+        offs = enc.offsets[1:-1]  # drop [CLS]/[SEP]
+        for s in range(0, len(offs) - 254 + 1, 254):
+            piece = text[offs[s][0]:offs[s + 253][1]]
+            if emb.count_tokens(piece) == 256:
+                out.append(piece)
+            if len(out) >= n:
+                return out
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--chunks", type=int, default=128)
+    ap.add_argument("--batches", default="16,32,64")
+    ap.add_argument("--abstracts", type=int, default=128)
+    args = ap.parse_args()
+
+    from ragweedd.embed.local import MiniLMEmbedder
+    from ragweedd.embed.long import embed_texts
+
+    load_avg = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    emb = MiniLMEmbedder(threads=args.threads).load()
+    load_s = time.perf_counter() - t0
+
+    abstracts = load_abstracts(4000)
+    chunks = chunks_of_256(emb, abstracts, args.chunks)
+    embed_texts(emb, chunks[:8], batch_size=8)  # warm-up: first runs allocate arenas
+
+    rows = [{"case": "model load (sha256 + session)", "n": 1, "seconds": load_s}]
+    for bs in (int(b) for b in args.batches.split(",")):
+        emb.batch_size = bs
+        t = time.perf_counter()
+        embed_texts(emb, chunks, batch_size=bs)
+        dt = time.perf_counter() - t
+        rows.append({"case": "256-token chunks", "batch": bs, "n": len(chunks), "seconds": dt,
+                     "per_s": len(chunks) / dt, "tokens_per_s": 256 * len(chunks) / dt})
+    emb.batch_size = 32
+    sample = abstracts[: args.abstracts]
+    tokens = sum(emb.count_tokens(a) for a in sample)
+    t = time.perf_counter()
+    embed_texts(emb, sample, batch_size=32)
+    dt = time.perf_counter() - t
+    rows.append({"case": "SciFact abstracts as-is", "batch": 32, "n": len(sample), "seconds": dt,
+                 "per_s": len(sample) / dt, "tokens_per_s": tokens / dt})
+
+    print(f"embedder {emb.id}, threads={args.threads}, load average at start {load_avg:.2f}")
+    print(table(rows, ["case", "batch", "n", "seconds", "per_s", "tokens_per_s"]))
+    best = max(r["per_s"] for r in rows if r["case"] == "256-token chunks")
+    print(f"best 256-token chunks/s: {best:.1f} (target >= 30); peak RSS {peak_rss_mb():.0f} MB")
+    p = write_json("embed", {"embedder": emb.id, "threads": args.threads, "load_average_at_start": load_avg,
+                             "rows": rows, "best_chunks_per_s": best, "peak_rss_mb": peak_rss_mb()})
+    print(f"wrote {p}")
+
+
+if __name__ == "__main__":
+    main()

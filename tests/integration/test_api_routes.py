@@ -372,3 +372,21 @@ def test_openapi_route_check_can_fail():
     del doc["paths"]["/v1/history"]
     registered, documented = _route_sets(build_app(FakeEngine(), token="t" * 40, port=1), doc)
     assert registered - documented == {("GET", "/v1/history")}
+
+
+class _GeneratorEngine(FakeEngine):
+    """An engine whose ask is a plain async generator function (the protocol allows both forms)."""
+
+    async def ask(self, query, **kw):  # noqa: D401 - async generator, not a coroutine
+        yield {"type": "sources", "sources": []}
+        yield {"type": "token", "text": "plain "}
+        yield {"type": "token", "text": "generator"}
+        yield {"type": "done", "history_id": "h1", "finish_reason": "stop"}
+
+
+def test_engine_ask_may_be_a_plain_async_generator(tmp_path):
+    with running_api(tmp_path, _GeneratorEngine()) as a:
+        st, _, payload = a.request("POST", "/v1/ask", {"query": "x"})
+        assert st == 200 and [e for e, _ in sse_events(payload)] == ["sources", "token", "token", "done"]
+        st, _, js = a.request("POST", "/v1/ask", {"query": "x", "stream": False})
+        assert js["answer"] == "plain generator" and js["history_id"] == "h1"

@@ -23,9 +23,9 @@ from pathlib import Path
 from ragweedd.errors import ArchiveLimitError, ExtractionError, ExtractionSkipped
 from ragweedd.extract._util import require_nonempty, scratch_dir
 from ragweedd.extract.base import ExtractedDoc, ExtractSettings, Region, ToolRequirement
-from ragweedd.logging import get_logger
+from ragweedd.extract._util import lazy_logger
 
-log = get_logger(__name__)
+log = lazy_logger(__name__)
 
 ZIP_EXT = (".zip",)
 _READ = 64 * 1024
@@ -180,7 +180,11 @@ def extract_archive(path: Path, settings: ExtractSettings, *, depth: int = 0, bu
                 regions.append(Region(pos + r.start, pos + r.end, meta))
             parts.append(body)
             pos += len(body)
-            regions.append(Region(start, pos, {"member": name}))
+            # a nested archive's text is already covered by regions naming its members in full
+            # ("inner.zip/b.pdf"); a region for "inner.zip" over all of it would overlap them, and
+            # regions with the same keys must not overlap (the chunker bisects them)
+            end = start + len(header) if ext in ZIP_EXT else pos
+            regions.append(Region(start, end, {"member": name}))
     regions.sort(key=lambda r: (r.start, -r.end))
     text = "".join(parts)
     if not text.strip():

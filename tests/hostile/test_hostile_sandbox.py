@@ -103,3 +103,28 @@ def test_unknown_extension_is_skipped_not_failed(tmp_path):
 def test_missing_file_is_an_error_naming_it(tmp_path):
     with pytest.raises(ExtractionError, match="gone.txt"):
         extract_sandboxed(tmp_path / "gone.txt", ExtractSettings(), timeout_s=30, cpu_s=30, memory_mb=512)
+
+
+def test_large_pdf_in_sandbox_reports_pages_and_bounded_peak_memory(tmp_path):
+    from tests.conftest_extract import make_fixtures
+
+    pdf = make_fixtures.make_big_pdf(tmp_path / "big.pdf", pages=60)
+    doc = extract_sandboxed(pdf, ExtractSettings(), timeout_s=120, cpu_s=120, memory_mb=512)
+    print(f"\n60-page PDF ({pdf.stat().st_size} bytes): {len(doc.text)} chars, "
+          f"child peak RSS {doc.stats['peak_rss_mb']} MB, {doc.stats['wall_s']} s")
+    assert [r.meta["page"] for r in doc.regions] == list(range(1, 61))
+    assert doc.kind == "pdf" and "radiocarbon" in doc.text
+    assert 10 < doc.stats["peak_rss_mb"] < 300
+
+
+def test_peak_rss_is_the_childs_not_the_parents(tmp_path):
+    """A big parent (the daemon with its index loaded) must not inflate the child's figure."""
+    ballast = bytearray(400 << 20)
+    for i in range(0, len(ballast), 4096):
+        ballast[i] = 1
+    p = tmp_path / "small.txt"
+    p.write_text("a small note about parsnips\n")
+    doc = extract_sandboxed(p, ExtractSettings(), timeout_s=30, cpu_s=30, memory_mb=512)
+    del ballast
+    assert doc.text.startswith("a small note")
+    assert doc.stats["peak_rss_mb"] < 200

@@ -66,7 +66,12 @@ class HistoryStore:
         self.path = Path(path)
         self.max_entries = int(max_entries or 0)
         self._lock = threading.Lock()
-        self.conn = connect(self.path)
+        try:
+            self.conn = connect(self.path)
+        except sqlite3.DatabaseError as e:
+            # connect() switches to WAL, which is where a file that is not SQLite shows itself
+            raise StorageError(f"history database {self.path} cannot be opened: {e}",
+                               hint="move the file aside; ragweedd starts a new, empty history") from e
         try:
             migrate(self.conn, MIGRATIONS, db_name=f"history database {self.path}")
         except BaseException:

@@ -22,20 +22,24 @@ def _requirements(ex, settings: ExtractSettings) -> list[ToolRequirement]:
     return reqs
 
 
-def report(settings: ExtractSettings | None = None) -> list[dict]:
-    """One dict per extractor: format, extensions, extractor, ok, missing (tool, package, optional,
-    purpose), degraded (optional features lost). ``ok`` is False when a required tool is missing:
-    that format's files fail with ToolMissingError until it is installed."""
+def report(settings=None) -> list[dict]:
+    """One dict per extractor: format, extensions, extractor, ok, missing (tool (alias name), package,
+    optional, purpose), degraded (optional features lost). ``ok`` is False when a required tool is
+    missing: that format's files fail with ToolMissingError until it is installed. ``settings`` is an
+    ExtractSettings or a loaded Config (its tess_bin and whisper_model are what gets checked)."""
     from ragweedd.extract.registry import all_extractors
 
-    settings = settings or ExtractSettings()
+    if settings is None:
+        settings = ExtractSettings()
+    elif not isinstance(settings, ExtractSettings):
+        settings = ExtractSettings.from_config(settings)
     out = []
     for ex in all_extractors():
         missing = []
         for req in _requirements(ex, settings):
             if not req.present():
-                missing.append({"tool": req.name, "package": req.package, "optional": req.optional,
-                                "purpose": req.purpose})
+                missing.append({"tool": req.name, "name": req.name, "package": req.package,
+                                "optional": req.optional, "purpose": req.purpose})
         out.append({
             "format": ex.name,
             "extensions": list(ex.extensions),

@@ -33,8 +33,8 @@ def test_missing_required_tool_disables_format_and_names_package(monkeypatch, tm
     rows = report()
     rtf = _row(rows, "rtf")
     assert rtf["ok"] is False
-    assert rtf["missing"] == [{"tool": "unrtf", "package": "unrtf (apt, brew)", "optional": False,
-                               "purpose": "RTF text"}]
+    assert rtf["missing"] == [{"tool": "unrtf", "name": "unrtf", "package": "unrtf (apt, brew)",
+                               "optional": False, "purpose": "RTF text"}]
     assert "texlive-binaries" in _row(rows, "tex")["missing"][0]["package"]
     pdf = _row(rows, "pdf")  # OCR tools are optional: the format still works, degraded
     assert pdf["ok"] is True
@@ -60,6 +60,15 @@ def test_av_uses_bundled_model_or_configured_whisper():
     av2 = _row(report(ExtractSettings(whisper_model="/nope/ggml.bin")), "av")
     assert av2["ok"] is False
     assert {m["tool"] for m in av2["missing"]} >= {"/nope/ggml.bin"}
+
+
+def test_report_accepts_a_loaded_config():
+    from ragweedd.config import load_config
+
+    cfg = load_config(text='tess_bin = "/opt/nowhere/tess"\nwhisper_model = "/opt/nowhere/ggml.bin"', env={})
+    rows = report(cfg)
+    assert [m["tool"] for m in _row(rows, "pdf")["missing"]] == ["/opt/nowhere/tess"]
+    assert _row(rows, "av")["ok"] is False
 
 
 def test_custom_tess_bin_is_what_doctor_checks():

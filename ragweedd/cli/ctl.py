@@ -333,7 +333,9 @@ def cmd_ask(c: Client, a, out) -> int:
     out.write("\n")
     if not done:
         raise CtlError("the answer stream ended before it was complete (did ragweedd stop?)", EXIT_ERROR)
-    _print_sources(sources, out)
+    # the done event's sources are the numbered ones the answer's [N] refer to (the first event lists
+    # everything retrieved, before annotation and packing)
+    _print_sources(done.get("sources") or sources, out)
     if done.get("finish_reason") == "max_tokens":
         out.write(f"\n(the answer was cut at max_tokens; continue with: ragweedctl ask --continue {done.get('history_id')})\n")
     return EXIT_OK
@@ -444,20 +446,20 @@ def _fmt(prog):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = argparse.ArgumentParser(add_help=False, formatter_class=_fmt)
     # SUPPRESS: an option given before the command must not be reset by the sub-parser's default.
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="print the daemon's JSON answer (for scripts and launchers)")
     common.add_argument("--state-dir", default=argparse.SUPPRESS, metavar="DIR",
                         help="where the daemon keeps its token and port files "
                              "(default: $RAGWEED_STATE_DIR or the OS state dir)")
-    filt = argparse.ArgumentParser(add_help=False)
+    filt = argparse.ArgumentParser(add_help=False, formatter_class=_fmt)
     filt.add_argument("-c", "--collection", action="append", metavar="NAME", help="only this collection (repeatable)")
     filt.add_argument("--top-k", type=int, metavar="N", help="vector candidates per collection")
     filt.add_argument("--path-glob", metavar="GLOB", help="only files whose path matches")
     filt.add_argument("--type", metavar="EXT", help="only this file type, e.g. pdf")
     filt.add_argument("--doc", metavar="DOC_KEY", help="only this document")
-    paging = argparse.ArgumentParser(add_help=False)
+    paging = argparse.ArgumentParser(add_help=False, formatter_class=_fmt)
     paging.add_argument("--offset", type=int, default=None, metavar="N")
     paging.add_argument("--limit", type=int, default=None, metavar="N")
 

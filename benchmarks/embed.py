@@ -5,7 +5,7 @@ English (SciFact abstracts, read at run time) at batch sizes 16/32/64 with N thr
 ragweedd.embed.long.embed_texts as ingest does. Also abstracts/s for the abstracts as they are
 (mixed lengths, long ones split and averaged). Prints a table; writes benchmarks/results/embed.json.
 
-    .venv/bin/python benchmarks/embed.py [--threads 2] [--chunks 128] [--batches 16,32,64]
+    .venv/bin/python benchmarks/embed.py [--threads 2] [--chunks 96] [--batches 16,32,64] [--variants int8,f32]
 """
 
 from __future__ import annotations
@@ -55,48 +55,60 @@ def chunks_of_256(emb, texts: list[str], n: int) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--chunks", type=int, default=128)
+    ap.add_argument("--chunks", type=int, default=96)
+    ap.add_argument("--variants", default="int8,f32")
     ap.add_argument("--batches", default="16,32,64")
-    ap.add_argument("--abstracts", type=int, default=128)
+    ap.add_argument("--abstracts", type=int, default=64)
     args = ap.parse_args()
 
     from ragweedd.embed.local import MiniLMEmbedder
     from ragweedd.embed.long import embed_texts
 
     load_avg = os.getloadavg()[0]
-    t0 = time.perf_counter()
-    emb = MiniLMEmbedder(threads=args.threads).load()
-    load_s = time.perf_counter() - t0
-
     abstracts = load_abstracts(4000)
-    chunks = chunks_of_256(emb, abstracts, args.chunks)
-    embed_texts(emb, chunks[:8], batch_size=8)  # warm-up: first runs allocate arenas
-
-    rows = [{"case": "model load (sha256 + session)", "n": 1, "seconds": load_s}]
-    for bs in (int(b) for b in args.batches.split(",")):
-        emb.batch_size = bs
+    rows: list[dict] = []
+    ids = {}
+    vecs = {}
+    for variant in args.variants.split(","):
+        t0 = time.perf_counter()
+        emb = MiniLMEmbedder(threads=args.threads, variant=variant).load()
+        load_s = time.perf_counter() - t0
+        ids[variant] = emb.id
+        chunks = chunks_of_256(emb, abstracts, args.chunks)
+        embed_texts(emb, chunks[:8], batch_size=8)  # warm-up: first runs allocate arenas
+        rows.append({"variant": variant, "case": "model load (sha256 + session)", "n": 1, "seconds": load_s})
+        for bs in (int(b) for b in args.batches.split(",")):
+            emb.batch_size = bs
+            t = time.perf_counter()
+            vecs[variant] = embed_texts(emb, chunks, batch_size=bs)
+            dt = time.perf_counter() - t
+            rows.append({"variant": variant, "case": "256-token chunks", "batch": bs, "n": len(chunks),
+                         "seconds": dt, "per_s": len(chunks) / dt, "tokens_per_s": 256 * len(chunks) / dt})
+        emb.batch_size = 32
+        sample = abstracts[: args.abstracts]
+        tokens = sum(emb.count_tokens(a) for a in sample)
         t = time.perf_counter()
-        embed_texts(emb, chunks, batch_size=bs)
+        embed_texts(emb, sample, batch_size=32)
         dt = time.perf_counter() - t
-        rows.append({"case": "256-token chunks", "batch": bs, "n": len(chunks), "seconds": dt,
-                     "per_s": len(chunks) / dt, "tokens_per_s": 256 * len(chunks) / dt})
-    emb.batch_size = 32
-    sample = abstracts[: args.abstracts]
-    tokens = sum(emb.count_tokens(a) for a in sample)
-    t = time.perf_counter()
-    embed_texts(emb, sample, batch_size=32)
-    dt = time.perf_counter() - t
-    rows.append({"case": "SciFact abstracts as-is", "batch": 32, "n": len(sample), "seconds": dt,
-                 "per_s": len(sample) / dt, "tokens_per_s": tokens / dt})
+        rows.append({"variant": variant, "case": "SciFact abstracts as-is", "batch": 32, "n": len(sample),
+                     "seconds": dt, "per_s": len(sample) / dt, "tokens_per_s": tokens / dt})
+        del emb
 
-    print(f"embedder {emb.id}, threads={args.threads}, load average at start {load_avg:.2f}")
-    print(table(rows, ["case", "batch", "n", "seconds", "per_s", "tokens_per_s"]))
-    best = max(r["per_s"] for r in rows if r["case"] == "256-token chunks")
-    print(f"best 256-token chunks/s: {best:.1f} (target >= 30); peak RSS {peak_rss_mb():.0f} MB")
-    p = write_json("embed", {"embedder": emb.id, "threads": args.threads, "load_average_at_start": load_avg,
-                             "rows": rows, "best_chunks_per_s": best, "peak_rss_mb": peak_rss_mb()})
+    agreement = None
+    if {"int8", "f32"} <= set(vecs) and len(vecs["int8"]) == len(vecs["f32"]):
+        cos = (vecs["int8"] * vecs["f32"]).sum(axis=1)
+        agreement = {"min": float(cos.min()), "mean": float(cos.mean()), "n": int(len(cos))}
+        print(f"int8 vs f32 cosine on the same chunks: min {cos.min():.4f}, mean {cos.mean():.4f}")
+    load_end = os.getloadavg()[0]
+    print(f"threads={args.threads}, load average at start {load_avg:.2f}, at end {load_end:.2f} ({os.cpu_count()} CPUs)")
+    print(table(rows, ["variant", "case", "batch", "n", "seconds", "per_s", "tokens_per_s"]))
+    best = {v: max(r["per_s"] for r in rows if r["variant"] == v and r["case"] == "256-token chunks") for v in ids}
+    print("best 256-token chunks/s: " + ", ".join(f"{v} {b:.1f}" for v, b in best.items())
+          + f" (target >= 30); peak RSS {peak_rss_mb():.0f} MB")
+    p = write_json("embed", {"embedders": ids, "threads": args.threads, "load_average_at_start": load_avg,
+                             "load_average_at_end": load_end, "rows": rows, "best_chunks_per_s": best, "int8_vs_f32_cosine": agreement,
+                             "peak_rss_mb": peak_rss_mb()})
     print(f"wrote {p}")
-
 
 if __name__ == "__main__":
     main()

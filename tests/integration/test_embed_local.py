@@ -184,3 +184,12 @@ def test_non_text_input(minilm):
     with pytest.raises(EmbedderError, match="text #0 is int"):
         minilm.embed_batch([3])
     assert minilm.embed_batch([]).shape == (0, 384)
+
+
+def test_odd_text_embeds_to_unit_vectors(minilm):
+    odd = ["日本語のテキストです。", "emoji 🎉🎉 party", "\x00\x01\x02 control", "a" * 3000, "\u200b\u200b",
+           "   \n\t  ", "Ünïcödé façade naïve café"]
+    v = embed_texts(minilm, odd)
+    assert v.shape == (len(odd), 384) and np.isfinite(v).all()
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    assert minilm.count_tokens("a" * 3000) <= 3002

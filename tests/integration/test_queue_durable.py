@@ -1,0 +1,117 @@
+"""The durable job queue on a real SQLite file: coalescing, restart survival, backoff, failure."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from ragweedd.ingest.queue import JobQueue
+
+
+@pytest.fixture
+def qpath(tmp_path):
+    return tmp_path / "ingest_db.sqlite3"
+
+
+def test_events_for_one_path_coalesce_and_newest_op_wins(qpath):
+    q = JobQueue(qpath)
+    q.put("c", "/r/a.txt", "upsert", "/r")
+    q.put("c", "/r/a.txt", "delete", "/r")
+    q.put("c", "/r/a.txt", "upsert", "/r")
+    q.put("c", "/r/b.txt", "upsert", "/r")
+    assert q.depth() == {"queued": 2}
+    job = q.claim(0)
+    assert (job.path, job.op) == ("/r/a.txt", "upsert")
+
+
+def test_upserts_are_served_before_deletes(qpath):
+    q = JobQueue(qpath)
+    q.put_many([("c", "/old/x", "delete", "/"), ("c", "/new/x", "upsert", "/"), ("c", "/old/y", "delete", "/")])
+    order = []
+    while (j := q.claim(0)) is not None:
+        order.append(j.path)
+        q.done(j)
+    assert order == ["/new/x", "/old/x", "/old/y"]
+
+
+def test_jobs_survive_a_restart_and_running_jobs_are_requeued(qpath):
+    q = JobQueue(qpath)
+    q.put_many([("c", f"/r/{i}", "upsert", "/r") for i in range(5)])
+    running = q.claim(0)
+    assert q.depth() == {"queued": 4, "running": 1}
+    q.conn.close()  # the process dies here: no done(), no release()
+    q2 = JobQueue(qpath)
+    assert q2.depth() == {"queued": 5}
+    got = set()
+    while (j := q2.claim(0)) is not None:
+        got.add(j.path)
+        q2.done(j)
+    assert running.path in got and len(got) == 5
+    assert q2.depth() == {}
+
+
+def test_an_event_during_a_run_makes_the_job_run_again(qpath):
+    q = JobQueue(qpath)
+    q.put("c", "/r/a", "upsert")
+    j = q.claim(0)
+    q.put("c", "/r/a", "upsert")  # the file changed while it was being ingested
+    q.done(j)
+    j2 = q.claim(0)
+    assert j2 is not None and j2.path == "/r/a"
+    q.done(j2)
+    assert q.claim(0) is None
+
+
+def test_failures_back_off_then_fail_after_max_tries(qpath, monkeypatch):
+    import ragweedd.ingest.queue as qmod
+
+    monkeypatch.setattr(qmod, "BACKOFF_BASE_S", 0.2)
+    q = JobQueue(qpath, max_tries=3)
+    q.put("c", "/r/bad.pdf", "upsert")
+    j = q.claim(0)
+    assert q.fail(j, "broken xref", retryable=True) is True
+    assert q.claim(0) is None  # backing off
+    t0 = time.monotonic()
+    j = q.claim(5)
+    assert j is not None and j.tries == 1 and time.monotonic() - t0 >= 0.1
+    assert q.fail(j, "broken xref", retryable=True) is True
+    j = q.claim(5)
+    assert j.tries == 2
+    assert q.fail(j, "broken xref", retryable=True) is False
+    assert q.depth() == {"failed": 1}
+    assert q.failed() == [{"collection": "c", "path": "/r/bad.pdf", "op": "upsert", "tries": 3, "error": "broken xref"}]
+    # A new event for the failed path (the user fixed the file) makes it eligible again.
+    q.put("c", "/r/bad.pdf", "upsert")
+    assert q.claim(0).tries == 0
+
+
+def test_non_retryable_failure_fails_at_once(qpath):
+    q = JobQueue(qpath, max_tries=5)
+    q.put("c", "/r/zipbomb.zip", "upsert")
+    assert q.fail(q.claim(0), "ratio cap", retryable=False) is False
+    assert q.depth() == {"failed": 1}
+
+
+def test_claim_waits_without_polling_and_wakes_on_put(qpath):
+    q = JobQueue(qpath)
+    got = []
+    t = threading.Thread(target=lambda: got.append(q.claim(10)))
+    t.start()
+    time.sleep(0.3)
+    assert not got
+    q.put("c", "/r/late", "upsert")
+    t.join(5)
+    assert got and got[0].path == "/r/late"
+
+
+def test_close_waiters_releases_blocked_claims(qpath):
+    q = JobQueue(qpath)
+    got = []
+    t = threading.Thread(target=lambda: got.append(q.claim()))
+    t.start()
+    time.sleep(0.2)
+    q.close_waiters()
+    t.join(5)
+    assert got == [None]

@@ -1,0 +1,164 @@
+"""Debouncer (real files, real timing) and reconciliation scans (real pipeline and SQLite)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from ragweedd.config import load_config
+from ragweedd.paths import Paths
+from ragweedd.watch.debounce import Debouncer
+from ragweedd.watch.ignore import is_ignored
+from ragweedd.watch.reconcile import root_state, scan
+
+
+class Sink:
+    def __init__(self):
+        self.items, self.cv = [], threading.Condition()
+
+    def __call__(self, items):
+        with self.cv:
+            self.items.extend(items)
+            self.cv.notify_all()
+
+
+def test_burst_of_events_is_one_upsert(tmp_path):
+    sink = Sink()
+    d = Debouncer(sink, debounce_s=0.2, delete_hold_s=0.2).start()
+    p = tmp_path / "a.txt"
+    for i in range(20):
+        p.write_text("x" * i)
+        d.upsert("c", str(p))
+        time.sleep(0.01)
+    time.sleep(0.6)
+    d.stop()
+    assert sink.items == [("c", str(p), "upsert", None)]
+
+
+def test_delete_then_recreate_within_hold_is_a_modify(tmp_path):
+    sink = Sink()
+    d = Debouncer(sink, debounce_s=0.1, delete_hold_s=0.4).start()
+    p = tmp_path / "a.txt"
+    d.delete("c", str(p))
+    time.sleep(0.15)  # past the debounce but inside the delete hold
+    p.write_text("new")
+    d.upsert("c", str(p))
+    time.sleep(0.6)
+    d.stop()
+    assert sink.items == [("c", str(p), "upsert", None)]
+
+
+def test_a_lone_delete_is_emitted_after_the_hold(tmp_path):
+    sink = Sink()
+    d = Debouncer(sink, debounce_s=0.05, delete_hold_s=0.3).start()
+    t0 = time.monotonic()
+    d.delete("c", str(tmp_path / "gone.txt"))
+    with sink.cv:
+        sink.cv.wait_for(lambda: sink.items, 3)
+    assert time.monotonic() - t0 >= 0.28
+    d.stop()
+    assert sink.items == [("c", str(tmp_path / "gone.txt"), "delete", None)]
+
+
+def test_a_file_still_growing_is_not_emitted_until_stable(tmp_path):
+    sink = Sink()
+    d = Debouncer(sink, debounce_s=0.1, delete_hold_s=0.1).start()
+    p = tmp_path / "big.bin"
+    p.write_bytes(b"")
+    d.upsert("c", str(p))  # one event, then the writer keeps writing without further events
+    # The looks are debounce_s apart; a writer faster than that must never be caught "stable".
+    for _ in range(20):
+        time.sleep(0.04)
+        with open(p, "ab") as f:
+            f.write(b"y" * 1000)
+        assert not sink.items, "emitted while the file was still changing"
+    with sink.cv:
+        sink.cv.wait_for(lambda: sink.items, 3)
+    d.stop()
+    assert sink.items == [("c", str(p), "upsert", None)]
+
+
+def test_stop_with_flush_hands_over_held_events(tmp_path):
+    sink = Sink()
+    d = Debouncer(sink, debounce_s=60, delete_hold_s=60).start()
+    d.upsert("c", str(tmp_path / "x"), "/r")
+    d.stop(flush=True)
+    assert sink.items == [("c", str(tmp_path / "x"), "upsert", "/r")]
+
+
+@pytest.mark.parametrize("rel,ignored", [
+    ("a.txt", False), ("a.txt.swp", True), ("a.txt~", True), (".#a.txt", True), ("#a.txt#", True),
+    ("~$report.docx", True), (".~lock.report.odt#", True), ("4913", True), (".DS_Store", True),
+    ("Thumbs.db", True), (".git/config", True), ("src/node_modules/x.js", True),
+    ("a.txt___jb_tmp___", True), ("a.txt___jb_old___", True), ("drafts/x.md", True), ("final/x.md", False),
+])
+def test_ignore_patterns(rel, ignored):
+    assert is_ignored(rel, ["drafts/**"]) is ignored
+
+
+# --- reconciliation -------------------------------------------------------------------------------
+@pytest.fixture
+def pipe(tmp_path):
+    from ragweedd.embed.hashing import HashEmbedder
+    from ragweedd.ingest.pipeline import Pipeline
+
+    cfg = load_config(env={}, text=f'data_dir = "{tmp_path}/data"\nstate_dir = "{tmp_path}/s"\ncache_dir = "{tmp_path}/c"\n')
+    p = Pipeline(cfg, Paths.from_config(cfg), HashEmbedder(64))
+    yield p
+    p.close()
+
+
+def _ingest_all(pipe, root):
+    for f in sorted(root.rglob("*.txt")):
+        pipe.ingest_file("c", f, root)
+
+
+def test_scan_finds_only_differences(pipe, tmp_path):
+    root = tmp_path / "r"
+    root.mkdir()
+    for n in "abcd":
+        (root / f"{n}.txt").write_text(f"file {n} text")
+    _ingest_all(pipe, root)
+    assert scan(pipe.db.conn, "c", [str(root)]).upserts == []
+    time.sleep(0.01)
+    (root / "a.txt").write_text("file a changed text")   # modified
+    (root / "b.txt").unlink()                             # deleted
+    (root / "e.txt").write_text("file e is new")          # new
+    os.rename(root / "c.txt", root / "c2.txt")            # renamed
+    (root / "x.swp").write_text("ignored")                 # never seen
+    res = scan(pipe.db.conn, "c", [str(root)])
+    assert sorted(res.upserts) == sorted(str(root / n) for n in ("a.txt", "e.txt", "c2.txt"))
+    assert sorted(res.deletes) == sorted(str(root / n) for n in ("b.txt", "c.txt"))
+    assert res.files_seen == 4
+
+
+def test_scan_of_a_missing_root_deletes_nothing(pipe, tmp_path):
+    root = tmp_path / "usb"
+    root.mkdir()
+    (root / "a.txt").write_text("on the usb stick")
+    _ingest_all(pipe, root)
+    os.rename(root, tmp_path / "elsewhere")
+    assert root_state(root) == "missing"
+    res = scan(pipe.db.conn, "c", [str(root)])
+    assert res.deletes == [] and res.unavailable_roots == [str(root)]
+
+
+def test_scan_reenqueues_unfinished_ingests(pipe, tmp_path):
+    root = tmp_path / "r"
+    root.mkdir()
+    (root / "a.txt").write_text("half done")
+    _ingest_all(pipe, root)
+    pipe.db.conn.execute("UPDATE ingest_files SET extract_status='embedding'")  # killed mid-file
+    assert scan(pipe.db.conn, "c", [str(root)]).upserts == [str(root / "a.txt")]
+
+
+def test_scan_drops_rows_of_paths_now_ignored(pipe, tmp_path):
+    root = tmp_path / "r"
+    (root / "drafts").mkdir(parents=True)
+    (root / "drafts" / "d.txt").write_text("a draft")
+    _ingest_all(pipe, root)
+    res = scan(pipe.db.conn, "c", [str(root)], ["drafts/**"])
+    assert res.deletes == [str(root / "drafts" / "d.txt")]

@@ -1,0 +1,1 @@
+"""Retrieval evaluation: BEIR-layout datasets, ranking metrics with bootstrap intervals."""

@@ -1,0 +1,234 @@
+"""The FTS5 plan of DESIGN §8: words -> IDF -> IC gate -> pruning -> synonyms -> two tiers.
+
+1. Words are the alphanumeric runs of the query (Unicode letters and digits, ``[^\\W_]+``),
+   lower-cased, first occurrence kept.
+2. IDF per word from the collection's IdfCache (query/idf.py).
+3. Mean IDF below FTS_MIN_QUERY_IC -> no keyword search (the reason is in the meta).
+4. More than FTS_LONG_QUERY_THRESHOLD words -> only the top two thirds by IDF are kept.
+5. Synonyms from WordNet with a budget by IDF third (top SYNONYMS_MAX_PER_WORD, middle half of it,
+   bottom 1; pruned words 0; a word the collection does not contain gets the full budget, since
+   only its synonyms can match). Synonyms the collection does not contain are not used.
+6. Tier 1: AND of the kept words that occur at all. Tier 2: OR of kept words and synonyms. The
+   first tier with at least MIN_TIER_HITS rows is the answer.
+
+Safety: every word and synonym is reduced to alphanumeric runs and written as a quoted FTS5 string,
+so no operator (quotes, NEAR, *, ^, -, :, parentheses, AND/OR/NOT) can reach MATCH from a query.
+
+Speed (the OR tier): FTS5 scores every row that matches an OR, so its cost grows with the summed
+document frequency of its terms (~250 ms for 6 common words at 500k chunks). The OR tier therefore
+takes its terms rarest first while their summed df stays within FTS_OR_MAX_POSTINGS (the rarest
+term always goes in); the more common terms left out are reported in the meta. A row that holds
+only the common words would rank low under BM25 anyway (their IDF is small), and the vector half
+of hybrid search still sees it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from ragweedd.logging import get_logger
+from ragweedd.query.idf import CACHE_MAX_DF_FRACTION, IdfCache
+
+log = get_logger("ragweedd.query.fts")
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+MIN_TIER_HITS = 3
+
+
+def query_words(query: str) -> list[str]:
+    """Unique alphanumeric runs, lower-cased, in query order."""
+    return list(dict.fromkeys(w.lower() for w in _WORD.findall(query or "")))
+
+
+def fts_string(text: str) -> str | None:
+    """A quoted FTS5 string (a phrase when several words) made only of alphanumeric runs."""
+    words = _WORD.findall(text)
+    if not words:
+        return None
+    return '"' + " ".join(w.lower() for w in words) + '"'
+
+
+@dataclass
+class WordInfo:
+    word: str
+    df: int
+    idf: float
+    kept: bool = True
+    budget: int = 0
+    synonyms: list[str] = field(default_factory=list)
+    synonyms_df: list[tuple[str, int]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"word": self.word, "df": self.df, "idf": round(self.idf, 4), "kept": self.kept,
+                "synonym_budget": self.budget, "synonyms": self.synonyms}
+
+
+@dataclass
+class Plan:
+    words: list[WordInfo]
+    n_docs: int
+    mean_idf: float
+    skipped: str | None = None
+    synonym_status: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def kept(self) -> list[WordInfo]:
+        return [w for w in self.words if w.kept]
+
+    def and_expr(self) -> str | None:
+        parts = [fts_string(w.word) for w in self.kept if w.df > 0]
+        parts = [p for p in parts if p]
+        return " AND ".join(parts) if parts else None
+
+    def or_terms(self) -> list[tuple[str, int]]:
+        """(fts string, df) of kept words and synonyms that occur, without repeats."""
+        out: dict[str, int] = {}
+        for w in self.kept:
+            if w.df > 0:
+                s = fts_string(w.word)
+                if s:
+                    out.setdefault(s, w.df)
+            for syn, df in w.synonyms_df:
+                s = fts_string(syn)
+                if s and df > 0:
+                    out.setdefault(s, df)
+        return list(out.items())
+
+    def meta(self) -> dict[str, Any]:
+        return {"words": [w.as_dict() for w in self.words], "n_docs": self.n_docs,
+                "mean_idf": round(self.mean_idf, 4), "skipped": self.skipped,
+                "kept": [w.word for w in self.words if w.kept],
+                "dropped": [w.word for w in self.words if not w.kept],
+                "synonyms": {w.word: w.synonyms for w in self.words if w.synonyms},
+                "synonym_status": self.synonym_status}
+
+
+def make_plan(query: str, idf_cache: IdfCache, cfg, wordnet=None, synonym_status: dict | None = None) -> Plan:
+    words = query_words(query)
+    status = synonym_status or {}
+    if not words:
+        return Plan([], 0, 0.0, skipped="the query has no words", synonym_status=status)
+    dfs = idf_cache.df(words)
+    n = idf_cache.n_docs
+    from ragweedd.query.idf import idf
+
+    infos = [WordInfo(w, dfs[w], idf(dfs[w], n)) for w in words]
+    mean = sum(i.idf for i in infos) / len(infos)
+    plan = Plan(infos, n, mean, synonym_status=status)
+    if n == 0:
+        plan.skipped = "the collection has no keyword index rows"
+        return plan
+    if mean < cfg.fts_min_query_ic:
+        plan.skipped = f"mean IDF {mean:.3f} < fts_min_query_ic {cfg.fts_min_query_ic}"
+        log.info("fts_skipped_low_ic", query_words=len(words), mean_idf=round(mean, 3))
+        return plan
+    ranked = sorted(infos, key=lambda i: -i.idf)  # stable: ties keep query order
+    if len(infos) > cfg.fts_long_query_threshold:
+        keep = math.ceil(len(infos) * 2 / 3)
+        for i in ranked[keep:]:
+            i.kept = False
+    if wordnet is not None and cfg.synonyms_max_per_word > 0:
+        top = cfg.synonyms_max_per_word
+        budgets = (top, math.ceil(top / 2), 1)
+        for r, i in enumerate(ranked):
+            if not i.kept:
+                i.budget = 0
+            elif i.df == 0:
+                i.budget = top
+            elif i.df > CACHE_MAX_DF_FRACTION * n:
+                i.budget = 0  # "a" -> "angstrom": synonyms of near-stopwords only add noise
+            else:
+                i.budget = budgets[min(2, (3 * r) // len(ranked))]
+        _add_synonyms(plan, idf_cache, wordnet)
+    return plan
+
+
+def _add_synonyms(plan: Plan, idf_cache: IdfCache, wordnet) -> None:
+    asked: dict[str, list[str]] = {}
+    for i in plan.words:
+        if i.budget > 0:
+            asked[i.word] = [s for s in wordnet.synonyms(i.word) if fts_string(s)]
+    flat = list(dict.fromkeys(s for ss in asked.values() for s in ss))
+    if not flat:
+        return
+    dfs = idf_cache.df(flat)
+    query_strings = {fts_string(w.word) for w in plan.words}
+    for i in plan.words:
+        for s in asked.get(i.word, []):
+            if len(i.synonyms) >= i.budget:
+                break
+            if dfs.get(s, 0) > 0 and fts_string(s) not in query_strings:
+                i.synonyms.append(s)
+                i.synonyms_df.append((s, dfs[s]))
+
+
+def _run(conn: sqlite3.Connection, expr: str, limit: int) -> list[tuple[int, float]]:
+    rows = conn.execute(
+        "SELECT rowid, rank FROM fts_chunks WHERE fts_chunks MATCH ? ORDER BY rank LIMIT ?",
+        (expr, limit)).fetchall()
+    return [(int(r[0]), -float(r[1])) for r in rows]
+
+
+def execute(conn: sqlite3.Connection, plan: Plan, limit: int, *, max_postings: int,
+            allowed: set[int] | None = None) -> tuple[list[tuple[int, float]], dict[str, Any]]:
+    """Run the tiers; returns ([(chunk id, bm25 as a positive score)], meta)."""
+    meta: dict[str, Any] = {"tier": None, "tiers": []}
+    if plan.skipped:
+        return [], meta
+    # With a filter the rows outside it are dropped after MATCH, so ask for more of them.
+    fetch = limit if allowed is None else max(limit * 8, 256)
+
+    def run(tier: int, expr: str, extra: dict | None = None) -> list[tuple[int, float]]:
+        t0 = time.perf_counter()
+        hits = _run(conn, expr, fetch)
+        if allowed is not None:
+            hits = [h for h in hits if h[0] in allowed]
+        hits = hits[:limit]
+        meta["tiers"].append({"tier": tier, "match": expr, "hits": len(hits),
+                              "ms": round((time.perf_counter() - t0) * 1000, 3), **(extra or {})})
+        return hits
+
+    expr = plan.and_expr()
+    hits: list[tuple[int, float]] = []
+    if expr:
+        hits = run(1, expr)
+        if len(hits) >= MIN_TIER_HITS:
+            meta["tier"] = 1
+            return hits, meta
+    terms = sorted(plan.or_terms(), key=lambda t: t[1])
+    if not terms:
+        meta["tier"] = 1 if hits else None
+        return hits, meta
+    chosen, left_out, total = [], [], 0
+    for s, df in terms:
+        if not chosen or total + df <= max_postings:
+            chosen.append(s)
+            total += df
+        else:
+            left_out.append(s)
+    or_hits = run(2, " OR ".join(chosen), {"postings": total, "left_out_for_budget": left_out})
+    if len(or_hits) >= MIN_TIER_HITS or len(or_hits) > len(hits):
+        meta["tier"] = 2
+        return or_hits, meta
+    meta["tier"] = 1 if hits else None
+    return hits, meta
+
+
+def fts_search(conn: sqlite3.Connection, query: str, idf_cache: IdfCache, cfg, limit: int, *,
+               wordnet=None, synonym_status: dict | None = None,
+               allowed: Iterable[int] | None = None) -> tuple[list[tuple[int, float]], dict[str, Any]]:
+    t0 = time.perf_counter()
+    plan = make_plan(query, idf_cache, cfg, wordnet, synonym_status)
+    t1 = time.perf_counter()
+    hits, run_meta = execute(conn, plan, limit, max_postings=cfg.fts_or_max_postings,
+                             allowed=set(allowed) if allowed is not None else None)
+    t2 = time.perf_counter()
+    meta = plan.meta()
+    meta.update(run_meta)
+    meta["timings_ms"] = {"plan": round((t1 - t0) * 1000, 3), "match": round((t2 - t1) * 1000, 3)}
+    return hits, meta

@@ -1,0 +1,234 @@
+"""Hybrid search (DESIGN §8): query embedding + vector search per collection, the FTS5 plan in
+parallel, merge, filters, and ``retrieval_meta`` for every search.
+
+``Searcher`` holds what is worth keeping between searches (collection handles, a reading connection
+per collection for the keyword plan, IDF caches, WordNet); the daemon keeps one, the one-shot CLI
+makes one per call through ``one_shot_search``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Iterable
+
+from ragweedd.errors import RequestError
+from ragweedd.logging import get_logger
+from ragweedd.query.filters import Filters
+from ragweedd.query.fts_plan import fts_search
+from ragweedd.query.idf import CollectionStats, IdfCache
+from ragweedd.query.merge import Candidate, finish, fuse
+from ragweedd.query.wordnet import open_wordnet, wordnet_status
+from ragweedd.store.rag_db import RagDB
+from ragweedd.store.sqlite import connect
+
+log = get_logger("ragweedd.query")
+
+MODES = ("hybrid", "dense", "keyword")
+
+
+class _Collection:
+    def __init__(self, rag: RagDB, cache_conn: sqlite3.Connection | None) -> None:
+        self.rag = rag
+        self.name = rag.collection
+        # The keyword plan reads on its own connection so it can run beside the vector search.
+        self.fts_conn = connect(rag.path, readonly=True)
+        self.fts_lock = threading.Lock()
+        self.stats = CollectionStats(self.fts_conn)
+        self.idf = IdfCache(rag.collection, self.stats, n_docs=self._n_docs, seq=self._seq,
+                            cache_conn=cache_conn, changes_since=self._changes_since)
+
+    # These run on the keyword thread, so they use its connection, never rag.conn.
+    def _n_docs(self) -> int:
+        return int(self.fts_conn.execute("SELECT count(*) FROM embeddings").fetchone()[0])
+
+    def _seq(self) -> int:
+        return int(self.fts_conn.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()[0])
+
+    def _changes_since(self, seq: int) -> tuple[int, int]:
+        rows = dict(self.fts_conn.execute(
+            "SELECT op, count(*) FROM changes WHERE seq > ? GROUP BY op", (seq,)).fetchall())
+        return int(rows.get("add", 0)), int(rows.get("delete", 0))
+
+    def close(self) -> None:
+        self.fts_conn.close()
+        self.rag.close()
+
+
+class Searcher:
+    def __init__(self, cfg, paths, embedder, *, collections: Iterable[str] | None = None) -> None:
+        from ragweedd.query.simple import open_collections
+
+        self.cfg = cfg
+        self.paths = paths
+        self.embedder = embedder
+        self.cache_conn = _open_cache(paths)
+        self.collections = [_Collection(r, self.cache_conn) for r in open_collections(paths, list(collections) if collections else None)]
+        self.wordnet_status = wordnet_status(cfg)
+        self.wordnet = open_wordnet(cfg)
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fts")
+        self._qvecs: dict[str, Any] = {}  # the eval asks the same query in several modes
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        for c in self.collections:
+            c.close()
+        if self.cache_conn is not None:
+            self.cache_conn.close()
+
+    def __enter__(self) -> "Searcher":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def search(self, query: str, *, filters: Filters | None = None, limit: int = 10, mode: str = "hybrid",
+               fusion: str | None = None, top_k: int | None = None) -> dict[str, Any]:
+        """{"results": [hit, ...], "retrieval_meta": {...}}."""
+        if mode not in MODES:
+            raise RequestError(f"search mode {mode!r} is unknown", hint="use one of " + ", ".join(MODES))
+        if not isinstance(query, str) or not query.strip():
+            raise RequestError("the search query is empty", hint="give some words to search for")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise RequestError(f"the number of results must be a whole number >= 1, not {limit!r}")
+        cfg = self.cfg
+        filters = filters or Filters()
+        fusion = fusion or cfg.fusion
+        depth = max(top_k or cfg.top_k, 1)
+        t0 = time.perf_counter()
+        cols = [c for c in self.collections if not filters.collections or c.name in filters.collections]
+        if filters.collections:
+            unknown = set(filters.collections) - {c.name for c in self.collections}
+            if unknown:
+                from ragweedd.errors import NotFoundError
+
+                raise NotFoundError(f"collection(s) {', '.join(sorted(unknown))} not open in this search",
+                                    hint="check the collection names (ragweedctl status lists them)")
+        allowed = {c.name: filters.allowed_ids(c.rag) for c in cols}
+        timings: dict[str, float] = {"filters": _ms(t0)}
+        use_fts = mode in ("hybrid", "keyword") and cfg.fts_enabled
+        fts_future = None
+        if use_fts:
+            fts_future = self._pool.submit(self._keyword, cols, query, depth, allowed)
+        cands: dict[tuple[str, int], Candidate] = {}
+        qvec = None
+        if mode in ("hybrid", "dense"):
+            from ragweedd.embed.long import embed_texts
+            from ragweedd.query.vectors import vector_search
+
+            t = time.perf_counter()
+            key = query.lower()
+            qvec = self._qvecs.get(key)
+            if qvec is None:
+                qvec = embed_texts(self.embedder, [key])[0]
+                if len(self._qvecs) > 256:
+                    self._qvecs.clear()
+                self._qvecs[key] = qvec
+            timings["embed"] = _ms(t)
+            t = time.perf_counter()
+            for c in cols:
+                for cid, sim in vector_search(c.rag, self.paths, cfg, qvec, depth, allowed=allowed[c.name]):
+                    cands[(c.name, cid)] = Candidate(c.name, cid, sim=sim, in_dense=True)
+            timings["vector"] = _ms(t)
+        fts_meta: dict[str, Any] = {}
+        if fts_future is not None:
+            kw, fts_meta, timings["fts"] = fts_future.result()
+            for name, hits in kw.items():
+                for cid, score in hits:
+                    c = cands.get((name, cid))
+                    if c is None:
+                        c = cands[(name, cid)] = Candidate(name, cid)
+                    c.bm25 = score
+        elif mode != "dense":
+            fts_meta = {"skipped": "fts_enabled = false"}
+        t = time.perf_counter()
+        if qvec is not None:
+            self._fill_similarity(cols, cands, qvec)
+        fuse(list(cands.values()), mode=mode, fusion=fusion, fts_weight=cfg.fts_weight, rrf_k=cfg.rrf_k)
+        hits = self._hits(cols, cands)
+        results, counts = finish(hits, max_per_file=cfg.max_chunks_per_file, min_score=cfg.min_score,
+                                 limit=limit, keep_pct=cfg.pre_annotate_keep)
+        timings["merge"] = _ms(t)
+        timings["total"] = _ms(t0)
+        meta = {
+            "query": query, "mode": mode, "fusion": fusion if mode == "hybrid" else None,
+            "collections": [c.name for c in cols], "filters": filters.as_dict(), "top_k": depth,
+            "counts": {"dense": sum(1 for c in cands.values() if c.in_dense),
+                       "keyword": sum(1 for c in cands.values() if c.bm25 is not None), **counts},
+            "tier": {name: m.get("tier") for name, m in fts_meta.items()} if use_fts else None,
+            "fts": fts_meta, "synonyms": self.wordnet_status, "timings_ms": timings,
+        }
+        return {"results": results, "retrieval_meta": meta}
+
+    def _keyword(self, cols, query, depth, allowed):
+        t = time.perf_counter()
+        out: dict[str, list[tuple[int, float]]] = {}
+        metas: dict[str, Any] = {}
+        for c in cols:
+            with c.fts_lock:
+                hits, m = fts_search(c.fts_conn, query, c.idf, self.cfg, depth, wordnet=self.wordnet,
+                                     synonym_status=self.wordnet_status, allowed=allowed[c.name])
+            out[c.name] = hits
+            metas[c.name] = m
+        return out, metas, _ms(t)
+
+    def _fill_similarity(self, cols, cands, qvec) -> None:
+        import numpy as np
+
+        from ragweedd.query.vectors import vectors_of
+
+        for c in cols:
+            missing = [cid for (name, cid), cand in cands.items() if name == c.name and cand.sim is None]
+            if not missing:
+                continue
+            vecs = vectors_of(c.rag, missing)
+            q = np.asarray(qvec, dtype=np.float32)
+            for cid in missing:
+                v = vecs.get(cid)
+                cands[(c.name, cid)].sim = float(v @ q) if v is not None and v.shape == q.shape else 0.0
+
+    def _hits(self, cols, cands) -> list[dict[str, Any]]:
+        out = []
+        for c in cols:
+            ids = [cid for (name, cid) in cands if name == c.name]
+            rows = c.rag.hits(ids)
+            for cid in ids:
+                h = rows.get(cid)
+                if h is None:  # deleted between retrieval and now
+                    continue
+                cand = cands[(c.name, cid)]
+                h.update(score=cand.score, sim=cand.sim, bm25=cand.bm25, fts=cand.bm25 is not None,
+                         dense_rank=cand.dense_rank, fts_rank=cand.fts_rank)
+                out.append(h)
+        return out
+
+
+def _ms(t: float) -> float:
+    return round((time.perf_counter() - t) * 1000, 3)
+
+
+def _open_cache(paths) -> sqlite3.Connection | None:
+    """A connection to ingest_db for the IDF cache, with a short busy timeout: the cache must never
+    make a search wait behind an ingest transaction."""
+    p = Path(paths.ingest_db)
+    try:
+        if not p.exists():
+            from ragweedd.store.ingest_db import IngestDB
+
+            IngestDB(p).close()
+        return connect(p, timeout_s=0.05)
+    except Exception as e:  # noqa: BLE001 - a search works without the cache
+        log.info("idf_cache_off", error=str(e))
+        return None
+
+
+def one_shot_search(cfg, paths, embedder, query: str, *, collections: list[str] | None = None,
+                    top_k: int = 10, mode: str = "hybrid", filters: Filters | None = None) -> dict[str, Any]:
+    """Search once (the CLI): open, search, close. ``top_k`` is the number of results shown."""
+    if filters is None:
+        filters = Filters.make(collections=collections)
+    with Searcher(cfg, paths, embedder, collections=collections) as s:
+        return s.search(query, filters=filters, limit=top_k, mode=mode)

@@ -1,0 +1,37 @@
+"""Helpers for the retrieval tests: a real FTS5 table with the rag.sqlite3 schema, and the WordNet
+requirement (skip when missing, fail when RAGWEED_REQUIRE_TOOLS=1, as tests/tools.py does)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from ragweedd.query.idf import CollectionStats, IdfCache
+
+WORDNET_DIR = "/usr/share/wordnet"
+
+
+def require_wordnet(directory: str = WORDNET_DIR) -> str:
+    if (Path(directory) / "index.noun").is_file() and (Path(directory) / "data.noun").is_file():
+        return directory
+    msg = f"WordNet dictionary files are not installed in {directory} (Debian package wordnet-base)"
+    if os.environ.get("RAGWEED_REQUIRE_TOOLS") == "1":
+        pytest.fail(msg + " (RAGWEED_REQUIRE_TOOLS=1)")
+    pytest.skip(msg)
+
+
+def fts_db(texts: list[str], path: str | Path = ":memory:") -> sqlite3.Connection:
+    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    conn.execute("CREATE VIRTUAL TABLE fts_chunks USING fts5(embedding_id UNINDEXED, content, "
+                 "source_file UNINDEXED, tokenize='porter unicode61')")
+    conn.executemany("INSERT INTO fts_chunks(rowid, embedding_id, content, source_file) VALUES (?,?,?,?)",
+                     [(i + 1, f"x:{i}", t, f"/f{i}.txt") for i, t in enumerate(texts)])
+    return conn
+
+
+def idf_cache(conn: sqlite3.Connection, collection: str = "c", cache_conn=None, seq=lambda: 1) -> IdfCache:
+    n = conn.execute("SELECT count(*) FROM fts_chunks").fetchone()[0]
+    return IdfCache(collection, CollectionStats(conn), n_docs=lambda: n, seq=seq, cache_conn=cache_conn)

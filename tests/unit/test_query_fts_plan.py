@@ -1,0 +1,175 @@
+"""The FTS5 plan on a real FTS5 table: words, IC gate, pruning, synonym budgets, tiers, OR budget,
+and hostile queries that must never reach MATCH as syntax."""
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.query_support import fts_db, idf_cache, require_wordnet
+from ragweedd.config import load_config
+from ragweedd.query.fts_plan import MIN_TIER_HITS, execute, fts_search, fts_string, make_plan, query_words
+from ragweedd.query.wordnet import WordNet
+
+CORPUS = (
+    ["the protein folding in the cell membrane"] * 3
+    + ["the cell divides by mitosis", "the heart attack victims recovered", "the myocardial infarction study",
+       "the onset of disease in the elderly", "the café in Zürich sells coffee", "the Über-cool naïve résumé",
+       "the 5G network and IL-6 cytokine levels", "the and or not near", "the the the the"]
+)
+
+
+def cfg(**kw):
+    body = "\n".join(f"{k} = {v!r}".replace("'", '"') if isinstance(v, str) else f"{k} = {str(v).lower()}"
+                     for k, v in kw.items())
+    return load_config(text=body, env={})
+
+
+@pytest.fixture
+def conn():
+    c = fts_db(CORPUS)
+    yield c
+    c.close()
+
+
+def test_query_words_are_unicode_alphanumeric_runs():
+    assert query_words("Zürich's café, naïve-résumé; IL-6 & 5G!") == ["zürich", "s", "café", "naïve", "résumé", "il", "6", "5g"]
+    assert query_words("Ωmega Δ 東京 タワー") == ["ωmega", "δ", "東京", "タワー"]
+    assert query_words("___ --- ***") == []
+    assert query_words("Cell cell CELL") == ["cell"]
+
+
+def test_fts_string_quotes_only_alphanumerics():
+    assert fts_string('he"art') == '"he art"'
+    assert fts_string("heart attack") == '"heart attack"'
+    assert fts_string("*^-:()") is None
+
+
+HOSTILE = ['"', '""', '"unbalanced', "NEAR(cell membrane, 2)", "cell*", "^cell", "-cell", "content:cell",
+           "embedding_id:x", "(cell OR", "cell AND", "OR", "NOT cell", "AND OR NOT NEAR", "cell + membrane",
+           "{content source_file}: cell", "'; DROP TABLE fts_chunks; --", "\x00cell", "cell\u200bmembrane",
+           "((((((((((", "c" * 5000, " ".join(["near"] * 300), "a:b:c:d", "* * *", "\\\"cell\\\""]
+
+
+@pytest.mark.parametrize("q", HOSTILE)
+def test_operator_characters_never_reach_match(conn, q):
+    # Any syntax reaching MATCH raises sqlite3.OperationalError ("fts5: syntax error ..."): the
+    # plan must turn every query into quoted strings only.
+    c = load_config(text="", env={})
+    hits, meta = fts_search(conn, q, idf_cache(conn), c, 10)
+    for t in meta.get("tiers", []):
+        for part in t["match"].replace(" AND ", "\x01").replace(" OR ", "\x01").split("\x01"):
+            assert part.startswith('"') and part.endswith('"') and '"' not in part[1:-1]
+    if "cell" in q.lower() and "cell\u200b" not in q:
+        assert hits, q
+
+
+def test_operator_words_match_as_plain_words(conn):
+    c = cfg(fts_min_query_ic=0.0)
+    hits, meta = fts_search(conn, "and or not near", idf_cache(conn), c, 10)
+    ids = {h[0] for h in hits}
+    assert 11 in ids  # the row that holds the words themselves
+    assert meta["tiers"][0]["hits"] == 1 and meta["tiers"][0]["match"] == '"and" AND "or" AND "not" AND "near"'
+
+
+def test_unicode_words_match_with_diacritics_folded(conn):
+    hits, meta = fts_search(conn, "Zurich cafe", idf_cache(conn), cfg(), 10)
+    assert [h[0] for h in hits] == [8]
+    hits, _ = fts_search(conn, "Über naïve", idf_cache(conn), cfg(), 10)
+    assert [h[0] for h in hits] == [9]
+
+
+def test_ic_gate_skips_common_queries(conn):
+    hits, meta = fts_search(conn, "the the", idf_cache(conn), cfg(), 10)
+    assert hits == [] and meta["skipped"].startswith("mean IDF")
+    assert meta["mean_idf"] < 0.5
+    hits, meta = fts_search(conn, "the", idf_cache(conn), cfg(fts_min_query_ic=0.0), 50)
+    assert meta["skipped"] is None and len(hits) == len(CORPUS)
+
+
+def test_empty_query_words_are_skipped_with_reason(conn):
+    hits, meta = fts_search(conn, "?!*", idf_cache(conn), cfg(), 10)
+    assert hits == [] and meta["skipped"] == "the query has no words"
+
+
+def test_long_queries_keep_top_two_thirds_by_idf(conn):
+    q = "the cell protein membrane folding mitosis divides the"
+    plan = make_plan(q, idf_cache(conn), cfg(fts_long_query_threshold=5))
+    words = query_words(q)
+    assert len(words) == 7
+    kept = [w.word for w in plan.words if w.kept]
+    assert len(kept) == math.ceil(7 * 2 / 3)
+    assert "the" not in kept and "cell" not in kept  # the least informative go
+    dropped_idf = max(w.idf for w in plan.words if not w.kept)
+    assert all(w.idf >= dropped_idf for w in plan.words if w.kept)
+    plan = make_plan(q, idf_cache(conn), cfg(fts_long_query_threshold=7))
+    assert all(w.kept for w in plan.words)
+
+
+def test_tier_one_and_fires_with_three_hits(conn):
+    hits, meta = fts_search(conn, "protein membrane", idf_cache(conn), cfg(), 10)
+    assert meta["tier"] == 1 and len(hits) == 3 and len(meta["tiers"]) == 1
+
+
+def test_tier_two_or_when_and_finds_too_few(conn):
+    hits, meta = fts_search(conn, "protein mitosis", idf_cache(conn), cfg(synonyms_enabled=False), 10)
+    assert meta["tiers"][0]["hits"] == 0
+    assert meta["tier"] == 2 and {h[0] for h in hits} == {1, 2, 3, 4}
+    assert meta["tiers"][1]["match"] == '"mitosis" OR "protein"'  # rarest first
+
+
+def test_words_missing_from_the_collection_do_not_block_the_and_tier(conn):
+    hits, meta = fts_search(conn, "protein membrane zzyzx", idf_cache(conn), cfg(), 10)
+    assert meta["tier"] == 1 and len(hits) == 3
+    assert meta["tiers"][0]["match"] == '"protein" AND "membrane"'
+
+
+def test_or_postings_budget_takes_rarest_terms_first(conn):
+    plan = make_plan("mitosis protein", idf_cache(conn), cfg(synonyms_enabled=False))
+    hits, meta = execute(conn, plan, 10, max_postings=2)
+    t2 = meta["tiers"][1]
+    assert t2["match"] == '"mitosis"' and t2["left_out_for_budget"] == ['"protein"']
+    assert {h[0] for h in hits} == {4}
+
+
+def test_synonyms_expand_the_or_tier_with_budgets(conn):
+    wn = WordNet(require_wordnet())
+    c = cfg(fts_min_query_ic=0.0)
+    # "attack" -> first synset: onslaught, onset, onrush; only "onset" occurs in the collection
+    plan = make_plan("attack zzzq", idf_cache(conn), c, wn)
+    by = {w.word: w for w in plan.words}
+    assert by["zzzq"].df == 0 and by["zzzq"].budget == 5
+    assert by["attack"].synonyms == ["onset"]
+    hits, meta = execute(conn, plan, 10, max_postings=10**6)
+    assert meta["tier"] == 2 and {h[0] for h in hits} == {5, 7}
+    assert '"onset"' in meta["tiers"][-1]["match"]
+
+
+def test_synonym_budget_by_idf_third():
+    class FakeWN:  # budgets only: the real WordNet is exercised above and in test_query_wordnet
+        def synonyms(self, w):
+            return tuple(f"{w}syn{i}" for i in range(9))
+
+    texts = ["alpha"] * 1 + ["beta"] * 2 + ["gamma"] * 3 + ["delta"] * 4 + ["eps"] * 5 + ["zeta"] * 6
+    texts += [f"{w}syn{i}" for w in ("alpha", "beta", "gamma", "delta", "eps", "zeta") for i in range(9)]
+    conn = fts_db(texts)
+    plan = make_plan("alpha beta gamma delta eps zeta", idf_cache(conn),
+                     cfg(fts_min_query_ic=0.0, synonyms_max_per_word=5, fts_long_query_threshold=5), FakeWN())
+    budgets = {w.word: (w.kept, w.budget, len(w.synonyms)) for w in plan.words}
+    # 6 words by IDF: alpha beta | gamma delta | eps zeta; the long-query rule drops the last 2
+    assert budgets == {"alpha": (True, 5, 5), "beta": (True, 5, 5), "gamma": (True, 3, 3),
+                       "delta": (True, 3, 3), "eps": (False, 0, 0), "zeta": (False, 0, 0)}
+    plan = make_plan("alpha gamma zeta", idf_cache(conn), cfg(fts_min_query_ic=0.0), FakeWN())
+    assert [w.budget for w in plan.words] == [5, 3, 1]
+
+
+def test_min_tier_hits_is_three():
+    assert MIN_TIER_HITS == 3
+
+
+def test_filter_allowed_ids(conn):
+    hits, meta = fts_search(conn, "protein membrane", idf_cache(conn), cfg(), 10, allowed={2})
+    assert [h[0] for h in hits] == [2]

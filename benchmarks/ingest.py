@@ -1,0 +1,69 @@
+"""Ingest throughput on SciFact written out as one file per abstract (issue 2 benchmark).
+
+    .venv/bin/python benchmarks/ingest.py [--limit N] [--model local:all-minilm-l6-v2]
+
+Prints files/s, chunks/s end to end (extract + chunk + embed + publish) and peak RSS; writes
+benchmarks/results/ingest.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import SCIFACT, peak_rss_mb, table, write_json  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--limit", type=int, default=0, help="first N abstracts (0 = all 5,183)")
+    ap.add_argument("--model", default="local:all-minilm-l6-v2")
+    args = ap.parse_args()
+
+    from ragweedd.config import load_config
+    from ragweedd.embed.factory import make_embedder
+    from ragweedd.ingest.pipeline import Pipeline
+    from ragweedd.logging import configure
+    from ragweedd.paths import Paths
+
+    configure("warning", json=True, stream=sys.stderr)
+    work = Path(tempfile.mkdtemp(prefix="ragweed-bench-ingest-"))
+    docs = work / "docs"
+    docs.mkdir()
+    n = 0
+    with open(SCIFACT / "corpus.jsonl") as f:
+        for line in f:
+            d = json.loads(line)
+            (docs / f"{d['_id']}.txt").write_text(f"{d['title']}\n\n{d['text']}\n")
+            n += 1
+            if args.limit and n >= args.limit:
+                break
+    cfg = load_config(text=f"[embed]\nmodel = '{args.model}'\n", env={})
+    paths = Paths.resolve(str(work / "data"), str(work / "state"), str(work / "cache"))
+    t_load = time.perf_counter()
+    emb = make_embedder(cfg.embed_model, cfg)
+    emb.embed_batch(["warm up"])
+    load_s = time.perf_counter() - t_load
+    pipe = Pipeline(cfg, paths, emb)
+    files = sorted(docs.iterdir())
+    chunks = 0
+    t0 = time.perf_counter()
+    for p in files:
+        out = pipe.ingest_file("scifact", p, docs)
+        chunks += out.chunks
+    dt = time.perf_counter() - t0
+    pipe.close()
+    row = {"files": len(files), "chunks": chunks, "seconds": dt, "files_per_s": len(files) / dt,
+           "chunks_per_s": chunks / dt, "model_load_s": load_s, "peak_rss_mb": peak_rss_mb(),
+           "model": emb.id, "chunk_tokens": pipe.params.chunk_tokens}
+    print(table([row], list(row)))
+    print("wrote", write_json("ingest", row))
+
+
+if __name__ == "__main__":
+    main()

@@ -178,7 +178,7 @@ def _search(cfg, args) -> int:
 def _doctor(cfg) -> int:
     from ragweedd.extract.doctor import report
 
-    rows = report()
+    rows = report(cfg)
     bad = 0
     for r in rows:
         missing = ", ".join(f"{m['name']} (install {m['package']})" for m in r.get("missing", []))

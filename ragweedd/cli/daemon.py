@@ -40,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="continue an answer that was cut at max_tokens")
     a.add_argument("--json", action="store_true", help="one JSON object (the history record) instead of a stream")
 
+    from ragweedd.eval.cli import add_parser as add_eval_parser
+
+    add_eval_parser(sub)
     sub.add_parser("check-config", help="validate the configuration and print the effective values")
     sub.add_parser("doctor", help="list every format, its extractor and whether its tools are installed")
     return p
@@ -76,6 +79,10 @@ def _dispatch(args) -> int:
         from ragweedd.cli.ask import run
 
         return run(cfg, args)
+    if args.cmd == "eval":
+        from ragweedd.eval.cli import run as run_eval
+
+        return run_eval(cfg, args)
     if args.cmd == "run":
         from ragweedd.daemon import run_daemon
 

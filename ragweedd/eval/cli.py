@@ -1,0 +1,56 @@
+"""`ragweedd eval beir DIR [--split train] [--json] [--limit N]` (argparse only at import: the CLI
+imports this module at start-up)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def add_parser(sub) -> None:
+    e = sub.add_parser("eval", help="measure retrieval quality (dense, keyword, hybrid) on a dataset")
+    es = e.add_subparsers(dest="eval_cmd", required=True)
+    b = es.add_parser("beir", help="a BEIR-layout dataset: corpus.jsonl, queries.jsonl, qrels/<split>.tsv")
+    b.add_argument("dir", help="dataset folder")
+    b.add_argument("--split", default="train", help="qrels split to evaluate (default: train)")
+    b.add_argument("--limit", type=int, help="evaluate only the first N judged queries")
+    b.add_argument("--json", action="store_true", help="print the full result as JSON")
+    b.add_argument("--chunk-size", type=int, help="override chunk_size (tokens) for this run")
+    b.add_argument("--fusion", choices=("boost", "rrf"), help="override fusion for this run")
+    b.add_argument("--modes", default="dense,keyword,hybrid", help="comma-separated subset of dense,keyword,hybrid")
+    b.add_argument("--depth", type=int, default=300, help="candidate chunks per mode (>= 100 for Recall@100)")
+    b.add_argument("--workdir", help="scratch folder for the ingested corpus (default: under the cache dir)")
+
+
+def run(cfg, args) -> int:
+    from pathlib import Path
+
+    from ragweedd.cli import common
+    from ragweedd.errors import RequestError
+    from ragweedd.eval import beir
+
+    modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
+    bad = [m for m in modes if m not in beir.MODES]
+    if bad or not modes:
+        raise RequestError(f"--modes {args.modes!r}: unknown mode(s) {', '.join(bad) or '(none given)'}",
+                           hint="use a comma-separated subset of dense,keyword,hybrid")
+    if args.depth < 10:
+        raise RequestError(f"--depth must be at least 10, not {args.depth}")
+    cfg = beir.with_overrides(cfg, chunk_size=args.chunk_size, fusion=args.fusion)
+    if args.chunk_size is not None:
+        from ragweedd.config import KEYS
+
+        spec = next(k for k in KEYS if k.attr == "chunk_size")
+        allowed = spec.check(args.chunk_size) if spec.check else None
+        if allowed:
+            raise RequestError(f"--chunk-size {args.chunk_size}: allowed: {allowed}")
+    embedder = common.make_embedder(cfg)
+    progress = (lambda m: print(m, file=sys.stderr, flush=True))
+    res = beir.run(args.dir, cfg, embedder, split=args.split, limit=args.limit, modes=modes, depth=args.depth,
+                   workdir=Path(args.workdir) if args.workdir else None, progress=progress)
+    if args.json:
+        json.dump(res, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(beir.table(res))
+    return 0

@@ -60,7 +60,11 @@ _PAGING = [
 _STREAM = _query("stream", {"type": "boolean"},
                  "false: one JSON object instead of Server-Sent Events (a body field 'stream' works too).")
 _SSE = {"description": "Server-Sent Events (default) or JSON when stream=false",
-        "content": {"text/event-stream": {"schema": {"type": "string"}},
+        "content": {"text/event-stream": {"schema": {
+            # One schema per event, as SSE-aware tools read it: the event name and its JSON data.
+            "type": "object", "required": ["event", "data"],
+            "properties": {"event": {"type": "string", "enum": ["sources", "annotation", "token", "done", "error"]},
+                           "data": {"type": "string", "contentMediaType": "application/json"}}}},
                     "application/json": {"schema": {"$ref": "#/components/schemas/Answer"}}}}
 
 _STRS = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 4096}, "maxItems": 256}

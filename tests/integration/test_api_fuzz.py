@@ -14,7 +14,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 schemathesis = pytest.importorskip("schemathesis")
 from hypothesis import HealthCheck, settings  # noqa: E402
-from schemathesis.checks import not_a_server_error  # noqa: E402
+from schemathesis.checks import (  # noqa: E402
+    content_type_conformance,
+    not_a_server_error,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from ragweedd.api.fake_engine import FakeEngine  # noqa: E402
 from ragweedd.api.openapi import document  # noqa: E402
@@ -40,7 +45,8 @@ def fuzz_api(tmp_path_factory):
 def test_fuzz_operation(case, fuzz_api):
     resp = case.call(base_url=f"http://127.0.0.1:{fuzz_api.port}",
                      headers={"Authorization": f"Bearer {fuzz_api.token}"}, timeout=15)
-    case.validate_response(resp, checks=[not_a_server_error])
+    case.validate_response(resp, checks=[not_a_server_error, status_code_conformance, content_type_conformance,
+                                         response_schema_conformance])
     assert resp.status_code < 500, resp.text[:500]
     if resp.status_code >= 400:
         body = resp.json()

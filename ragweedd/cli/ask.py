@@ -52,7 +52,7 @@ def run(cfg, args, out: TextIO | None = None, err: TextIO | None = None) -> int:
             return asyncio.run(_continue(cfg, store, args.continue_id, args.json, out, err))
         query = " ".join(args.query or []).strip()
         if not query:
-            raise RequestError("ask needs a question", hint='ragweedd ask "what is ...?" (or --continue HISTORY_ID)')
+            raise RequestError("ask needs a question", hint='ragweedd ask "what is ...?", or ragweedd ask --continue HISTORY_ID')
         if args.top_k < 1:
             raise RequestError(f"--top-k must be at least 1, not {args.top_k}")
         res = search(cfg, paths, common.make_embedder(cfg), query, args.collection, args.top_k)

@@ -445,7 +445,18 @@ def _fmt(prog):
     return argparse.RawDescriptionHelpFormatter(prog, width=HELP_WIDTH, max_help_position=30)
 
 
+def _memoise_argparse_gettext() -> None:
+    # argparse calls gettext ~50 times while these parsers are built, and every call searches the
+    # locale directories again: ~20 ms, a fifth of the start-up budget. Same strings, memoised.
+    import functools
+    import gettext
+
+    if not hasattr(argparse._, "cache_info"):
+        argparse._ = functools.lru_cache(maxsize=None)(gettext.gettext)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    _memoise_argparse_gettext()
     common = argparse.ArgumentParser(add_help=False, formatter_class=_fmt)
     # SUPPRESS: an option given before the command must not be reset by the sub-parser's default.
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,

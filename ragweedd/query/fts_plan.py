@@ -223,6 +223,7 @@ def fts_search(conn: sqlite3.Connection, query: str, idf_cache: IdfCache, cfg, l
                wordnet=None, synonym_status: dict | None = None,
                allowed: Iterable[int] | None = None) -> tuple[list[tuple[int, float]], dict[str, Any]]:
     t0 = time.perf_counter()
+    limit = max(limit, MIN_TIER_HITS)  # below that no tier could ever count as having fired
     plan = make_plan(query, idf_cache, cfg, wordnet, synonym_status)
     t1 = time.perf_counter()
     hits, run_meta = execute(conn, plan, limit, max_postings=cfg.fts_or_max_postings,

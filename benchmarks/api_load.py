@@ -92,11 +92,20 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--path", default="/v1/search")
     ap.add_argument("--engine", default="ragweedd.api.fake_engine:FakeEngine")
+    ap.add_argument("--state-dir", metavar="DIR",
+                    help="load an already running ragweedd (reads DIR/port and DIR/token) instead of a FakeEngine server")
     ap.add_argument("--serve", metavar="STATE_DIR", help=argparse.SUPPRESS)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "api_load.json"))
     a = ap.parse_args()
     if a.serve:
         serve(a.serve, a.engine)
+        return
+    if a.state_dir:
+        st = Path(a.state_dir).expanduser()
+        port = json.loads((st / "port").read_text())["port"]
+        res = asyncio.run(load(port, (st / "token").read_text().strip(), a.clients, a.seconds, a.path))
+        a.engine = f"running daemon ({st})"
+        report(res, a)
         return
     with tempfile.TemporaryDirectory() as d:
         proc = subprocess.Popen([sys.executable, __file__, "--serve", d, "--engine", a.engine])
@@ -113,6 +122,10 @@ def main() -> None:
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
+    report(res, a)
+
+
+def report(res: dict, a) -> None:
     res.update({"benchmark": "api_load", "path": a.path, "engine": a.engine, "cpus": os.cpu_count(),
                 "loadavg_1m": round(os.getloadavg()[0], 2)})
     cols = ["clients", "requests", "errors", "rps", "p50_ms", "p90_ms", "p99_ms", "max_ms"]

@@ -80,7 +80,7 @@ _RE_FLAGS = {"IGNORECASE", "I", "MULTILINE", "M", "DOTALL", "S", "VERBOSE", "X",
 
 def _listen(v):
     host, sep, port = v.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
         return "HOST:PORT, e.g. '127.0.0.1:8723'"
     return None
 
@@ -101,7 +101,7 @@ def _hhmm(v):
 K = KeySpec
 KEYS: tuple[KeySpec, ...] = (
     # --- service -------------------------------------------------------------------------
-    K("", "listen", str, "127.0.0.1:8723", "Address the API binds to; loopback only unless allow_remote_bind.", _listen),
+    K("", "listen", str, "127.0.0.1:8723", "Address the API binds to; loopback only unless allow_remote_bind; port 0 picks a free port (written to the port file).", _listen),
     K("", "allow_remote_bind", bool, False, "Permit a non-loopback listen address (prints a warning)."),
     K("", "data_dir", str, "", "Databases and indexes; empty = OS default (XDG_DATA_HOME/ragweedd, ~/Library/Application Support/ragweedd)."),
     K("", "state_dir", str, "", "Token, port, lock files; empty = OS default (XDG_STATE_HOME/ragweedd)."),

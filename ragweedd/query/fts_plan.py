@@ -7,7 +7,8 @@
 4. More than FTS_LONG_QUERY_THRESHOLD words -> only the top two thirds by IDF are kept.
 5. Synonyms from WordNet with a budget by IDF third (top SYNONYMS_MAX_PER_WORD, middle half of it,
    bottom 1; pruned words 0; a word the collection does not contain gets the full budget, since
-   only its synonyms can match). Synonyms the collection does not contain are not used.
+   only its synonyms can match). Synonyms the collection does not contain are not used, nor are
+   synonyms of numbers, of words in more than half the chunks, or one-letter/numeric synonyms.
 6. Tier 1: AND of the kept words that occur at all. Tier 2: OR of kept words and synonyms. The
    first tier with at least MIN_TIER_HITS rows is the answer.
 
@@ -136,8 +137,8 @@ def make_plan(query: str, idf_cache: IdfCache, cfg, wordnet=None, synonym_status
         top = cfg.synonyms_max_per_word
         budgets = (top, math.ceil(top / 2), 1)
         for r, i in enumerate(ranked):
-            if not i.kept:
-                i.budget = 0
+            if not i.kept or i.word.isdigit():
+                i.budget = 0  # numbers: WordNet's "5" -> "v", "fin" only adds noise
             elif i.df == 0:
                 i.budget = top
             elif i.df > CACHE_MAX_DF_FRACTION * n:
@@ -152,7 +153,7 @@ def _add_synonyms(plan: Plan, idf_cache: IdfCache, wordnet) -> None:
     asked: dict[str, list[str]] = {}
     for i in plan.words:
         if i.budget > 0:
-            asked[i.word] = [s for s in wordnet.synonyms(i.word) if fts_string(s)]
+            asked[i.word] = [s for s in wordnet.synonyms(i.word) if _usable_synonym(s)]
     flat = list(dict.fromkeys(s for ss in asked.values() for s in ss))
     if not flat:
         return
@@ -165,6 +166,12 @@ def _add_synonyms(plan: Plan, idf_cache: IdfCache, wordnet) -> None:
             if dfs.get(s, 0) > 0 and fts_string(s) not in query_strings:
                 i.synonyms.append(s)
                 i.synonyms_df.append((s, dfs[s]))
+
+
+def _usable_synonym(s: str) -> bool:
+    """Abbreviations and numbers from WordNet ("u.k.", "v", "5") match unrelated rows."""
+    words = query_words(s)
+    return bool(words) and all(len(w) > 1 and not w.isdigit() for w in words)
 
 
 def _run(conn: sqlite3.Connection, expr: str, limit: int) -> list[tuple[int, float]]:

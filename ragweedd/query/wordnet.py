@@ -71,6 +71,8 @@ class _SortedFile:
         return start, f.readline()
 
     def find(self, key: str) -> bytes | None:
+        if not key or key[0].isspace() or any(c.isspace() for c in key):
+            return None  # lemmas have no spaces; the licence header lines start with them
         k = key.encode("utf-8") + b" "
         with self._lock:
             lo, hi = 0, self.size

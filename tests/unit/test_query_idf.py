@@ -1,0 +1,100 @@
+"""IDF: SQLite's own stemming, df from fts5vocab equal to count(*) MATCH, the persistent cache in
+ingest_db (what is cached, and invalidation when the collection drifts by more than 10 %)."""
+
+import math
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from ragweedd.query.idf import STEMMER, CollectionStats, IdfCache, idf  # noqa: E402
+from ragweedd.store.ingest_db import IngestDB  # noqa: E402
+from tests.query_support import fts_db  # noqa: E402
+
+TEXTS = ["cells divide", "the cell", "the running dogs", "a café in Zürich", "the the", "the heart attack risk"]
+
+
+def test_stemmer_uses_the_index_tokenizer():
+    assert STEMMER.terms("cells") == ("cell",)
+    assert STEMMER.terms("running") == ("run",)
+    assert STEMMER.terms("Zürich") == ("zurich",)
+    assert STEMMER.terms("") == ()
+
+
+def test_vocab_df_equals_count_match():
+    conn = fts_db(TEXTS * 3)
+    stats = CollectionStats(conn)
+    assert stats.vocab is not None
+    for w in ["cell", "cells", "the", "zurich", "café", "dogs", "absent"]:
+        term = (STEMMER.terms(w) or ("",))[0]
+        assert stats.df_term(term) == stats.df_match(term), w
+    assert stats.df_word("cells") == 6
+    assert stats.df_word("heart attack") == 3  # phrase: bounded by its rarest word
+    assert stats.df_word("???") == 0
+
+
+def test_idf_formula():
+    assert idf(0, 100) == pytest.approx(math.log(1 + 100.5 / 0.5))
+    assert idf(50, 100) == pytest.approx(math.log(1 + 50.5 / 50.5))
+    assert idf(100, 100) == pytest.approx(math.log(1 + 0.5 / 100.5))
+    assert idf(1, 100) > idf(10, 100) > idf(60, 100) > 0
+
+
+@pytest.fixture
+def cache_env(tmp_path):
+    conn = fts_db(TEXTS)
+    IngestDB(tmp_path / "ingest.sqlite3").close()
+    cache_conn = sqlite3.connect(tmp_path / "ingest.sqlite3", isolation_level=None)
+    state = {"n": len(TEXTS), "seq": 10, "added": 0, "deleted": 0}
+    cache = IdfCache("c", CollectionStats(conn), n_docs=lambda: state["n"], seq=lambda: state["seq"],
+                     cache_conn=cache_conn, changes_since=lambda s: (state["added"], state["deleted"]))
+    yield cache, cache_conn, state
+    cache_conn.close()
+
+
+def rows(c):
+    return dict(c.execute("SELECT term, doc FROM fts_idf_cache WHERE collection='c'").fetchall())
+
+
+def test_cache_stores_rare_words_not_common_ones(cache_env):
+    cache, cc, state = cache_env
+    assert cache.df(["cell", "the", "zurich"]) == {"cell": 2, "the": 4, "zurich": 1}
+    r = rows(cc)
+    assert r["cell"] == 2 and r["zurich"] == 1 and "the" not in r  # 4/6 > 50 %
+    assert r["\x00n"] == 6 and r["\x00seq"] == 10
+    # memo answers the second time; the cache answers a new process (new IdfCache)
+    cache.df(["cell"])
+    assert cache.source_counts["memo"] == 1
+
+
+def test_cache_survives_small_drift_and_resets_on_large(cache_env):
+    cache, cc, state = cache_env
+    cache.df(["cell"])
+    cc.execute("UPDATE fts_idf_cache SET doc = 99 WHERE term = 'cell'")  # marks what the cache served
+    state.update(seq=11, added=0, deleted=0)
+    assert cache.df(["cell"]) == {"cell": 99}  # served from the persistent cache
+    state.update(seq=12, added=1)  # 1 change on 6 chunks: > 10 % drift
+    assert cache.df(["cell"]) == {"cell": 2}
+    assert rows(cc)["\x00seq"] == 12
+
+
+def test_cache_resets_when_sequence_goes_backwards(cache_env):
+    cache, cc, state = cache_env
+    cache.df(["cell"])
+    cc.execute("UPDATE fts_idf_cache SET doc = 99 WHERE term = 'cell'")
+    state.update(seq=3)  # the database was rebuilt
+    assert cache.df(["cell"]) == {"cell": 2}
+
+
+def test_busy_cache_never_fails_a_search(tmp_path):
+    conn = fts_db(TEXTS)
+    IngestDB(tmp_path / "ingest.sqlite3").close()
+    locker = sqlite3.connect(tmp_path / "ingest.sqlite3", isolation_level=None)
+    locker.execute("BEGIN EXCLUSIVE")
+    cc = sqlite3.connect(tmp_path / "ingest.sqlite3", isolation_level=None, timeout=0.01)
+    cache = IdfCache("c", CollectionStats(conn), n_docs=lambda: 6, seq=lambda: 1, cache_conn=cc)
+    assert cache.df(["cell", "zurich"]) == {"cell": 2, "zurich": 1}
+    locker.execute("ROLLBACK")

@@ -299,3 +299,19 @@ def test_oneshot_without_llm_prints_labelled_passages_with_citations(plain):
 def test_oneshot_bad_input(plain, args, code, words):
     p = run_plain(plain, *args)
     assert p.returncode == code and words in p.stderr, (p.returncode, p.stderr)
+
+
+def test_daemon_without_llm_answers_with_labelled_passages(daemon, tmp_path):
+    dm = daemon({"notes": [write_docs(tmp_path / "docs")]})
+    wait_until(lambda: sum(1 for r in dm.live_rows("notes").values() if r["extract_status"] == "done") == 3,
+               60, 0.2, "three indexed documents")
+    a = dm.api("POST", "/v1/ask", json={"query": "do cats purr?", "stream": False}).json()
+    assert a["mode"] == "passages" and a["label"] == NO_LLM_LABEL and a["answer"].startswith(NO_LLM_LABEL)
+    assert a["provider"] is None and a["llm_calls"] == 0 and len(a["sources"]) == 3
+    e = dm.api("GET", f"/v1/history/{a['history_id']}").json()
+    assert e["mode"] == "passages" and e["answer"] == a["answer"] and e["status"] == "done"
+    env = {**os.environ, "RAGWEED_STATE_DIR": str(dm.base / "state")}
+    p = subprocess.run([sys.executable, "-m", "ragweedd.cli.ctl", "ask", "do cats purr?"], capture_output=True,
+                       text=True, env=env, cwd=ROOT, timeout=60)
+    assert p.returncode == 0 and p.stdout.startswith(NO_LLM_LABEL), p.stdout + p.stderr
+    assert "[1] notes/" in p.stdout and p.stdout.count("\n[") >= 6, "three passages, then three numbered sources"

@@ -30,13 +30,19 @@ def connect(path: Path | str, *, readonly: bool = False, timeout_s: float = 30.0
     except sqlite3.Error as e:
         raise StorageError(f"cannot open database {path}: {e}", hint="check the path and its permissions") from e
     conn.row_factory = sqlite3.Row
-    conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
-    if not readonly:
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        if mode.lower() != "wal":
-            raise StorageError(f"database {path} could not switch to WAL mode (got {mode})")
-        conn.execute("PRAGMA synchronous = NORMAL")
-    conn.execute("PRAGMA foreign_keys = ON")
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+        if not readonly:
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode.lower() != "wal":
+                raise StorageError(f"database {path} could not switch to WAL mode (got {mode})")
+            conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as e:
+        conn.close()
+        raise StorageError(f"{path} is not a usable SQLite database: {e}",
+                           hint="move the file aside; ragweedd recreates it (indexes are rebuilt from your files)") from e
     return conn
 
 

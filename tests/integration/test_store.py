@@ -118,3 +118,11 @@ def test_ingest_files_supersede_and_state_counts(tmp_path):
     assert db.counts_by_state("c") == {"done": 1}
     assert db.mark_deleted("c", "/a") == "m2"
     assert db.live_file("c", "/a") is None
+
+
+def test_a_file_that_is_not_sqlite_is_a_clear_storage_error(tmp_path):
+    bad = tmp_path / "rag.sqlite3"
+    bad.write_bytes(b"this is not a database at all" * 100)
+    with pytest.raises(StorageError, match="not a usable SQLite database"):
+        RagDB(bad, "c")
+    assert bad.read_bytes().startswith(b"this is not")  # nothing lost

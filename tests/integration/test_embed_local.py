@@ -1,4 +1,5 @@
-"""The real embedded model: all-MiniLM-L6-v2 int8 ONNX with the upstream tokenizer."""
+"""The real embedded model: all-MiniLM-L6-v2 with the upstream tokenizer, both variants (f32 graph built
+from the upstream safetensors; the int8-stored ONNX export)."""
 
 import shutil
 import threading
@@ -16,9 +17,9 @@ pytestmark = pytest.mark.model
 S1, S2, S3 = "The weather is lovely today.", "It's so sunny outside!", "He drove to the stadium."
 
 
-@pytest.fixture(scope="module")
-def minilm():
-    return MiniLMEmbedder(threads=2).load()
+@pytest.fixture(scope="module", params=["f32", "int8"])
+def minilm(request):
+    return MiniLMEmbedder(threads=2, variant=request.param).load()
 
 
 def test_reference_similarities(minilm):
@@ -33,7 +34,7 @@ def test_reference_similarities(minilm):
 
 @pytest.fixture(scope="module")
 def minilm_f32():
-    return MiniLMEmbedder(threads=2, variant="f32").load()
+    return MiniLMEmbedder(threads=2).load()  # the default variant
 
 
 def test_f32_variant_gives_upstream_numbers(minilm_f32):
@@ -46,7 +47,8 @@ def test_f32_variant_gives_upstream_numbers(minilm_f32):
     assert minilm_f32.id == f"local:all-minilm-l6-v2@f32-{SAFETENSORS_SHA256[:8]}"
 
 
-def test_int8_and_f32_agree_on_real_text(minilm, minilm_f32):
+def test_int8_and_f32_agree_on_real_text(minilm_f32):
+    minilm = MiniLMEmbedder(threads=2, variant="int8")
     texts = ["Alterations of the architecture of cerebral white matter in the developing human brain "
              "can affect cortical development and result in functional disabilities.",
              "A line scan diffusion-weighted magnetic resonance imaging sequence was applied.",
@@ -128,7 +130,8 @@ def test_threads_share_one_model(minilm):
 
 
 def test_id_carries_weights_hash(minilm):
-    assert minilm.id == f"local:all-minilm-l6-v2@int8-{ONNX_SHA256[:8]}"
+    weights = ONNX_SHA256 if minilm.variant == "int8" else SAFETENSORS_SHA256
+    assert minilm.id == f"local:all-minilm-l6-v2@{minilm.variant}-{weights[:8]}"
     assert minilm.preferred_chunk_tokens == 256 and minilm.max_input_tokens == 256
 
 
@@ -144,7 +147,7 @@ def _tampered(src, dst, offset):
 
 def test_tampered_model_is_refused(tmp_path):
     bad = _tampered(default_onnx_path(), tmp_path / "model.onnx", 12_000_000)
-    e = MiniLMEmbedder(onnx_path=bad)
+    e = MiniLMEmbedder(variant="int8", onnx_path=bad)
     with pytest.raises(ModelIntegrityError) as ei:
         e.embed_batch(["x"])
     msg = str(ei.value)
@@ -161,20 +164,21 @@ def test_tampered_tokenizer_is_refused(tmp_path):
 def test_intact_copy_loads(tmp_path):
     good = tmp_path / "model.onnx"
     shutil.copyfile(default_onnx_path(), good)
-    v = MiniLMEmbedder(threads=1, onnx_path=good).embed_batch([S1])
+    v = MiniLMEmbedder(threads=1, variant="int8", onnx_path=good).embed_batch([S1])
     assert v.shape == (1, 384)
 
 
 def test_missing_or_truncated_model_file(tmp_path):
     with pytest.raises(ModelIntegrityError, match="cannot be read"):
-        MiniLMEmbedder(onnx_path=tmp_path / "nope.onnx").load()
+        MiniLMEmbedder(variant="int8", onnx_path=tmp_path / "nope.onnx").load()
     short = tmp_path / "short.onnx"
     short.write_bytes(default_onnx_path().read_bytes()[:1000])
     with pytest.raises(ModelIntegrityError, match="damaged"):
-        MiniLMEmbedder(onnx_path=short).load()
+        MiniLMEmbedder(variant="int8", onnx_path=short).load()
 
 
-@pytest.mark.parametrize("kw", [{"threads": 0}, {"threads": "2"}, {"batch_size": 0}, {"batch_size": 1.5}])
+@pytest.mark.parametrize("kw", [{"threads": 0}, {"threads": "2"}, {"batch_size": 0}, {"batch_size": 1.5},
+                                {"onnx_path": "m.onnx"}, {"variant": "int8", "safetensors_path": "m.safetensors"}])
 def test_bad_settings(kw):
     with pytest.raises(EmbedderError):
         MiniLMEmbedder(**kw)

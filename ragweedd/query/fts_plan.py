@@ -16,9 +16,11 @@ Safety: every word and synonym is reduced to alphanumeric runs and written as a 
 so no operator (quotes, NEAR, *, ^, -, :, parentheses, AND/OR/NOT) can reach MATCH from a query.
 
 Speed (the OR tier): FTS5 scores every row that matches an OR, so its cost grows with the summed
-document frequency of its terms (~250 ms for 6 common words at 500k chunks). The OR tier therefore
-takes its terms rarest first while their summed df stays within FTS_OR_MAX_POSTINGS (the rarest
-term always goes in); the more common terms left out are reported in the meta. A row that holds
+document frequency of its terms (~250 ms for 6 common words at 500k chunks; measured here ~5 us per
+posting under load, linear in the postings). The OR tier therefore takes its terms rarest first
+while their summed df stays within FTS_OR_MAX_POSTINGS (the rarest term always goes in); the more
+common terms left out are reported in the meta. ``ORDER BY bm25(...)`` is used rather than
+``ORDER BY rank``: measured ~1.5x faster on the same queries. A row that holds
 only the common words would rank low under BM25 anyway (their IDF is small), and the vector half
 of hybrid search still sees it.
 """
@@ -176,7 +178,7 @@ def _usable_synonym(s: str) -> bool:
 
 def _run(conn: sqlite3.Connection, expr: str, limit: int) -> list[tuple[int, float]]:
     rows = conn.execute(
-        "SELECT rowid, rank FROM fts_chunks WHERE fts_chunks MATCH ? ORDER BY rank LIMIT ?",
+        "SELECT rowid, bm25(fts_chunks) AS s FROM fts_chunks WHERE fts_chunks MATCH ? ORDER BY s LIMIT ?",
         (expr, limit)).fetchall()
     return [(int(r[0]), -float(r[1])) for r in rows]
 

@@ -222,7 +222,9 @@ def batch_candidates(vecs, levels, links0, cnt0, uoff, ulinks, ucnt, deleted, n_
                     visited[blk, :] = 0
                     g = np.uint32(1)
                 gens[blk] = g
-                rs = _search_layer(q, vecs, level, links0, cnt0, uoff, ulinks, ucnt, deleted, True, n_fixed,
+                # Tombstoned nodes stay link candidates (as in hnswlib): skipping them could leave new
+                # nodes unreachable when everything near them, or the entry point, was deleted.
+                rs = _search_layer(q, vecs, level, links0, cnt0, uoff, ulinks, ucnt, deleted, False, n_fixed,
                                    cur, no_seeds, efc, visited[blk], g, cand_k[blk], cand_v[blk],
                                    res_k[blk], res_v[blk])
                 got = _drain(res_k[blk], res_v[blk], rs, out_ids[i, level], out_sims[i, level], efc)

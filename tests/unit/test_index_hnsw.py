@@ -247,3 +247,14 @@ def test_searches_run_during_a_bulk_insert_and_stay_correct():
     assert len(idx) == len(x)
     lab, _ = idx.search(x[11000], 1, 64)
     assert lab[0] == 11000
+
+
+def test_new_nodes_reachable_after_everything_was_deleted():
+    x = clustered(600, dim=8, seed=11)
+    idx = HnswIndex(8, seed=7)
+    idx.add(np.arange(300), x[:300])
+    idx.delete(np.arange(300))  # the entry point and every neighbour are tombstones now
+    idx.add(np.arange(300, 600), x[300:])
+    L, _ = idx.search_batch(x[300:], 1, 32)
+    assert (L[:, 0] == np.arange(300, 600)).mean() >= 0.99
+    assert set(L.ravel().tolist()) <= set(range(300, 600))

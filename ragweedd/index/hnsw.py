@@ -381,17 +381,22 @@ class HnswIndex:
 
     @classmethod
     def from_data(cls, d) -> "HnswIndex":
-        idx = cls(d.dim, M=d.M, ef_construction=d.ef_construction, seed=d.seed, capacity=max(d.n, 16), M0=d.M0)
-        g = idx._g
+        idx = cls(d.dim, M=d.M, ef_construction=d.ef_construction, seed=d.seed, capacity=16, M0=d.M0)
+
+        def own(a, dtype):
+            # read_index hands over fresh arrays: adopt them (capacity = n, grown on the next add)
+            # instead of copying a second time, which would double the load's peak memory.
+            a = np.asarray(a, dtype=dtype)
+            return a if a.flags.writeable and a.flags.c_contiguous and a.size else a.copy()
+
         n = d.n
-        rows = max(d.ulinks.shape[0], 16)
-        g = _empty_graph(d.dim, d.M, d.M0, max(n, 16), rows)
-        for name in ("vecs", "labels", "links0", "cnt0", "levels", "uoff", "deleted"):
-            getattr(g, name)[:n] = getattr(d, name)
-        g.ulinks[: d.ulinks.shape[0]] = d.ulinks
-        g.ucnt[: d.ucnt.shape[0]] = d.ucnt
-        idx._g = _Graph(**{**g.__dict__, "n": n, "urows": d.ulinks.shape[0], "entry": d.entry,
-                           "max_level": d.max_level})
+        idx._g = _Graph(
+            vecs=own(d.vecs, np.float32).reshape(n, d.dim), labels=own(d.labels, np.int64),
+            links0=own(d.links0, np.int32).reshape(n, d.M0), cnt0=own(d.cnt0, np.int32),
+            levels=own(d.levels, np.int8), uoff=own(d.uoff, np.int32), deleted=own(d.deleted, np.uint8),
+            ulinks=own(d.ulinks, np.int32).reshape(-1, d.M), ucnt=own(d.ucnt, np.int32),
+            n=n, urows=d.ulinks.shape[0], entry=d.entry, max_level=d.max_level,
+        )
         live = np.nonzero(d.deleted == 0)[0]
         idx._node_of = dict(zip(d.labels[live].tolist(), live.tolist()))
         idx._live = int(live.size)

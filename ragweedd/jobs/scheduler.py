@@ -31,7 +31,8 @@ class Jobs:
         self.last: dict[str, dict] = {}
         hh, mm = (int(x) for x in cfg.cluster_schedule.split(":"))
         self.sched.add_job(self._wrap("cluster_reanalysis", reanalyze), CronTrigger(hour=hh, minute=mm),
-                           id="cluster_reanalysis", name="nightly cluster re-analysis")
+                           id="cluster_reanalysis", name="nightly cluster re-analysis",
+                           coalesce=True, misfire_grace_time=MISFIRE_GRACE_S)
         self.sched.add_job(self._wrap("integrity_check", integrity),
                            IntervalTrigger(seconds=cfg.integrity_interval_s), id="integrity_check",
                            name="integrity check")

@@ -12,7 +12,7 @@ Where a df comes from, fastest first:
 3. a TEMP ``fts5vocab`` table over fts_chunks (``SELECT doc FROM vocab WHERE term=?``, ~0.05 ms),
    or ``SELECT count(*) ... MATCH ?`` (~1.5 ms at 500k chunks) when fts5vocab cannot be created.
 
-Words with df > 50 % of chunks are not cached (their df moves with every change and they are
+Words with df = 0 are not cached (see ``df``); words with df > 50 % of chunks are not cached (their df moves with every change and they are
 cheap to recount). Invalidation: the cache of a collection records the collection's chunk count
 and change sequence when it was (re)started, in two reserved rows. When the chunks added or
 deleted since then exceed 10 % of that count, the collection's cache rows are dropped and
@@ -221,7 +221,11 @@ class IdfCache:
                 d = self.stats.df_word(w)
                 out[w] = self._memo[w] = d
                 self.source_counts["vocab"] += 1
-                if d <= CACHE_MAX_DF_FRACTION * n:
+                # df = 0 is never persisted: the plan reads it as "absent, drop the word", so a
+                # cached 0 would hide the first file that brings the word until the 10% drift reset
+                # (a note saved after someone searched for its words). A nonzero df that drifts
+                # only nudges a weight.
+                if 0 < d <= CACHE_MAX_DF_FRACTION * n:
                     fresh.append((self.collection, w, d, time.time()))
             if fresh and self.cache_conn is not None:
                 try:

@@ -78,6 +78,7 @@ class Core:
 
         self.cfg, self.paths, self.embedder = cfg, paths, embedder
         self.started_at = time.time()
+        self._local = threading.local()  # per-thread Searcher, see search()
         self.queue = JobQueue(paths.ingest_db, max_tries=cfg.extract_max_tries)
         self.debouncer = Debouncer(self.queue.put_many, debounce_s=cfg.debounce_s, delete_hold_s=cfg.delete_hold_s)
         self._scan_wanted: set[str] = set()
@@ -234,17 +235,27 @@ class Core:
 
     # --- search ------------------------------------------------------------------------------------
     def search(self, query: str, names: list[str], k: int, filters: dict) -> dict:
-        try:
-            from ragweedd.query.hybrid import one_shot_search
-        except ImportError:
-            one_shot_search = None
-        if one_shot_search is not None:
-            kw = {k2: v for k2, v in filters.items() if v is not None}
-            try:
-                return one_shot_search(self.cfg, self.paths, self.embedder, query, collections=names, top_k=k, **kw)
-            except TypeError:
-                return one_shot_search(self.cfg, self.paths, self.embedder, query, collections=names, top_k=k)
-        return simple_search(self.cfg, self.paths, self.embedder, query, names, k, filters)
+        """Hybrid search (DESIGN §8). Each API worker thread keeps its own Searcher (connections,
+        IDF caches, WordNet handles), rebuilt when the set of searchable collections changes."""
+        from ragweedd.query.filters import Filters
+
+        f = Filters.make(collections=names, path_glob=filters.get("path_glob"),
+                         file_types=[filters["file_type"]] if filters.get("file_type") else None,
+                         doc_ids=[filters["doc_id"]] if filters.get("doc_id") else None)
+        return self._searcher(names).search(query, filters=f, limit=k)
+
+    def _searcher(self, names: list[str]):
+        from ragweedd.query.hybrid import Searcher
+
+        key = tuple(sorted(n for n in self.collections.items if Path(self.paths.rag_db(n)).exists()))
+        held = getattr(self._local, "searcher", None)
+        if held is not None and held[0] == key and set(names) <= set(key):
+            return held[1]
+        if held is not None:
+            held[1].close()
+        s = Searcher(self.cfg, self.paths, self.embedder, collections=list(key))
+        self._local.searcher = (key, s)
+        return s
 
     # --- status ------------------------------------------------------------------------------------
     def status(self) -> dict:
@@ -280,58 +291,14 @@ class Core:
         }
 
 
-def simple_search(cfg, paths, embedder, query: str, names: list[str], k: int, filters: dict) -> dict:
-    """Dense + keyword, merged with the FTS boost (DESIGN §8 merge, without tiers or synonyms)."""
-    from ragweedd.embed.long import embed_texts
-    from ragweedd.query.keyword import bm25_search
-    from ragweedd.query.vectors import vector_search, vectors_of
-    from ragweedd.store.rag_db import RagDB
-
-    t0 = time.perf_counter()
-    qv = embed_texts(embedder, [query.lower()])[0]
-    hits: list[dict] = []
-    for name in names:
-        db = paths.rag_db(name)
-        if not Path(db).exists():
-            continue
-        rag = RagDB(db, name, readonly=True)
-        try:
-            scores = dict(vector_search(rag, paths, cfg, qv, cfg.top_k))
-            fts = [i for i, _ in bm25_search(rag.conn, query, cfg.top_k)] if cfg.fts_enabled else []
-            missing = [i for i in fts if i not in scores]
-            for i, v in vectors_of(rag, missing).items():
-                scores[i] = float(v @ qv)
-            for i in fts:
-                if i in scores:
-                    scores[i] += cfg.fts_weight
-            rows = rag.hits(list(scores))
-            for i, s in scores.items():
-                if i in rows:
-                    hits.append({**rows[i], "score": float(s), "embedding_id": str(i)})
-        finally:
-            rag.close()
-    hits.sort(key=lambda h: -h["score"])
-    per_file: dict[str, int] = {}
-    kept = []
-    for h in hits:
-        f = h["source_file"]
-        if per_file.get(f, 0) >= cfg.max_chunks_per_file:
-            continue
-        per_file[f] = per_file.get(f, 0) + 1
-        kept.append(h)
-    kept = kept[:k]
-    if kept:
-        hi, lo = kept[0]["score"], kept[-1]["score"]
-        for h in kept:
-            h["rel_score"] = 1.0 if hi == lo else (h["score"] - lo) / (hi - lo)
-    return {"results": kept, "retrieval_meta": {"mode": "simple_hybrid", "ms": round((time.perf_counter() - t0) * 1000, 2)}}
-
-
 def run_daemon(cfg, allow_remote: bool = False) -> int:
     """Run until SIGTERM/SIGINT; returns the exit code."""
     from ragweedd.api.server import ApiServer, ensure_token
 
+    from ragweedd.index.numba_env import setup_for
+
     paths = Paths.from_config(cfg).ensure()
+    setup_for(paths)  # before anything imports numba
     lock = InstanceLock(paths.lock_file)
     lock.acquire()
     core = None

@@ -19,23 +19,14 @@ from ragweedd.errors import RagweedError, RequestError
 
 
 def search(cfg, paths, embedder, query: str, collections: list[str] | None, top_k: int) -> dict[str, Any]:
-    """The hybrid search of DESIGN §8 when present, else dense + keyword with the FTS boost."""
+    """The hybrid search of DESIGN §8."""
     names = collections or sorted(p.name for p in paths.collections.glob("*") if (p / "rag.sqlite3").exists())
     if not names:
         raise RequestError(f"nothing is indexed yet under {paths.collections}",
                            hint="ingest first: ragweedd ingest PATH --collection NAME (or start the daemon)")
-    try:
-        from ragweedd.query.hybrid import one_shot_search
-    except ImportError:
-        one_shot_search = None
-    if one_shot_search is not None:
-        return one_shot_search(cfg, paths, embedder, query, collections=names, top_k=top_k)
-    from ragweedd.daemon import simple_search
-    from ragweedd.query.simple import open_collections
+    from ragweedd.query.hybrid import one_shot_search
 
-    for r in open_collections(paths, names):  # unknown names raise NotFoundError here
-        r.close()
-    return simple_search(cfg, paths, embedder, query, names, top_k, {})
+    return one_shot_search(cfg, paths, embedder, query, collections=names, top_k=top_k)
 
 
 def run(cfg, args, out: TextIO | None = None, err: TextIO | None = None) -> int:

@@ -25,7 +25,12 @@ def make_embedder(cfg: Config):
 
 
 def paths_for(cfg: Config) -> Paths:
-    return Paths.from_config(cfg).ensure()
+    from ragweedd.index.numba_env import setup_for
+
+    paths = Paths.from_config(cfg).ensure()
+    # Before anything imports numba: compiled HNSW kernels live in the cache dir (DESIGN §7).
+    setup_for(paths)
+    return paths
 
 
 def where(hit: dict[str, Any]) -> str:

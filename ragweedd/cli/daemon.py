@@ -151,6 +151,14 @@ def _ingest(cfg, args) -> int:
                     print(f"{out.status}: {out.path}: {out.error}", file=sys.stderr)
     finally:
         pipe.close()
+    # Keep the collection's HNSW files in step with what was just stored, as the daemon does.
+    from ragweedd.ingest.index_sync import IndexSync
+
+    sync = IndexSync(cfg, paths, pipe.embedder.dim)
+    try:
+        sync.sync(args.collection)
+    finally:
+        sync.close()
     dt = time.monotonic() - t0
     summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
     print(f"ingested into '{args.collection}': {summary or 'no files'}; {chunks} new chunks, "
@@ -163,22 +171,11 @@ def _search(cfg, args) -> int:
 
     paths = common.paths_for(cfg)
     embedder = common.make_embedder(cfg)
-    try:
-        from ragweedd.query.hybrid import one_shot_search
-    except ImportError:
-        one_shot_search = None
-    if args.mode == "hybrid" and one_shot_search is not None:
-        res = one_shot_search(cfg, paths, embedder, args.query, collections=args.collection, top_k=args.top_k)
-        common.print_hits(res["results"], args.json, {"retrieval_meta": res.get("retrieval_meta")})
-        return 0
-    from ragweedd.query.simple import dense_search, keyword_search, open_collections
+    from ragweedd.query.hybrid import one_shot_search
 
-    rags = open_collections(paths, args.collection)
-    if args.mode == "keyword":
-        hits = keyword_search(rags, args.query, args.top_k)
-    else:
-        hits = dense_search(rags, embedder, args.query, args.top_k)
-    common.print_hits(hits, args.json)
+    res = one_shot_search(cfg, paths, embedder, args.query, collections=args.collection, top_k=args.top_k,
+                          mode=args.mode)
+    common.print_hits(res["results"], args.json, {"retrieval_meta": res.get("retrieval_meta")})
     return 0
 
 

@@ -217,6 +217,10 @@ class IndexManager:
         self.flush([suffix])
         return new
 
+    def rebuilding(self, suffix: str) -> bool:
+        """True while a rebuild or compaction of ``suffix`` runs beside the live graph."""
+        return suffix in self._pending
+
     # --- search ---------------------------------------------------------------------------------
     def search(self, queries: dict[str, np.ndarray], k: int = 64, ef: int = 512,
                entry_points=None) -> tuple[np.ndarray, np.ndarray]:

@@ -61,6 +61,12 @@ def setup_numba_cache(path: str | os.PathLike | None) -> str:
     return fb
 
 
+def setup_for(paths) -> str:
+    """The daemon's and CLI's choice: an explicit NUMBA_CACHE_DIR (the systemd unit sets one; test
+    runs share one) wins, else ``$CACHE/numba``."""
+    return setup_numba_cache(os.environ.get(_ENV) or paths.numba_cache)
+
+
 def ensure_usable_cache() -> str | None:
     """Called by the kernel module right before ``import numba``.
 

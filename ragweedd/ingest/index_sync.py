@@ -68,7 +68,10 @@ class IndexSync:
         if self._thread.is_alive():
             self._thread.join(60)
         with self._lock:
+            from ragweedd.query.vectors import unregister_index
+
             for name, m in self.managers.items():
+                unregister_index(self.paths.rag_db(name))
                 try:
                     m.close()  # flushes what is dirty
                 except Exception as e:
@@ -76,8 +79,11 @@ class IndexSync:
             self.managers.clear()
 
     def drop(self, collection: str) -> None:
+        from ragweedd.query.vectors import unregister_index
+
         with self._lock:
             m = self.managers.pop(collection, None)
+            unregister_index(self.paths.rag_db(collection))
         if m is not None:
             m.close()
 
@@ -106,9 +112,12 @@ class IndexSync:
             return m, False
         from ragweedd.index.manager import IndexManager
 
+        from ragweedd.query.vectors import register_index
+
         with self._lock:
             m = IndexManager(self.paths.collection_dir(name), {SUFFIX: self.dim}, config=self.cfg)
             self.managers[name] = m
+            register_index(self.paths.rag_db(name), m)
         max_seq = rag.max_seq()
         min_seq = rag.conn.execute("SELECT min(seq) FROM changes").fetchone()[0]
         plan = m.plan(SUFFIX, max_seq, min_seq)

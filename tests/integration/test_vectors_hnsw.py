@@ -1,0 +1,80 @@
+"""The query path searches the HNSW index (DESIGN §7/§8): the daemon's live manager, or the index
+files on disk caught up from the change log; exact search stays the reference."""
+
+import numpy as np
+
+from ragweedd.config import load_config
+from ragweedd.embed.hashing import HashEmbedder
+from ragweedd.embed.long import embed_texts
+from ragweedd.ingest.index_sync import IndexSync
+from ragweedd.ingest.pipeline import Pipeline
+from ragweedd.paths import Paths
+from ragweedd.query import vectors
+from ragweedd.query.exact import load_matrix, top_k
+from ragweedd.store.rag_db import RagDB
+
+
+def _setup(tmp_path, n_files=120):
+    cfg = load_config(text="hnsw_exact_below = 0\nhnsw_ef = 64\n[embed]\nmodel = 'hash:64'\n", env={})
+    paths = Paths.resolve(str(tmp_path / "d"), str(tmp_path / "s"), str(tmp_path / "c")).ensure()
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    rng = np.random.default_rng(3)
+    words = [f"w{i}" for i in range(400)]
+    for i in range(n_files):
+        (docs / f"f{i}.txt").write_text(" ".join(rng.choice(words, 40)) + ".")
+    pipe = Pipeline(cfg, paths, HashEmbedder(64))
+    for f in sorted(docs.iterdir()):
+        pipe.ingest_file("c", f, docs)
+    return cfg, paths, pipe, docs
+
+
+def _exact(rag, q, k):
+    ids, mat = load_matrix(rag)
+    return top_k(ids, mat, q, k)
+
+
+def test_daemon_manager_and_disk_files_answer_like_exact_search(tmp_path):
+    cfg, paths, pipe, docs = _setup(tmp_path)
+    emb = HashEmbedder(64)
+    sync = IndexSync(cfg, paths, 64)
+    sync.sync("c")
+    rag = RagDB(paths.rag_db("c"), "c", readonly=True)
+    queries = embed_texts(emb, ["w1 w2 w3", "w100 w200", "w7 w77 w177 w277"])
+    live_mgr = vectors._MANAGERS[str(paths.rag_db("c"))]
+    for q in queries:
+        got = vectors.vector_search(rag, paths, cfg, q, 10)
+        want = _exact(rag, q, 10)
+        assert len({i for i, _ in got} & {i for i, _ in want}) >= 9
+    sync.close()  # flushes the files and unregisters the live manager
+    assert str(paths.rag_db("c")) not in vectors._MANAGERS
+    assert (paths.collection_dir("c") / "data_level0.bin").exists()
+
+    # a file added after the flush: the one-shot path loads the files and replays the log in memory
+    new = docs / "new.txt"
+    new.write_text("zebraword zebraword zebraword quagga.")
+    pipe.ingest_file("c", new, docs)
+    q = embed_texts(emb, ["zebraword quagga"])[0]
+    got = vectors.vector_search(rag, paths, cfg, q, 5)
+    disk_mgr = vectors._DISK[str(paths.rag_db("c"))]
+    assert disk_mgr is not None and disk_mgr is not live_mgr
+    assert got[0][0] == _exact(rag, q, 1)[0][0]
+    assert rag.hits([got[0][0]])[got[0][0]]["source_file"] == str(new)
+    vectors.unregister_index(paths.rag_db("c"))
+    pipe.close()
+
+
+def test_index_still_being_built_falls_back_to_exact(tmp_path):
+    cfg, paths, pipe, docs = _setup(tmp_path, n_files=20)
+    from ragweedd.index.manager import IndexManager
+
+    m = IndexManager(paths.collection_dir("c"), {"": 64}, config=cfg, start_flusher=False)
+    m._pending[""] = []  # as during a first build: the live graph is still empty
+    vectors.register_index(paths.rag_db("c"), m)
+    try:
+        rag = RagDB(paths.rag_db("c"), "c", readonly=True)
+        q = embed_texts(HashEmbedder(64), ["w5 w6"])[0]
+        assert vectors.vector_search(rag, paths, cfg, q, 5) == _exact(rag, q, 5)
+    finally:
+        vectors.unregister_index(paths.rag_db("c"))
+        pipe.close()

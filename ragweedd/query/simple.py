@@ -30,26 +30,22 @@ def open_collections(paths: Paths, names: list[str] | None) -> list[RagDB]:
 
 
 def dense_search(rags: list[RagDB], embedder, query: str, k: int) -> list[dict[str, Any]]:
+    """Exact (brute-force) vector search: the reference the HNSW index is checked against."""
     from ragweedd.embed.long import embed_texts
 
     qv = embed_texts(embedder, [query.lower()])[0]
-    hits: list[dict[str, Any]] = []
-    for rag in rags:
-        ids, mat = load_matrix(rag)
-        scored = top_k(ids, mat, qv, k)
-        rows = rag.hits([i for i, _ in scored])
-        for i, s in scored:
-            h = rows[i]
-            h["score"] = s
-            hits.append(h)
-    hits.sort(key=lambda h: -h["score"])
-    return hits[:k]
+    return _ranked(rags, lambda rag: top_k(*load_matrix(rag), qv, k), k)
 
 
 def keyword_search(rags: list[RagDB], query: str, k: int) -> list[dict[str, Any]]:
+    """Plain FTS5 BM25 over every query word (OR), no tiers or synonyms."""
+    return _ranked(rags, lambda rag: bm25_search(rag.conn, query, k), k)
+
+
+def _ranked(rags: list[RagDB], score, k: int) -> list[dict[str, Any]]:
     hits: list[dict[str, Any]] = []
     for rag in rags:
-        scored = bm25_search(rag.conn, query, k)
+        scored = score(rag)
         rows = rag.hits([i for i, _ in scored])
         for i, s in scored:
             h = rows[i]

@@ -135,7 +135,10 @@ def _ingest(cfg, args) -> int:
         raise RequestError(f"nothing to ingest into '{args.collection}'",
                            hint="pass PATH arguments or declare [collections." + args.collection + "] paths")
     ignore = coll.ignore if coll else ()
-    pipe = Pipeline(cfg, paths, common.make_embedder(cfg))
+    from ragweedd.ingest.worker import make_extract
+
+    # Same extraction as the daemon: parsers of untrusted formats run in the capped sandbox.
+    pipe = Pipeline(cfg, paths, common.make_embedder(cfg), extract=make_extract(cfg))
     counts: dict[str, int] = {}
     chunks = embedded = 0
     t0 = time.monotonic()

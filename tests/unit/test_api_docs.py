@@ -1,0 +1,24 @@
+"""docs/api.md lists exactly the routes the app registers (method and path)."""
+
+import re
+from pathlib import Path
+
+from ragweedd.api.app import build_app
+from ragweedd.api.fake_engine import FakeEngine
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
+
+
+def test_route_table_in_docs_matches_registered_routes():
+    app = build_app(FakeEngine(), token="t" * 32, port=8723)
+    registered = set()
+    for r in app.router.routes():
+        info = r.resource.get_info() if r.resource is not None else {}
+        path = info.get("path") or info.get("formatter")
+        if r.method in ("HEAD", "OPTIONS", "*") or not path or not path.startswith("/v1"):
+            continue
+        registered.add((r.method, path))
+    documented = set(re.findall(r"^\| (GET|POST|PUT|PATCH|DELETE) \| `(/v1/[^`]*)` \|", DOC.read_text(), re.M))
+    assert registered, "no routes found: the test would pass vacuously"
+    assert registered - documented == set(), "routes missing from docs/api.md"
+    assert documented - registered == set(), "docs/api.md lists routes that do not exist"

@@ -49,7 +49,8 @@ def make_cfg(tmp_path, extra=""):
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("hybrid")
-    cfg = make_cfg(tmp)
+    # These tests pin the design's additive boost; RRF (the measured default) has its own test.
+    cfg = make_cfg(tmp, 'fusion = "boost"')
     paths = Paths.from_config(cfg).ensure()
     emb = HashEmbedder(64)
     pipe = Pipeline(cfg, paths, emb)
@@ -85,7 +86,7 @@ def test_hybrid_merges_collections_on_one_scale(world):
 def test_keyword_only_chunk_gets_similarity_from_its_stored_vector(world, tmp_path):
     _, cfg, paths, emb = world
     cfg1 = load_config(text=f'data_dir="{paths.data}"\nstate_dir="{paths.state}"\ncache_dir="{paths.cache}"\n'
-                            "top_k = 1\n[embed]\nmodel='hash:64'\n", env={})
+                            "top_k = 1\nfusion = 'boost'\n[embed]\nmodel='hash:64'\n", env={})
     with Searcher(cfg1, paths, emb, collections=["papers"]) as s:
         res = s.search("ribosomes translate messenger protein cardiac", limit=10)
     hits = res["results"]

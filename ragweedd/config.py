@@ -139,7 +139,7 @@ KEYS: tuple[KeySpec, ...] = (
     K("", "fts_weight", float, 0.15, "FTS_WEIGHT: bonus added to the similarity of keyword hits.", _range(0.0, 10.0)),
     K("", "fts_min_query_ic", float, 0.5, "FTS_MIN_QUERY_IC: skip keyword search when the query's mean IDF is below this.", _range(0.0, 100.0)),
     K("", "fts_long_query_threshold", int, 5, "FTS_LONG_QUERY_THRESHOLD: longer queries keep their top two thirds of words by IDF.", _range(1, 1000)),
-    K("", "fts_or_max_postings", int, 20000, "Most summed document frequency of the OR tier's terms (rarest first); bounds its cost on large collections.", _range(1, 10**9)),
+    K("", "fts_or_max_postings", int, 10000, "Most summed document frequency of the OR tier's terms (rarest first); bounds its cost on large collections.", _range(1, 10**9)),
     K("", "synonyms_enabled", bool, True, "SYNONYMS_ENABLED: expand the OR tier with WordNet synonyms."),
     K("", "synonyms_max_per_word", int, 5, "SYNONYMS_MAX_PER_WORD: synonym budget of the top IDF tier.", _range(0, 100)),
     K("", "wordnet_dir", str, "/usr/share/wordnet", "Directory of the WordNet 3.0 dict files (index.noun, data.noun, ...)."),

@@ -272,6 +272,12 @@ class Core:
             if not c["available"]:
                 degraded.append(f"collection '{c['name']}' is unavailable: a root folder is missing or an empty "
                                 f"mount point; nothing is deleted until it returns")
+        for key in ("multi_embed_384", "multi_embed_1024"):
+            if getattr(self.cfg, key):
+                # The index layer has the extra passes (data_level0_384.bin, ...); ingest does not
+                # compute them yet, so say so instead of pretending.
+                degraded.append(f"{key} = {getattr(self.cfg, key)!r} is set, but extra embedding passes are "
+                                f"not computed by this version; only the primary embedder is used")
         queued = depth.get("queued", 0) + depth.get("running", 0) + len(self.debouncer)
         return {
             "version": __version__, "pid": os.getpid(), "uptime_s": round(time.time() - self.started_at, 1),

@@ -130,3 +130,11 @@ def test_idle_daemon_uses_no_measurable_cpu(daemon, tmp_path):
     time.sleep(10)
     used = _cpu_s(d.proc.pid) - c0
     assert used < 0.2, f"an idle daemon used {used:.2f} s of CPU in 10 s"
+
+
+def test_unwired_multi_embed_key_is_reported_not_silently_ignored(daemon, tmp_path):
+    root = tmp_path / "notes"
+    root.mkdir()
+    d = daemon({"notes": [root]}, extra='multi_embed_384 = "hash:384"')
+    degraded = d.status()["degraded"]
+    assert any("multi_embed_384" in r and "not computed" in r for r in degraded), degraded

@@ -299,7 +299,7 @@ class Core:
 
 def run_daemon(cfg, allow_remote: bool = False) -> int:
     """Run until SIGTERM/SIGINT; returns the exit code."""
-    from ragweedd.api.server import ApiServer, ensure_token
+    from ragweedd.api.server import ensure_token
 
     from ragweedd.index.numba_env import setup_for
 

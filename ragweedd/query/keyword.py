@@ -6,18 +6,9 @@ ever reach MATCH.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
-
-
-def query_words(query: str) -> list[str]:
-    return [w.lower() for w in _WORD.findall(query)]
-
-
-def quote(word: str) -> str:
-    return '"' + word.replace('"', '""') + '"'
+from ragweedd.query.fts_plan import fts_string, query_words
 
 
 def bm25_search(conn: sqlite3.Connection, query: str, k: int, *, mode: str = "OR") -> list[tuple[int, float]]:
@@ -25,7 +16,7 @@ def bm25_search(conn: sqlite3.Connection, query: str, k: int, *, mode: str = "OR
     words = query_words(query)
     if not words:
         return []
-    match = f" {mode} ".join(quote(w) for w in dict.fromkeys(words))
+    match = f" {mode} ".join(fts_string(w) for w in words)
     rows = conn.execute(
         "SELECT rowid, bm25(fts_chunks) AS s FROM fts_chunks WHERE fts_chunks MATCH ? ORDER BY s LIMIT ?",
         (match, k)).fetchall()

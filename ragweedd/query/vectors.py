@@ -100,15 +100,6 @@ def _matrix(rag: RagDB, space: str) -> tuple["np.ndarray", "np.ndarray"]:
     return ids, mat
 
 
-def drop_cache(rag: RagDB | None = None) -> None:
-    with _LOCK:
-        if rag is None:
-            _CACHE.clear()
-        else:
-            for k in [k for k in _CACHE if k[0] == str(rag.path)]:
-                del _CACHE[k]
-
-
 def vector_search(rag: RagDB, paths, cfg, qvec: "np.ndarray", k: int, *,
                   allowed: Iterable[int] | None = None, space: str = PRIMARY) -> list[tuple[int, float]]:
     """The k chunks of ``rag`` most similar to the unit vector ``qvec``: [(chunk id, dot product)],

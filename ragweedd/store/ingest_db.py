@@ -3,7 +3,9 @@
 Names of the original RAGWeed schema are kept (ingest_files, ingest_chunks, collection_chunks,
 fts_idf_cache). Added: per-path stat identity (mtime_ns, inode) for reconciliation, per-file state
 and error, the embed cache keyed by chunk-text hash + embedder id, which makes embedding resumable
-and lets a modified file re-embed only the chunks whose text changed.
+and lets a modified file re-embed only the chunks whose text changed. ``ingest_chunks`` keeps the
+original design's shape but is not written: the embed cache already records, batch by batch, which
+chunk texts have vectors, so a per-chunk status would only repeat it.
 
 A path has at most one live row (superseded = 0). When its content changes, the old row is marked
 superseded and a new one added; a deleted path's row is superseded with extract_status 'deleted'.
@@ -11,11 +13,9 @@ superseded and a new one added; a deleted path's row is superseded with extract_
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Iterable
 
 from ragweedd.store.sqlite import Migration, connect, migrate, transaction
 
@@ -183,33 +183,6 @@ class IngestDB:
             args = (collection,)
         return {r[0]: r[1] for r in self.conn.execute(q + " GROUP BY extract_status", args)}
 
-    # --- chunks (resumable embedding) ---------------------------------------------------------
-    def staged_chunks(self, collection: str, md5: str) -> list[sqlite3.Row]:
-        return self.conn.execute(
-            "SELECT * FROM ingest_chunks WHERE collection=? AND md5=? ORDER BY chunk_idx", (collection, md5)
-        ).fetchall()
-
-    def stage_chunks(self, collection: str, md5: str, size: int, chunks: Iterable[dict]) -> None:
-        with transaction(self.conn):
-            self.conn.execute("DELETE FROM ingest_chunks WHERE collection=? AND md5=?", (collection, md5))
-            self.conn.executemany(
-                "INSERT INTO ingest_chunks(collection, md5, size_bytes, chunk_idx, chunk_text, metadata_json,"
-                " text_hash) VALUES (?,?,?,?,?,?,?)",
-                [(collection, md5, size, c["chunk_idx"], c["text"], json.dumps(c["meta"]), c["text_hash"])
-                 for c in chunks],
-            )
-
-    def drop_staged(self, collection: str, md5: str) -> None:
-        with transaction(self.conn):
-            self.conn.execute("DELETE FROM ingest_chunks WHERE collection=? AND md5=?", (collection, md5))
-
-    def mark_embedded(self, collection: str, md5: str, chunk_idxs: list[int], *, column: str = "embed_status") -> None:
-        assert column in ("embed_status", "embed_status_384", "embed_status_1024")
-        self.conn.executemany(
-            f"UPDATE ingest_chunks SET {column}=1 WHERE collection=? AND md5=? AND chunk_idx=?",
-            [(collection, md5, i) for i in chunk_idxs],
-        )
-
     def record_collection_chunks(self, collection: str, md5: str, chunks: int) -> None:
         self.conn.execute(
             "INSERT OR REPLACE INTO collection_chunks(md5, collection, chunks, ingested_at) VALUES (?,?,?,?)",
@@ -238,23 +211,3 @@ class IngestDB:
             "INSERT OR REPLACE INTO embed_cache(text_hash, embedder_id, dim, vec, created_at) VALUES (?,?,?,?,?)",
             [(h, embedder_id, dim, v, now) for h, v in items],
         )
-
-    def collections(self) -> list[str]:
-        return [r[0] for r in self.conn.execute("SELECT DISTINCT collection FROM ingest_files ORDER BY 1")]
-
-    def file_rows(self, collection: str | None = None, state: str | None = None,
-                  offset: int = 0, limit: int = 50) -> tuple[list[dict[str, Any]], int]:
-        where, args = ["superseded=0"], []
-        if collection:
-            where.append("collection=?")
-            args.append(collection)
-        if state:
-            where.append("extract_status=?")
-            args.append(state)
-        w = " AND ".join(where)
-        total = self.conn.execute(f"SELECT count(*) FROM ingest_files WHERE {w}", args).fetchone()[0]
-        rows = self.conn.execute(
-            f"SELECT * FROM ingest_files WHERE {w} ORDER BY collection, source_file LIMIT ? OFFSET ?",
-            (*args, limit, offset),
-        ).fetchall()
-        return [dict(r) for r in rows], total

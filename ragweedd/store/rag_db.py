@@ -17,7 +17,7 @@ import json
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from ragweedd.store.sqlite import Migration, connect, migrate, transaction
 
@@ -362,7 +362,3 @@ def fts_rebuild(conn: sqlite3.Connection, batch: int = 1000) -> int:
     with transaction(conn):
         conn.execute("DELETE FROM fts_chunks WHERE rowid NOT IN (SELECT id FROM embeddings)")
     return total
-
-
-def iter_rows(rows: Iterable) -> list[dict]:
-    return [dict(r) for r in rows]

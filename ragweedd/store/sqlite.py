@@ -8,7 +8,6 @@ database at a time (the daemon); readers (search, the one-shot CLI) use their ow
 from __future__ import annotations
 
 import sqlite3
-import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -103,17 +102,3 @@ def _statements(script: str) -> list[str]:
     if buf.strip():
         out.append(buf.strip())
     return out
-
-
-class WriterLock:
-    """Serialises writers inside one process (SQLite serialises across processes)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.RLock()
-
-    def __enter__(self):
-        self._lock.acquire()
-        return self
-
-    def __exit__(self, *exc):
-        self._lock.release()

@@ -130,13 +130,40 @@ def vector_search(rag: RagDB, paths, cfg, qvec: "np.ndarray", k: int, *,
         # lag of a few changes is the ingest that is being applied right now.
         if m is not None and PRIMARY_SUFFIX in m.indexes and _complete(m, rag):
             _check_dim(rag, q, m.dims[PRIMARY_SUFFIX])
+            applied = m.applied_seq.get(PRIMARY_SUFFIX, 0)  # read before searching: see _with_tail
             labels, scores = m.search({PRIMARY_SUFFIX: q}, k=k, ef=max(cfg.hnsw_ef, k))
-            return list(zip(labels.tolist(), scores.tolist()))
+            return _with_tail(rag, q, k, applied, list(zip(labels.tolist(), scores.tolist())))
     ids, mat = _matrix(rag, space)
     if len(ids) == 0:
         return []
     _check_dim(rag, q, mat.shape[1])
     return top_k(ids, mat, q, k)
+
+
+def _with_tail(rag: RagDB, q, k: int, applied: int, hits: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """Bring graph hits up to the change log: the index thread applies committed changes a moment
+    after the ingest transaction, and a search in between must neither miss the new chunks nor
+    return deleted ones. Changes after the graph's ``applied_seq`` (read before the graph search,
+    so anything applied meanwhile is at worst counted twice, and the best score per id is kept)
+    are scored exactly from the stored vectors; ids whose last change is a delete are dropped."""
+    import numpy as np
+
+    from ragweedd.query.exact import top_k
+
+    tail = rag.changes_after(applied)
+    if not tail:
+        return hits
+    last = {cid: op for _, op, cid in tail}
+    gone = {cid for cid, op in last.items() if op != "add"}
+    best = {cid: sc for cid, sc in hits if cid not in gone}
+    vecs = rag.vectors_for([cid for cid, op in last.items() if op == "add"])
+    if vecs:
+        ids = np.fromiter(vecs, dtype=np.int64, count=len(vecs))
+        mat = np.frombuffer(b"".join(vecs.values()), dtype=np.float32).reshape(len(ids), -1)
+        for cid, sc in top_k(ids, mat, q, k):
+            if sc > best.get(cid, -np.inf):
+                best[cid] = sc
+    return sorted(best.items(), key=lambda x: (-x[1], x[0]))[:k]
 
 
 def _complete(m, rag: RagDB) -> bool:

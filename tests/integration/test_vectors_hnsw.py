@@ -78,3 +78,33 @@ def test_index_still_being_built_falls_back_to_exact(tmp_path):
     finally:
         vectors.unregister_index(paths.rag_db("c"))
         pipe.close()
+
+
+def test_live_index_lagging_the_log_neither_misses_new_chunks_nor_returns_deleted_ones(tmp_path):
+    """The index thread applies committed changes a moment after the ingest transaction; a search in
+    that gap (a CI run caught one) must still answer like the database."""
+    cfg, paths, pipe, docs = _setup(tmp_path, n_files=40)
+    emb = HashEmbedder(64)
+    sync = IndexSync(cfg, paths, 64)
+    sync.sync("c")  # the live graph holds the 40 files; nothing applies the changes below
+    try:
+        rag = RagDB(paths.rag_db("c"), "c", readonly=True)
+        m = vectors._MANAGERS[str(paths.rag_db("c"))]
+        applied = m.applied_seq[""]
+        new = docs / "new.txt"
+        new.write_text("zebraword zebraword zebraword quagga.")
+        pipe.ingest_file("c", new, docs)
+        q_old = embed_texts(emb, [(docs / "f3.txt").read_text()])[0]
+        old_id = _exact(rag, q_old, 1)[0][0]
+        pipe.remove_file("c", str(docs / "f3.txt"))
+        assert m.applied_seq[""] == applied and rag.max_seq() > applied, "the graph must lag for this test"
+
+        q = embed_texts(emb, ["zebraword quagga"])[0]
+        got = vectors.vector_search(rag, paths, cfg, q, 5)
+        assert got[0][0] == _exact(rag, q, 1)[0][0]
+        assert rag.hits([got[0][0]])[got[0][0]]["source_file"] == str(new)
+        assert old_id not in {i for i, _ in vectors.vector_search(rag, paths, cfg, q_old, 10)}
+        assert len({i for i, _ in got}) == len(got), "a chunk is listed once"
+    finally:
+        sync.close()
+        pipe.close()

@@ -118,7 +118,7 @@ KEYS: tuple[KeySpec, ...] = (
     K("", "ingest_entropy_max", float, 7.0, "INGEST_ENTROPY_MAX: chunks above this Shannon entropy (bits/char) are dropped as garbage.", _range(0.0, 32.0)),
     K("", "ingest_entropy_min", float, 0.5, "INGEST_ENTROPY_MIN: chunks below this entropy and with < 5 words are dropped as empty.", _range(0.0, 32.0)),
     # --- embedding -------------------------------------------------------------------------
-    K("embed", "model", str, "local:all-minilm-l6-v2", "EMBED_MODEL: 'local:all-minilm-l6-v2' (float32, exact upstream vectors), 'local:all-minilm-l6-v2-int8' (the int8 ONNX file), 'ollama:NAME' or 'hash:DIM' (tests).", None),
+    K("embed", "model", str, "local:all-minilm-l6-v2", "EMBED_MODEL: 'local:all-minilm-l6-v2' (int8 linear layers, 35 chunks/s), 'local:all-minilm-l6-v2-f32' (float32, exact upstream vectors), 'local:all-minilm-l6-v2-int8' (the int8 ONNX file), 'ollama:NAME' or 'hash:DIM' (tests).", None),
     K("embed", "ollama_url", str, "http://127.0.0.1:11434", "Ollama server for 'ollama:' embedders and chat."),
     K("embed", "batch_size", int, 32, "Texts per embedding call.", _range(1, 4096)),
     K("embed", "threads", int, 2, "Threads the local ONNX embedder uses.", _range(1, 256)),

@@ -1,7 +1,8 @@
 """``make_embedder(spec, cfg)``: from a configuration string to an Embedder.
 
-Forms: ``local:all-minilm-l6-v2`` (the embedded default, from the upstream float32 weights;
-``local:all-minilm-l6-v2-int8`` runs the int8-stored ONNX export instead), ``ollama:NAME`` (NAME may carry a tag,
+Forms: ``local:all-minilm-l6-v2`` (the embedded default: the upstream weights, linear layers in
+int8; ``local:all-minilm-l6-v2-f32`` keeps them float32 for exact upstream vectors,
+``local:all-minilm-l6-v2-int8`` runs the int8-stored ONNX export), ``ollama:NAME`` (NAME may carry a tag,
 ``ollama:nomic-embed-text:v1.5``) and ``hash:DIM`` (deterministic, for tests). Importing this module
 is cheap: the embedder modules, and numpy/onnxruntime with them, load when an embedder is made.
 """
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 
 ALLOWED_FORMS = "'local:all-minilm-l6-v2', 'ollama:NAME' (e.g. 'ollama:nomic-embed-text') or 'hash:DIM' (e.g. 'hash:64')"
 # name after "local:" -> variant of MiniLMEmbedder
-LOCAL_MODELS = {"all-minilm-l6-v2": "f32", "all-minilm-l6-v2-int8": "int8"}
+LOCAL_MODELS = {"all-minilm-l6-v2": "q8", "all-minilm-l6-v2-f32": "f32", "all-minilm-l6-v2-int8": "int8"}
 _HASH_RE = re.compile(r"^\d{1,6}$")
 
 

@@ -1,5 +1,5 @@
-"""The real embedded model: all-MiniLM-L6-v2 with the upstream tokenizer, both variants (f32 graph built
-from the upstream safetensors; the int8-stored ONNX export)."""
+"""The real embedded model: all-MiniLM-L6-v2 with the upstream tokenizer, all three variants (the q8
+default and the f32 graph, both built from the upstream safetensors; the int8-stored ONNX export)."""
 
 import shutil
 import threading
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.model
 S1, S2, S3 = "The weather is lovely today.", "It's so sunny outside!", "He drove to the stadium."
 
 
-@pytest.fixture(scope="module", params=["f32", "int8"])
+@pytest.fixture(scope="module", params=["q8", "f32", "int8"])
 def minilm(request):
     return MiniLMEmbedder(threads=2, variant=request.param).load()
 
@@ -34,7 +34,7 @@ def test_reference_similarities(minilm):
 
 @pytest.fixture(scope="module")
 def minilm_f32():
-    return MiniLMEmbedder(threads=2).load()  # the default variant
+    return MiniLMEmbedder(threads=2, variant="f32").load()
 
 
 def test_f32_variant_gives_upstream_numbers(minilm_f32):
@@ -45,6 +45,45 @@ def test_f32_variant_gives_upstream_numbers(minilm_f32):
     assert v[0] @ v[2] == pytest.approx(0.1046, abs=0.001)
     assert v[1] @ v[2] == pytest.approx(0.1411, abs=0.001)
     assert minilm_f32.id == f"local:all-minilm-l6-v2@f32-{SAFETENSORS_SHA256[:8]}"
+
+
+REAL_TEXT = [
+    "Alterations of the architecture of cerebral white matter in the developing human brain can affect "
+    "cortical development and result in functional disabilities.",
+    "A line scan diffusion-weighted magnetic resonance imaging sequence was applied.",
+    "The committee approved the budget for the new public library after a long debate.",
+    "Bicycle chains need a drop of oil every three hundred kilometres, more after rain.",
+    "Green tea should steep for two minutes at eighty degrees Celsius, never in boiling water.",
+    "Interest rates rose sharply after the central bank's announcement. " * 12,
+    "def parse(path):\n    with open(path) as f:\n        return json.load(f)",
+    "Zusammenfassung: Die Ergebnisse zeigen einen deutlichen Anstieg der Temperatur.",
+]
+
+
+def test_default_is_q8_and_stays_close_to_the_float_model(minilm_f32):
+    q8 = MiniLMEmbedder(threads=2)
+    assert q8.variant == "q8" and q8.id == f"local:all-minilm-l6-v2@q8-{SAFETENSORS_SHA256[:8]}"
+    a, b = q8.embed_batch(REAL_TEXT), minilm_f32.embed_batch(REAL_TEXT)
+    cos = (a * b).sum(axis=1)
+    assert cos.min() > 0.995 and cos.mean() > 0.998, cos
+    # the same neighbours: every text's nearest other text is the one the float model picks
+    sa, sb = a @ a.T, b @ b.T
+    np.fill_diagonal(sa, -1)
+    np.fill_diagonal(sb, -1)
+    assert list(sa.argmax(axis=1)) == list(sb.argmax(axis=1))
+
+
+def test_q8_graph_multiplies_in_int8():
+    import onnx
+
+    from ragweedd.embed.minilm_graph import build_model_bytes, read_safetensors
+
+    weights = read_safetensors(default_safetensors_path())
+    ops = [n.op_type for n in onnx.load_from_string(build_model_bytes(weights, quantized=True)).graph.node]
+    assert ops.count("MatMulIntegerToFloat") == 6 * 6  # q, k, v, attention output, two feed-forward
+    assert "MatMul" not in ops and "Attention" not in ops
+    f32 = [n.op_type for n in onnx.load_from_string(build_model_bytes(weights)).graph.node]
+    assert "MatMulIntegerToFloat" not in f32 and f32.count("MatMul") == 6 * 3
 
 
 def test_int8_and_f32_agree_on_real_text(minilm_f32):
@@ -75,12 +114,20 @@ def test_padding_and_batch_order_do_not_change_vectors(minilm):
     texts = [S3, long, S1, "", S2]
     together = minilm.embed_batch(texts)
     alone = np.vstack([minilm.embed_batch([t]) for t in texts])
-    np.testing.assert_allclose(together, alone, atol=2e-4)
     minilm.batch_size, old = 2, minilm.batch_size
     try:
-        np.testing.assert_allclose(minilm.embed_batch(texts), alone, atol=2e-4)
+        pairs = minilm.embed_batch(texts)
     finally:
         minilm.batch_size = old
+    if minilm.variant == "q8":
+        # A text alone takes the unmasked attention kernel, in a padded run the masked one; both
+        # agree to 1e-6, but an int8 rounding step may then fall the other way (docs/embedders.md).
+        assert (together * alone).sum(axis=1).min() > 0.9995
+        assert (pairs * alone).sum(axis=1).min() > 0.9995
+    else:
+        np.testing.assert_allclose(together, alone, atol=2e-4)
+        np.testing.assert_allclose(pairs, alone, atol=2e-4)
+    np.testing.assert_array_equal(minilm.embed_batch(texts), together)  # the same run, the same vectors
 
 
 def test_count_tokens_is_exact_and_untruncated(minilm):

@@ -64,9 +64,11 @@ def test_factory_makes_each_kind_without_loading_models():
     h = make_embedder("hash:64", cfg)
     assert h.dim == 64
     loc = make_embedder("local:all-minilm-l6-v2", cfg)
-    assert loc.id == "local:all-minilm-l6-v2@f32-53aa5117" and loc.variant == "f32"
+    assert loc.id == "local:all-minilm-l6-v2@q8-53aa5117" and loc.variant == "q8"
     assert (loc.dim, loc.max_input_tokens, loc.threads, loc.batch_size) == (384, 256, 1, 8)
     assert loc._session is None  # lazy: nothing loaded yet
+    f32 = make_embedder("local:all-minilm-l6-v2-f32", cfg)
+    assert f32.variant == "f32" and f32.id == "local:all-minilm-l6-v2@f32-53aa5117"
     i8 = make_embedder("local:all-minilm-l6-v2-int8", cfg)
     assert i8.variant == "int8" and i8.id == "local:all-minilm-l6-v2@int8-8199be6f" and i8.dim == 384
     ol = make_embedder("ollama:nomic-embed-text:v1.5", cfg)

@@ -63,12 +63,15 @@ class _Handler:
             return
         if event.is_directory:
             if etype == "moved":
-                for p in self.w.known_under(self.collection, src):
-                    d.delete(self.collection, p, self.root)
+                # New paths first: with equal holds their upserts then reach the queue before the
+                # deletes of the old paths, so each moved file is linked to its content while the
+                # old path still holds it, and the content is never removed and re-added.
                 if self._rel(dest) is not None:
                     for f in walk_files(Path(dest), ()):
                         if self._wanted(str(f)):
                             d.upsert(self.collection, str(f), self.root)
+                for p in self.w.known_under(self.collection, src):
+                    d.delete(self.collection, p, self.root)
             elif etype == "deleted":
                 for p in self.w.known_under(self.collection, src):
                     d.delete(self.collection, p, self.root)
@@ -79,10 +82,10 @@ class _Handler:
                         d.upsert(self.collection, str(f), self.root)
             return
         if etype == "moved":
+            if self._wanted(dest):  # before the delete, as for folders above
+                d.upsert(self.collection, dest, self.root)
             if self._wanted(src) or self.w.is_known(self.collection, src):
                 d.delete(self.collection, src, self.root)
-            if self._wanted(dest):
-                d.upsert(self.collection, dest, self.root)
         elif etype == "deleted":
             if self._rel(src) is not None:
                 d.delete(self.collection, src, self.root)

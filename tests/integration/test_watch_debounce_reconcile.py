@@ -162,3 +162,39 @@ def test_scan_drops_rows_of_paths_now_ignored(pipe, tmp_path):
     _ingest_all(pipe, root)
     res = scan(pipe.db.conn, "c", [str(root)], ["drafts/**"])
     assert res.deletes == [str(root / "drafts" / "d.txt")]
+
+
+def test_a_moved_folder_emits_every_new_path_before_any_old_one(tmp_path):
+    """Renaming an indexed folder must never remove content that the new paths hold: the queue takes
+    upserts before deletes that are ready with them, so each new path's upsert must be out before
+    its old path's delete (a CI run
+    caught one file removed and re-added when the old paths' deletes came out ahead)."""
+    from ragweedd.watch.watcher import Watcher
+
+    root = tmp_path / "vault"
+    (root / "projects").mkdir(parents=True)
+    old = [str(root / "projects" / f"n{i:03d}.txt") for i in range(300)]
+    for i, p in enumerate(old):
+        with open(p, "w") as f:
+            f.write(f"note {i}")
+    sink = Sink()
+    d = Debouncer(sink, debounce_s=0.2, delete_hold_s=0.2).start()
+    w = Watcher(d, known_under=lambda c, prefix: [p for p in old if p.startswith(prefix + os.sep)],
+                is_known=lambda c, p: p in old, on_root_event=lambda c, r: None, on_overflow=lambda: None)
+    try:
+        w.watch("c", str(root))
+        time.sleep(0.3)
+        os.rename(root / "projects", root / "archive")
+        with sink.cv:
+            sink.cv.wait_for(lambda: sum(1 for i in sink.items if i[2] == "delete") >= len(old), 10)
+    finally:
+        w.stop()
+        d.stop()
+    ops = [(op, path) for _, path, op, _ in sink.items]
+    ups = {p for op, p in ops if op == "upsert"}
+    assert ups == {p.replace(os.sep + "projects" + os.sep, os.sep + "archive" + os.sep) for p in old}
+    assert {p for op, p in ops if op == "delete"} == set(old)
+    at = {(op, p): i for i, (op, p) in enumerate(ops)}  # watchdog also reports each file's own move
+    late = [p for p in old if at[("upsert", p.replace(os.sep + "projects" + os.sep, os.sep + "archive" + os.sep))]
+            > at[("delete", p)]]
+    assert not late, f"{len(late)} old paths were deleted before their new path was upserted"

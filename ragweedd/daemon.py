@@ -257,6 +257,19 @@ class Core:
         self._local.searcher = (key, s)
         return s
 
+    def _stored_embedder(self, name: str) -> str | None:
+        from ragweedd.store.rag_db import PRIMARY, RagDB
+
+        db = self.paths.rag_db(name)
+        if not Path(db).exists():
+            return None
+        rag = RagDB(db, name, readonly=True)
+        try:
+            known = rag.embedder(PRIMARY)
+        finally:
+            rag.close()
+        return known[0] if known else None
+
     # --- status ------------------------------------------------------------------------------------
     def status(self) -> dict:
         from ragweedd import __version__
@@ -272,6 +285,15 @@ class Core:
             if not c["available"]:
                 degraded.append(f"collection '{c['name']}' is unavailable: a root folder is missing or an empty "
                                 f"mount point; nothing is deleted until it returns")
+        for c in cols:
+            stored = self._stored_embedder(c["name"])
+            if stored and stored != self.embedder.id:
+                # Not re-embedded automatically yet: the collection's vectors stay those of the
+                # embedder it was built with, and new files get the configured one's.
+                degraded.append(f"collection '{c['name']}' was embedded with {stored} but embed.model is now "
+                                f"{self.embedder.id}; its vectors are not re-embedded by this version: delete "
+                                f"{self.paths.collection_dir(c['name'])} and restart to rebuild it, or set "
+                                f"embed.model back")
         for key in ("multi_embed_384", "multi_embed_1024"):
             if getattr(self.cfg, key):
                 # The index layer has the extra passes (data_level0_384.bin, ...); ingest does not

@@ -138,3 +138,18 @@ def test_unwired_multi_embed_key_is_reported_not_silently_ignored(daemon, tmp_pa
     d = daemon({"notes": [root]}, extra='multi_embed_384 = "hash:384"')
     degraded = d.status()["degraded"]
     assert any("multi_embed_384" in r and "not computed" in r for r in degraded), degraded
+
+
+def test_a_changed_embedder_is_reported_not_silently_mixed(daemon, tmp_path):
+    root = tmp_path / "notes"
+    root.mkdir()
+    (root / "a.txt").write_text("A note about the embedder that made this collection.")
+    d = daemon({"notes": [root]})
+    wait_until(lambda: len(d.live_rows("notes")) == 1, 60, what="the file indexed")
+    d.wait_idle()
+    assert not any("embed.model" in r for r in d.status()["degraded"])
+    d.stop(30)
+    d.env["RAGWEED_EMBED_MODEL"] = "hash:48"  # the user switches models
+    d.start()
+    degraded = d.status()["degraded"]
+    assert any("hash:64@" in r and "hash:48@" in r and "notes" in r for r in degraded), degraded

@@ -84,9 +84,12 @@ class Core:
         self._scan_wanted: set[str] = set()
         self._scan_cv = threading.Condition()
         self._stopping = False
+        self.reindexed: dict[str, str] = {}  # collection -> embedder id it was built with before
         self.collections = Collections(cfg, paths, self.queue, self.debouncer, lambda c: Watcher(
             self.debouncer, known_under=c.known_under, is_known=c.is_known,
             on_root_event=lambda coll, root: self._root_event(), on_overflow=self._overflow))
+        for name in list(self.collections.items):
+            self._reindex_if_embedder_changed(name)
         self.index = IndexSync(cfg, paths, embedder.dim)
         self.workers = Workers(cfg, paths, self.queue, embedder, resolve=self.collections.resolve,
                                on_changes=self.index.notify,
@@ -257,6 +260,23 @@ class Core:
         self._local.searcher = (key, s)
         return s
 
+    def _reindex_if_embedder_changed(self, name: str) -> None:
+        """A collection's vectors all come from one embedder. When ``embed.model`` names another one
+        (or the default changed on upgrade), old and new vectors must not mix: the collection's
+        derived data (rag.sqlite3, index files, ingest rows) is dropped and the start-up scan
+        ingests every file again with the configured embedder. The embed cache is keyed by
+        embedder id and kept, so switching back re-uses the old vectors without embedding."""
+        import shutil
+
+        stored = self._stored_embedder(name)
+        if stored is None or stored == self.embedder.id:
+            return
+        log.warning("collection_reindexing", collection=name, embedded_with=stored, configured=self.embedder.id,
+                    reason="embed.model changed; the collection is indexed again from its files")
+        self.collections.forget_files(name)
+        shutil.rmtree(self.paths.collection_dir(name), ignore_errors=True)
+        self.reindexed[name] = stored
+
     def _stored_embedder(self, name: str) -> str | None:
         from ragweedd.store.rag_db import PRIMARY, RagDB
 
@@ -285,15 +305,12 @@ class Core:
             if not c["available"]:
                 degraded.append(f"collection '{c['name']}' is unavailable: a root folder is missing or an empty "
                                 f"mount point; nothing is deleted until it returns")
-        for c in cols:
-            stored = self._stored_embedder(c["name"])
-            if stored and stored != self.embedder.id:
-                # Not re-embedded automatically yet: the collection's vectors stay those of the
-                # embedder it was built with, and new files get the configured one's.
-                degraded.append(f"collection '{c['name']}' was embedded with {stored} but embed.model is now "
-                                f"{self.embedder.id}; its vectors are not re-embedded by this version: delete "
-                                f"{self.paths.collection_dir(c['name'])} and restart to rebuild it, or set "
-                                f"embed.model back")
+        for name, before in self.reindexed.items():
+            d = self.queue.depth(name)
+            if d.get("queued", 0) + d.get("running", 0) or name in self._scan_wanted:
+                degraded.append(f"collection '{name}' is being indexed again: it was embedded with {before} and "
+                                f"embed.model is now {self.embedder.id}; its search results fill up as files "
+                                f"are re-ingested")
         for key in ("multi_embed_384", "multi_embed_1024"):
             if getattr(self.cfg, key):
                 # The index layer has the extra passes (data_level0_384.bin, ...); ingest does not

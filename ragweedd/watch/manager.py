@@ -196,14 +196,20 @@ class Collections:
         for root in st.conf.paths:
             self.watcher.unwatch(name, root)
         del self.items[name]
-        self.queue.drop_collection(name)
-        with self._lock, transaction(self.conn):
-            self.conn.execute("DELETE FROM daemon_collections WHERE name=?", (name,))
-            # The index goes; the user's files are never touched.
-            self.conn.execute("DELETE FROM ingest_files WHERE collection=?", (name,))
-            self.conn.execute("DELETE FROM collection_chunks WHERE collection=?", (name,))
+        self.forget_files(name, also_collection=True)
         log.info("collection_removed", collection=name)
         return {"name": name, "removed": True}
+
+    def forget_files(self, name: str, also_collection: bool = False) -> None:
+        """Drop what ingest knows of the collection's files (and its queued jobs), so the next scan
+        ingests every file as new. The user's files are never touched; the caller removes the
+        collection's rag.sqlite3 and index files."""
+        self.queue.drop_collection(name)
+        with self._lock, transaction(self.conn):
+            if also_collection:
+                self.conn.execute("DELETE FROM daemon_collections WHERE name=?", (name,))
+            self.conn.execute("DELETE FROM ingest_files WHERE collection=?", (name,))
+            self.conn.execute("DELETE FROM collection_chunks WHERE collection=?", (name,))
 
     def describe(self, name: str) -> dict:
         st = self.get(name)

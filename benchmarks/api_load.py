@@ -91,7 +91,7 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=10)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--path", default="/v1/search")
-    ap.add_argument("--engine", default="ragweedd.api.fake_engine:FakeEngine")
+    ap.add_argument("--engine", default="fake_engine:FakeEngine")
     ap.add_argument("--state-dir", metavar="DIR",
                     help="load an already running ragweedd (reads DIR/port and DIR/token) instead of a FakeEngine server")
     ap.add_argument("--serve", metavar="STATE_DIR", help=argparse.SUPPRESS)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ragweedd.api.fake_engine import FakeEngine  # noqa: E402
+from fake_engine import FakeEngine  # noqa: E402
 from ragweedd.api.server import ThreadedServer, ensure_token  # noqa: E402
 
 

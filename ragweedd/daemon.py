@@ -73,7 +73,7 @@ class Core:
         from ragweedd.ingest.queue import JobQueue
         from ragweedd.ingest.worker import Workers
         from ragweedd.watch.debounce import Debouncer
-        from ragweedd.watch.manager import Collections
+        from ragweedd.watch.collections import Collections
         from ragweedd.watch.watcher import Watcher
 
         self.cfg, self.paths, self.embedder = cfg, paths, embedder

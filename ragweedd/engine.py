@@ -149,7 +149,7 @@ class DaemonEngine:
     async def ask(self, query, collections=None, top_k=None, path_glob=None, file_type=None, doc_id=None):
         # one "ask" entry per answer (its retrieval included), not a "search" entry as well
         res = await self._search(query, collections, top_k, path_glob, file_type, doc_id)
-        from ragweedd.answer.pipeline import answer_question
+        from ragweedd.answer.answering import answer_question
 
         body = hist.pending_answer(res)
         hid = await asyncio.to_thread(self.history.add, "ask", query, body)
@@ -179,7 +179,7 @@ class DaemonEngine:
         if entry.get("kind") != "ask" or not entry.get("state"):
             raise RequestError(f"history entry '{history_id}' cannot be continued: only answers cut at max_tokens can",
                                hint="continue an answer whose done event had continuable = true")
-        from ragweedd.answer.pipeline import continue_answer
+        from ragweedd.answer.answering import continue_answer
 
         async def events():
             yield {"type": "sources", "sources": entry.get("sources") or []}

@@ -52,3 +52,21 @@ def get_logger(name: str = "ragweedd"):
     if not _configured:
         configure()
     return structlog.get_logger(name)
+
+
+class _LazyLogger:
+    """Defers importing structlog (and rich, which it pulls in) until something is logged: the
+    sandbox child imports every extractor at start-up and most extractions log nothing."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._log = None
+
+    def __getattr__(self, attr: str):
+        if self._log is None:
+            self._log = get_logger(self._name)
+        return getattr(self._log, attr)
+
+
+def lazy_logger(name: str) -> _LazyLogger:
+    return _LazyLogger(name)

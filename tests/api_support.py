@@ -10,7 +10,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragweedd.api.fake_engine import FakeEngine
+from fake_engine import FakeEngine
 from ragweedd.api.server import ThreadedServer, ensure_token
 
 

@@ -2,20 +2,9 @@
 
 from __future__ import annotations
 
-import math
-from collections import Counter
+from ragweedd.text_stats import shannon_entropy, word_count
 
-
-def shannon_entropy(text: str) -> float:
-    """Bits per character."""
-    if not text:
-        return 0.0
-    n = len(text)
-    return -sum(c / n * math.log2(c / n) for c in Counter(text).values())
-
-
-def word_count(text: str) -> int:
-    return len(text.split())
+__all__ = ["shannon_entropy", "verdict", "word_count"]
 
 
 def verdict(entropy: float, words: int, *, entropy_max: float, entropy_min: float) -> str | None:

@@ -49,7 +49,7 @@ def run(cfg, args, out: TextIO | None = None, err: TextIO | None = None) -> int:
         res = search(cfg, paths, common.make_embedder(cfg), query, args.collection, args.top_k)
         body = hist.pending_answer(res)
         hid = store.add("ask", query, body)
-        from ragweedd.answer.pipeline import answer_question
+        from ragweedd.answer.answering import answer_question
 
         events = answer_question(query, res["results"], cfg)
         return asyncio.run(_stream(events, store, hid, body, res.get("retrieval_meta") or {}, args.json, out, err,
@@ -63,7 +63,7 @@ async def _continue(cfg, store, hid: str, as_json: bool, out: TextIO, err: TextI
     if entry.get("kind") != "ask" or not entry.get("state"):
         raise RequestError(f"history entry '{hid}' cannot be continued: only answers cut at max_tokens can",
                            hint="ragweedd ask prints the command to continue when an answer is cut")
-    from ragweedd.answer.pipeline import continue_answer
+    from ragweedd.answer.answering import continue_answer
 
     if not as_json:
         out.write(entry["state"].get("answer", ""))

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragweedd.errors import ArchiveLimitError, ExtractionError, ExtractionSkipped
-from ragweedd.extract._util import require_nonempty, scratch_dir
+from ragweedd.extract.sniff import require_nonempty
+from ragweedd.extract.tools import scratch_dir
 from ragweedd.extract.base import ExtractedDoc, ExtractSettings, Region, ToolRequirement
-from ragweedd.extract._util import lazy_logger
+from ragweedd.logging import lazy_logger
 
 log = lazy_logger(__name__)
 

@@ -12,9 +12,11 @@ import os
 from pathlib import Path
 
 from ragweedd.errors import ExtractionError, ExtractionSkipped, ToolMissingError
-from ragweedd.extract._util import TOOL_PACKAGES, TextBuilder, finish, need_tool, require_nonempty, run_tool, scratch_dir
+from ragweedd.extract.sniff import require_nonempty
+from ragweedd.extract.text_builder import TextBuilder, finish
+from ragweedd.extract.tools import TOOL_PACKAGES, need_tool, run_tool, scratch_dir
 from ragweedd.extract.base import ExtractedDoc, ExtractSettings, ToolRequirement
-from ragweedd.extract._util import lazy_logger
+from ragweedd.logging import lazy_logger
 
 log = lazy_logger(__name__)
 

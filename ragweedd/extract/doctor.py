@@ -3,7 +3,7 @@ tools and models it needs are installed (with the package that provides each mis
 
 from __future__ import annotations
 
-from ragweedd.extract._util import TOOL_PACKAGES
+from ragweedd.extract.tools import TOOL_PACKAGES
 from ragweedd.extract.base import ExtractSettings, ToolRequirement
 
 

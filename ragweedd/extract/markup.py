@@ -7,17 +7,9 @@ import re
 from pathlib import Path
 
 from ragweedd.errors import ExtractionError, ExtractionSkipped
-from ragweedd.extract._util import (
-    TOOL_PACKAGES,
-    decode_text,
-    finish,
-    looks_binary,
-    need_tool,
-    read_head,
-    require_nonempty,
-    run_tool,
-    scratch_dir,
-)
+from ragweedd.extract.sniff import decode_text, looks_binary, read_head, require_nonempty
+from ragweedd.extract.text_builder import finish
+from ragweedd.extract.tools import TOOL_PACKAGES, need_tool, run_tool, scratch_dir
 from ragweedd.extract.base import ExtractedDoc, ExtractSettings, Region, ToolRequirement
 
 _CHARSET = re.compile(rb"""<meta[^>]+charset=["']?([A-Za-z0-9_.:-]+)""", re.I)
@@ -175,7 +167,7 @@ class TexExtractor:
     extensions = (".tex", ".latex", ".ltx", ".sty", ".bib")
 
     def extract(self, path: Path, settings: ExtractSettings) -> ExtractedDoc:
-        from ragweedd.extract._util import heading_regions
+        from ragweedd.extract.text_builder import heading_regions
 
         require_nonempty(path)
         why = looks_binary(read_head(path))

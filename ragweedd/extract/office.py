@@ -10,7 +10,8 @@ import zipfile
 from pathlib import Path
 
 from ragweedd.errors import ArchiveLimitError, ExtractionError
-from ragweedd.extract._util import TextBuilder, finish, heading_regions, require_nonempty
+from ragweedd.extract.sniff import require_nonempty
+from ragweedd.extract.text_builder import TextBuilder, finish, heading_regions
 from ragweedd.extract.base import ExtractedDoc, ExtractSettings, ToolRequirement
 
 _HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")

@@ -10,18 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from ragweedd.errors import ExtractionError, ExtractionSkipped
-from ragweedd.extract._util import (
-    TOOL_PACKAGES,
-    TextBuilder,
-    finish,
-    is_garbage_text,
-    require_nonempty,
-    run_tool,
-    scratch_dir,
-    tool_path,
-)
+from ragweedd.extract.sniff import require_nonempty
+from ragweedd.extract.text_builder import TextBuilder, finish
+from ragweedd.extract.text_quality import is_garbage_text
+from ragweedd.extract.tools import TOOL_PACKAGES, run_tool, scratch_dir, tool_path
 from ragweedd.extract.base import ExtractedDoc, ExtractSettings, ToolRequirement
-from ragweedd.extract._util import lazy_logger
+from ragweedd.logging import lazy_logger
 
 log = lazy_logger(__name__)
 

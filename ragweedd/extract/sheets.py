@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ragweedd.errors import ExtractionError, ExtractionSkipped
-from ragweedd.extract._util import TextBuilder, decode_text, finish, looks_binary, read_head, require_nonempty
+from ragweedd.extract.sniff import decode_text, looks_binary, read_head, require_nonempty
+from ragweedd.extract.text_builder import TextBuilder, finish
 from ragweedd.extract.base import ExtractedDoc, ExtractSettings, ToolRequirement
 
 ROW_BLOCK = 20

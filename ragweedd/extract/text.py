@@ -11,7 +11,8 @@ import re
 from pathlib import Path
 
 from ragweedd.errors import ExtractionSkipped
-from ragweedd.extract._util import decode_text, finish, looks_binary, read_head, require_nonempty
+from ragweedd.extract.sniff import decode_text, looks_binary, read_head, require_nonempty
+from ragweedd.extract.text_builder import finish
 from ragweedd.extract.base import ExtractedDoc, ExtractSettings, Region, ToolRequirement
 
 PLAIN_EXT = (".txt", ".text", ".log", ".org", ".adoc", ".asciidoc")

@@ -21,7 +21,7 @@ from schemathesis.checks import (  # noqa: E402
     status_code_conformance,
 )
 
-from ragweedd.api.fake_engine import FakeEngine  # noqa: E402
+from fake_engine import FakeEngine  # noqa: E402
 from ragweedd.api.openapi import document  # noqa: E402
 from tests.api_support import running_api  # noqa: E402
 

@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from ragweedd.api.fake_engine import FakeEngine  # noqa: E402
+from fake_engine import FakeEngine  # noqa: E402
 from ragweedd.api.security import STATE_KEY  # noqa: E402
 from ragweedd.errors import EmbedderError, NotFoundError  # noqa: E402
 from tests.api_support import raw_http, running_api  # noqa: E402

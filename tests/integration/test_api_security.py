@@ -17,7 +17,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd import logging as rlog  # noqa: E402
-from ragweedd.api.fake_engine import FakeEngine  # noqa: E402
+from fake_engine import FakeEngine  # noqa: E402
 from ragweedd.api.server import ApiServer, check_bind, ensure_token  # noqa: E402
 from ragweedd.errors import ConfigError, DaemonError  # noqa: E402
 from tests.api_support import body_json, raw_http, running_api  # noqa: E402

@@ -15,7 +15,7 @@ import pytest
 from ragweedd.answer import NO_LLM_LABEL
 from ragweedd.answer import history as hist
 from ragweedd.answer.history import HistoryStore
-from ragweedd.answer.pipeline import answer_question, continue_answer
+from ragweedd.answer.answering import answer_question, continue_answer
 from ragweedd.config import default_config
 from ragweedd.errors import NotFoundError, RequestError, StorageError
 from ragweedd.llm import ChatResult

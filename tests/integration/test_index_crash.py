@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ragweedd.index import fileformat as ff
-from ragweedd.index.exact import ExactIndex
+from exact_index import ExactIndex
 from ragweedd.index.hnsw import HnswIndex
 
 POINTS_OLD = ["data_level0_written", "link_lists_written", "index_meta_written", "data_renamed", "header_written"]
@@ -24,7 +24,7 @@ CHILD = textwrap.dedent("""
     import os, sys
     import numpy as np
     from ragweedd.index import fileformat as ff
-    from ragweedd.index.exact import ExactIndex
+    from exact_index import ExactIndex
     directory, point = sys.argv[1], sys.argv[2]
     idx, seq = ExactIndex.load(directory)
     rng = np.random.default_rng(1)

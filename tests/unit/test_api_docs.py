@@ -4,7 +4,7 @@ import re
 from pathlib import Path
 
 from ragweedd.api.app import build_app
-from ragweedd.api.fake_engine import FakeEngine
+from fake_engine import FakeEngine
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 

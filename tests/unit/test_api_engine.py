@@ -14,7 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd.api.engine import Engine  # noqa: E402
-from ragweedd.api.fake_engine import FakeEngine  # noqa: E402
+from fake_engine import FakeEngine  # noqa: E402
 
 METHODS = [n for n, v in vars(Engine).items() if inspect.isfunction(v) and not n.startswith("_")]
 

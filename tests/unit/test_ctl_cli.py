@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from ragweedd.api.fake_engine import FakeEngine  # noqa: E402
+from fake_engine import FakeEngine  # noqa: E402
 from ragweedd.cli import ctl  # noqa: E402
 from tests.api_support import running_api  # noqa: E402
 

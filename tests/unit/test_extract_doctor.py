@@ -7,7 +7,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from ragweedd.extract._util import TextBuilder, heading_regions, is_garbage_text, looks_binary  # noqa: E402
+from ragweedd.extract.sniff import looks_binary  # noqa: E402
+from ragweedd.extract.text_builder import TextBuilder, heading_regions  # noqa: E402
+from ragweedd.extract.text_quality import is_garbage_text  # noqa: E402
 from ragweedd.extract.base import ExtractSettings  # noqa: E402
 from ragweedd.extract.doctor import format_report, report  # noqa: E402
 from ragweedd.extract.text import markdown_sections, rst_sections  # noqa: E402

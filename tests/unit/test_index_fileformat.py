@@ -13,7 +13,7 @@ import pytest
 
 from ragweedd.errors import CorruptIndexError
 from ragweedd.index import fileformat as ff
-from ragweedd.index.exact import ExactIndex
+from exact_index import ExactIndex
 from ragweedd.index.hnsw import HnswIndex
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ragweedd.errors import InvalidVectorError
-from ragweedd.index.exact import ExactIndex
+from exact_index import ExactIndex
 from ragweedd.index.hnsw import HnswIndex
 
 

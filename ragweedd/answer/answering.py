@@ -30,7 +30,7 @@ EXCERPT_CHARS = 300
 PASSAGE_CHARS = 700  # characters of each passage shown when no LLM writes the answer
 PASSAGES_SHOWN = 5
 
-_SOURCE_KEYS = ("embedding_id", "collection", "doc_id", "source_file", "filename", "source_rel_path", "score",
+_SOURCE_KEYS = ("embedding_id", "collection", "doc_id", "source_file", "filename", "source_rel_path", "uri", "score",
                 "rel_score", "page_label", "section", "span", "t_start", "t_end", "member")
 
 

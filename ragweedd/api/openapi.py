@@ -12,7 +12,8 @@ import copy
 import re
 from typing import Any
 
-from ragweedd import __version__
+from ragweedd import __version__, contract
+from ragweedd.api.schemas import components, ref, schema_of
 from ragweedd.errors import RequestError
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
@@ -25,10 +26,13 @@ def _ok(desc: str, schema: dict | None = None, media: str = "application/json") 
     return {"description": desc, "content": {media: {"schema": schema or _OBJ}}}
 
 
-def _op(op_id: str, summary: str, *, params: list | None = None, body: dict | None = None,
+def _op(op_id: str, summary: str, returns: type | None, *, params: list | None = None, body: dict | None = None,
         ok: dict | None = None, public: bool = False, extra: dict | None = None) -> dict:
+    """One operation; ``returns`` is the contract type of its 200 body (None: ``ok`` says it)."""
+    if ok is None:
+        ok = _ok("OK", ref(returns) if returns is not None else None)
     op: dict[str, Any] = {"operationId": op_id, "summary": summary,
-                          "responses": {"200": ok or _ok("OK"), "default": _ERR}}
+                          "responses": {"200": ok, "default": _ERR}}
     if params:
         op["parameters"] = params
     if body is not None:
@@ -63,9 +67,14 @@ _SSE = {"description": "Server-Sent Events (default) or JSON when stream=false",
         "content": {"text/event-stream": {"schema": {
             # One schema per event, as SSE-aware tools read it: the event name and its JSON data.
             "type": "object", "required": ["event", "data"],
-            "properties": {"event": {"type": "string", "enum": ["sources", "annotation", "token", "done", "error"]},
+            "properties": {"event": {"type": "string", "enum": list(contract.ASK_EVENT_TYPES)},
                            "data": {"type": "string", "contentMediaType": "application/json"}}}},
-                    "application/json": {"schema": {"$ref": "#/components/schemas/Answer"}}}}
+                    "application/json": {"schema": {"$ref": "#/components/schemas/Answer"}}},
+        # The JSON carried in each event's data line, by event name (see docs/api.md).
+        "x-event-data": {name: ref(tp) for name, tp in (
+            ("sources", contract.SourcesEvent), ("annotation", contract.AnnotationEvent),
+            ("context", contract.ContextEvent), ("token", contract.TokenEvent), ("done", contract.DoneEvent),
+            ("error", contract.ErrorEvent))}}
 
 _STRS = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 4096}, "maxItems": 256}
 _FILTERS = {
@@ -89,31 +98,30 @@ DOCUMENT: dict[str, Any] = {
     "servers": [{"url": "http://127.0.0.1:8723"}],
     "security": [{"bearer": []}],
     "paths": {
-        "/v1/health": {"get": _op("health", "Liveness: {\"ok\": true} (no token needed)", public=True)},
+        "/v1/health": {"get": _op("health", "Liveness: {\"ok\": true} (no token needed)", contract.Health, public=True)},
         "/v1/status": {"get": _op("status", "Collections, files by state, queue, ingest progress, embedder, "
-                                  "index sizes, last flush, next jobs, degraded reasons, missing tools")},
-        "/v1/openapi.json": {"get": _op("openapi", "This document")},
+                                  "index, last flush, next jobs, degraded reasons, missing tools", contract.Status)},
+        "/v1/openapi.json": {"get": _op("openapi", "This document", None)},
         "/v1/collections": {
-            "get": _op("list_collections", "List collections",
-                       ok=_ok("Collections", {"type": "object", "properties": {"items": {"type": "array"}}})),
-            "post": _op("add_collection", "Add a collection (roots and ignore globs); persisted",
+            "get": _op("list_collections", "List collections", contract.CollectionList),
+            "post": _op("add_collection", "Add a collection (roots and ignore globs); persisted", contract.Collection,
                         body=_json_body("#/components/schemas/AddCollection")),
         },
         "/v1/collections/{name}": {
-            "delete": _op("remove_collection", "Forget a collection and its index (files stay)", params=[_COLL]),
+            "delete": _op("remove_collection", "Forget a collection and its index (files stay)", contract.Removed, params=[_COLL]),
         },
         "/v1/collections/{name}/scan": {
-            "post": _op("scan", "Reconcile the collection's folders now", params=[_COLL]),
+            "post": _op("scan", "Reconcile the collection's folders now", contract.Queued, params=[_COLL]),
         },
         "/v1/collections/{name}/reanalyze": {
-            "post": _op("reanalyze", "Re-run cluster analysis (entry points)", params=[_COLL]),
+            "post": _op("reanalyze", "Re-run cluster analysis (entry points)", contract.Queued, params=[_COLL]),
         },
         "/v1/collections/{name}/rebuild-fts": {
-            "post": _op("rebuild_fts", "Rebuild the keyword (FTS5) index", params=[_COLL]),
+            "post": _op("rebuild_fts", "Rebuild the keyword (FTS5) index", contract.Queued, params=[_COLL]),
         },
         "/v1/collections/{name}/documents": {
             "post": _op(
-                "upload", "Upload a file into the collection's managed folder",
+                "upload", "Upload a file into the collection's managed folder", contract.Uploaded,
                 params=[_COLL, _query("filename", {"type": "string", "minLength": 1, "maxLength": 255},
                                       "File name for a raw body (required then); a bare name, no "
                                       "'/', '\\\\', NUL, '.' or '..'")],
@@ -126,7 +134,7 @@ DOCUMENT: dict[str, Any] = {
                 extra={"413": _ERR}),
         },
         "/v1/documents": {
-            "get": _op("list_documents", "List documents with filters and paging", params=[
+            "get": _op("list_documents", "List documents with filters and paging", contract.DocumentPage, params=[
                 _query("collection", {"type": "string", "pattern": NAME_PATTERN}, "Only this collection."),
                 _query("state", {"type": "string", "enum": ["queued", "indexed", "failed", "skipped",
                                                              "superseded"]}, "Only this state."),
@@ -135,27 +143,27 @@ DOCUMENT: dict[str, Any] = {
                 *_PAGING]),
         },
         "/v1/documents/{doc_key}": {
-            "get": _op("get_document", "One document with its chunks, state and error",
+            "get": _op("get_document", "One document with its chunks, state and error", contract.DocumentDetail,
                        params=[_path("doc_key", {"type": "string", "minLength": 1, "maxLength": 512},
                                      "Document key from a listing")]),
         },
         "/v1/search": {
-            "post": _op("search", "Hybrid search with filters",
+            "post": _op("search", "Hybrid search with filters", contract.SearchResult,
                         body=_json_body("#/components/schemas/SearchRequest")),
         },
         "/v1/ask": {
-            "post": _op("ask", "Answer a question with cited sources (SSE by default)", params=[_STREAM],
+            "post": _op("ask", "Answer a question with cited sources (SSE by default)", None, params=[_STREAM],
                         body=_json_body("#/components/schemas/AskRequest"), ok=_SSE, extra={"429": _ERR}),
         },
         "/v1/ask/{history_id}/continue": {
-            "post": _op("ask_continue", "Continue an answer cut at max_tokens (SSE by default)",
+            "post": _op("ask_continue", "Continue an answer cut at max_tokens (SSE by default)", None,
                         params=[_path("history_id", {"type": "string", "minLength": 1, "maxLength": 128},
                                       "History id of the answer"), _STREAM],
                         ok=_SSE, extra={"429": _ERR}),
         },
-        "/v1/history": {"get": _op("history_list", "Past searches and answers, newest first", params=_PAGING)},
+        "/v1/history": {"get": _op("history_list", "Past searches and answers, newest first", contract.HistoryPage, params=_PAGING)},
         "/v1/history/{history_id}": {
-            "get": _op("history_show", "One history entry in full",
+            "get": _op("history_show", "One history entry in full", contract.HistoryEntry,
                        params=[_path("history_id", {"type": "string", "minLength": 1, "maxLength": 128},
                                      "History id")]),
         },
@@ -165,10 +173,8 @@ DOCUMENT: dict[str, Any] = {
         "responses": {"Error": {"description": "Error envelope", "content": {"application/json": {
             "schema": {"$ref": "#/components/schemas/Error"}}}}},
         "schemas": {
-            "Error": {"type": "object", "required": ["error"], "properties": {"error": {
-                "type": "object", "required": ["code", "message"],
-                "properties": {"code": {"type": "string"}, "message": {"type": "string"},
-                               "hint": {"type": "string"}}}}},
+            **components(),
+            "Error": {"$ref": "#/components/schemas/ApiError"},
             "AddCollection": {
                 "type": "object", "required": ["name", "paths"], "additionalProperties": False,
                 "properties": {"name": {"type": "string", "pattern": NAME_PATTERN},
@@ -178,10 +184,6 @@ DOCUMENT: dict[str, Any] = {
                               "properties": {"query": _QUERY, **_FILTERS}},
             "AskRequest": {"type": "object", "required": ["query"], "additionalProperties": False,
                            "properties": {"query": _QUERY, **_FILTERS, "stream": {"type": "boolean"}}},
-            "Answer": {"type": "object", "properties": {
-                "answer": {"type": "string"}, "sources": {"type": "array"},
-                "annotations": {"type": "array"}, "history_id": {"type": ["string", "null"]},
-                "finish_reason": {"type": ["string", "null"]}}},
         },
     },
 }
@@ -217,6 +219,19 @@ def _type_ok(value: Any, t: str) -> bool:
 def validate(value: Any, sch: dict, where: str) -> None:
     """Check ``value`` against the subset of JSON Schema this document uses; RequestError names
     the offending field (``where``) and what is allowed."""
+    while "$ref" in sch:
+        sch = DOCUMENT["components"]["schemas"][sch["$ref"].rsplit("/", 1)[1]]
+    if "anyOf" in sch:
+        errors = []
+        for alt in sch["anyOf"]:
+            try:
+                validate(value, alt, where)
+                break
+            except RequestError as e:
+                errors.append(e.message)
+        else:
+            raise RequestError(f"{where} matches none of the allowed shapes: " + "; ".join(errors))
+        return
     types = sch.get("type")
     if types is not None:
         tl = types if isinstance(types, list) else [types]
@@ -251,10 +266,14 @@ def validate(value: Any, sch: dict, where: str) -> None:
         for req in sch.get("required", []):
             if req not in value:
                 raise RequestError(f"{where}: field '{req}' is required")
-        if sch.get("additionalProperties") is False:
+        extra_sch = sch.get("additionalProperties")
+        if extra_sch is False:
             extra = sorted(set(value) - set(props))
             if extra:
                 raise RequestError(f"{where}: unknown field(s) {extra}", hint="allowed: " + ", ".join(props))
+        elif isinstance(extra_sch, dict) and extra_sch:
+            for key in set(value) - set(props):
+                validate(value[key], extra_sch, f"{where}.{key}")
         for key, sub in props.items():
             if key in value:
                 validate(value[key], sub, f"{where}.{key}" if where != "body" else key)

@@ -115,30 +115,50 @@ def _toml(v) -> str:
 
 
 def _ingest(cfg, args) -> int:
+    from pathlib import Path
+
     from ragweedd.cli import common
-    from ragweedd.ingest.pipeline import Pipeline
-    from ragweedd.watch.ignore import walk_files
+    from ragweedd.daemon import data_writer_lock
+    from ragweedd.errors import RequestError
+    from ragweedd.services import open_oneshot
 
-    paths = common.paths_for(cfg)
-    if args.rebuild_fts:
-        from ragweedd.store.rag_db import RagDB, fts_rebuild
-
-        rag = RagDB(paths.rag_db(args.collection), args.collection)
-        n = fts_rebuild(rag.conn)
-        print(f"rebuilt keyword index of '{args.collection}': {n} chunks")
-        return 0
     coll = cfg.collections.get(args.collection)
-    roots = common.resolve_inputs(args.paths) if args.paths else [__import__("pathlib").Path(p) for p in (coll.paths if coll else [])]
-    if not roots:
-        from ragweedd.errors import RequestError
-
+    roots = common.resolve_inputs(args.paths) if args.paths else [Path(p) for p in (coll.paths if coll else [])]
+    if not roots and not args.rebuild_fts:
         raise RequestError(f"nothing to ingest into '{args.collection}'",
                            hint="pass PATH arguments or declare [collections." + args.collection + "] paths")
-    ignore = coll.ignore if coll else ()
-    from ragweedd.ingest.worker import make_extract
+    services = open_oneshot(cfg)
+    # A running daemon is the one writer of this data directory: writing beside it would leave
+    # two copies of the index files. This refuses with the daemon's pid.
+    writer = data_writer_lock(services.paths)
+    try:
+        writer.acquire()
+    except Exception:
+        services.close()
+        raise
+    try:
+        if args.rebuild_fts:
+            from ragweedd.store.rag_db import RagDB
 
-    # Same extraction as the daemon: parsers of untrusted formats run in the capped sandbox.
-    pipe = Pipeline(cfg, paths, common.make_embedder(cfg), extract=make_extract(cfg))
+            rag = RagDB(services.paths.rag_db(args.collection), args.collection)
+            try:
+                n = rag.rebuild_fts()
+            finally:
+                rag.close()
+            print(f"rebuilt keyword index of '{args.collection}': {n} chunks")
+            return 0
+        return _ingest_files(services, args, roots, coll.ignore if coll else ())
+    finally:
+        services.close()
+        writer.release()
+
+
+def _ingest_files(services, args, roots, ignore) -> int:
+    from ragweedd.ingest.index_sync import IndexSync
+    from ragweedd.watch.ignore import walk_files
+
+    pipe = services.pipeline()
+    _refuse_other_embedder(pipe, args.collection)
     counts: dict[str, int] = {}
     chunks = embedded = 0
     t0 = time.monotonic()
@@ -155,9 +175,7 @@ def _ingest(cfg, args) -> int:
     finally:
         pipe.close()
     # Keep the collection's HNSW files in step with what was just stored, as the daemon does.
-    from ragweedd.ingest.index_sync import IndexSync
-
-    sync = IndexSync(cfg, paths, pipe.embedder.dim)
+    sync = IndexSync(services.cfg, services.paths, pipe.embedder.dim)
     try:
         sync.sync(args.collection)
     finally:
@@ -169,15 +187,37 @@ def _ingest(cfg, args) -> int:
     return 1 if counts.get("failed") else 0
 
 
+def _refuse_other_embedder(pipe, collection: str) -> None:
+    """Vectors of two models never mix in one collection: refuse before anything is written."""
+    from pathlib import Path
+
+    from ragweedd.errors import RequestError
+    from ragweedd.store.rag_db import PRIMARY, RagDB
+
+    db = pipe.paths.rag_db(collection)
+    if not Path(db).exists():
+        return
+    rag = RagDB(db, collection, readonly=True)
+    try:
+        known = rag.embedder(PRIMARY)
+    finally:
+        rag.close()
+    if known is not None and known[0] != pipe.embedder.id:
+        raise RequestError(
+            f"collection '{collection}' was embedded with {known[0]}, but embed.model is {pipe.embedder.id}",
+            hint="ingest with the collection's model, or let the daemon re-index it with the new one "
+                 "(it does so at start when embed.model changes)")
+
+
 def _search(cfg, args) -> int:
     from ragweedd.cli import common
+    from ragweedd.services import open_oneshot
 
-    paths = common.paths_for(cfg)
-    embedder = common.make_embedder(cfg)
-    from ragweedd.query.hybrid import one_shot_search
-
-    res = one_shot_search(cfg, paths, embedder, args.query, collections=args.collection, top_k=args.top_k,
-                          mode=args.mode)
+    services = open_oneshot(cfg)
+    try:
+        res = services.search(args.query, args.collection, args.top_k, mode=args.mode)
+    finally:
+        services.close()
     common.print_hits(res["results"], args.json, {"retrieval_meta": res.get("retrieval_meta")})
     return 0
 

@@ -1,4 +1,5 @@
-"""The vector indexes of one collection: the primary plus optional 384/1024-d passes (DESIGN §3, §7).
+"""The vector indexes of one collection, one per vector space: the primary plus optional 384/1024-d
+passes (DESIGN §3, §7). Every method takes the space name (``PRIMARY``, "384", "1024").
 
 The store keeps a change log (seq, op, label); each index file records the last seq it contains
 (``applied_seq``). At start the manager loads every index it is told about, or starts an empty one
@@ -25,13 +26,15 @@ import numpy as np
 from ragweedd.errors import CorruptIndexError, InvalidVectorError
 from ragweedd.index.hnsw import HnswIndex
 from ragweedd.logging import get_logger
+from ragweedd.store.rag_db import PRIMARY
 
 log = get_logger(__name__)
 
 
-def suffix_for(dim_pass: int | None) -> str:
-    """'' for the primary index, '_384' / '_1024' for the extra passes."""
-    return "" if dim_pass is None else f"_{int(dim_pass)}"
+def file_suffix(space: str) -> str:
+    """Index files of the primary space are data_level0.bin, ...; an extra pass's carry its name:
+    data_level0_384.bin."""
+    return "" if space == PRIMARY else f"_{space}"
 
 
 class IndexManager:
@@ -55,7 +58,8 @@ class IndexManager:
         self.indexes: dict[str, HnswIndex] = {}
         self.applied_seq: dict[str, int] = {}
         self.status: dict[str, str] = {}
-        self.last_flush: dict[str, float] = {}
+        self.last_flush: dict[str, float] = {}  # seconds the last flush took, by space
+        self.flushed_at: dict[str, float] = {}  # wall time of the last flush, by space
         self._lock = threading.RLock()  # orders apply / swap / snapshot
         self._pending: dict[str, list] = {}  # changes seen while a rebuild of that suffix runs
         self._dirty: set[str] = set()
@@ -77,7 +81,7 @@ class IndexManager:
 
     def _load(self, suffix: str, dim: int) -> None:
         try:
-            idx, seq = HnswIndex.load(self.directory, suffix)
+            idx, seq = HnswIndex.load(self.directory, file_suffix(suffix))
             if idx.dim != dim:
                 log.warning("index_dim_mismatch", directory=str(self.directory), suffix=suffix, file_dim=idx.dim,
                             want_dim=dim, hint="the embedder changed; the index is rebuilt")
@@ -272,8 +276,9 @@ class IndexManager:
                 from ragweedd.index.fileformat import write_index
 
                 t0 = time.monotonic()
-                write_index(self.directory, snap, seq, suffix)
+                write_index(self.directory, snap, seq, file_suffix(suffix))
                 self.last_flush[suffix] = time.monotonic() - t0
+                self.flushed_at[suffix] = time.time()
                 log.debug("index_flushed", directory=str(self.directory), suffix=suffix, applied_seq=seq,
                           vectors=snap.live, seconds=round(self.last_flush[suffix], 3))
             except BaseException:
@@ -303,13 +308,15 @@ class IndexManager:
                 with self._cv:
                     self._cv.wait(min(self.flush_quiet_s, 5.0) or 1.0)
 
-    def close(self) -> None:
+    def close(self, *, flush: bool = True) -> None:
+        """Stop the flusher and write what is dirty (``flush=False``: a reader that caught up in
+        memory leaves the files to their one writer)."""
         with self._cv:
             self._stop = True
             self._cv.notify_all()
         if self._thread is not None:
             self._thread.join()
-        if self._dirty:
+        if self._dirty and flush:
             self.flush()
         self._pool.shutdown(wait=True)
 

@@ -6,6 +6,9 @@ the index's ``applied_seq`` and applies them through the IndexManager, whose own
 files debounced (``index_flush_quiet_s`` / ``index_flush_max_s``) and on close. At start each index
 is loaded and either replayed from its ``applied_seq`` or rebuilt from the stored vectors when it
 is missing, corrupt or ahead of the database. Nothing here polls: the thread sleeps until notified.
+
+It is also the daemon's ``IndexLookup`` (ragweedd/index/protocol.py): searches reach the live
+indexes through ``index_for``.
 """
 
 from __future__ import annotations
@@ -13,11 +16,12 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from ragweedd.contract import IndexInfo, iso
+from ragweedd.index.managed import ManagedIndex
 from ragweedd.logging import get_logger
 from ragweedd.store.rag_db import PRIMARY
 
 log = get_logger("ragweedd.index")
-SUFFIX = ""  # the primary index files (data_level0.bin, ...)
 APPLY_BATCH = 5000
 
 
@@ -48,17 +52,24 @@ class IndexSync:
     def wait_idle(self, timeout_s: float | None = None) -> bool:
         return self._idle.wait(timeout_s)
 
+    def index_for(self, rag) -> ManagedIndex | None:
+        m = self.managers.get(rag.collection)
+        return None if m is None else ManagedIndex(m)
+
     def count(self, collection: str) -> int | None:
         m = self.managers.get(collection)
-        return None if m is None else len(m.indexes[SUFFIX])
+        return None if m is None else len(m.indexes[PRIMARY])
 
-    def status(self) -> dict:
-        out = {}
+    def status(self) -> dict[str, IndexInfo]:
+        out: dict[str, IndexInfo] = {}
         for name, m in list(self.managers.items()):
-            out[name] = {"vectors": len(m.indexes[SUFFIX]), "applied_seq": m.applied_seq[SUFFIX],
-                         "state": m.status[SUFFIX], "dirty": m.dirty}
-        for name, err in self.errors.items():
-            out.setdefault(name, {})["error"] = err
+            out[name] = {"vectors": len(m.indexes[PRIMARY]), "applied_seq": m.applied_seq[PRIMARY],
+                         "state": m.status[PRIMARY], "dirty": m.dirty, "error": self.errors.get(name),
+                         "last_flush": iso(m.flushed_at.get(PRIMARY))}
+        for name, err in list(self.errors.items()):
+            if name not in out:
+                out[name] = {"vectors": None, "applied_seq": None, "state": "failed", "dirty": False,
+                             "error": err, "last_flush": None}
         return out
 
     def close(self) -> None:
@@ -68,10 +79,7 @@ class IndexSync:
         if self._thread.is_alive():
             self._thread.join(60)
         with self._lock:
-            from ragweedd.query.vectors import unregister_index
-
             for name, m in self.managers.items():
-                unregister_index(self.paths.rag_db(name))
                 try:
                     m.close()  # flushes what is dirty
                 except Exception as e:
@@ -79,11 +87,8 @@ class IndexSync:
             self.managers.clear()
 
     def drop(self, collection: str) -> None:
-        from ragweedd.query.vectors import unregister_index
-
         with self._lock:
             m = self.managers.pop(collection, None)
-            unregister_index(self.paths.rag_db(collection))
         if m is not None:
             m.close()
 
@@ -112,19 +117,16 @@ class IndexSync:
             return m, False
         from ragweedd.index.manager import IndexManager
 
-        from ragweedd.query.vectors import register_index
-
         with self._lock:
-            m = IndexManager(self.paths.collection_dir(name), {SUFFIX: self.dim}, config=self.cfg)
+            m = IndexManager(self.paths.collection_dir(name), {PRIMARY: self.dim}, config=self.cfg)
             self.managers[name] = m
-            register_index(self.paths.rag_db(name), m)
         max_seq = rag.max_seq()
-        min_seq = rag.conn.execute("SELECT min(seq) FROM changes").fetchone()[0]
-        plan = m.plan(SUFFIX, max_seq, min_seq)
-        if plan == "rebuild" or (m.status[SUFFIX] == "new" and max_seq > 0):
-            log.info("index_rebuild", collection=name, reason=m.status[SUFFIX], applied_seq=m.applied_seq[SUFFIX],
+        min_seq = rag.min_seq()
+        plan = m.plan(PRIMARY, max_seq, min_seq)
+        if plan == "rebuild" or (m.status[PRIMARY] == "new" and max_seq > 0):
+            log.info("index_rebuild", collection=name, reason=m.status[PRIMARY], applied_seq=m.applied_seq[PRIMARY],
                      log_seq=max_seq)
-            m.rebuild(SUFFIX, self._batches(rag), max_seq)
+            m.rebuild(PRIMARY, self._batches(rag), max_seq)
         return m, True
 
     def _batches(self, rag):
@@ -148,9 +150,8 @@ class IndexSync:
             m, _ = self._manager(name, rag)
             total = 0
             while True:
-                seq0 = m.applied_seq[SUFFIX]
-                changes = rag.conn.execute("SELECT seq, op, id FROM changes WHERE seq > ? ORDER BY seq LIMIT ?",
-                                           (seq0, APPLY_BATCH)).fetchall()
+                seq0 = m.applied_seq[PRIMARY]
+                changes = rag.changes_after(seq0, APPLY_BATCH)
                 if not changes:
                     return total
                 vecs = rag.vectors_for([c[2] for c in changes if c[1] == "add"])
@@ -164,6 +165,6 @@ class IndexSync:
                                      else (seq, "delete", cid))
                     else:
                         items.append((seq, "delete", cid))
-                total += m.apply(SUFFIX, items)
+                total += m.apply(PRIMARY, items)
         finally:
             rag.close()

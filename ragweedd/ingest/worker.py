@@ -106,7 +106,7 @@ class Progress:
                     "files_total": (self.batch_done if self.batch_start is not None else 0) + queued,
                     "files_done_since_start": self.done, "failed_since_start": self.failed,
                     "chunks_since_start": self.chunks, "embedded_since_start": self.embedded,
-                    "chunks_per_s": round(rate, 2), "eta_s": eta}
+                    "chunks_per_s": round(rate, 2), "files_per_s": round(files_rate, 3), "eta_s": eta}
 
 
 class Workers:
@@ -115,8 +115,10 @@ class Workers:
     change-log entries may exist (the index manager's hook)."""
 
     def __init__(self, cfg, paths, queue: JobQueue, embedder, *, resolve: Callable,
-                 on_changes: Callable[[str], None], on_root_missing: Callable[[str, str], None]) -> None:
+                 on_changes: Callable[[str], None], on_root_missing: Callable[[str, str], None],
+                 extract: Callable | None = None) -> None:
         self.cfg, self.paths, self.queue, self.embedder = cfg, paths, queue, embedder
+        self.extract = extract or make_extract(cfg)
         self.resolve, self.on_changes, self.on_root_missing = resolve, on_changes, on_root_missing
         self.progress = Progress()
         self.priority: dict[str, bool] = {}
@@ -147,7 +149,7 @@ class Workers:
         from ragweedd.ingest.pipeline import Pipeline
 
         self.priority = lower_priority(self.cfg.ingest_nice)
-        pipe = Pipeline(self.cfg, self.paths, self.embedder, extract=make_extract(self.cfg))
+        pipe = Pipeline(self.cfg, self.paths, self.embedder, extract=self.extract)
         try:
             while not self._stop.is_set():
                 job = self.queue.claim()

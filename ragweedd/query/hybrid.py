@@ -21,6 +21,7 @@ from ragweedd.query.filters import Filters
 from ragweedd.query.fts_plan import fts_search
 from ragweedd.query.idf import CollectionStats, IdfCache
 from ragweedd.query.merge import Candidate, finish, fuse
+from ragweedd.query.vectors import VectorSearch
 from ragweedd.query.wordnet import open_wordnet, wordnet_status
 from ragweedd.store.rag_db import RagDB
 from ragweedd.store.sqlite import connect
@@ -59,9 +60,20 @@ class _Collection:
 
 
 class Searcher:
-    def __init__(self, cfg, paths, embedder, *, collections: Iterable[str] | None = None) -> None:
+    """``vectors`` is the process's shared VectorSearch (the daemon passes one over its live
+    indexes); without it the searcher makes its own over the collections' index files on disk."""
+
+    def __init__(self, cfg, paths, embedder, *, collections: Iterable[str] | None = None,
+                 vectors: VectorSearch | None = None) -> None:
         from ragweedd.query.simple import open_collections
 
+        self._disk = None
+        if vectors is None:
+            from ragweedd.index.managed import DiskIndexes
+
+            self._disk = DiskIndexes(cfg)
+            vectors = VectorSearch(cfg, self._disk)
+        self.vectors = vectors
         self.cfg = cfg
         self.paths = paths
         self.embedder = embedder
@@ -76,6 +88,8 @@ class Searcher:
         self._pool.shutdown(wait=True)
         for c in self.collections:
             c.close()
+        if self._disk is not None:
+            self._disk.close()
         if self.cache_conn is not None:
             self.cache_conn.close()
 
@@ -117,7 +131,6 @@ class Searcher:
         qvec = None
         if mode in ("hybrid", "dense"):
             from ragweedd.embed.long import embed_texts
-            from ragweedd.query.vectors import vector_search
 
             t = time.perf_counter()
             key = query.lower()
@@ -130,7 +143,7 @@ class Searcher:
             timings["embed"] = _ms(t)
             t = time.perf_counter()
             for c in cols:
-                for cid, sim in vector_search(c.rag, self.paths, cfg, qvec, depth, allowed=allowed[c.name]):
+                for cid, sim in self.vectors.search(c.rag, qvec, depth, allowed=allowed[c.name]):
                     cands[(c.name, cid)] = Candidate(c.name, cid, sim=sim, in_dense=True)
             timings["vector"] = _ms(t)
         fts_meta: dict[str, Any] = {}
@@ -226,9 +239,10 @@ def _open_cache(paths) -> sqlite3.Connection | None:
 
 
 def one_shot_search(cfg, paths, embedder, query: str, *, collections: list[str] | None = None,
-                    top_k: int = 10, mode: str = "hybrid", filters: Filters | None = None) -> dict[str, Any]:
-    """Search once (the CLI): open, search, close. ``top_k`` is the number of results shown."""
+                    top_k: int = 10, mode: str = "hybrid", filters: Filters | None = None,
+                    vectors: VectorSearch | None = None) -> dict[str, Any]:
+    """Search once: open, search, close. ``top_k`` is the number of results shown."""
     if filters is None:
         filters = Filters.make(collections=collections)
-    with Searcher(cfg, paths, embedder, collections=collections) as s:
+    with Searcher(cfg, paths, embedder, collections=collections, vectors=vectors) as s:
         return s.search(query, filters=filters, limit=top_k, mode=mode)

@@ -110,10 +110,11 @@ STATES = ("pending", "extracting", "embedding", "done", "skipped", "failed", "de
 
 
 class IngestDB:
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, readonly: bool = False) -> None:
         self.path = Path(path)
-        self.conn = connect(self.path)
-        migrate(self.conn, MIGRATIONS, db_name=str(self.path))
+        self.conn = connect(self.path, readonly=readonly)
+        if not readonly:
+            migrate(self.conn, MIGRATIONS, db_name=str(self.path))
 
     def close(self) -> None:
         self.conn.close()
@@ -211,3 +212,30 @@ class IngestDB:
             "INSERT OR REPLACE INTO embed_cache(text_hash, embedder_id, dim, vec, created_at) VALUES (?,?,?,?,?)",
             [(h, embedder_id, dim, v, now) for h, v in items],
         )
+
+    # --- listings for the faces -------------------------------------------------------------------
+    def file_by_id(self, file_id: int) -> sqlite3.Row | None:
+        return self.conn.execute("SELECT * FROM ingest_files WHERE id=?", (file_id,)).fetchone()
+
+    def live_files_page(self, *, collection: str | None, states: list[str] | None, path_glob: str | None,
+                        offset: int, limit: int) -> tuple[list[sqlite3.Row], int]:
+        """One page of live files (ordered by collection, path) and the number of all that match.
+        ``path_glob`` is an fnmatch-style glob matched against the whole path or the file name."""
+        where: list[str] = ["superseded=0"]
+        args: list[object] = []
+        if collection:
+            where.append("collection=?")
+            args.append(collection)
+        if states is not None:
+            where.append(f"extract_status IN ({','.join('?' * len(states)) or 'NULL'})")
+            args.extend(states)
+        if path_glob:
+            g = path_glob.replace("[!", "[^")  # fnmatch's negated class is GLOB's [^...]
+            where.append("(source_file GLOB ? OR source_file GLOB ?)")
+            args.extend([g, "*/" + g])
+        cond = " AND ".join(where)
+        total = self.conn.execute(f"SELECT count(*) FROM ingest_files WHERE {cond}", args).fetchone()[0]
+        rows = self.conn.execute(f"SELECT * FROM ingest_files WHERE {cond} ORDER BY collection, source_file"
+                                 " LIMIT ? OFFSET ?", [*args, limit, offset]).fetchall()
+        return rows, total
+

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from ragweedd.contract import place_uri
 from ragweedd.store.sqlite import Migration, connect, migrate, transaction
 
 MIGRATIONS: list[Migration] = [
@@ -254,9 +255,17 @@ class RagDB:
     def max_seq(self) -> int:
         return self.conn.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()[0]
 
-    def changes_after(self, seq: int) -> list[tuple[int, str, int]]:
-        return [tuple(r) for r in self.conn.execute(
-            "SELECT seq, op, id FROM changes WHERE seq > ? ORDER BY seq", (seq,))]
+    def min_seq(self) -> int | None:
+        """The oldest change still logged (None: an empty log)."""
+        return self.conn.execute("SELECT min(seq) FROM changes").fetchone()[0]
+
+    def changes_after(self, seq: int, limit: int | None = None) -> list[tuple[int, str, int]]:
+        sql = "SELECT seq, op, id FROM changes WHERE seq > ? ORDER BY seq"
+        args: tuple = (seq,)
+        if limit is not None:
+            sql += " LIMIT ?"
+            args = (seq, limit)
+        return [tuple(r) for r in self.conn.execute(sql, args)]
 
     def vectors_for(self, ids: Sequence[int], space: str = PRIMARY) -> dict[int, bytes]:
         out = {}
@@ -277,6 +286,21 @@ class RagDB:
                 return
             yield [r[0] for r in rows], [r[1] for r in rows]
             last = rows[-1][0]
+
+    def rebuild_fts(self) -> int:
+        """Backfill the keyword index from stored chunk text (see ``fts_rebuild``)."""
+        return fts_rebuild(self.conn)
+
+    def chunk_ids_of(self, md5: str) -> list[int]:
+        """A document's chunk ids in chunk order."""
+        return [r[0] for r in self.conn.execute("SELECT id FROM embeddings WHERE md5=? ORDER BY chunk_idx", (md5,))]
+
+    def entropy_rows(self) -> list[tuple[int, float, float]]:
+        """(chunk id, text entropy, word count) of every chunk that has both (cluster analysis)."""
+        rows = self.conn.execute(
+            "SELECT e.id, (SELECT float_value FROM embedding_metadata WHERE id=e.id AND key='text_entropy'),"
+            " (SELECT int_value FROM embedding_metadata WHERE id=e.id AND key='word_count') FROM embeddings e")
+        return [(r[0], r[1], r[2]) for r in rows if r[1] is not None and r[2] is not None]
 
     def chunk_count(self) -> int:
         return self.conn.execute("SELECT count(*) FROM embeddings").fetchone()[0]
@@ -310,6 +334,8 @@ def hit_fields(meta: dict[str, Any]) -> dict[str, Any]:
     return {
         "source_file": src,
         "filename": Path(src).name,
+        "uri": place_uri(src, pages=pages, member=meta.get("ole_parent_name"), t_start=meta.get("t_start"),
+                         t_end=meta.get("t_end")),
         "source_rel_path": meta.get("source_rel_path"),
         "text": meta.get("chroma:document", ""),
         "page_label": meta.get("page_label"),

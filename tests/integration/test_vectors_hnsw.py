@@ -12,6 +12,7 @@ from ragweedd.paths import Paths
 from ragweedd.query import vectors
 from ragweedd.query.exact import load_matrix, top_k
 from ragweedd.store.rag_db import RagDB
+from ragweedd.store.rag_db import PRIMARY
 
 
 def _setup(tmp_path, n_files=120):
@@ -68,8 +69,8 @@ def test_index_still_being_built_falls_back_to_exact(tmp_path):
     cfg, paths, pipe, docs = _setup(tmp_path, n_files=20)
     from ragweedd.index.manager import IndexManager
 
-    m = IndexManager(paths.collection_dir("c"), {"": 64}, config=cfg, start_flusher=False)
-    m._pending[""] = []  # as during a first build: the live graph is still empty
+    m = IndexManager(paths.collection_dir("c"), {PRIMARY: 64}, config=cfg, start_flusher=False)
+    m._pending[PRIMARY] = []  # as during a first build: the live graph is still empty
     vectors.register_index(paths.rag_db("c"), m)
     try:
         rag = RagDB(paths.rag_db("c"), "c", readonly=True)
@@ -90,14 +91,14 @@ def test_live_index_lagging_the_log_neither_misses_new_chunks_nor_returns_delete
     try:
         rag = RagDB(paths.rag_db("c"), "c", readonly=True)
         m = vectors._MANAGERS[str(paths.rag_db("c"))]
-        applied = m.applied_seq[""]
+        applied = m.applied_seq[PRIMARY]
         new = docs / "new.txt"
         new.write_text("zebraword zebraword zebraword quagga.")
         pipe.ingest_file("c", new, docs)
         q_old = embed_texts(emb, [(docs / "f3.txt").read_text()])[0]
         old_id = _exact(rag, q_old, 1)[0][0]
         pipe.remove_file("c", str(docs / "f3.txt"))
-        assert m.applied_seq[""] == applied and rag.max_seq() > applied, "the graph must lag for this test"
+        assert m.applied_seq[PRIMARY] == applied and rag.max_seq() > applied, "the graph must lag for this test"
 
         q = embed_texts(emb, ["zebraword quagga"])[0]
         got = vectors.vector_search(rag, paths, cfg, q, 5)

@@ -15,6 +15,7 @@ from ragweedd.errors import CorruptIndexError
 from ragweedd.index import fileformat as ff
 from exact_index import ExactIndex
 from ragweedd.index.hnsw import HnswIndex
+from ragweedd.store.rag_db import PRIMARY
 
 
 def unit(n, dim, seed=0):
@@ -267,13 +268,13 @@ def test_older_index_put_back_is_seen_through_applied_seq(tmp_path, small):
         shutil.copy2(p, tmp_path / "live" / p.name)
     _, seq = HnswIndex.load(tmp_path / "live")
     assert seq == 10
-    m = IndexManager(tmp_path / "live", {"": 384}, start_flusher=False)
+    m = IndexManager(tmp_path / "live", {PRIMARY: 384}, start_flusher=False)
     try:
-        assert m.applied_seq[""] == 10
-        assert m.plan("", log_max_seq=20) == "replay"
-        assert m.plan("", log_max_seq=20, log_min_seq=15) == "rebuild"  # log no longer reaches back
-        assert m.plan("", log_max_seq=8) == "rebuild"  # index ahead of the database
-        assert m.plan("", log_max_seq=10) == "ok"
+        assert m.applied_seq[PRIMARY] == 10
+        assert m.plan(PRIMARY, log_max_seq=20) == "replay"
+        assert m.plan(PRIMARY, log_max_seq=20, log_min_seq=15) == "rebuild"  # log no longer reaches back
+        assert m.plan(PRIMARY, log_max_seq=8) == "rebuild"  # index ahead of the database
+        assert m.plan(PRIMARY, log_max_seq=10) == "ok"
     finally:
         m.close()
 

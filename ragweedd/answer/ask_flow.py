@@ -1,0 +1,74 @@
+"""The ask flow, once for every face: retrieval result -> history entry -> answer events -> the
+finished record in the history.
+
+The daemon's API streams these events; ``ragweedd ask`` prints them. An answer is recorded as
+"streaming" before its first event, so an entry that never finishes (client gone, daemon stopped)
+says so; a failure is recorded with what was written so far. A failed continuation keeps the entry
+as it was, so it can be tried again. History writes run in a worker thread: the event loop only
+awaits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, AsyncIterator
+
+from ragweedd.answer import history as hist
+from ragweedd.contract import AskEvent, SearchResult
+from ragweedd.errors import RagweedError, RequestError
+
+
+class AskFlow:
+    def __init__(self, cfg: Any, history: hist.HistoryStore) -> None:
+        self.cfg = cfg
+        self.history = history
+
+    async def ask(self, query: str, res: SearchResult) -> AsyncIterator[AskEvent]:
+        """Start an answer from a search result; the history entry exists once this returns."""
+        from ragweedd.answer.answering import answer_question
+
+        body = hist.pending_answer(dict(res))
+        hid = await asyncio.to_thread(self.history.add, "ask", query, body)
+        return self._recorded(answer_question(query, res["results"], self.cfg), hid, body,
+                              res.get("retrieval_meta") or {}, record_errors=True)
+
+    async def resume(self, history_id: str) -> tuple[dict[str, Any], AsyncIterator[AskEvent]]:
+        """Continue an answer cut at max_tokens: (the entry as it was, the events; ``sources``
+        repeats the entry's sources first)."""
+        entry = await asyncio.to_thread(self.history.show, history_id)
+        if entry.get("kind") != "ask" or not entry.get("state"):
+            raise RequestError(f"history entry '{history_id}' cannot be continued: only answers cut at "
+                               "max_tokens can", hint="continue an answer whose done event had continuable = true")
+        from ragweedd.answer.answering import continue_answer
+
+        async def events() -> AsyncIterator[dict[str, Any]]:
+            yield {"type": "sources", "sources": entry.get("sources") or []}
+            async for ev in continue_answer(entry["state"], self.cfg):
+                yield ev
+
+        return entry, self._recorded(events(), history_id, entry, entry.get("retrieval_meta") or {},
+                                     record_errors=False)
+
+    async def _recorded(self, events: AsyncIterator[dict[str, Any]], hid: str, body: dict[str, Any],
+                        meta: dict[str, Any], *, record_errors: bool) -> AsyncIterator[AskEvent]:
+        parts: list[str] = []
+        try:
+            async for ev in events:
+                if ev.get("type") == "token":
+                    parts.append(ev.get("text", ""))
+                elif ev.get("type") == "done":
+                    rec = hist.answer_record(ev, meta)
+                    ev = {**ev, "history_id": hid, "finish_reason": rec["finish_reason"], "timings": rec["timings"]}
+                    await asyncio.to_thread(self.history.update, hid, rec)
+                yield ev  # type: ignore[misc]
+        except (RagweedError, asyncio.CancelledError, KeyboardInterrupt) as e:
+            if record_errors:
+                why = e.to_dict() if isinstance(e, RagweedError) else {"code": "cancelled", "message": "interrupted"}
+                # shielded: a cancelled stream still records why it ended
+                await asyncio.shield(asyncio.to_thread(
+                    self.history.update, hid, hist.failed_answer(body, why, "".join(parts))))
+            raise
+        finally:
+            aclose = getattr(events, "aclose", None)
+            if aclose is not None:
+                await aclose()

@@ -1,0 +1,523 @@
+"""The typed contract: every shape that crosses a face, defined once.
+
+The core produces these, the HTTP API serialises them (they are plain dicts at run time, so JSON is
+free), ragweedctl reads them, and the OpenAPI document derives its response schemas from them
+(``ragweedd/api/schemas.py``), so a field renamed here is renamed for every face at once and mypy
+catches a reader that still uses the old name.
+
+Only the standard library is imported: ragweedctl imports this module and must start fast.
+
+Conventions: times a user sees are ISO 8601 strings in UTC; ``None`` means "not known" or "does not
+apply"; every list a route returns in pages sits under ``items`` with ``total``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, AsyncIterator, Literal, NotRequired, Protocol, TypedDict, Union
+
+def iso(t: float | None) -> str | None:
+    """A Unix time as the contract shows times: ISO 8601 in UTC (None stays None)."""
+    if t is None:
+        return None
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(t, timezone.utc).isoformat()
+
+
+def place_uri(source_file: str, *, pages: list[int] | None = None, member: str | None = None,
+              t_start: float | None = None, t_end: float | None = None) -> str:
+    """A URI that opens the cited place: ``file:///x.pdf#page=3`` (PDF viewers' page fragment),
+    ``file:///rec.mp3#t=12.5,20`` (W3C media fragment), ``file:///a.zip#member=dir/x.txt``, else
+    the file itself."""
+    from pathlib import Path
+    from urllib.parse import quote
+
+    uri = Path(source_file).as_uri() if source_file.startswith("/") else "file://" + quote(source_file)
+    if pages:
+        return f"{uri}#page={pages[0]}"
+    if t_start is not None:
+        return f"{uri}#t={t_start:g}" + (f",{t_end:g}" if t_end is not None else "")
+    if member:
+        return f"{uri}#member={quote(member)}"
+    return uri
+
+
+# --------------------------------------------------------------------------- errors
+ErrorCode = str  # "bad_request", "not_found", "too_many_answers", "internal", ...
+
+
+class ErrorBody(TypedDict):
+    code: ErrorCode
+    message: str
+    hint: NotRequired[str]
+
+
+class ApiError(TypedDict):
+    """The body of every error response, and the ``error`` of an ask stream's error event."""
+
+    error: ErrorBody
+
+
+# --------------------------------------------------------------------------- health and status
+class Health(TypedDict):
+    ok: bool
+    version: str
+
+
+DocState = Literal["queued", "indexed", "failed", "skipped", "superseded"]
+DOC_STATES: tuple[DocState, ...] = ("queued", "indexed", "failed", "skipped", "superseded")
+# The ingest tracker's own file states and the state a user sees for each.
+FILE_STATE_SHOWN: dict[str, DocState] = {
+    "pending": "queued", "extracting": "queued", "embedding": "queued", "done": "indexed",
+    "failed": "failed", "skipped": "skipped", "deleted": "superseded"}
+
+
+class RootState(TypedDict):
+    path: str
+    state: Literal["ok", "missing", "empty_mount", "unknown"]
+    watch: Literal["native", "polling", "none"]
+
+
+class ScanSummary(TypedDict):
+    collection: str
+    files_seen: int
+    upserts: int
+    deletes: int
+    unavailable_roots: list[str]
+    seconds: float
+    at: str
+
+
+class Collection(TypedDict):
+    name: str
+    paths: list[str]
+    ignore: list[str]
+    topic: str
+    documents: int
+    available: bool
+    roots: list[RootState]
+    from_config: bool
+    last_scan: ScanSummary | None
+
+
+class CollectionList(TypedDict):
+    items: list[Collection]
+
+
+class IngestProgress(TypedDict):
+    """Files of the current ingest batch (a batch starts when the queue goes from empty to busy and
+    ends when it is empty again): ``done`` of ``total``, the recent rate and the time left."""
+
+    running: bool
+    done: int
+    total: int
+    files_per_s: float
+    chunks_per_s: float
+    eta_s: float | None
+    done_since_start: int
+    failed_since_start: int
+    chunks_since_start: int
+    embedded_since_start: int
+    workers: int
+
+
+class QueueDepth(TypedDict):
+    queued: int
+    running: int
+    failed: int
+    debouncing: int
+
+
+class FailedJob(TypedDict):
+    collection: str
+    path: str
+    op: Literal["upsert", "delete"]
+    tries: int
+    error: str | None
+
+
+class EmbedderInfo(TypedDict):
+    id: str
+    dim: int
+
+
+class IndexInfo(TypedDict):
+    vectors: int | None
+    applied_seq: int | None
+    state: str
+    dirty: bool
+    last_flush: str | None
+    error: str | None
+
+
+class ScheduledJob(TypedDict):
+    name: str
+    at: str | None
+
+
+class JobRun(TypedDict):
+    at: str
+    ok: bool
+    seconds: float | None
+    error: str | None
+
+
+class IntegrityReport(TypedDict):
+    ok: bool
+    at: str
+    problems: list[str]
+
+
+class MissingTool(TypedDict):
+    """An external program the machine lacks: ``optional`` ones cost a feature (OCR, a faster
+    transcriber); the others make their formats' files fail until installed."""
+
+    tool: str
+    package: str
+    formats: list[str]
+    optional: bool
+
+
+class Status(TypedDict):
+    version: str
+    pid: int
+    uptime_s: float
+    collections: list[Collection]
+    files_by_state: dict[str, int]  # keys are DocState values
+    queue: QueueDepth
+    queue_depth: int  # queued + running jobs
+    failed_jobs: list[FailedJob]
+    ingest: IngestProgress
+    embedder: EmbedderInfo
+    index: dict[str, IndexInfo]  # by collection
+    index_sizes: dict[str, int | None]  # vectors in each collection's index
+    last_flush: str | None  # newest index flush of any collection
+    next_jobs: list[ScheduledJob]
+    last_jobs: dict[str, JobRun]
+    integrity: IntegrityReport | None
+    degraded: list[str]
+    missing_tools: list[MissingTool]
+
+
+# --------------------------------------------------------------------------- documents
+class Document(TypedDict):
+    doc_key: str
+    collection: str
+    source_file: str
+    filename: str
+    uri: str
+    state: DocState
+    size_bytes: int
+    chunks: int
+    error: str | None
+    updated_at: str | None
+
+
+class DocumentPage(TypedDict):
+    items: list[Document]
+    total: int
+
+
+class ChunkDetail(TypedDict):
+    chunk_idx: int
+    text: str
+    page_label: str | None
+    section: str | None
+    span: list[int | None] | None
+    t_start: float | None
+    t_end: float | None
+    uri: str
+
+
+class DocumentDetail(Document):
+    chunks_detail: list[ChunkDetail]
+
+
+class Uploaded(TypedDict):
+    collection: str
+    source_file: str
+    state: DocState
+    size_bytes: int
+
+
+# --------------------------------------------------------------------------- collection actions
+class Queued(TypedDict):
+    """A scan, re-analysis or keyword-index rebuild was started in the background."""
+
+    collection: str
+    queued: bool
+
+
+class Removed(TypedDict):
+    name: str
+    removed: bool
+
+
+# --------------------------------------------------------------------------- search
+class Hit(TypedDict):
+    """One ranked chunk: where it is (file, page, section, span, time, member, ``uri`` that opens
+    the place) and how it scored."""
+
+    embedding_id: int
+    collection: str
+    doc_id: str
+    chunk_idx: int
+    source_file: str
+    filename: str
+    source_rel_path: str | None
+    uri: str
+    text: str
+    page_label: str | None
+    pages: list[int] | None
+    section: str | None
+    span: list[int | None] | None
+    sheet: str | None
+    rows: list[int | None] | None
+    t_start: float | None
+    t_end: float | None
+    member: str | None
+    ocr_type: str | None
+    text_entropy: float | None
+    word_count: int | None
+    score: float
+    rel_score: float
+    rank: int
+    annotate: bool
+    sim: NotRequired[float | None]  # dense similarity, when the dense leg saw the chunk
+    bm25: NotRequired[float | None]  # keyword score, when the keyword leg found it
+    fts: NotRequired[bool]
+    dense_rank: NotRequired[int | None]
+    fts_rank: NotRequired[int | None]
+
+
+RetrievalMeta = dict[str, Any]  # what each stage did: tiers, words, synonyms, timings (free-form, logged)
+
+
+class SearchResult(TypedDict):
+    results: list[Hit]
+    retrieval_meta: RetrievalMeta
+    history_id: NotRequired[str]
+
+
+# --------------------------------------------------------------------------- answers
+class Source(TypedDict):
+    """A hit as an answer cites it: numbered from 1 in prompt order (``n``), with a label for
+    ``[N]`` and either the full text (sources that went into the prompt) or an excerpt."""
+
+    embedding_id: int
+    collection: str
+    doc_id: str
+    source_file: str
+    filename: str
+    source_rel_path: str | None
+    uri: str
+    score: float | None
+    rel_score: float | None
+    page_label: str | None
+    section: str | None
+    span: list[int | None] | None
+    t_start: float | None
+    t_end: float | None
+    member: str | None
+    label: str
+    n: NotRequired[int]
+    annotation: NotRequired[str | None]
+    text: NotRequired[str]
+    excerpt: NotRequired[str]
+    truncated: NotRequired[bool]
+
+
+class SourcesEvent(TypedDict):
+    type: Literal["sources"]
+    sources: list[Source]
+
+
+class AnnotationEvent(TypedDict):
+    type: Literal["annotation"]
+    embedding_id: int | None
+    annotation: str | None
+    relevant: bool
+    error: str | None
+
+
+class ContextEvent(TypedDict):
+    """The numbered sources that went into the prompt; ``[N]`` in the answer points at them."""
+
+    type: Literal["context"]
+    sources: list[Source]
+
+
+class TokenEvent(TypedDict):
+    type: Literal["token"]
+    text: str
+
+
+FinishReason = Literal["stop", "max_tokens"]
+AnswerMode = Literal["llm", "passages", "empty"]
+
+
+class DoneEvent(TypedDict):
+    """The last event of an answer: the whole record the history keeps."""
+
+    type: Literal["done"]
+    history_id: str
+    query: str
+    mode: AnswerMode
+    label: str | None
+    answer: str
+    sources: list[Source]
+    cited: list[Source]
+    cited_numbers: list[int]
+    invalid_citations: list[int]
+    refused: bool
+    refused_only: bool
+    stop_reason: str
+    finish_reason: FinishReason
+    continuable: bool
+    provider: str | None
+    model: str | None
+    usage: dict[str, Any]
+    llm_calls: int
+    continuations: int
+    timings: dict[str, float]
+    annotations: list[dict[str, Any]]
+    filtered: list[dict[str, Any]]
+    annotation_provider: str | None
+    annotation_errors: int
+
+
+class ErrorEvent(TypedDict):
+    """Instead of ``done`` when an answer fails after it started (errors before the first event
+    are HTTP errors)."""
+
+    type: Literal["error"]
+    error: ErrorBody
+
+
+AskEvent = Union[SourcesEvent, AnnotationEvent, ContextEvent, TokenEvent, DoneEvent, ErrorEvent]
+ASK_EVENT_TYPES = ("sources", "annotation", "context", "token", "done", "error")
+
+
+class Answer(TypedDict):
+    """An answer as one JSON object (``stream=false``): the done record, or on failure the error
+    with what was written so far."""
+
+    answer: str
+    sources: list[Source]
+    annotations: list[dict[str, Any]]
+    history_id: str | None
+    finish_reason: FinishReason | None
+    error: NotRequired[ErrorBody]
+    query: NotRequired[str]
+    mode: NotRequired[AnswerMode]
+    label: NotRequired[str | None]
+    cited: NotRequired[list[Source]]
+    cited_numbers: NotRequired[list[int]]
+    invalid_citations: NotRequired[list[int]]
+    refused: NotRequired[bool]
+    refused_only: NotRequired[bool]
+    stop_reason: NotRequired[str]
+    continuable: NotRequired[bool]
+    provider: NotRequired[str | None]
+    model: NotRequired[str | None]
+    usage: NotRequired[dict[str, Any]]
+    llm_calls: NotRequired[int]
+    continuations: NotRequired[int]
+    timings: NotRequired[dict[str, float]]
+    filtered: NotRequired[list[dict[str, Any]]]
+    annotation_provider: NotRequired[str | None]
+    annotation_errors: NotRequired[int]
+
+
+# --------------------------------------------------------------------------- history
+HistoryKind = Literal["search", "ask"]
+
+
+class HistoryItem(TypedDict):
+    id: str
+    kind: HistoryKind
+    query: str
+    created_at: str | None
+
+
+class HistoryPage(TypedDict):
+    items: list[HistoryItem]
+    total: int
+
+
+class HistoryEntry(HistoryItem, total=False):
+    """One entry in full: a search keeps ``results``; an answer keeps what its done event carried
+    (``status`` is "streaming" while it is written, "done" or "error" after)."""
+
+    results: list[Hit]
+    retrieved: list[Hit]
+    retrieval_meta: RetrievalMeta
+    status: Literal["streaming", "done", "error"]
+    error: ErrorBody
+    mode: AnswerMode
+    label: str | None
+    answer: str
+    sources: list[Source]
+    cited: list[Source]
+    cited_numbers: list[int]
+    invalid_citations: list[int]
+    refused: bool
+    refused_only: bool
+    stop_reason: str
+    finish_reason: FinishReason
+    continuable: bool
+    provider: str | None
+    model: str | None
+    usage: dict[str, Any]
+    llm_calls: int
+    continuations: int
+    timings: dict[str, float]
+    annotations: list[dict[str, Any]]
+    filtered: list[dict[str, Any]]
+    annotation_provider: str | None
+    annotation_errors: int
+    state: dict[str, Any] | None
+
+
+# --------------------------------------------------------------------------- the operations
+class Engine(Protocol):
+    """What every face calls. Coroutines that never block the event loop; failures are
+    ragweedd.errors exceptions, which the faces turn into ``ApiError`` with the exception's
+    ``http_status``."""
+
+    async def status(self) -> Status: ...
+
+    async def list_collections(self) -> list[Collection]: ...
+
+    async def add_collection(self, name: str, paths: list[str], ignore: list[str] | None = None,
+                             topic: str = "") -> Collection: ...
+
+    async def remove_collection(self, name: str) -> Removed: ...
+
+    async def scan(self, name: str) -> Queued: ...
+
+    async def reanalyze(self, name: str) -> Queued: ...
+
+    async def rebuild_fts(self, name: str) -> Queued: ...
+
+    async def list_documents(self, collection: str | None = None, state: str | None = None,
+                             path_glob: str | None = None, offset: int = 0,
+                             limit: int = 50) -> DocumentPage: ...
+
+    async def get_document(self, doc_key: str) -> DocumentDetail: ...
+
+    async def upload(self, collection: str, filename: str, data: bytes) -> Uploaded: ...
+
+    async def search(self, query: str, collections: list[str] | None = None, top_k: int | None = None,
+                     path_glob: str | None = None, file_type: str | None = None,
+                     doc_id: str | None = None) -> SearchResult: ...
+
+    async def ask(self, query: str, collections: list[str] | None = None, top_k: int | None = None,
+                  path_glob: str | None = None, file_type: str | None = None,
+                  doc_id: str | None = None) -> AsyncIterator[AskEvent]: ...
+
+    async def ask_continue(self, history_id: str) -> AsyncIterator[AskEvent]: ...
+
+    async def history_list(self, offset: int = 0, limit: int = 50) -> HistoryPage: ...
+
+    async def history_show(self, history_id: str) -> HistoryEntry: ...

@@ -1,0 +1,241 @@
+"""The daemon's running parts, built by ``ragweedd.services.open_daemon`` (the composition root).
+
+Started in this order and stopped in reverse, every thread joined and every connection closed:
+
+    live indexes (index sync thread) -> ingest workers -> debouncer -> watcher -> scan and
+    root-check threads -> start-up scan -> APScheduler jobs
+
+The HTTP API (ragweedd/daemon.py) talks to it only through ``ragweedd.engine.DaemonEngine``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from ragweedd.config import Config
+from ragweedd.logging import get_logger
+from ragweedd.paths import Paths
+from ragweedd.services import Services
+
+log = get_logger("ragweedd.daemon")
+ROOT_CHECK_S = 5.0  # how often roots are stat-ed to notice an unmount or a return (one stat each)
+
+
+class Core:
+    def __init__(self, cfg: Config, paths: Paths, embedder: Any, index: Any, *, extract: Callable | None = None,
+                 watcher_factory: Callable | None = None) -> None:
+        from ragweedd.ingest.queue import JobQueue
+        from ragweedd.ingest.worker import Workers
+        from ragweedd.store.ingest_db import IngestDB
+        from ragweedd.watch.collections import Collections
+        from ragweedd.watch.debounce import Debouncer
+        from ragweedd.watch.watcher import Watcher
+
+        self.cfg, self.paths, self.embedder, self.index = cfg, paths, embedder, index
+        self.started_at = time.time()
+        self.queue = JobQueue(paths.ingest_db, max_tries=cfg.extract_max_tries)
+        self.debouncer = Debouncer(self.queue.put_many, debounce_s=cfg.debounce_s, delete_hold_s=cfg.delete_hold_s)
+        self._scan_wanted: set[str] = set()
+        self._scan_cv = threading.Condition()
+        self._stopping = False
+        self.reindexed: dict[str, str] = {}  # collection -> embedder id it was built with before
+        make_watcher = watcher_factory or Watcher
+        self.collections = Collections(cfg, paths, self.queue, self.debouncer, lambda c: make_watcher(
+            self.debouncer, known_under=c.known_under, is_known=c.is_known,
+            on_root_event=lambda coll, root: self._root_event(), on_overflow=self._overflow))
+        self.services = Services(cfg, paths, embedder=embedder, indexes=index,
+                                 collection_names=lambda: list(self.collections.items))
+        self.reader = IngestDB(paths.ingest_db, readonly=True)  # listings and status: never writes
+        self._reader_lock = threading.Lock()
+        for name in list(self.collections.items):
+            self._reindex_if_embedder_changed(name)
+        self.workers = Workers(cfg, paths, self.queue, embedder, resolve=self.collections.resolve,
+                               on_changes=self.index.notify, on_root_missing=self.collections.on_root_missing,
+                               extract=extract)
+        self.jobs: Any = None
+        self.last_integrity: dict[str, Any] | None = None
+        self._scanner = threading.Thread(target=self._scan_loop, name="ragweedd-scan", daemon=True)
+        self._roots = threading.Thread(target=self._roots_loop, name="ragweedd-roots", daemon=True)
+        self._roots_stop = threading.Event()
+        self._started = False
+
+    # --- life cycle --------------------------------------------------------------------------------
+    def start(self, *, scheduler: bool = True) -> None:
+        from ragweedd.jobs.scheduler import Jobs
+
+        self._started = True
+        self.index.start(list(self.collections.items))
+        self.workers.start()
+        self.debouncer.start()
+        self.collections.start()
+        self._scanner.start()
+        self._roots.start()
+        self.scan_async(*self.collections.items)  # start-up reconciliation
+        self.jobs = Jobs(self.cfg, reanalyze=self.reanalyze_all, integrity=self.integrity_check,
+                         scan=lambda: self.scan_async(*self.collections.items))
+        if scheduler:
+            self.jobs.start()
+
+    def stop(self) -> None:
+        """Stop every thread this started and close every connection it opened (also when it was
+        built but never started)."""
+        t0 = time.monotonic()
+        with self._scan_cv:
+            self._stopping = True
+            self._scan_cv.notify_all()
+        self._roots_stop.set()
+        if self.jobs is not None:
+            self.jobs.stop()
+        self.collections.watcher.stop()
+        self.debouncer.stop(flush=True)  # events still held become durable jobs
+        self.workers.stop(timeout_s=30)
+        for t in (self._scanner, self._roots):
+            if t.is_alive():
+                t.join(30)
+        self.index.close()  # applies nothing new; flushes every dirty index
+        self.services.close()
+        self.collections.close()
+        with self._reader_lock:
+            self.reader.close()
+        self.queue.close()
+        log.info("daemon_stopped", seconds=round(time.monotonic() - t0, 3))
+
+    # --- scans -------------------------------------------------------------------------------------
+    def scan_async(self, *names: str) -> None:
+        with self._scan_cv:
+            self._scan_wanted.update(names)
+            self._scan_cv.notify()
+
+    def scan_pending(self, name: str) -> bool:
+        with self._scan_cv:
+            return name in self._scan_wanted
+
+    def _scan_loop(self) -> None:
+        from ragweedd.ingest.worker import lower_priority
+
+        lower_priority(self.cfg.ingest_nice)
+        while True:
+            with self._scan_cv:
+                while not self._scan_wanted and not self._stopping:
+                    self._scan_cv.wait()
+                if self._stopping:
+                    return
+                todo, self._scan_wanted = self._scan_wanted, set()
+            for name in sorted(todo):
+                if name in self.collections.items:
+                    try:
+                        self.collections.scan(name)
+                    except Exception as e:
+                        log.error("scan_failed", collection=name, error=str(e))
+
+    def _overflow(self) -> None:
+        log.warning("watch_overflow", action="reconciliation scan of every collection")
+        self.scan_async(*self.collections.items)
+
+    def _root_event(self) -> None:
+        self.scan_async(*self.collections.check_roots())
+
+    def _roots_loop(self) -> None:
+        while not self._roots_stop.wait(ROOT_CHECK_S):
+            try:
+                back = self.collections.check_roots()
+                if back:
+                    self.scan_async(*back)
+            except Exception as e:
+                log.error("root_check_failed", error=str(e))
+
+    # --- jobs --------------------------------------------------------------------------------------
+    def integrity_check(self) -> dict[str, Any]:
+        from ragweedd.jobs.integrity import integrity_check
+
+        self.index.wait_idle(60)
+        res = integrity_check(self.paths, list(self.collections.items), self.index.count)
+        self.last_integrity = {**res, "at": time.time()}
+        if not res["ok"]:
+            log.warning("integrity_problems", result=res)
+        return {"ok": res["ok"]}
+
+    def reanalyze_all(self) -> dict[str, Any]:
+        return {name: self.reanalyze(name) for name in list(self.collections.items)}
+
+    def reanalyze(self, name: str) -> dict[str, Any]:
+        """Cluster analysis over the collection's chunks -> entry points of its index."""
+        import numpy as np
+
+        from ragweedd.index.clusters import analyse
+        from ragweedd.store.rag_db import RagDB
+
+        db = self.paths.rag_db(name)
+        if not Path(db).exists():
+            return {"chunks": 0}
+        rag = RagDB(db, name, readonly=True)
+        try:
+            rows = rag.entropy_rows()
+        finally:
+            rag.close()
+        if not rows:
+            return {"chunks": 0}
+        res = analyse(np.array([r[0] for r in rows]), np.array([r[1] for r in rows], dtype=float),
+                      np.array([r[2] for r in rows], dtype=float))
+        self.index.wait_idle(60)
+        m = self.index.managers.get(name)
+        if m is not None:
+            m.set_entry_points(res.entry_labels, getattr(res, "stats", None))
+        return {"chunks": len(rows), "entry_points": int(len(res.entry_labels))}
+
+    def rebuild_fts(self, name: str) -> int:
+        from ragweedd.store.rag_db import RagDB
+
+        rag = RagDB(self.paths.rag_db(name), name)
+        try:
+            return rag.rebuild_fts()
+        finally:
+            rag.close()
+
+    def remove_collection(self, name: str) -> dict[str, Any]:
+        import shutil
+
+        res = self.collections.remove(name)
+        self.index.drop(name)
+        self.services.forget_collection(name)
+        shutil.rmtree(self.paths.collection_dir(name), ignore_errors=True)
+        return res
+
+    def _reindex_if_embedder_changed(self, name: str) -> None:
+        """A collection's vectors all come from one embedder. When ``embed.model`` names another one
+        (or the default changed on upgrade), old and new vectors must not mix: the collection's
+        derived data (rag.sqlite3, index files, ingest rows) is dropped and the start-up scan
+        ingests every file again with the configured embedder. The embed cache is keyed by
+        embedder id and kept, so switching back re-uses the old vectors without embedding."""
+        import shutil
+
+        stored = self._stored_embedder(name)
+        if stored is None or stored == self.embedder.id:
+            return
+        log.warning("collection_reindexing", collection=name, embedded_with=stored, configured=self.embedder.id,
+                    reason="embed.model changed; the collection is indexed again from its files")
+        self.collections.forget_files(name)
+        shutil.rmtree(self.paths.collection_dir(name), ignore_errors=True)
+        self.reindexed[name] = stored
+
+    def _stored_embedder(self, name: str) -> str | None:
+        from ragweedd.store.rag_db import PRIMARY, RagDB
+
+        db = self.paths.rag_db(name)
+        if not Path(db).exists():
+            return None
+        rag = RagDB(db, name, readonly=True)
+        try:
+            known = rag.embedder(PRIMARY)
+        finally:
+            rag.close()
+        return known[0] if known else None
+
+    # --- reads for the faces (blocking: called from worker threads) ---------------------------------
+    def read(self, fn: Callable[[Any], Any]) -> Any:
+        """Run ``fn(ingest_db reader)`` on the daemon's read-only ingest connection."""
+        with self._reader_lock:
+            return fn(self.reader)

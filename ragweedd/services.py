@@ -1,0 +1,181 @@
+"""The one composition root: every service is built here, for the daemon and for each one-shot
+command, and whatever is built here is closed by the object that owns it.
+
+    open_oneshot(cfg)   -> Services           search, ask, eval, ingest without a daemon
+    open_daemon(cfg)    -> ragweedd.daemon.Core   the daemon's services plus watch, queue, workers,
+                                              live indexes and scheduled jobs (started by the caller)
+
+``Services`` holds what both need: the paths, the embedder (made on first use, so ``ask
+--continue`` never loads a model), the history, the vector search over an ``IndexLookup`` (the
+daemon's live indexes or the index files on disk), one Searcher per thread, and the ask flow.
+Parts tests need to replace (the embedder, the extract function, the watcher) are parameters here,
+never environment variables read at run time.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from ragweedd.answer.ask_flow import AskFlow
+from ragweedd.answer.history import HistoryStore
+from ragweedd.config import Config
+from ragweedd.contract import SearchResult
+from ragweedd.errors import RequestError
+from ragweedd.paths import Paths
+from ragweedd.query.vectors import VectorSearch
+
+if TYPE_CHECKING:
+    from ragweedd.daemon_core import Core
+    from ragweedd.index.managed import DiskIndexes
+    from ragweedd.index.protocol import IndexLookup
+    from ragweedd.ingest.pipeline import Pipeline
+    from ragweedd.query.hybrid import Searcher
+
+
+class Services:
+    def __init__(self, cfg: Config, paths: Paths, *, embedder: Any = None, indexes: IndexLookup | None = None,
+                 disk_indexes: DiskIndexes | None = None,
+                 collection_names: Callable[[], list[str]] | None = None) -> None:
+        self.cfg, self.paths = cfg, paths
+        self._embedder = embedder
+        self._embedder_lock = threading.Lock()
+        self._disk = disk_indexes
+        self.vectors = VectorSearch(cfg, indexes if indexes is not None else disk_indexes)
+        self.history = HistoryStore(paths.history_db, max_entries=cfg.history_max_entries)
+        self.ask_flow = AskFlow(cfg, self.history)
+        self._names = collection_names or self._indexed_on_disk
+        self._local = threading.local()
+        self._searchers: list[Searcher] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    # --- parts ------------------------------------------------------------------------------------
+    @property
+    def embedder(self) -> Any:
+        with self._embedder_lock:
+            if self._embedder is None:
+                from ragweedd.embed.factory import make_embedder
+
+                self._embedder = make_embedder(self.cfg.embed_model, self.cfg)
+            return self._embedder
+
+    def pipeline(self, *, extract: Callable | None = None) -> Pipeline:
+        """An ingest pipeline whose untrusted formats are extracted in the capped sandbox; the
+        caller closes it."""
+        from ragweedd.ingest.pipeline import Pipeline
+        from ragweedd.ingest.worker import make_extract
+
+        return Pipeline(self.cfg, self.paths, self.embedder, extract=extract or make_extract(self.cfg))
+
+    # --- search -----------------------------------------------------------------------------------
+    def searchable(self, names: list[str] | None = None) -> list[str]:
+        """The collections a search covers: ``names`` (each must exist), else every collection
+        that has an index."""
+        from ragweedd.errors import NotFoundError
+
+        have = self._names()
+        if names:
+            missing = sorted(set(names) - set(have))
+            if missing:
+                raise NotFoundError(f"collection(s) {', '.join(missing)} do not exist",
+                                    hint="list them with ragweedctl collections (or ragweedd status)")
+            return list(names)
+        return sorted(n for n in have if Path(self.paths.rag_db(n)).exists())
+
+    def _indexed_on_disk(self) -> list[str]:
+        return sorted(p.name for p in self.paths.collections.glob("*") if (p / "rag.sqlite3").exists())
+
+    def search(self, query: str, collections: list[str] | None = None, limit: int = 10, *,
+               path_glob: str | None = None, file_type: str | None = None, doc_id: str | None = None,
+               mode: str = "hybrid") -> SearchResult:
+        """Hybrid search (DESIGN §8) on this thread's Searcher. Blocking: faces call it from a
+        worker thread."""
+        from ragweedd.query.filters import Filters
+
+        names = self.searchable(collections)
+        if not names:
+            raise RequestError(f"nothing is indexed yet under {self.paths.collections}",
+                               hint="add a collection (ragweedctl add) or ingest: ragweedd ingest PATH --collection NAME")
+        f = Filters.make(collections=names, path_glob=path_glob, file_types=[file_type] if file_type else None,
+                         doc_ids=[doc_id] if doc_id else None)
+        res: SearchResult = self._searcher(names).search(query, filters=f, limit=limit, mode=mode)  # type: ignore[assignment]
+        return res
+
+    def _searcher(self, names: list[str]) -> Searcher:
+        """Each thread keeps its own Searcher (connections, IDF caches, WordNet handles), rebuilt
+        when the set of searchable collections changes; all of them are closed by close()."""
+        from ragweedd.query.hybrid import Searcher
+
+        key = tuple(sorted(n for n in self._names() if Path(self.paths.rag_db(n)).exists()))
+        held = getattr(self._local, "searcher", None)
+        if held is not None and held[0] == key and set(names) <= set(key):
+            return held[1]
+        if held is not None:
+            self._release(held[1])
+        s = Searcher(self.cfg, self.paths, self.embedder, collections=list(key), vectors=self.vectors)
+        with self._lock:
+            if self._closed:
+                s.close()
+                raise RequestError("ragweedd is stopping", hint="retry once it is running again")
+            self._searchers.append(s)
+        self._local.searcher = (key, s)
+        return s
+
+    def _release(self, s: Searcher) -> None:
+        with self._lock:
+            if s in self._searchers:
+                self._searchers.remove(s)
+        s.close()
+
+    def forget_collection(self, name: str) -> None:
+        """A removed collection: no searcher may keep its database open."""
+        self.vectors.forget(str(self.paths.rag_db(name)))
+        with self._lock:
+            held, self._searchers = self._searchers, []
+        for s in held:
+            s.close()
+        self._local = threading.local()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            held, self._searchers = self._searchers, []
+        for s in held:
+            s.close()
+        if self._disk is not None:
+            self._disk.close()
+        self.history.close()
+        emb = self._embedder
+        if emb is not None and hasattr(emb, "close"):
+            emb.close()
+
+
+def open_oneshot(cfg: Config, *, embedder: Any = None) -> Services:
+    """The services of a command that runs without the daemon: indexes are read from their files
+    and caught up in memory, never written."""
+    from ragweedd.index.managed import DiskIndexes
+    from ragweedd.index.numba_env import setup_for
+
+    paths = Paths.from_config(cfg).ensure()
+    setup_for(paths)  # before anything imports numba
+    return Services(cfg, paths, embedder=embedder, disk_indexes=DiskIndexes(cfg))
+
+
+def open_daemon(cfg: Config, *, embedder: Any = None, extract: Callable | None = None,
+                watcher_factory: Callable | None = None) -> Core:
+    """The daemon's services, not yet started (``core.start()``; ``core.stop()`` stops and closes
+    everything it holds)."""
+    from ragweedd.daemon_core import Core
+    from ragweedd.index.numba_env import setup_for
+    from ragweedd.ingest.index_sync import IndexSync
+
+    paths = Paths.from_config(cfg).ensure()
+    setup_for(paths)
+    if embedder is None:
+        from ragweedd.embed.factory import make_embedder
+
+        embedder = make_embedder(cfg.embed_model, cfg)
+    index = IndexSync(cfg, paths, embedder.dim)
+    return Core(cfg, paths, embedder, index, extract=extract, watcher_factory=watcher_factory)

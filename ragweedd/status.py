@@ -1,0 +1,139 @@
+"""The daemon's status (GET /v1/status, ragweedctl status) as the contract's ``Status``.
+
+Built from the running parts on a worker thread; nothing here waits for a scan or an ingest: the
+queue, ingest tracker and index report from their own short-lived reads.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from ragweedd import __version__
+from ragweedd.contract import (
+    FILE_STATE_SHOWN,
+    Collection,
+    FailedJob,
+    IngestProgress,
+    IntegrityReport,
+    JobRun,
+    MissingTool,
+    ScanSummary,
+    Status,
+    iso,
+)
+
+if TYPE_CHECKING:
+    from ragweedd.daemon_core import Core
+
+
+def collection_of(core: Core, name: str) -> Collection:
+    d = core.collections.describe(name)
+    scan = d.get("last_scan")
+    last: ScanSummary | None = None
+    if scan:
+        last = {"collection": scan["collection"], "files_seen": scan["files_seen"], "upserts": scan["upserts"],
+                "deletes": scan["deletes"], "unavailable_roots": list(scan.get("unavailable_roots") or []),
+                "seconds": scan["seconds"], "at": iso(scan["at"]) or ""}
+    return {"name": d["name"], "paths": d["paths"], "ignore": d["ignore"], "topic": d["topic"],
+            "documents": d["documents"], "available": d["available"], "roots": d["roots"],
+            "from_config": d["from_config"], "last_scan": last}
+
+
+def missing_tools(cfg: Any) -> list[MissingTool]:
+    """External programs that formats need and the machine lacks (what ``ragweedd doctor`` lists)."""
+    from ragweedd.extract.doctor import report
+
+    by_tool: dict[str, MissingTool] = {}
+    for row in report(cfg):
+        for m in row["missing"]:
+            t = by_tool.setdefault(m["tool"], {"tool": m["tool"], "package": m["package"], "formats": [],
+                                               "optional": bool(m["optional"])})
+            t["formats"].append(row["format"])
+            t["optional"] = t["optional"] and bool(m["optional"])
+    return sorted(by_tool.values(), key=lambda t: t["tool"])
+
+
+def build_status(core: Core, tools: list[MissingTool]) -> Status:
+    depth = core.queue.depth()
+    by_raw: dict[str, int] = core.read(lambda db: db.counts_by_state())
+    by_state: dict[str, int] = {}
+    for raw, n in by_raw.items():
+        shown = FILE_STATE_SHOWN.get(raw, "queued")
+        by_state[shown] = by_state.get(shown, 0) + n
+    cols = [collection_of(core, n) for n in sorted(core.collections.items)]
+    degraded = list(core.collections.watcher.degraded.values())
+    for c in cols:
+        if not c["available"]:
+            degraded.append(f"collection '{c['name']}' is unavailable: a root folder is missing or an empty "
+                            f"mount point; nothing is deleted until it returns")
+    for name, before in core.reindexed.items():
+        d = core.queue.depth(name)
+        if d.get("queued", 0) + d.get("running", 0) or core.scan_pending(name):
+            degraded.append(f"collection '{name}' is being indexed again: it was embedded with {before} and "
+                            f"embed.model is now {core.embedder.id}; its search results fill up as files "
+                            f"are re-ingested")
+    for key in ("multi_embed_384", "multi_embed_1024"):
+        if getattr(core.cfg, key):
+            # The index layer has the extra passes (data_level0_384.bin, ...); ingest does not
+            # compute them yet, so say so instead of pretending.
+            degraded.append(f"{key} = {getattr(core.cfg, key)!r} is set, but extra embedding passes are "
+                            f"not computed by this version; only the primary embedder is used")
+    for name, err in list(core.index.errors.items()):
+        degraded.append(f"the vector index of collection '{name}' failed: {err}; searches use the stored "
+                        f"vectors exactly until it recovers (see the daemon log)")
+    for t in tools:
+        if t["optional"]:
+            continue
+        degraded.append(f"'{t['tool']}' is not installed: {', '.join(t['formats'])} files cannot be fully "
+                        f"read; install {t['package']}")
+    debouncing = len(core.debouncer)
+    queued = depth.get("queued", 0) + depth.get("running", 0)
+    index = core.index.status()
+    flushes = [i["last_flush"] for i in index.values() if i["last_flush"]]
+    return {
+        "version": __version__, "pid": os.getpid(), "uptime_s": round(time.time() - core.started_at, 1),
+        "collections": cols, "files_by_state": by_state,
+        "queue": {"queued": depth.get("queued", 0), "running": depth.get("running", 0),
+                  "failed": depth.get("failed", 0), "debouncing": debouncing},
+        "queue_depth": queued,
+        "failed_jobs": [_failed(j) for j in core.queue.failed(20)],
+        "ingest": _progress(core, queued + debouncing),
+        "embedder": {"id": core.embedder.id, "dim": core.embedder.dim},
+        "index": index,
+        "index_sizes": {n: i["vectors"] for n, i in index.items()},
+        "last_flush": max(flushes) if flushes else None,
+        "next_jobs": [{"name": k, "at": v} for k, v in (core.jobs.next_runs() if core.jobs else {}).items()],
+        "last_jobs": {k: _job(v) for k, v in (core.jobs.last if core.jobs else {}).items()},
+        "integrity": _integrity(core.last_integrity),
+        "degraded": degraded,
+        "missing_tools": tools,
+    }
+
+
+def _progress(core: Core, queued: int) -> IngestProgress:
+    p = core.workers.progress.snapshot(queued)
+    return {"running": core.workers.busy > 0, "done": p["files_done"], "total": p["files_total"],
+            "files_per_s": p["files_per_s"], "chunks_per_s": p["chunks_per_s"], "eta_s": p["eta_s"],
+            "done_since_start": p["files_done_since_start"], "failed_since_start": p["failed_since_start"],
+            "chunks_since_start": p["chunks_since_start"], "embedded_since_start": p["embedded_since_start"],
+            "workers": core.cfg.ingest_workers}
+
+
+def _failed(j: dict[str, Any]) -> FailedJob:
+    return {"collection": j["collection"], "path": j["path"], "op": j["op"], "tries": j["tries"], "error": j["error"]}
+
+
+def _job(v: dict[str, Any]) -> JobRun:
+    return {"at": iso(v.get("at")) or "", "ok": bool(v.get("ok")), "seconds": v.get("seconds"),
+            "error": v.get("error")}
+
+
+def _integrity(last: dict[str, Any] | None) -> IntegrityReport | None:
+    if last is None:
+        return None
+    problems: list[str] = list(last.get("ingest_db") or [])
+    for res in (last.get("collections") or {}).values():
+        problems.extend(res.get("problems") or [])
+    return {"ok": bool(last.get("ok")), "at": iso(last.get("at")) or "", "problems": problems}

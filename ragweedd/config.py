@@ -350,8 +350,7 @@ def load_config(path: str | os.PathLike | None = None, env: Mapping[str, str] | 
 
 
 # RAGWEED_* variables that are not configuration keys (process switches read elsewhere).
-_NON_KEY_ENV = frozenset({"RAGWEED_REQUIRE_TOOLS", "RAGWEED_CONFIG", "RAGWEED_TEST_FAST", "RAGWEED_TEST_EMBED_LOG",
-                          "RAGWEED_TEST_FAIL_WATCH", "RAGWEED_TEST_EXTRACTORS"})
+_NON_KEY_ENV = frozenset({"RAGWEED_REQUIRE_TOOLS", "RAGWEED_CONFIG"})
 
 
 def _parse_toml(text: str, origin: str) -> dict:

@@ -79,8 +79,11 @@ class Services:
         if names:
             missing = sorted(set(names) - set(have))
             if missing:
-                raise NotFoundError(f"collection(s) {', '.join(missing)} do not exist",
-                                    hint="list them with ragweedctl collections (or ragweedd status)")
+                if self._names == self._indexed_on_disk:
+                    raise NotFoundError(f"collection '{missing[0]}' has no index under {self.paths.collections}",
+                                        hint="ingest it first: ragweedd ingest PATH --collection NAME")
+                raise NotFoundError(f"collection '{missing[0]}' does not exist",
+                                    hint="list them with GET /v1/collections or ragweedctl status")
             return list(names)
         return sorted(n for n in have if Path(self.paths.rag_db(n)).exists())
 

@@ -9,7 +9,6 @@ tests of ranking, merging and storage that must not pay for the real model.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from typing import Sequence
 
@@ -63,10 +62,6 @@ class HashEmbedder:
     def embed_batch(self, texts: Sequence[str]):
         import numpy as np
 
-        log_to = os.environ.get("RAGWEED_TEST_EMBED_LOG")
-        if log_to:  # tests count the texts sent to the embedder (one line per call: the count)
-            with open(log_to, "a", encoding="utf-8") as f:
-                f.write(f"{len(texts)}\n")
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
             if not isinstance(text, str):

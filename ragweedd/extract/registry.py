@@ -4,15 +4,14 @@
 "skipped", not failed. ``extract_file`` runs in-process; ``ragweedd.ingest.sandbox`` runs it in a
 capped subprocess for untrusted files.
 
-Tests register extra extractors (a parser that hangs, one that eats memory) through the environment
-variable RAGWEED_TEST_EXTRACTORS="module:attr[,module:attr]", where attr is an extractor instance or
-a list of them; the sandbox child honours it because it reads the same variable at start-up.
+Extra extractors (plugins) are registered with ``register`` from "module:attr" specs, where attr is
+an extractor instance or a list of them; ``extract_sandboxed(..., plugins=...)`` hands the same
+specs to its child process, which registers them before it extracts.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
 import time
 from pathlib import Path
 
@@ -26,8 +25,6 @@ from ragweedd.extract.pdf import PdfExtractor
 from ragweedd.extract.sheets import CsvExtractor, XlsExtractor, XlsxExtractor
 from ragweedd.extract.text import TextExtractor
 
-TEST_HOOK_ENV = "RAGWEED_TEST_EXTRACTORS"
-
 # Files without an extension that are text by convention.
 _TEXT_NAMES = {"makefile", "dockerfile", "readme", "license", "licence", "copying", "authors", "changelog",
                "containerfile", "gemfile", "rakefile", "procfile", "justfile", "vagrantfile"}
@@ -39,27 +36,41 @@ _BUILTIN: tuple[Extractor, ...] = (
 )
 
 _by_ext: dict[str, Extractor] | None = None
-_hook_value: str | None = None
+_plugins: tuple[Extractor, ...] = ()
+_plugin_specs: tuple[str, ...] = ()
 
 
-def _load_test_hook(spec: str) -> list[Extractor]:
+def load_plugins(specs: list[str] | tuple[str, ...]) -> list[Extractor]:
     out: list[Extractor] = []
-    for item in filter(None, (s.strip() for s in spec.split(","))):
+    for item in specs:
         mod_name, _, attr = item.partition(":")
         obj = getattr(importlib.import_module(mod_name), attr or "EXTRACTORS")
         out.extend(obj if isinstance(obj, (list, tuple)) else [obj])
     return out
 
 
+def register(specs: list[str] | tuple[str, ...]) -> None:
+    """Add the extractors named by "module:attr" specs; later ones win for an extension."""
+    global _by_ext, _plugins, _plugin_specs
+    new = [s for s in specs if s not in _plugin_specs]
+    if new:
+        _plugins = _plugins + tuple(load_plugins(new))
+        _plugin_specs = _plugin_specs + tuple(new)
+        _by_ext = None
+
+
+def plugin_specs() -> tuple[str, ...]:
+    return _plugin_specs
+
+
 def _table() -> dict[str, Extractor]:
-    global _by_ext, _hook_value
-    hook = os.environ.get(TEST_HOOK_ENV, "")
-    if _by_ext is None or hook != _hook_value:
+    global _by_ext
+    if _by_ext is None:
         table: dict[str, Extractor] = {}
-        for ex in _BUILTIN + tuple(_load_test_hook(hook) if hook else ()):
+        for ex in _BUILTIN + _plugins:
             for ext in ex.extensions:
                 table[ext.lower()] = ex
-        _by_ext, _hook_value = table, hook
+        _by_ext = table
     return _by_ext
 
 

@@ -101,8 +101,12 @@ def extract_sandboxed(path: Path, settings: ExtractSettings | None = None, *, ti
     """Extract ``path`` in a subprocess with wall-time, CPU-time and memory caps."""
     path = Path(path).resolve()
     settings = settings or ExtractSettings()
+    from ragweedd.extract.registry import plugin_specs
+
+    # the child registers the same extractor plugins as this process
     request = json.dumps({"path": str(path), "settings": dataclasses.asdict(settings),
-                          "cpu_s": int(cpu_s), "memory_mb": int(memory_mb)}).encode()
+                          "cpu_s": int(cpu_s), "memory_mb": int(memory_mb),
+                          "plugins": list(plugin_specs())}).encode()
     t0 = time.monotonic()
     with tempfile.TemporaryFile() as errf, tempfile.TemporaryDirectory(prefix="ragweed-sbx-") as cwd:
         proc = subprocess.Popen([sys.executable, "-m", "ragweedd.ingest.sandbox_child"], stdin=subprocess.PIPE,

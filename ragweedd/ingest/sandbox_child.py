@@ -1,6 +1,6 @@
 """The extraction subprocess: ``python -m ragweedd.ingest.sandbox_child``.
 
-Reads one JSON request {path, settings, cpu_s, memory_mb} on stdin, caps itself (RLIMIT_AS,
+Reads one JSON request {path, settings, cpu_s, memory_mb, plugins} on stdin, caps itself (RLIMIT_AS,
 RLIMIT_CPU, no core dumps), runs ``extract_file`` and writes one JSON reply on the *original*
 stdout. File descriptor 1 is pointed at stderr first, so a parser or C library printing to stdout
 cannot corrupt the reply. The reply is JSON, not pickle: a parser exploited by a hostile file must
@@ -78,8 +78,9 @@ def main() -> int:
         from pathlib import Path
 
         from ragweedd.extract.base import ExtractSettings
-        from ragweedd.extract.registry import extract_file
+        from ragweedd.extract.registry import extract_file, register
 
+        register(req.get("plugins") or [])
         doc = extract_file(Path(path), ExtractSettings(**req["settings"]))
         reply = {"ok": True, "doc": {
             "text": doc.text, "kind": doc.kind, "ocr_type": doc.ocr_type, "title": doc.title,

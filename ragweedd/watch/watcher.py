@@ -18,16 +18,13 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from ragweedd.logging import get_logger
 from ragweedd.watch.debounce import Debouncer
 from ragweedd.watch.ignore import is_ignored, walk_files
 
 log = get_logger("ragweedd.watch")
-
-# Tests set this to a root path to make its native watch fail as if inotify were out of watches.
-FAIL_WATCH_ENV = "RAGWEED_TEST_FAIL_WATCH"
 
 
 class _Handler:
@@ -111,8 +108,9 @@ class Watcher:
 
     def __init__(self, debouncer: Debouncer, *, known_under: Callable[[str, str], list[str]],
                  is_known: Callable[[str, str], bool], on_root_event: Callable[[str, str], None],
-                 on_overflow: Callable[[], None]) -> None:
+                 on_overflow: Callable[[], None], native_observer: Callable[[], Any] | None = None) -> None:
         self.debouncer = debouncer
+        self._make_native = native_observer  # watchdog's inotify Observer unless given
         self.known_under, self.is_known, self.on_root_event = known_under, is_known, on_root_event
         self._native = None
         self._polling = None
@@ -132,9 +130,12 @@ class Watcher:
                 self._polling.start()
             return self._polling
         if self._native is None:
-            from watchdog.observers import Observer
+            if self._make_native is not None:
+                self._native = self._make_native()
+            else:
+                from watchdog.observers import Observer
 
-            self._native = Observer()
+                self._native = Observer()
             self._native.start()
         return self._native
 
@@ -146,10 +147,6 @@ class Watcher:
                 return "polling" if key in self.degraded else "native"
             handler = _Handler(self, collection, root, tuple(ignore))
             try:
-                if os.environ.get(FAIL_WATCH_ENV) and os.path.samefile(os.environ[FAIL_WATCH_ENV], root):
-                    import errno
-
-                    raise OSError(errno.ENOSPC, "inotify watch limit reached (test hook)")
                 obs = self._observer(False)
                 w = obs.schedule(handler, root, recursive=True)
                 self.degraded.pop(key, None)

@@ -1,5 +1,6 @@
-"""Test-only extractors that misbehave, loaded into the sandbox child through
-RAGWEED_TEST_EXTRACTORS=evil_extractors:EXTRACTORS (with this folder on PYTHONPATH)."""
+"""Test-only extractors that misbehave, registered as the extractor plugin
+"evil_extractors:EXTRACTORS" (ragweedd.extract.registry.register; this folder on PYTHONPATH so the
+sandbox child can import it too)."""
 
 from __future__ import annotations
 

@@ -21,8 +21,15 @@ HERE = Path(__file__).resolve().parent
 
 @pytest.fixture
 def evil(monkeypatch, tmp_path):
-    monkeypatch.setenv("RAGWEED_TEST_EXTRACTORS", "evil_extractors:EXTRACTORS")
+    from ragweedd.extract import registry
+
+    # the parsers are registered as extractor plugins here and, through the request, in the child
+    monkeypatch.syspath_prepend(str(HERE))
     monkeypatch.setenv("PYTHONPATH", str(HERE) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    monkeypatch.setattr(registry, "_plugins", ())
+    monkeypatch.setattr(registry, "_plugin_specs", ())
+    monkeypatch.setattr(registry, "_by_ext", None)
+    registry.register(["evil_extractors:EXTRACTORS"])
 
     def make(ext: str) -> Path:
         p = tmp_path / f"victim{ext}"

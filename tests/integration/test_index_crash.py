@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 import sys
 import textwrap
 
@@ -54,7 +55,8 @@ def old_index(tmp_path):
 
 
 def _run_child(directory, point):
-    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    tests = str(Path(__file__).resolve().parents[1])  # exact_index lives in tests/
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), tests]))
     return subprocess.run([sys.executable, "-c", CHILD, str(directory), point], env=env, capture_output=True,
                           text=True, timeout=120)
 

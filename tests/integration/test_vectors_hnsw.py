@@ -1,5 +1,6 @@
-"""The query path searches the HNSW index (DESIGN §7/§8): the daemon's live manager, or the index
-files on disk caught up from the change log; exact search stays the reference."""
+"""The query path searches the HNSW index (DESIGN §7/§8) through the IndexLookup it is given: the
+daemon's live indexes (IndexSync), or the index files on disk caught up from the change log
+(DiskIndexes); exact search stays the reference."""
 
 import numpy as np
 
@@ -9,7 +10,8 @@ from ragweedd.embed.long import embed_texts
 from ragweedd.ingest.index_sync import IndexSync
 from ragweedd.ingest.pipeline import Pipeline
 from ragweedd.paths import Paths
-from ragweedd.query import vectors
+from ragweedd.index.managed import DiskIndexes, ManagedIndex
+from ragweedd.query.vectors import VectorSearch
 from ragweedd.query.exact import load_matrix, top_k
 from ragweedd.store.rag_db import RagDB
 from ragweedd.store.rag_db import PRIMARY
@@ -35,6 +37,16 @@ def _exact(rag, q, k):
     return top_k(ids, mat, q, k)
 
 
+class _One:
+    """A lookup that serves one given index (as the daemon's does for its collection)."""
+
+    def __init__(self, index):
+        self.index = index
+
+    def index_for(self, rag):
+        return self.index
+
+
 def test_daemon_manager_and_disk_files_answer_like_exact_search(tmp_path):
     cfg, paths, pipe, docs = _setup(tmp_path)
     emb = HashEmbedder(64)
@@ -42,13 +54,14 @@ def test_daemon_manager_and_disk_files_answer_like_exact_search(tmp_path):
     sync.sync("c")
     rag = RagDB(paths.rag_db("c"), "c", readonly=True)
     queries = embed_texts(emb, ["w1 w2 w3", "w100 w200", "w7 w77 w177 w277"])
-    live_mgr = vectors._MANAGERS[str(paths.rag_db("c"))]
+    live = VectorSearch(cfg, sync)
+    assert sync.index_for(rag) is not None
     for q in queries:
-        got = vectors.vector_search(rag, paths, cfg, q, 10)
+        got = live.search(rag, q, 10)
         want = _exact(rag, q, 10)
         assert len({i for i, _ in got} & {i for i, _ in want}) >= 9
-    sync.close()  # flushes the files and unregisters the live manager
-    assert str(paths.rag_db("c")) not in vectors._MANAGERS
+    sync.close()  # flushes the files
+    assert sync.index_for(rag) is None
     assert (paths.collection_dir("c") / "data_level0.bin").exists()
 
     # a file added after the flush: the one-shot path loads the files and replays the log in memory
@@ -56,12 +69,15 @@ def test_daemon_manager_and_disk_files_answer_like_exact_search(tmp_path):
     new.write_text("zebraword zebraword zebraword quagga.")
     pipe.ingest_file("c", new, docs)
     q = embed_texts(emb, ["zebraword quagga"])[0]
-    got = vectors.vector_search(rag, paths, cfg, q, 5)
-    disk_mgr = vectors._DISK[str(paths.rag_db("c"))]
-    assert disk_mgr is not None and disk_mgr is not live_mgr
+    disk = DiskIndexes(cfg)
+    got = VectorSearch(cfg, disk).search(rag, q, 5)
+    assert disk.index_for(rag) is not None, "the files were used, not exact search"
     assert got[0][0] == _exact(rag, q, 1)[0][0]
     assert rag.hits([got[0][0]])[got[0][0]]["source_file"] == str(new)
-    vectors.unregister_index(paths.rag_db("c"))
+    files = {p.name: p.stat().st_mtime_ns for p in paths.collection_dir("c").iterdir()}
+    disk.close()
+    assert {p.name: p.stat().st_mtime_ns for p in paths.collection_dir("c").iterdir()} == files, \
+        "a one-shot reader never writes the index files"
     pipe.close()
 
 
@@ -71,13 +87,13 @@ def test_index_still_being_built_falls_back_to_exact(tmp_path):
 
     m = IndexManager(paths.collection_dir("c"), {PRIMARY: 64}, config=cfg, start_flusher=False)
     m._pending[PRIMARY] = []  # as during a first build: the live graph is still empty
-    vectors.register_index(paths.rag_db("c"), m)
     try:
         rag = RagDB(paths.rag_db("c"), "c", readonly=True)
         q = embed_texts(HashEmbedder(64), ["w5 w6"])[0]
-        assert vectors.vector_search(rag, paths, cfg, q, 5) == _exact(rag, q, 5)
+        assert not ManagedIndex(m).complete(rag.max_seq())
+        assert VectorSearch(cfg, _One(ManagedIndex(m))).search(rag, q, 5) == _exact(rag, q, 5)
     finally:
-        vectors.unregister_index(paths.rag_db("c"))
+        m.close(flush=False)
         pipe.close()
 
 
@@ -90,7 +106,8 @@ def test_live_index_lagging_the_log_neither_misses_new_chunks_nor_returns_delete
     sync.sync("c")  # the live graph holds the 40 files; nothing applies the changes below
     try:
         rag = RagDB(paths.rag_db("c"), "c", readonly=True)
-        m = vectors._MANAGERS[str(paths.rag_db("c"))]
+        live = VectorSearch(cfg, sync)
+        m = sync.managers["c"]
         applied = m.applied_seq[PRIMARY]
         new = docs / "new.txt"
         new.write_text("zebraword zebraword zebraword quagga.")
@@ -101,10 +118,10 @@ def test_live_index_lagging_the_log_neither_misses_new_chunks_nor_returns_delete
         assert m.applied_seq[PRIMARY] == applied and rag.max_seq() > applied, "the graph must lag for this test"
 
         q = embed_texts(emb, ["zebraword quagga"])[0]
-        got = vectors.vector_search(rag, paths, cfg, q, 5)
+        got = live.search(rag, q, 5)
         assert got[0][0] == _exact(rag, q, 1)[0][0]
         assert rag.hits([got[0][0]])[got[0][0]]["source_file"] == str(new)
-        assert old_id not in {i for i, _ in vectors.vector_search(rag, paths, cfg, q_old, 10)}
+        assert old_id not in {i for i, _ in live.search(rag, q_old, 10)}
         assert len({i for i, _ in got}) == len(got), "a chunk is listed once"
     finally:
         sync.close()

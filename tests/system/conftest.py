@@ -2,8 +2,9 @@
 
 ``daemon`` gives a factory: ``d = daemon(collections={"notes": [folder]})`` writes a config with a
 small debounce, the hash embedder (RAGWEED_EMBED_MODEL=hash:64) and a free loopback port, starts
-the daemon and waits until its API answers. Embedding calls are counted through
-RAGWEED_TEST_EMBED_LOG (one line per call with the number of texts).
+the daemon and waits until its API answers. The daemon runs through tests/system/daemon_main.py,
+which hands it an embedder that logs every call (one line per call with the number of texts) and,
+with ``fail_watch=ROOT``, a watcher whose native watch of ROOT fails.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def wait_until(pred, timeout: float, interval: float = 0.1, what: str = "conditi
 
 class Daemon:
     def __init__(self, base: Path, collections: dict[str, list[str]], *, debounce_s: float = 0.3,
-                 delete_hold_s: float = 0.3, extra: str = "", env: dict | None = None) -> None:
+                 delete_hold_s: float = 0.3, extra: str = "", env: dict | None = None,
+                 fail_watch: Path | None = None) -> None:
         self.base = base
         base.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
@@ -56,7 +58,8 @@ class Daemon:
         for name, paths in collections.items():
             lines.append(f"[collections.{name}]\npaths = {json.dumps([str(p) for p in paths])}")
         self.cfg.write_text("\n".join(lines) + "\n")
-        self.env = {**os.environ, "RAGWEED_EMBED_MODEL": "hash:64", "RAGWEED_TEST_EMBED_LOG": str(self.embed_log),
+        self.fail_watch = fail_watch
+        self.env = {**os.environ, "RAGWEED_EMBED_MODEL": "hash:64",
                     "PYTHONUNBUFFERED": "1", **(env or {})}
         self.proc: subprocess.Popen | None = None
         self.searches = 0
@@ -64,8 +67,11 @@ class Daemon:
     # --- process ---------------------------------------------------------------------------------
     def start(self, wait: bool = True) -> "Daemon":
         out = open(self.out, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "ragweedd", "--config", str(self.cfg), "run"],
-                                     stdout=out, stderr=subprocess.STDOUT, env=self.env, cwd=str(ROOT))
+        argv = [sys.executable, str(ROOT / "tests" / "system" / "daemon_main.py"), "--config", str(self.cfg),
+                "--embed-log", str(self.embed_log)]
+        if self.fail_watch is not None:
+            argv += ["--fail-watch", str(self.fail_watch)]
+        self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=self.env, cwd=str(ROOT))
         out.close()
         if wait:
             self.wait_ready()

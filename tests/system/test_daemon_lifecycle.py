@@ -109,7 +109,7 @@ def test_watch_failure_falls_back_to_polling(daemon, tmp_path):
     root = tmp_path / "nfs"
     root.mkdir()
     (root / "a.txt").write_text("A file on a share that cannot be watched natively: narwhals.")
-    d = daemon({"share": [root]}, env={"RAGWEED_TEST_FAIL_WATCH": str(root)})
+    d = daemon({"share": [root]}, fail_watch=root)
     wait_until(lambda: len(d.live_rows("share")) == 1, 30, what="start-up scan")
     s = d.status()
     assert s["collections"][0]["roots"][0]["watch"] == "polling"

@@ -77,7 +77,8 @@ class ExactIndex:
                 v = np.zeros((cap, self.dim), np.float32)
                 lb = np.full(cap, -1, np.int64)
                 dl = np.zeros(cap, np.uint8)
-                v[: self._n], lb[: self._n], dl[: self._n] = self._vecs[: self._n], self._labels[: self._n], self._deleted[: self._n]
+                n = self._n
+                v[:n], lb[:n], dl[:n] = self._vecs[:n], self._labels[:n], self._deleted[:n]
                 self._vecs, self._labels, self._deleted = v, lb, dl
             s = slice(self._n, need)
             self._vecs[s], self._labels[s], self._deleted[s] = vec, lab, 0

@@ -41,10 +41,6 @@ class ExactIndex:
         return self._tomb
 
     @property
-    def node_count(self) -> int:
-        return self._n
-
-    @property
     def entry_labels(self) -> np.ndarray:
         return self._entry_labels
 

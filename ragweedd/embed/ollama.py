@@ -201,7 +201,3 @@ class OllamaEmbedder:
             body = raw.decode("utf-8", "replace")[:300]
         return status, body
 
-
-def is_long_context(model: str) -> bool:
-    return _KNOWN_LIMITS.get(_base_name(model), 0) > 512
-

@@ -118,10 +118,6 @@ class HnswIndex:
     def tombstones(self) -> int:
         return self._tomb
 
-    @property
-    def node_count(self) -> int:
-        return self._g.n
-
     def needs_compaction(self, pct: float = 20.0) -> bool:
         n = self._g.n
         return n > 0 and 100.0 * self._tomb / n > pct

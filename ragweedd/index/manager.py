@@ -29,11 +29,6 @@ from ragweedd.logging import get_logger
 log = get_logger(__name__)
 
 
-def suffix_for(dim_pass: int | None) -> str:
-    """'' for the primary index, '_384' / '_1024' for the extra passes."""
-    return "" if dim_pass is None else f"_{int(dim_pass)}"
-
-
 class IndexManager:
     def __init__(self, directory, dims: dict[str, int], *, config=None, flush_quiet_s: float | None = None,
                  flush_max_s: float | None = None, exact_below: int | None = None,

@@ -21,7 +21,7 @@ run: $(STAMP)
 	$(VENV)/bin/ragweedd --config config/ragweedd.example.toml run
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m ruff check ragweedd tests benchmarks && $(PY) -m mypy && $(PY) -m pytest -q
 
 bench: $(STAMP)
 	$(PY) -m pip install -q -e '.[bench]'

@@ -273,8 +273,10 @@ def table(name, ours, hl, fa):
         h = hl["ef"][ef] if hl else None
         f = fa["ef"][ef] if fa else None
         lines.append(
-            f"{ef:>5} | {o['recall']:>9.4f} {o['recall_entry_points']:>8.4f} {o['qps']:>9.0f} {o['qps_single_call']:>10.0f} | "
-            + (f"{h['recall']:>12.4f} {h['qps']:>8.0f} {o['qps'] / h['qps']:>6.2f}" if h else f"{'-':>12} {'-':>8} {'-':>6}")
+            f"{ef:>5} | {o['recall']:>9.4f} {o['recall_entry_points']:>8.4f} {o['qps']:>9.0f} "
+            f"{o['qps_single_call']:>10.0f} | "
+            + (f"{h['recall']:>12.4f} {h['qps']:>8.0f} {o['qps'] / h['qps']:>6.2f}"
+               if h else f"{'-':>12} {'-':>8} {'-':>6}")
             + " | " + (f"{f['recall']:>10.4f} {f['qps']:>8.0f}" if f else f"{'-':>10} {'-':>8}"))
     for key, label, fmt in (("build_vps", "build vectors/s", "{:.0f}"), ("disk_bytes", "size on disk MB", "{:.1f}"),
                             ("load_s", "load s", "{:.3f}"), ("flush_s", "flush s", "{:.3f}")):
@@ -289,7 +291,8 @@ def table(name, ours, hl, fa):
         oe, oq = at_recall(ours)
         he, hq = at_recall(hl)
         if oq and hq:
-            lines.append(f"  at recall>=0.95: ours ef={oe} {oq:.0f} q/s, hnswlib ef={he} {hq:.0f} q/s, ratio {oq / hq:.2f}")
+            lines.append(f"  at recall>=0.95: ours ef={oe} {oq:.0f} q/s, hnswlib ef={he} {hq:.0f} q/s, "
+                         f"ratio {oq / hq:.2f}")
     return "\n".join(lines)
 
 
@@ -306,7 +309,8 @@ def main(argv=None):
     if a.wall:
         now = time.perf_counter
     RESULTS.mkdir(parents=True, exist_ok=True)
-    report = {"clock": "wall" if a.wall else "process_cpu", "n": a.n, "queries": a.queries, "k": K, "M": 16, "ef_construction": 200, "threads": 1, "datasets": {}}
+    report = {"clock": "wall" if a.wall else "process_cpu", "n": a.n, "queries": a.queries, "k": K, "M": 16,
+              "ef_construction": 200, "threads": 1, "datasets": {}}
     for name in a.datasets.split(","):
         t0 = now()
         x, q, ent, wc = clustered(a.n, a.queries) if name == "clustered" else scifact(a.n, a.queries)
@@ -324,7 +328,8 @@ def main(argv=None):
         print(table(f"{name}: {len(x)} x {x.shape[1]}, recall@{K}, 1 thread", ours, hl, fa), flush=True)
         if "concurrent" in entry:
             c = entry["concurrent"]
-            print(f"  during a {len(x)}-vector insert: {c['searches_during_insert']} searches, p50 {c['p50_ms']:.2f} ms, "
+            print(f"  during a {len(x)}-vector insert: {c['searches_during_insert']} searches, "
+                  f"p50 {c['p50_ms']:.2f} ms, "
                   f"p99 {c['p99_ms']:.2f} ms, max {c['max_ms']:.2f} ms (idle p99 {c['idle_p99_ms']:.2f} ms), "
                   f"insert {c['insert_s']:.0f}s", flush=True)
         Path(a.out).write_text(json.dumps(report, indent=1))

@@ -93,7 +93,8 @@ def main() -> None:
     ap.add_argument("--path", default="/v1/search")
     ap.add_argument("--engine", default="fake_engine:FakeEngine")
     ap.add_argument("--state-dir", metavar="DIR",
-                    help="load an already running ragweedd (reads DIR/port and DIR/token) instead of a FakeEngine server")
+                    help="load an already running ragweedd (reads DIR/port and DIR/token) "
+                         "instead of a FakeEngine server")
     ap.add_argument("--serve", metavar="STATE_DIR", help=argparse.SUPPRESS)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "api_load.json"))
     a = ap.parse_args()

@@ -90,7 +90,8 @@ class Daemon:
     def get(self, path):
         try:
             tok = (self.base / "state" / "token").read_text().strip()
-            req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", headers={"Authorization": f"Bearer {tok}"})
+            req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}",
+                                         headers={"Authorization": f"Bearer {tok}"})
             with urllib.request.urlopen(req, timeout=30) as r:
                 return json.loads(r.read())
         except (OSError, ValueError):

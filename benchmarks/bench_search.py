@@ -61,8 +61,8 @@ def search(args) -> dict:
     base = RESULTS / f"search_{args.chunks // 1000}k"
     data = base / "data"
     build(data / "collections" / "bench" / "rag.sqlite3", args.chunks)
-    cfg = load_config(text=f'data_dir="{data}"\nstate_dir="{base}/state"\ncache_dir="{base}/cache"\nlog_level="warning"\n',
-                      env={})
+    cfg = load_config(text=f'data_dir="{data}"\nstate_dir="{base}/state"\ncache_dir="{base}/cache"\n'
+                           'log_level="warning"\n', env={})
     paths = Paths.from_config(cfg).ensure()
     if not (paths.collection_dir("bench") / "header.bin").exists():
         # A collection this size is searched through its HNSW files, as after `ragweedd ingest`

@@ -110,7 +110,8 @@ def main() -> None:
             agreement[v] = {"min": float(cos.min()), "mean": float(cos.mean()), "n": int(len(cos))}
             print(f"{v} vs f32 cosine on the same chunks: min {cos.min():.4f}, mean {cos.mean():.4f}")
     load_end = os.getloadavg()[0]
-    print(f"threads={args.threads}, load average at start {load_avg:.2f}, at end {load_end:.2f} ({os.cpu_count()} CPUs)")
+    print(f"threads={args.threads}, load average at start {load_avg:.2f}, at end {load_end:.2f} "
+          f"({os.cpu_count()} CPUs)")
     print(table(rows, ["variant", "case", "batch", "n", "seconds", "per_s", "best_per_s", "tokens_per_s", "cpu_s",
                        "per_cpu_s"]))
     # On a shared machine wall time mostly measures the neighbours; items per CPU-second times the
@@ -123,7 +124,8 @@ def main() -> None:
           + "; idle-machine estimate: " + ", ".join(f"{v} {b:.1f}" for v, b in idle.items())
           + f" (target >= 30); peak RSS {peak_rss_mb():.0f} MB")
     p = write_json("embed", {"embedders": ids, "threads": args.threads, "load_average_at_start": load_avg,
-                             "load_average_at_end": load_end, "rows": rows, "best_chunks_per_s": best, "idle_estimate_chunks_per_s": idle, "cosine_vs_f32": agreement,
+                             "load_average_at_end": load_end, "rows": rows, "best_chunks_per_s": best,
+                             "idle_estimate_chunks_per_s": idle, "cosine_vs_f32": agreement,
                              "peak_rss_mb": peak_rss_mb()})
     print(f"wrote {p}")
 

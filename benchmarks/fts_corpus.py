@@ -61,7 +61,8 @@ def build_fts(path: Path, n: int, *, log=print) -> Path:
         batch.append((rowid, f"bench:{rowid}", text, f"/bench/doc{rowid // 4}.txt"))
         if len(batch) == 5000:
             conn.execute("BEGIN")
-            conn.executemany("INSERT INTO fts_chunks(rowid, embedding_id, content, source_file) VALUES (?,?,?,?)", batch)
+            conn.executemany("INSERT INTO fts_chunks(rowid, embedding_id, content, source_file) VALUES (?,?,?,?)",
+                             batch)
             conn.execute("COMMIT")
             batch.clear()
             if rowid % 50000 == 0:

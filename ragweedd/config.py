@@ -15,21 +15,25 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ragweedd.errors import ConfigError
+
+# A key's check returns None for a good value, else what is allowed (for the error message).
+_Check = Callable[[Any], str | None]
 
 
 @dataclass(frozen=True)
 class KeySpec:
     section: str  # "" for top level, "embed", "llm"
     name: str
-    type: type | tuple
+    type: type | tuple[type, ...]
     default: Any
     doc: str
-    check: Callable[[Any], str | None] | None = None  # returns what is allowed when the value is bad
+    check: _Check | None = None
 
     @property
     def attr(self) -> str:
@@ -44,8 +48,8 @@ class KeySpec:
         return f"{self.section}.{self.name}" if self.section else self.name
 
 
-def _range(lo=None, hi=None):
-    def check(v):
+def _range(lo: float | None = None, hi: float | None = None) -> _Check:
+    def check(v: Any) -> str | None:
         if (lo is not None and v < lo) or (hi is not None and v > hi):
             lo_s = "-inf" if lo is None else lo
             hi_s = "inf" if hi is None else hi
@@ -55,14 +59,14 @@ def _range(lo=None, hi=None):
     return check
 
 
-def _choice(*options):
-    def check(v):
+def _choice(*options: str) -> _Check:
+    def check(v: Any) -> str | None:
         return None if v in options else "one of " + ", ".join(repr(o) for o in options)
 
     return check
 
 
-def _regex(v):
+def _regex(v: str) -> str | None:
     try:
         re.compile(v)
     except re.error as e:
@@ -70,7 +74,7 @@ def _regex(v):
     return None
 
 
-def _flags(v):
+def _flags(v: str) -> str | None:
     bad = [f for f in v.replace(",", "|").split("|") if f.strip() and f.strip().upper() not in _RE_FLAGS]
     return None if not bad else "'|'-separated names from " + ", ".join(sorted(_RE_FLAGS))
 
@@ -78,20 +82,20 @@ def _flags(v):
 _RE_FLAGS = {"IGNORECASE", "I", "MULTILINE", "M", "DOTALL", "S", "VERBOSE", "X", "ASCII", "A"}
 
 
-def _listen(v):
+def _listen(v: str) -> str | None:
     host, sep, port = v.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
         return "HOST:PORT, e.g. '127.0.0.1:8723'"
     return None
 
 
-def _chunk_size(v):
+def _chunk_size(v: int | str) -> str | None:
     if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and 16 <= v <= 32768):
         return None
     return "'auto' or a whole number of tokens from 16 to 32768"
 
 
-def _hhmm(v):
+def _hhmm(v: str) -> str | None:
     m = re.fullmatch(r"(\d{1,2}):(\d{2})", v)
     if not m or int(m.group(1)) > 23 or int(m.group(2)) > 59:
         return "a local time HH:MM, e.g. '03:00'"
@@ -197,25 +201,104 @@ class CollectionConfig:
     topic: str = ""
 
 
-def _make_config_class():
-    ns: dict[str, Any] = {"__annotations__": {}}
-    for k in KEYS:
-        ns["__annotations__"][k.attr] = Any
-        ns[k.attr] = k.default
-    ns["__annotations__"]["collections"] = Any
-    ns["collections"] = field(default_factory=dict)
-    ns["__annotations__"]["source"] = Any
-    ns["source"] = None
-    return dataclass(frozen=True)(type("Config", (), ns))
+@dataclass(frozen=True)
+class Config:
+    """Validated configuration: one field per KeySpec.attr, plus collections and source.
 
+    Written out by hand so type checkers and editors see each key's type; KEYS stays the one place
+    of docs and validation, and a unit test keeps the two in step (names, types, defaults).
+    """
 
-Config = _make_config_class()
-Config.__doc__ = "Validated configuration; one attribute per KeySpec.attr, plus collections and source."
+    # service
+    listen: str = "127.0.0.1:8723"
+    allow_remote_bind: bool = False
+    data_dir: str = ""
+    state_dir: str = ""
+    cache_dir: str = ""
+    log_level: str = "info"
+    max_body_mb: int = 64
+    max_concurrent_answers: int = 4
+    history_max_entries: int = 0
+    # chunking
+    chunk_size: int | str = "auto"
+    chunk_size_pdf: int = 1024
+    chunk_size_av: int = 512
+    chunk_overlap_pct: int = 50
+    ingest_entropy_max: float = 7.0
+    ingest_entropy_min: float = 0.5
+    # embedding
+    embed_model: str = "local:all-minilm-l6-v2"
+    embed_ollama_url: str = "http://127.0.0.1:11434"
+    embed_batch_size: int = 32
+    embed_threads: int = 2
+    multi_embed_384: str = ""
+    multi_embed_1024: str = ""
+    # index
+    hnsw_ef: int = 512
+    hnsw_exact_below: int = 20000
+    index_flush_quiet_s: float = 5.0
+    index_flush_max_s: float = 60.0
+    index_compact_tombstone_pct: float = 20.0
+    # retrieval
+    top_k: int = 64
+    max_chunks_per_file: int = 2
+    min_score: float = 0.0
+    pre_annotate_keep: int = 100
+    fts_enabled: bool = True
+    fts_weight: float = 0.15
+    fts_min_query_ic: float = 0.5
+    fts_long_query_threshold: int = 5
+    fts_or_max_postings: int = 10000
+    synonyms_enabled: bool = True
+    synonyms_max_per_word: int = 5
+    wordnet_dir: str = "/usr/share/wordnet"
+    fusion: str = "rrf"
+    rrf_k: int = 60
+    # answers
+    max_tokens: int = 1024
+    context_chunks: int = 12
+    annotation_concurrency: int = 4
+    annotation_irrelevant_re: str = r"\[IRRELEVANT!!!\]"
+    annotation_irrelevant_flags: str = "IGNORECASE"
+    llm_synthesis: str = ""
+    llm_annotation: str = ""
+    llm_openai_base_url: str = ""
+    llm_timeout_s: float = 120.0
+    llm_max_retries: int = 4
+    llm_context_tokens: int = 32000
+    llm_retry_backoff_s: float = 1.0
+    llm_anthropic_api_key: str = ""
+    llm_openai_api_key: str = ""
+    llm_gemini_api_key: str = ""
+    llm_synthesis_temperature: float = 0.2
+    # extraction
+    tess_bin: str = "tesseract"
+    whisper_model: str = ""
+    extract_timeout_s: float = 300.0
+    extract_cpu_s: int = 300
+    extract_memory_mb: int = 2048
+    extract_max_tries: int = 3
+    zip_max_depth: int = 3
+    zip_max_members: int = 10000
+    zip_max_total_mb: int = 512
+    zip_max_ratio: float = 200.0
+    # watching and ingest
+    debounce_s: float = 2.0
+    delete_hold_s: float = 1.0
+    scan_interval_s: float = 3600.0
+    ingest_workers: int = 1
+    ingest_nice: int = 10
+    cluster_schedule: str = "03:00"
+    integrity_interval_s: float = 21600.0
+    # not keys: the [collections.NAME] tables and where the values came from
+    collections: dict[str, CollectionConfig] = field(default_factory=dict)
+    source: str | None = None
+
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
-def _type_name(t) -> str:
+def _type_name(t: type | tuple[type, ...]) -> str:
     if isinstance(t, tuple):
         return " or ".join(_type_name(x) for x in t)
     return {str: "a string", int: "a whole number", float: "a number", bool: "true or false"}[t]

@@ -23,9 +23,8 @@ wrong, with which file or key, and what to do. ``exit_code`` is what the CLI exi
     ├── InvalidVectorError           a vector/label/query given to an index has the wrong shape or a NaN (400)
     ├── NotFoundError                collection / document / history entry does not exist   (404)
     ├── RequestError                 a bad API or CLI request                               (400)
-    └── DaemonError                  daemon-level problems (already running, not running)
-        ├── AlreadyRunningError
-        └── DaemonNotRunningError
+    └── DaemonError                  daemon-level problems (token file, listen address)
+        └── AlreadyRunningError
 """
 
 from __future__ import annotations
@@ -143,7 +142,3 @@ class DaemonError(RagweedError):
 
 class AlreadyRunningError(DaemonError):
     code = "already_running"
-
-
-class DaemonNotRunningError(DaemonError):
-    code = "daemon_not_running"

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
+from typing import Any
 
 _SECRET_KEYS = ("token", "api_key", "apikey", "authorization", "password", "secret")
 _configured = False
 
 
-def _redact(_logger, _name, event: dict) -> dict:
+def _redact(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     for key in list(event):
         low = key.lower()
         if any(s in low for s in _SECRET_KEYS) and not low.endswith(("_file", "_path", "tokens")):
@@ -29,7 +31,7 @@ def configure(level: str = "info", *, json: bool | None = None, stream=None) -> 
     if json is None:
         json = not (hasattr(stream, "isatty") and stream.isatty())
     lvl = getattr(logging, level.upper(), logging.INFO)
-    processors = [
+    processors: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),

@@ -41,10 +41,6 @@ class ExactIndex:
         return self._tomb
 
     @property
-    def node_count(self) -> int:
-        return self._n
-
-    @property
     def entry_labels(self) -> np.ndarray:
         return self._entry_labels
 
@@ -77,7 +73,8 @@ class ExactIndex:
                 v = np.zeros((cap, self.dim), np.float32)
                 lb = np.full(cap, -1, np.int64)
                 dl = np.zeros(cap, np.uint8)
-                v[: self._n], lb[: self._n], dl[: self._n] = self._vecs[: self._n], self._labels[: self._n], self._deleted[: self._n]
+                n = self._n
+                v[:n], lb[:n], dl[:n] = self._vecs[:n], self._labels[:n], self._deleted[:n]
                 self._vecs, self._labels, self._deleted = v, lb, dl
             s = slice(self._n, need)
             self._vecs[s], self._labels[s], self._deleted[s] = vec, lab, 0

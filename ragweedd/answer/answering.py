@@ -174,7 +174,8 @@ async def answer_question(query: str, hits: list[dict], cfg, *, annotator=None, 
         calls0 = synthesizer.calls
         parts: list[str] = []
         stop, model = "end", synthesizer.model
-        async for c in synthesizer.stream(messages, max_tokens=cfg.max_tokens, temperature=cfg.llm_synthesis_temperature):
+        async for c in synthesizer.stream(messages, max_tokens=cfg.max_tokens,
+                                          temperature=cfg.llm_synthesis_temperature):
             if c.text:
                 parts.append(c.text)
                 yield {"type": "token", "text": c.text}
@@ -282,7 +283,8 @@ async def continue_answer(state: dict, cfg, *, synthesizer=None) -> AsyncIterato
         async for c in synthesizer.stream(messages, max_tokens=state.get("max_tokens", cfg.max_tokens),
                                           temperature=state.get("temperature", cfg.llm_synthesis_temperature)):
             if c.text:
-                if not parts and prev and not prev[-1].isspace() and not c.text[0].isspace() and _needs_space(prev, c.text):
+                if (not parts and prev and not prev[-1].isspace() and not c.text[0].isspace()
+                        and _needs_space(prev, c.text)):
                     sep = " "
                     c_text = sep + c.text
                 else:

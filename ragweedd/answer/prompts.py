@@ -95,7 +95,8 @@ def validate_template(kind: str, text: str, origin: str) -> str:
         raise ConfigError(f"{origin}: the {kind} prompt must be a string, not {type(text).__name__}")
     # an empty synthesis_system is allowed: it means "no system prompt, the template says it all"
     if not text.strip() and kind != "synthesis_system":
-        raise ConfigError(f"{origin}: the {kind} prompt is empty", hint="write a prompt or delete it to use the default")
+        raise ConfigError(f"{origin}: the {kind} prompt is empty",
+                          hint="write a prompt or delete it to use the default")
     missing = [t for t in _REQUIRED[kind] if t not in text]
     if missing:
         raise ConfigError(
@@ -119,7 +120,8 @@ def _read_json(path: Path) -> dict:
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not UTF-8 text", hint="save the file as UTF-8") from None
     except json.JSONDecodeError as e:
-        raise ConfigError(f"{path}: not valid JSON: {e}", hint='expected {"PROVIDER": {"annotation": "...", "synthesis": "..."}}') from None
+        raise ConfigError(f"{path}: not valid JSON: {e}",
+                          hint='expected {"PROVIDER": {"annotation": "...", "synthesis": "..."}}') from None
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
         raise ConfigError(f"{path}: must be a JSON object mapping a provider to an object of prompts",
                           hint='e.g. {"ollama": {"annotation": "... {CONTENT} ... {QUERY} ..."}}')

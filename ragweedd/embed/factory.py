@@ -17,7 +17,8 @@ from ragweedd.errors import ConfigError
 if TYPE_CHECKING:
     from ragweedd.embed.base import Embedder
 
-ALLOWED_FORMS = "'local:all-minilm-l6-v2', 'ollama:NAME' (e.g. 'ollama:nomic-embed-text') or 'hash:DIM' (e.g. 'hash:64')"
+ALLOWED_FORMS = ("'local:all-minilm-l6-v2', 'ollama:NAME' (e.g. 'ollama:nomic-embed-text') "
+                 "or 'hash:DIM' (e.g. 'hash:64')")
 # name after "local:" -> variant of MiniLMEmbedder
 LOCAL_MODELS = {"all-minilm-l6-v2": "q8", "all-minilm-l6-v2-f32": "f32", "all-minilm-l6-v2-int8": "int8"}
 _HASH_RE = re.compile(r"^\d{1,6}$")
@@ -36,7 +37,8 @@ def make_embedder(spec: str, cfg=None, *, key: str = "embed.model") -> "Embedder
     if kind == "local":
         if rest.lower() not in LOCAL_MODELS:
             raise ConfigError(f"key '{key}' has value {spec!r}: the local embedder {rest!r} is not bundled",
-                              hint="bundled: " + ", ".join("local:" + m for m in LOCAL_MODELS) + "; or use 'ollama:NAME'")
+                              hint="bundled: " + ", ".join("local:" + m for m in LOCAL_MODELS)
+                              + "; or use 'ollama:NAME'")
         from ragweedd.embed.local import MiniLMEmbedder
 
         return MiniLMEmbedder(threads=cfg.embed_threads, batch_size=cfg.embed_batch_size,

@@ -93,10 +93,11 @@ class MiniLMEmbedder:
                  tokenizer_path: str | os.PathLike | None = None,
                  safetensors_path: str | os.PathLike | None = None) -> None:
         if variant not in VARIANTS:
-            raise EmbedderError(f"local embedder: variant {variant!r} is unknown", hint="use one of " + ", ".join(VARIANTS))
+            raise EmbedderError(f"local embedder: variant {variant!r} is unknown",
+                                hint="use one of " + ", ".join(VARIANTS))
         if (onnx_path is not None and variant != "int8") or (safetensors_path is not None and variant == "int8"):
-            raise EmbedderError("local embedder: onnx_path belongs to variant 'int8', safetensors_path to 'q8' and 'f32'",
-                                hint=f"variant is {variant!r}")
+            raise EmbedderError("local embedder: onnx_path belongs to variant 'int8', "
+                                "safetensors_path to 'q8' and 'f32'", hint=f"variant is {variant!r}")
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise EmbedderError(f"local embedder: threads must be a whole number >= 1, not {threads!r}",
                                 hint="set embed.threads in the configuration")
@@ -174,7 +175,8 @@ class MiniLMEmbedder:
         self._tokenizer = tok
         self._session = sess
         self.load_seconds = time.perf_counter() - t0
-        get_logger(__name__).info("embedder_loaded", embedder=self.id, seconds=round(self.load_seconds, 3), threads=self.threads)
+        get_logger(__name__).info("embedder_loaded", embedder=self.id, seconds=round(self.load_seconds, 3),
+                                  threads=self.threads)
 
     # --- use -------------------------------------------------------------------------------
     def count_tokens(self, text: str) -> int:

@@ -78,7 +78,8 @@ def build_model_bytes(weights: dict, *, quantized: bool = False) -> bytes:
         # disables the optimizer that would fuse them back (local.py, SESSION_DISABLED_OPTIMIZERS).
         t = node("Add", [a, init(f"{name}_bias", bias)], f"{name}_ab")
         t = node("Add", [t, residual], f"{name}_sum")
-        return node("LayerNormalization", [t, init(f"{name}_g", g), init(f"{name}_b", b)], name, axis=-1, epsilon=LN_EPS)
+        return node("LayerNormalization", [t, init(f"{name}_g", g), init(f"{name}_b", b)], name,
+                    axis=-1, epsilon=LN_EPS)
 
     q = _RowQuantizer(init, node, helper) if quantized else None
     # Every token has type 0, so the type-0 row is folded into the word embeddings.
@@ -181,7 +182,8 @@ class _RowQuantizer:
         if not self._unpadded:
             n = self.node
             lengths = n("ReduceSum", ["attention_mask", "q_seq_axis"], "q_lengths", keepdims=0)
-            shortest = n("Cast", [n("ReduceMin", [lengths], "q_shortest", keepdims=0)], "q_shortest64", to=TensorProto.INT64)
+            shortest = n("Cast", [n("ReduceMin", [lengths], "q_shortest", keepdims=0)], "q_shortest64",
+                         to=TensorProto.INT64)
             seq = n("Gather", [n("Shape", ["input_ids"], "q_ids_shape"), "q_seq_index"], "q_seq_len", axis=0)
             self._unpadded = n("Equal", [shortest, seq], "q_unpadded")
 

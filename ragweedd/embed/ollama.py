@@ -121,7 +121,8 @@ class OllamaEmbedder:
             elif arr.shape[1] != self._dim:
                 raise EmbedderError(
                     f"Ollama model {self.model} at {self.base_url} now returns {arr.shape[1]}-d vectors, "
-                    f"earlier {self._dim}-d", hint="the model changed under the same name; restart ragweedd to re-embed")
+                    f"earlier {self._dim}-d",
+                    hint="the model changed under the same name; restart ragweedd to re-embed")
         return arr
 
     def _options(self) -> dict:
@@ -138,7 +139,8 @@ class OllamaEmbedder:
         self._raise_for(status, body, "/api/embed")
         emb = body.get("embeddings") if isinstance(body, dict) else None
         if not isinstance(emb, list):
-            raise EmbedderError(f"Ollama at {self.base_url}/api/embed answered without 'embeddings' (model {self.model})",
+            raise EmbedderError(f"Ollama at {self.base_url}/api/embed answered without 'embeddings' "
+                                f"(model {self.model})",
                                 hint="upgrade Ollama (0.3 or later)")
         return emb
 
@@ -194,11 +196,8 @@ class OllamaEmbedder:
         except (UnicodeDecodeError, json.JSONDecodeError):
             if status == 200:
                 raise EmbedderError(f"Ollama at {url} answered with something that is not JSON "
-                                    f"(model {self.model})", hint="is embed.ollama_url really an Ollama server?") from None
+                                    f"(model {self.model})",
+                                    hint="is embed.ollama_url really an Ollama server?") from None
             body = raw.decode("utf-8", "replace")[:300]
         return status, body
-
-
-def is_long_context(model: str) -> bool:
-    return _KNOWN_LIMITS.get(_base_name(model), 0) > 512
 

@@ -45,7 +45,10 @@ def run(cfg, args) -> int:
         if allowed:
             raise RequestError(f"--chunk-size {args.chunk_size}: allowed: {allowed}")
     embedder = common.make_embedder(cfg)
-    progress = (lambda m: print(m, file=sys.stderr, flush=True))
+
+    def progress(m):
+        print(m, file=sys.stderr, flush=True)
+
     res = beir.run(args.dir, cfg, embedder, split=args.split, limit=args.limit, modes=modes, depth=args.depth,
                    workdir=Path(args.workdir) if args.workdir else None, progress=progress)
     if args.json:

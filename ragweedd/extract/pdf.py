@@ -97,7 +97,8 @@ class PdfExtractor:
                 from ragweedd.errors import ToolMissingError
 
                 pkgs = ", ".join(TOOL_PACKAGES["pdftoppm" if t == "pdftoppm" else "tesseract"] for t in missing)
-                raise ToolMissingError(f"{path}: PDF has no text layer and OCR is unavailable ({', '.join(missing)} missing)",
+                raise ToolMissingError(f"{path}: PDF has no text layer and OCR is unavailable "
+                                       f"({', '.join(missing)} missing)",
                                        hint=f"install {pkgs} (or point tess_bin at tesseract)")
         tb = TextBuilder()
         for i, t in enumerate(texts):

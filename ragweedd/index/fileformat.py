@@ -398,18 +398,3 @@ def _validate_graph(where, h, links0, cnt0, vecs, labels, levels, deleted, uoff,
             bad.append("an upper-layer neighbour id is out of range")
     if bad:
         raise CorruptIndexError(f"{where}: " + "; ".join(bad), hint=_REBUILD)
-
-
-def index_files(directory, suffix: str = "") -> list[Path]:
-    """Every file that belongs to the index (for size reporting and removal)."""
-    directory = Path(directory)
-    out = [header_path(directory, suffix)]
-    for base in _FILES:
-        out += sorted(directory.glob(_name(base, suffix) + "*"))
-    return [p for p in out if p.exists()]
-
-
-def remove_index(directory, suffix: str = "") -> None:
-    for p in index_files(directory, suffix):
-        p.unlink(missing_ok=True)
-    fsync_dir(directory)

@@ -58,7 +58,8 @@ def check_vectors(labels, vectors, dim: int) -> tuple[np.ndarray, np.ndarray]:
         raise InvalidVectorError(f"labels must be a 1-d array of integers, got shape {lab.shape} dtype {lab.dtype}")
     if vec.ndim != 2 or vec.shape[0] != lab.shape[0] or (vec.shape[0] and vec.shape[1] != dim):
         raise InvalidVectorError(
-            f"vectors must have shape ({lab.shape[0]}, {dim}) to match the labels and the index dimension, got {vec.shape}",
+            f"vectors must have shape ({lab.shape[0]}, {dim}) to match the labels and the index dimension, "
+            f"got {vec.shape}",
             hint="was the index created for another embedder?",
         )
     vec = np.ascontiguousarray(vec, dtype=np.float32)
@@ -117,10 +118,6 @@ class HnswIndex:
     def tombstones(self) -> int:
         return self._tomb
 
-    @property
-    def node_count(self) -> int:
-        return self._g.n
-
     def needs_compaction(self, pct: float = 20.0) -> bool:
         n = self._g.n
         return n > 0 and 100.0 * self._tomb / n > pct
@@ -138,7 +135,7 @@ class HnswIndex:
         g = self._g
         nodes = [self._node_of.get(int(x), -1) for x in np.asarray(labels).ravel()]
         if any(x < 0 for x in nodes):
-            raise KeyError(f"label(s) not in the index: {[int(l) for l, x in zip(labels, nodes) if x < 0][:5]}")
+            raise KeyError(f"label(s) not in the index: {[int(lab) for lab, x in zip(labels, nodes) if x < 0][:5]}")
         return g.vecs[np.asarray(nodes, dtype=np.int64)].copy()
 
     # --- entry points from cluster analysis -----------------------------------------------------
@@ -264,7 +261,8 @@ class HnswIndex:
 
         sc = getattr(self, "_bscratch", None)
         t = K.num_threads()
-        if sc is None or sc["visited"].shape[1] < cap or sc["visited"].shape[0] != t or sc["res_k"].shape[1] < self.ef_construction:
+        if (sc is None or sc["visited"].shape[1] < cap or sc["visited"].shape[0] != t
+                or sc["res_k"].shape[1] < self.ef_construction):
             efc = self.ef_construction
             sc = {"visited": np.zeros((t, cap), np.uint32), "gens": np.zeros(t, np.uint32),
                   "cand_k": np.zeros((t, cap + 1), np.float32), "cand_v": np.zeros((t, cap + 1), np.int32),

@@ -170,7 +170,7 @@ class IndexManager:
     def set_entry_points(self, labels, stats: dict | None = None) -> None:
         """Cluster-analysis entry points; used by every dimension's index (they share labels)."""
         with self._lock:
-            for suffix, idx in self.indexes.items():
+            for idx in self.indexes.values():
                 idx.set_entry_labels(labels)
                 if stats is not None:
                     idx.meta["cluster_stats"] = stats

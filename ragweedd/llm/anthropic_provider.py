@@ -35,7 +35,8 @@ class AnthropicProvider(BaseProvider):
         return "ANTHROPIC_API_KEY or llm.anthropic_api_key"
 
     def _model_hint(self) -> str:
-        return "use a model id from https://docs.anthropic.com/en/docs/about-claude/models, e.g. 'anthropic:claude-sonnet-4-5'"
+        return ("use a model id from https://docs.anthropic.com/en/docs/about-claude/models, "
+                "e.g. 'anthropic:claude-sonnet-4-5'")
 
     def _map_error(self, exc):
         a = self._sdk
@@ -44,7 +45,8 @@ class AnthropicProvider(BaseProvider):
         if isinstance(exc, (a.AuthenticationError, a.PermissionDeniedError)):
             return self.auth_error(_detail(exc))
         if isinstance(exc, a.RateLimitError) or getattr(exc, "status_code", None) == 529:
-            return rate_limited_signal(_detail(exc), parse_retry_after(getattr(exc, "response", None) and exc.response.headers))
+            return rate_limited_signal(_detail(exc),
+                                       parse_retry_after(getattr(exc, "response", None) and exc.response.headers))
         if isinstance(exc, a.NotFoundError):
             return self.model_missing(_detail(exc))
         if isinstance(exc, a.APIConnectionError):

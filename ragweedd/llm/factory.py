@@ -41,7 +41,8 @@ def _key(cfg, attr: str, env: Mapping[str, str], names: tuple[str, ...], provide
             return env[n]
     raise ProviderAuthError(
         f"{provider}: no API key for model '{model}'",
-        hint=f"set {' or '.join(names)} in the daemon's environment, or llm.{attr.removeprefix('llm_')} in the config file",
+        hint=f"set {' or '.join(names)} in the daemon's environment, "
+             f"or llm.{attr.removeprefix('llm_')} in the config file",
     )
 
 

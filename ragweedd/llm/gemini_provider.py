@@ -37,7 +37,8 @@ class GeminiProvider(BaseProvider):
         if isinstance(exc, e.APIError):
             detail = (exc.message or str(exc))[:300]
             code = exc.code
-            if code in (401, 403) or (code == 400 and "API key" in detail) or exc.status in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
+            if (code in (401, 403) or (code == 400 and "API key" in detail)
+                    or exc.status in ("UNAUTHENTICATED", "PERMISSION_DENIED")):
                 return self.auth_error(detail)
             if code == 429 or exc.status == "RESOURCE_EXHAUSTED":
                 return rate_limited_signal(detail)
@@ -59,7 +60,8 @@ class GeminiProvider(BaseProvider):
         config = t.GenerateContentConfig(max_output_tokens=max_tokens, temperature=temperature,
                                          system_instruction=system or None)
         stop, usage, model = "end", usage_dict(0, 0), self.model
-        stream = await self._client.aio.models.generate_content_stream(model=self.model, contents=contents, config=config)
+        stream = await self._client.aio.models.generate_content_stream(model=self.model, contents=contents,
+                                                                       config=config)
         async for resp in stream:
             if resp.usage_metadata is not None:
                 usage = usage_dict(resp.usage_metadata.prompt_token_count, resp.usage_metadata.candidates_token_count)

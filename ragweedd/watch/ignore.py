@@ -26,7 +26,8 @@ def is_ignored(rel_path: str, extra: Iterable[str] = ()) -> bool:
     for pat in (*DEFAULT_IGNORES, *extra):
         if pat.endswith("/"):
             d = pat[:-1]
-            if any(fnmatch.fnmatchcase(p, d) for p in parts[:-1]) or (rel.endswith("/") and fnmatch.fnmatchcase(name, d)):
+            if (any(fnmatch.fnmatchcase(p, d) for p in parts[:-1])
+                    or (rel.endswith("/") and fnmatch.fnmatchcase(name, d))):
                 return True
         elif "/" in pat:
             if fnmatch.fnmatchcase(rel, pat) or (pat.endswith("/**") and (rel + "/").startswith(pat[:-2])):

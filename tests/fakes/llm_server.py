@@ -146,10 +146,12 @@ class FakeLLMServer:
         msgs = []
         if body.get("system"):
             sys_ = body["system"]
-            msgs.append({"role": "system", "content": sys_ if isinstance(sys_, str) else "".join(b["text"] for b in sys_)})
+            msgs.append({"role": "system",
+                         "content": sys_ if isinstance(sys_, str) else "".join(b["text"] for b in sys_)})
         for m in body["messages"]:
             c = m["content"]
-            msgs.append({"role": m["role"], "content": c if isinstance(c, str) else "".join(b.get("text", "") for b in c)})
+            msgs.append({"role": m["role"],
+                         "content": c if isinstance(c, str) else "".join(b.get("text", "") for b in c)})
         err, text, stop = await self._handle("anthropic", request, body["model"], msgs, body.get("max_tokens"),
                                              bool(body.get("stream")), self._anthropic_key_ok(request), body)
         if err:
@@ -174,7 +176,8 @@ class FakeLLMServer:
         events += [("content_block_delta", {"type": "content_block_delta", "index": 0,
                                             "delta": {"type": "text_delta", "text": p}}) for p in self._pieces(text)]
         events += [("content_block_stop", {"type": "content_block_stop", "index": 0}),
-                   ("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                   ("message_delta", {"type": "message_delta",
+                                      "delta": {"stop_reason": stop_reason, "stop_sequence": None},
                                       "usage": {"output_tokens": out}}),
                    ("message_stop", {"type": "message_stop"})]
         return await self._sse(request, events)
@@ -185,7 +188,8 @@ class FakeLLMServer:
         msgs = [{"role": m["role"], "content": m["content"]} for m in body["messages"]]
         mt = body.get("max_tokens") or body.get("max_completion_tokens")
         ok = request.headers.get("Authorization") == f"Bearer {self.api_key}"
-        err, text, stop = await self._handle("openai", request, body["model"], msgs, mt, bool(body.get("stream")), ok, body)
+        err, text, stop = await self._handle("openai", request, body["model"], msgs, mt, bool(body.get("stream")),
+                                             ok, body)
         if err:
             _, status, m = err
             return web.json_response({"error": {"message": m, "type": _ERR_TYPES.get(status, ("api_error",))[0],
@@ -200,7 +204,8 @@ class FakeLLMServer:
             return web.json_response({**base, "object": "chat.completion", "usage": usage, "choices": [
                 {"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": text}}]})
         ch = {**base, "object": "chat.completion.chunk"}
-        events = [(None, {**ch, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})]
+        first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+        events = [(None, {**ch, "choices": [first]})]
         events += [(None, {**ch, "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]})
                    for p in self._pieces(text)]
         events.append((None, {**ch, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}))
@@ -213,7 +218,8 @@ class FakeLLMServer:
     async def _gemini(self, request: web.Request):
         model, _, action = request.match_info["model_action"].partition(":")
         if action not in ("generateContent", "streamGenerateContent"):
-            return web.json_response({"error": {"code": 404, "message": "no such method", "status": "NOT_FOUND"}}, status=404)
+            return web.json_response({"error": {"code": 404, "message": "no such method", "status": "NOT_FOUND"}},
+                                     status=404)
         body = await request.json()
         msgs = []
         si = body.get("systemInstruction") or body.get("system_instruction")

@@ -310,8 +310,10 @@ def test_upload_rejects_path_tricks_multipart(api, disposition):
 
 @pytest.mark.parametrize("raw,ctype", [
     (b"garbage", "multipart/form-data; boundary=zz"),
-    (b"--zz\r\nContent-Disposition: form-data; name=\"other\"\r\n\r\nx\r\n--zz--\r\n", "multipart/form-data; boundary=zz"),
-    (b"--zz\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nx\r\n--zz--\r\n", "multipart/form-data; boundary=zz"),
+    (b"--zz\r\nContent-Disposition: form-data; name=\"other\"\r\n\r\nx\r\n--zz--\r\n",
+     "multipart/form-data; boundary=zz"),
+    (b"--zz\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nx\r\n--zz--\r\n",
+     "multipart/form-data; boundary=zz"),
     (b"x", "multipart/form-data"),
     (b"x", "application/octet-stream"),  # raw without ?filename=
 ])

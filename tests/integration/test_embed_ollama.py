@@ -135,7 +135,7 @@ def test_missing_model_says_ollama_pull(server):
     msg = str(ei.value)
     assert "ollama pull mxbai-embed-large" in msg and srv.url in msg and "mxbai-embed-large" in msg
     with pytest.raises(EmbedderError, match="ollama pull mxbai-embed-large"):
-        e.id
+        _ = e.id
     # An old server reports a missing model too, on its own endpoint.
     old = server(legacy=True, models={})
     with pytest.raises(EmbedderError, match="ollama pull"):

@@ -9,8 +9,6 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from ragweedd.config import load_config  # noqa: E402
-from ragweedd.embed.hashing import HashEmbedder  # noqa: E402
 from ragweedd.errors import NotFoundError, RequestError  # noqa: E402
 from ragweedd.eval import beir  # noqa: E402
 

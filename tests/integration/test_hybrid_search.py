@@ -2,7 +2,6 @@
 one-shot CLI, and the keyword index rebuilt while searches run."""
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -200,7 +199,8 @@ def test_cli_search_json_and_text(world):
     data = json.loads(out.stdout)
     assert data["results"][0]["filename"] == "m1.txt"
     assert data["retrieval_meta"]["mode"] == "hybrid"
-    out = subprocess.run([sys.executable, "-m", "ragweedd", "--config", str(conf), "search", "NEAR(\"x\" *", "-c", "nope"],
+    out = subprocess.run([sys.executable, "-m", "ragweedd", "--config", str(conf), "search", "NEAR(\"x\" *",
+                          "-c", "nope"],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode != 0 and "nope" in out.stderr and "Traceback" not in out.stderr
 

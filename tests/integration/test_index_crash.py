@@ -55,8 +55,9 @@ def old_index(tmp_path):
 
 
 def _run_child(directory, point):
-    tests = str(Path(__file__).resolve().parents[1])  # exact_index lives in tests/
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), tests]))
+    # The child imports ExactIndex from tests/, which pytest put on our sys.path but not on its.
+    tests_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), tests_dir]))
     return subprocess.run([sys.executable, "-c", CHILD, str(directory), point], env=env, capture_output=True,
                           text=True, timeout=120)
 

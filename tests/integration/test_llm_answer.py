@@ -23,7 +23,8 @@ ENV = {"ANTHROPIC_API_KEY": API_KEY, "OPENAI_API_KEY": API_KEY, "GEMINI_API_KEY"
 
 def hits(n):
     return [{"embedding_id": i, "collection": "lab", "doc_id": f"{i:032x}", "source_file": f"/lab/r{i}.pdf",
-             "filename": f"r{i}.pdf", "source_rel_path": f"r{i}.pdf", "text": f"Report {i}: the pump failed at {i} bar. " * 20,
+             "filename": f"r{i}.pdf", "source_rel_path": f"r{i}.pdf",
+             "text": f"Report {i}: the pump failed at {i} bar. " * 20,
              "score": 1 - i / 50, "rel_score": 1 - i / max(1, n), "page_label": str(i + 1), "section": None,
              "span": [0, 100], "t_start": None, "t_end": None, "member": None} for i in range(n)]
 
@@ -85,7 +86,8 @@ def test_full_answer_with_different_providers(server, ann_spec, syn_spec):
     async def go():
         ann, syn = provider(server, ann_spec), provider(server, syn_spec)
         try:
-            return [e async for e in answer_question("when did the pump fail?", hits(4), cfg, annotator=ann, synthesizer=syn)]
+            return [e async for e in answer_question("when did the pump fail?", hits(4), cfg,
+                                                     annotator=ann, synthesizer=syn)]
         finally:
             await ann.aclose()
             await syn.aclose()
@@ -99,7 +101,8 @@ def test_full_answer_with_different_providers(server, ann_spec, syn_spec):
     assert done["provider"] == syn_spec and done["model"] == "test-model"
     assert done["llm_calls"] == 5 and done["usage"]["by_stage"]["synthesis"]["output_tokens"] > 0
     syn_req = [r for r in server.requests if r["provider"] == syn_spec.split(":")[0]][-1]
-    assert "[1] SOURCE: lab/r0.pdf [p.1]\nANNOTATION: \"the pump failed at 0 bar\" answers it." in syn_req["messages"][-1]["content"]
+    assert ("[1] SOURCE: lab/r0.pdf [p.1]\nANNOTATION: \"the pump failed at 0 bar\" answers it."
+            in syn_req["messages"][-1]["content"])
     assert syn_req["messages"][0]["role"] == "system" and REFUSAL in syn_req["messages"][0]["content"]
 
 

@@ -1,12 +1,10 @@
 """The per-file pipeline on real folders and SQLite files: dedup, supersede, bad input, resume."""
 
-import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 

@@ -101,7 +101,8 @@ def test_fts_rebuild_backfills_from_stored_text(tmp_path):
     rag = RagDB(tmp_path / "rag.sqlite3", "c")
     ids = _publish(rag, "m1", "/d/a.txt", [f"word{i} common" for i in range(2500)])
     rag.conn.execute("DELETE FROM fts_chunks WHERE rowid % 2 = 0")
-    rag.conn.execute("INSERT INTO fts_chunks(rowid, embedding_id, content, source_file) VALUES (999999, 'x', 'orphan', '')")
+    rag.conn.execute("INSERT INTO fts_chunks(rowid, embedding_id, content, source_file) "
+                     "VALUES (999999, 'x', 'orphan', '')")
     assert fts_rebuild(rag.conn, batch=1000) == 2500
     assert rag.conn.execute("SELECT count(*) FROM fts_chunks WHERE fts_chunks MATCH 'common'").fetchone()[0] == 2500
     assert rag.conn.execute("SELECT count(*) FROM fts_chunks WHERE fts_chunks MATCH 'orphan'").fetchone()[0] == 0

@@ -105,7 +105,8 @@ def pipe(tmp_path):
     from ragweedd.embed.hashing import HashEmbedder
     from ragweedd.ingest.pipeline import Pipeline
 
-    cfg = load_config(env={}, text=f'data_dir = "{tmp_path}/data"\nstate_dir = "{tmp_path}/s"\ncache_dir = "{tmp_path}/c"\n')
+    cfg = load_config(env={}, text=f'data_dir = "{tmp_path}/data"\nstate_dir = "{tmp_path}/s"\n'
+                                   f'cache_dir = "{tmp_path}/c"\n')
     p = Pipeline(cfg, Paths.from_config(cfg), HashEmbedder(64))
     yield p
     p.close()

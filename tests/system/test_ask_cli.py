@@ -166,7 +166,8 @@ def test_provider_failure_is_recorded(d, llm):
 def test_ragweedctl_ask_and_history_against_the_daemon(d):
     env = {**os.environ, "RAGWEED_STATE_DIR": str(d.base / "state")}
     ctl = [sys.executable, "-m", "ragweedd.cli.ctl"]
-    p = subprocess.run(ctl + ["ask", "do", "cats", "purr?"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+    p = subprocess.run(ctl + ["ask", "do", "cats", "purr?"], capture_output=True, text=True, env=env, cwd=ROOT,
+                       timeout=60)
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith(ANSWER)
     sources = p.stdout.split("Sources:")[1]

@@ -6,7 +6,6 @@ import os
 import shutil
 import time
 
-import pytest
 
 from tests.system.conftest import wait_until
 

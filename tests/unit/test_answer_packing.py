@@ -51,7 +51,8 @@ def test_packing_stays_under_budget_and_skips_what_does_not_fit():
     assert b["budget_tokens"] == 1336
     total = sum(estimate_tokens(p["block"]) + 2 for p in packed)
     assert total == b["used_tokens"] <= 1336
-    assert [p["embedding_id"] for p in packed] == [0, 1, 2, 9], "the small, low-score chunk still fits after a big one did not"
+    assert [p["embedding_id"] for p in packed] == [0, 1, 2, 9], \
+        "the small, low-score chunk still fits after a big one did not"
     assert [h["embedding_id"] for h in left] == [3, 4]
 
 

@@ -77,7 +77,8 @@ def test_full_answer_events_and_history_record():
         assert key in done, key
     assert done["provider"] == "fake:syn" and done["annotation_provider"] == "fake:ann"
     assert done["llm_calls"] == 5 and done["stop_reason"] == "end" and not done["continuable"]
-    assert {a["embedding_id"]: a["relevant"] for a in done["annotations"]} == {100: True, 101: True, 102: False, 103: True}
+    relevant = {a["embedding_id"]: a["relevant"] for a in done["annotations"]}
+    assert relevant == {100: True, 101: True, 102: False, 103: True}
     u = done["usage"]
     assert u["input_tokens"] == u["by_stage"]["annotation"]["input_tokens"] + u["by_stage"]["synthesis"]["input_tokens"]
     assert u["by_stage"]["synthesis"]["output_tokens"] > 0
@@ -178,7 +179,8 @@ def test_continuation_after_max_tokens():
 
 
 def test_continuation_mid_word_does_not_insert_space():
-    syn = FakeChatProvider("syn", [ChatResult("Cats pu", "max_tokens"), ChatResult("rr [1] a", "max_tokens"), "nd sleep."])
+    syn = FakeChatProvider("syn", [ChatResult("Cats pu", "max_tokens"), ChatResult("rr [1] a", "max_tokens"),
+                                   "nd sleep."])
     done = asyncio.run(ask("cats?", hits(2), CFG, synthesizer=syn))
     done = asyncio.run(ask_continue(done["state"], CFG, synthesizer=syn))
     assert done["continuable"] and done["continuations"] == 1

@@ -1,13 +1,15 @@
 """Configuration: TOML + RAGWEED_* overrides, validation messages, docs kept in step with KEYS."""
 
+import dataclasses
 import re
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import pytest
 
-from ragweedd.config import KEYS, default_config, load_config
+from ragweedd.config import KEYS, CollectionConfig, Config, default_config, load_config
 from ragweedd.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,14 +83,35 @@ def test_check_config_exits_2_with_message(tmp_path):
     assert r.returncode == 0 and "hnsw_ef = 64" in r.stdout
 
 
+def _type_names(t) -> tuple[str, ...]:
+    return tuple(x.__name__ for x in t) if isinstance(t, tuple) else (t.__name__,)
+
+
 def test_every_key_is_documented_and_every_documented_key_exists():
     doc = (ROOT / "docs" / "config.md").read_text()
     documented = set(re.findall(r"^\| `([a-z0-9_.]+)` \|", doc, re.M))
     keys = {k.dotted for k in KEYS}
     assert keys - documented == set(), "keys missing from docs/config.md"
     assert documented - keys - {"paths", "ignore", "topic"} == set(), "docs/config.md names keys that do not exist"
+    # Each key's row states the type, default and variable that KEYS declares.
+    rows = {m[0]: m[1:] for m in re.findall(r"^\| `([a-z0-9_.]+)` \| ([^|]+?) \| `([^`]*)` \| `([^`]*)` \|", doc, re.M)}
     for k in KEYS:
-        assert k.env in doc, f"{k.env} not documented"
+        default = str(k.default).lower() if isinstance(k.default, bool) else repr(k.default)
+        assert rows[k.dotted] == ("/".join(_type_names(k.type)), default, k.env), f"docs/config.md row of {k.dotted}"
+
+
+def test_config_dataclass_fields_match_keys():
+    hints = typing.get_type_hints(Config)
+    fields = {f.name: f for f in dataclasses.fields(Config)}
+    assert list(fields) == [k.attr for k in KEYS] + ["collections", "source"]
+    for k in KEYS:
+        f = fields[k.attr]
+        assert f.default == k.default and type(f.default) is type(k.default), f"default of Config.{k.attr}"
+        declared = typing.get_args(hints[k.attr]) or (hints[k.attr],)
+        assert tuple(t.__name__ for t in declared) == _type_names(k.type), f"type of Config.{k.attr}"
+    assert hints["collections"] == dict[str, CollectionConfig] and fields["collections"].default_factory is dict
+    assert hints["source"] == str | None and fields["source"].default is None
+    assert Config.__dataclass_params__.frozen
 
 
 def test_example_config_is_valid():

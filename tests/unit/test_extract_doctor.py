@@ -23,7 +23,8 @@ def _row(rows, fmt):
 def test_report_lists_every_format_with_its_extractor():
     rows = report()
     fmts = {r["format"] for r in rows}
-    assert fmts >= {"pdf", "docx", "odt", "text", "html", "svg", "rtf", "tex", "av", "zip", "xlsx", "xls", "csv", "json"}
+    assert fmts >= {"pdf", "docx", "odt", "text", "html", "svg", "rtf", "tex", "av", "zip", "xlsx", "xls", "csv",
+                    "json"}
     for r in rows:
         assert set(r) == {"format", "extensions", "extractor", "ok", "missing", "degraded"}
         assert r["extractor"].startswith("ragweedd.extract.")

@@ -53,9 +53,9 @@ def test_budget_is_shared_evenly_and_respects_sigma():
     assert max(per) - min(per) <= 2 * 1000 // len(per)  # even shares across cells
     for c in res.stats["clusters"]:
         if c["entry_points"]:
-            members = res.entry_labels[(ent[res.entry_labels] >= c["entropy_bin"][0]) &
-                                       (ent[res.entry_labels] < c["entropy_bin"][1]) &
-                                       (np.floor(np.log2(wc[res.entry_labels] + 1)) == np.log2(c["word_count_bin"][0] + 1))]
+            e = res.entry_labels
+            members = e[(ent[e] >= c["entropy_bin"][0]) & (ent[e] < c["entropy_bin"][1]) &
+                        (np.floor(np.log2(wc[e] + 1)) == np.log2(c["word_count_bin"][0] + 1))]
             assert np.all(np.abs(ent[members] - c["entropy_mean"]) <= 1.5 * c["entropy_std"] + 1e-3)
     # spread evenly inside a cell: picks are not all from the first labels
     assert np.ptp(res.entry_labels[res.entry_labels < 2000]) > 1500

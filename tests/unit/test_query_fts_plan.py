@@ -36,7 +36,8 @@ def conn():
 
 
 def test_query_words_are_unicode_alphanumeric_runs():
-    assert query_words("Zürich's café, naïve-résumé; IL-6 & 5G!") == ["zürich", "s", "café", "naïve", "résumé", "il", "6", "5g"]
+    assert query_words("Zürich's café, naïve-résumé; IL-6 & 5G!") == [
+        "zürich", "s", "café", "naïve", "résumé", "il", "6", "5g"]
     assert query_words("Ωmega Δ 東京 タワー") == ["ωmega", "δ", "東京", "タワー"]
     assert query_words("___ --- ***") == []
     assert query_words("Cell cell CELL") == ["cell"]

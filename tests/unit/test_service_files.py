@@ -169,7 +169,8 @@ def test_install_errors(tmp_path, exe, fake_systemctl, monkeypatch):
     noexec.chmod(stat.S_IRUSR | stat.S_IWUSR)
     assert ctl.main(["service", "install", "--ragweedd", str(noexec)], out=io.StringIO(), err=io.StringIO()) == 2
     # systemctl failing is reported with its message, exit 1
-    (fake_systemctl.parent / "fakebin" / "systemctl").write_text("#!/bin/sh\necho 'Failed to connect to bus' >&2\nexit 1\n")
+    (fake_systemctl.parent / "fakebin" / "systemctl").write_text(
+        "#!/bin/sh\necho 'Failed to connect to bus' >&2\nexit 1\n")
     err = io.StringIO()
     assert ctl.main(["service", "install", "--ragweedd", str(exe)], out=io.StringIO(), err=err) == 1
     assert "Failed to connect to bus" in err.getvalue()

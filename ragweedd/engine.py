@@ -12,7 +12,7 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, cast
 
 from ragweedd.answer import history as hist
 from ragweedd.contract import (
@@ -133,7 +133,8 @@ class DaemonEngine:
 
         r = self.core.read(lambda db: db.file_by_id(file_id))
         if r is None:
-            raise NotFoundError(f"document '{file_id}' does not exist", hint="document keys come from GET /v1/documents")
+            raise NotFoundError(f"document '{file_id}' does not exist",
+                                hint="document keys come from GET /v1/documents")
         detail: list[ChunkDetail] = []
         db = self.paths.rag_db(r["collection"])
         if r["md5"] and Path(db).exists():
@@ -193,12 +194,10 @@ class DaemonEngine:
         return events
 
     async def history_list(self, offset: int = 0, limit: int = 50) -> HistoryPage:
-        page: HistoryPage = await asyncio.to_thread(self.services.history.list, offset, limit)
-        return page
+        return cast(HistoryPage, await asyncio.to_thread(self.services.history.list, offset, limit))
 
     async def history_show(self, history_id: str) -> HistoryEntry:
-        entry: HistoryEntry = await asyncio.to_thread(self.services.history.show, history_id)
-        return entry
+        return cast(HistoryEntry, await asyncio.to_thread(self.services.history.show, history_id))
 
 
 def _document(r: Any) -> Document:

@@ -100,7 +100,8 @@ class Services:
         names = self.searchable(collections)
         if not names:
             raise RequestError(f"nothing is indexed yet under {self.paths.collections}",
-                               hint="add a collection (ragweedctl add) or ingest: ragweedd ingest PATH --collection NAME")
+                               hint="add a collection (ragweedctl add) or ingest one: "
+                                    "ragweedd ingest PATH --collection NAME")
         f = Filters.make(collections=names, path_glob=path_glob, file_types=[file_type] if file_type else None,
                          doc_ids=[doc_id] if doc_id else None)
         res: SearchResult = self._searcher(names).search(query, filters=f, limit=limit, mode=mode)  # type: ignore[assignment]

@@ -11,7 +11,7 @@ awaits.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, cast
 
 from ragweedd.answer import history as hist
 from ragweedd.contract import AskEvent, SearchResult
@@ -29,7 +29,8 @@ class AskFlow:
 
         body = hist.pending_answer(dict(res))
         hid = await asyncio.to_thread(self.history.add, "ask", query, body)
-        return self._recorded(answer_question(query, res["results"], self.cfg), hid, body,
+        hits = cast(list[dict[str, Any]], res["results"])
+        return self._recorded(answer_question(query, hits, self.cfg), hid, body,
                               res.get("retrieval_meta") or {}, record_errors=True)
 
     async def resume(self, history_id: str) -> tuple[dict[str, Any], AsyncIterator[AskEvent]]:

@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from ragweedd import __version__, contract
-from ragweedd.api.schemas import components, ref, schema_of
+from ragweedd.api.schemas import components, ref
 from ragweedd.errors import RequestError
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
@@ -98,7 +98,8 @@ DOCUMENT: dict[str, Any] = {
     "servers": [{"url": "http://127.0.0.1:8723"}],
     "security": [{"bearer": []}],
     "paths": {
-        "/v1/health": {"get": _op("health", "Liveness: {\"ok\": true} (no token needed)", contract.Health, public=True)},
+        "/v1/health": {"get": _op("health", "Liveness: {\"ok\": true} (no token needed)", contract.Health,
+                                  public=True)},
         "/v1/status": {"get": _op("status", "Collections, files by state, queue, ingest progress, embedder, "
                                   "index, last flush, next jobs, degraded reasons, missing tools", contract.Status)},
         "/v1/openapi.json": {"get": _op("openapi", "This document", None)},
@@ -108,7 +109,8 @@ DOCUMENT: dict[str, Any] = {
                         body=_json_body("#/components/schemas/AddCollection")),
         },
         "/v1/collections/{name}": {
-            "delete": _op("remove_collection", "Forget a collection and its index (files stay)", contract.Removed, params=[_COLL]),
+            "delete": _op("remove_collection", "Forget a collection and its index (files stay)", contract.Removed,
+                          params=[_COLL]),
         },
         "/v1/collections/{name}/scan": {
             "post": _op("scan", "Reconcile the collection's folders now", contract.Queued, params=[_COLL]),
@@ -161,7 +163,8 @@ DOCUMENT: dict[str, Any] = {
                                       "History id of the answer"), _STREAM],
                         ok=_SSE, extra={"429": _ERR}),
         },
-        "/v1/history": {"get": _op("history_list", "Past searches and answers, newest first", contract.HistoryPage, params=_PAGING)},
+        "/v1/history": {"get": _op("history_list", "Past searches and answers, newest first", contract.HistoryPage,
+                                   params=_PAGING)},
         "/v1/history/{history_id}": {
             "get": _op("history_show", "One history entry in full", contract.HistoryEntry,
                        params=[_path("history_id", {"type": "string", "minLength": 1, "maxLength": 128},

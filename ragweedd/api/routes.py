@@ -9,7 +9,7 @@ import inspect
 import json
 from typing import Any, AsyncIterator
 
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 
 from ragweedd import __version__
 from ragweedd.api import openapi
@@ -140,7 +140,8 @@ async def upload(request: web.Request) -> web.Response:
     else:
         if not filename:
             raise RequestError("query parameter 'filename' is required for a raw upload body",
-                               hint="POST the bytes with ?filename=NAME, or send multipart/form-data with a 'file' part")
+                               hint="POST the bytes with ?filename=NAME, or send multipart/form-data with a "
+                                    "'file' part")
         data = await request.read()
     check_filename(filename)
     return _json(await st.engine.upload(coll, filename, data))
@@ -153,6 +154,8 @@ async def _read_multipart(request: web.Request, cap: int, filename: str | None) 
             part = await reader.next()
             if part is None:
                 break
+            if not isinstance(part, BodyPartReader):  # a nested multipart body is not a file
+                raise RequestError("the multipart body nests another multipart body; send one 'file' part")
             if part.name != "file" and not part.filename:
                 await part.release()
                 continue

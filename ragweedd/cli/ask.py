@@ -27,7 +27,8 @@ def run(cfg, args, out: TextIO | None = None, err: TextIO | None = None) -> int:
     query = " ".join(args.query or []).strip()
     if not args.continue_id:
         if not query:
-            raise RequestError("ask needs a question", hint='ragweedd ask "what is ...?", or ragweedd ask --continue HISTORY_ID')
+            raise RequestError("ask needs a question",
+                               hint='ragweedd ask "what is ...?", or ragweedd ask --continue HISTORY_ID')
         if args.top_k < 1:
             raise RequestError(f"--top-k must be at least 1, not {args.top_k}")
     services = open_oneshot(cfg)
@@ -105,7 +106,8 @@ def print_sources(rec: dict, out: TextIO) -> None:
             out.write(f"    {s['source_file']}\n")
     left = len(sources) - len(shown)
     if rec.get("mode") == "llm" and left > 0:
-        out.write(f"({left} more source{'s' if left != 1 else ''} given to the model but not cited; --json lists them)\n")
+        out.write(f"({left} more source{'s' if left != 1 else ''} given to the model but not cited; "
+                  "--json lists them)\n")
     if rec.get("invalid_citations"):
         out.write(f"(warning: the answer cites sources that do not exist: {rec['invalid_citations']})\n")
     filtered = rec.get("filtered") or []

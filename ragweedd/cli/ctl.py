@@ -177,7 +177,7 @@ def _body_chunks(sock, f, headers):
 
 def _sse_events(chunks):
     buf = b""
-    event, data = "message", []
+    event, data = "message", []  # type: str, list[str]
     for chunk in chunks:
         buf += chunk
         while b"\n" in buf:
@@ -363,7 +363,8 @@ def cmd_ask(c: Client, a, out) -> int:
     # everything retrieved, before annotation and packing)
     _print_sources(done.get("sources") or sources, out)
     if done.get("finish_reason") == "max_tokens":
-        out.write(f"\n(the answer was cut at max_tokens; continue with: ragweedctl ask --continue {done.get('history_id')})\n")
+        out.write("\n(the answer was cut at max_tokens; continue with: "
+                  f"ragweedctl ask --continue {done.get('history_id')})\n")
     return EXIT_OK
 
 
@@ -422,7 +423,8 @@ def cmd_docs(c: Client, a, out) -> int:
             out.write(f"  error: {d['error']}\n")
         for ch in d.get("chunks_detail", []):
             text = " ".join(str(ch.get("text", "")).split())
-            out.write(f"  #{ch.get('chunk_idx')} {_where({**ch, 'collection': d.get('collection'), 'filename': d.get('filename')})}: {text[:160]}\n")
+            place = _where({**ch, 'collection': d.get('collection'), 'filename': d.get('filename')})
+            out.write(f"  #{ch.get('chunk_idx')} {place}: {text[:160]}\n")
         return EXIT_OK
     res = c.call("GET", "/v1/documents" + _q({"collection": a.collection, "state": a.state,
                                                 "path_glob": a.path_glob, "offset": a.offset, "limit": a.limit}))
@@ -431,7 +433,8 @@ def cmd_docs(c: Client, a, out) -> int:
         return EXIT_OK
     for d in res.get("items", []):
         err = f"  ({d['error']})" if d.get("error") else ""
-        out.write(f"{d.get('doc_key')}  {d.get('state'):<10} {d.get('chunks', 0):>5} chunks  {d.get('source_file')}{err}\n")
+        out.write(f"{d.get('doc_key')}  {d.get('state'):<10} {d.get('chunks', 0):>5} chunks  "
+                  f"{d.get('source_file')}{err}\n")
     out.write(f"{len(res.get('items', []))} of {res.get('total', 0)} documents\n")
     return EXIT_OK
 
@@ -477,8 +480,8 @@ def _memoise_argparse_gettext() -> None:
     import functools
     import gettext
 
-    if not hasattr(argparse._, "cache_info"):
-        argparse._ = functools.lru_cache(maxsize=None)(gettext.gettext)
+    if not hasattr(argparse._, "cache_info"):  # type: ignore[attr-defined]
+        argparse._ = functools.lru_cache(maxsize=None)(gettext.gettext)  # type: ignore[attr-defined]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -78,7 +78,8 @@ class Searcher:
         self.paths = paths
         self.embedder = embedder
         self.cache_conn = _open_cache(paths)
-        self.collections = [_Collection(r, self.cache_conn) for r in open_collections(paths, list(collections) if collections else None)]
+        opened = open_collections(paths, list(collections) if collections else None)
+        self.collections = [_Collection(r, self.cache_conn) for r in opened]
         self.wordnet_status = wordnet_status(cfg)
         self.wordnet = open_wordnet(cfg)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fts")

@@ -41,7 +41,7 @@ def _stat(path: str) -> tuple[int, int] | None:
 
 
 class Debouncer:
-    def __init__(self, sink: Callable[[list[Item]], None], *, debounce_s: float, delete_hold_s: float) -> None:
+    def __init__(self, sink: Callable[[list[Item]], object], *, debounce_s: float, delete_hold_s: float) -> None:
         self.sink = sink
         self.debounce_s = debounce_s
         self.delete_hold_s = max(delete_hold_s, debounce_s)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ragweedd.ingest.queue import Job, JobQueue
+from ragweedd.store.job_queue import Job, JobQueue
 from ragweedd.logging import get_logger
 
 log = get_logger("ragweedd.ingest")

@@ -320,6 +320,10 @@ class RagDB:
             "SELECT e.id, (SELECT float_value FROM embedding_metadata WHERE id=e.id AND key='text_entropy'),"
             " (SELECT int_value FROM embedding_metadata WHERE id=e.id AND key='word_count') FROM embeddings e")]
 
+    def rebuild_fts(self, batch: int = 1000) -> int:
+        """Backfill the keyword index from stored chunk text (see ``fts_rebuild``)."""
+        return fts_rebuild(self.conn, batch)
+
     def keyword_match(self, expr: str, limit: int) -> list[tuple[int, float]]:
         """FTS5 MATCH of an already-safe expression: [(chunk id, bm25 as a positive score)], best first."""
         return keyword_match(self.conn, expr, limit)

@@ -55,8 +55,8 @@ def keyword(args) -> dict:
     from ragweedd.config import load_config
     from ragweedd.query.fts_plan import MIN_TIER_HITS, fts_string, make_plan, query_words
     from ragweedd.query.idf import IdfCache
-    from ragweedd.store.fts_reader import FtsReader
     from ragweedd.query.wordnet import open_wordnet, wordnet_status
+    from ragweedd.store.fts_reader import FtsReader
 
     db = build_fts(RESULTS / f"fts_{args.chunks // 1000}k.sqlite3", args.chunks)
     with open(db, "rb") as f:  # into the page cache: measure the plans, not the disk

@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from ragweedd.store.integrity import collection_counts, integrity_check as sqlite_integrity_check
+from ragweedd.store.integrity import collection_counts
+from ragweedd.store.integrity import integrity_check as sqlite_integrity_check
 
 
 def check_db(path: Path) -> list[str]:

@@ -9,11 +9,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from ragweedd.store.fts_reader import FtsReader  # noqa: E402
-from tests.query_support import fts_db, idf_cache, require_wordnet
 from ragweedd.config import load_config
 from ragweedd.query.fts_plan import MIN_TIER_HITS, execute, fts_search, fts_string, make_plan, query_words
 from ragweedd.query.wordnet import WordNet
+from ragweedd.store.fts_reader import FtsReader
+from tests.query_support import fts_db, idf_cache, require_wordnet
 
 CORPUS = (
     ["the protein folding in the cell membrane"] * 3

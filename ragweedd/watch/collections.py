@@ -93,6 +93,11 @@ class Collections:
         with self._lock:
             return self.db.is_live(collection, path)
 
+    def counts_by_state(self) -> dict[str, int]:
+        """Live files of every collection by extract_status (daemon status)."""
+        with self._lock:
+            return self.db.counts_by_state()
+
     # --- watching and availability -----------------------------------------------------------------
     def start(self) -> None:
         for name in list(self.items):

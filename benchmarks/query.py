@@ -53,9 +53,10 @@ def keyword(args) -> dict:
     import sqlite3
 
     from ragweedd.config import load_config
-    from ragweedd.query.fts_plan import MIN_TIER_HITS, _run, fts_string, make_plan, query_words
-    from ragweedd.query.idf import CollectionStats, IdfCache
+    from ragweedd.query.fts_plan import MIN_TIER_HITS, fts_string, make_plan, query_words
+    from ragweedd.query.idf import IdfCache
     from ragweedd.query.wordnet import open_wordnet, wordnet_status
+    from ragweedd.store.fts_reader import FtsReader
 
     db = build_fts(RESULTS / f"fts_{args.chunks // 1000}k.sqlite3", args.chunks)
     with open(db, "rb") as f:  # into the page cache: measure the plans, not the disk
@@ -63,7 +64,7 @@ def keyword(args) -> dict:
             pass
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, check_same_thread=False)
     n = args.chunks
-    stats = CollectionStats(conn)
+    stats = FtsReader(conn)
     cache = IdfCache("bench", stats, n_docs=lambda: n, seq=lambda: 0)
     cfg = load_config(text="")
     wn = open_wordnet(cfg)
@@ -72,7 +73,7 @@ def keyword(args) -> dict:
     qs = [q for q in claims(args.queries * 2) if len(query_words(q)) >= 6][: args.queries]
     # Warm the page cache once so both plans are measured on a warm database.
     for q in qs[:20]:
-        _run(conn, " OR ".join(fts_string(w) for w in query_words(q)[:6]), k)
+        stats.match(" OR ".join(fts_string(w) for w in query_words(q)[:6]), k)
 
     def bm25_plain(expr):
         return conn.execute("SELECT rowid, bm25(fts_chunks) AS s FROM fts_chunks WHERE fts_chunks MATCH ? "
@@ -91,7 +92,7 @@ def keyword(args) -> dict:
             expr = f"{fts_string(two[0])} AND {fts_string(two[1])}"
             if not args.skip_before:
                 rows["and_before"].append(timed(lambda: bm25_plain(expr)))
-            rows["and_after"].append(timed(lambda: _run(conn, expr, k)))
+            rows["and_after"].append(timed(lambda: stats.match(expr, k)))
         six = words[:6]
         before = " OR ".join(fts_string(w) for w in six)
         if not args.skip_before:
@@ -105,12 +106,12 @@ def keyword(args) -> dict:
                 total += df
         if chosen:
             after = " OR ".join(chosen)
-            rows["or_after"].append(timed(lambda: _run(conn, after, k)))
+            rows["or_after"].append(timed(lambda: stats.match(after, k)))
         t = time.perf_counter()
         from ragweedd.query.fts_plan import execute
 
         p2 = make_plan(q, cache, cfg, wn, status)
-        _, m = execute(conn, p2, k, max_postings=cfg.fts_or_max_postings)
+        _, m = execute(stats, p2, k, max_postings=cfg.fts_or_max_postings)
         rows["plan_total"].append((time.perf_counter() - t) * 1000)
         tiers[m["tier"]] = tiers.get(m["tier"], 0) + 1
         w = words[0]

@@ -173,7 +173,7 @@ class Core:
             return {"chunks": 0}
         rag = RagDB(db, name, readonly=True)
         try:
-            rows = rag.entropy_rows()
+            rows = [r for r in rag.entropy_rows() if r[1] is not None and r[2] is not None]
         finally:
             rag.close()
         if not rows:

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ragweedd.query.idf import CollectionStats, IdfCache
+from ragweedd.query.idf import IdfCache
+from ragweedd.store.fts_reader import FtsReader
+from ragweedd.store.idf_cache_db import IdfCacheDB
 
 WORDNET_DIR = "/usr/share/wordnet"
 
@@ -32,6 +34,7 @@ def fts_db(texts: list[str], path: str | Path = ":memory:") -> sqlite3.Connectio
     return conn
 
 
-def idf_cache(conn: sqlite3.Connection, collection: str = "c", cache_conn=None, seq=lambda: 1) -> IdfCache:
-    n = conn.execute("SELECT count(*) FROM fts_chunks").fetchone()[0]
-    return IdfCache(collection, CollectionStats(conn), n_docs=lambda: n, seq=seq, cache_conn=cache_conn)
+def idf_cache(fts: FtsReader, collection: str = "c", cache_conn=None, seq=lambda: 1) -> IdfCache:
+    n = fts.conn.execute("SELECT count(*) FROM fts_chunks").fetchone()[0]
+    return IdfCache(collection, fts, n_docs=lambda: n, seq=seq,
+                    cache=IdfCacheDB(cache_conn) if cache_conn is not None else None)

@@ -1,21 +1,13 @@
-"""The history of searches and answers ($STATE/history.sqlite3, DESIGN §8 and §10).
+"""The history of searches and answers (DESIGN §8 and §10): what a record holds and how entries are
+listed. The rows live in $STATE/history.sqlite3 (store/history_db.py).
 
-One row per search or answer: ``kind`` ("search" | "ask"), the query, ``created_at`` and the whole
-record as JSON (retrieval_meta, results or sources, annotations, filtered set, answer, provider,
-model, timings, token usage and, for an answer cut at max_tokens, the continuation ``state``).
-Keeping the record as one JSON document lets the answer layer add fields without migrations; the
-columns that listings sort and filter on (kind, created_at) are real columns with indexes.
-
-The daemon and the one-shot ``ragweedd ask`` may write the same file at once: SQLite's WAL and busy
-timeout serialise the two processes, a lock serialises threads inside one process (they share a
-connection, and two BEGINs on one connection would collide).
+A record holds retrieval_meta, results or sources, annotations, filtered set, answer, provider,
+model, timings, token usage and, for an answer cut at max_tokens, the continuation ``state``.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -23,7 +15,7 @@ from typing import Any
 
 from ragweedd.errors import NotFoundError, RequestError, StorageError
 from ragweedd.logging import get_logger
-from ragweedd.store.sqlite import Migration, connect, migrate, transaction
+from ragweedd.store.history_db import HistoryDB
 
 log = get_logger(__name__)
 
@@ -31,23 +23,6 @@ KINDS = ("search", "ask")
 MAX_LIMIT = 1000
 # Columns of the listing; everything else lives in body_json.
 _COLUMNS = ("id", "kind", "query", "created_at")
-
-MIGRATIONS: list[Migration] = [
-    # Same table the first engine created without migrations, so an existing history file keeps its
-    # rows: IF NOT EXISTS makes this a no-op there and the indexes below are what it gains.
-    (1, "history table", """
-        CREATE TABLE IF NOT EXISTS history(
-            id TEXT PRIMARY KEY,
-            kind TEXT NOT NULL,
-            query TEXT NOT NULL,
-            created_at REAL NOT NULL,
-            body_json TEXT NOT NULL);
-    """),
-    (2, "indexes on created_at and kind", """
-        CREATE INDEX IF NOT EXISTS history_created ON history(created_at);
-        CREATE INDEX IF NOT EXISTS history_kind_created ON history(kind, created_at);
-    """),
-]
 
 
 def iso(t: float | None) -> str | None:
@@ -65,18 +40,7 @@ class HistoryStore:
     def __init__(self, path: Path | str, *, max_entries: int = 0) -> None:
         self.path = Path(path)
         self.max_entries = int(max_entries or 0)
-        self._lock = threading.Lock()
-        try:
-            self.conn = connect(self.path)
-        except sqlite3.DatabaseError as e:
-            # connect() switches to WAL, which is where a file that is not SQLite shows itself
-            raise StorageError(f"history database {self.path} cannot be opened: {e}",
-                               hint="move the file aside; ragweedd starts a new, empty history") from e
-        try:
-            migrate(self.conn, MIGRATIONS, db_name=f"history database {self.path}")
-        except BaseException:
-            self.conn.close()
-            raise
+        self.db = HistoryDB(self.path)
 
     # --- writing ----------------------------------------------------------------------------------
     def add(self, kind: str, query: str, body: dict[str, Any], *, created_at: float | None = None) -> str:
@@ -85,33 +49,19 @@ class HistoryStore:
         if not isinstance(query, str):
             raise RequestError(f"a history query must be text, not {type(query).__name__}")
         hid = uuid.uuid4().hex[:16]
-        data = _dumps(body)
-        with self._lock, _storage_errors(self.path):
-            with transaction(self.conn):
-                self.conn.execute("INSERT INTO history(id, kind, query, created_at, body_json) VALUES (?,?,?,?,?)",
-                                  (hid, kind, query, time.time() if created_at is None else created_at, data))
-                if self.max_entries > 0:
-                    # rowid order breaks created_at ties, so the row just written is never the one dropped
-                    self.conn.execute(
-                        "DELETE FROM history WHERE rowid IN (SELECT rowid FROM history"
-                        " ORDER BY created_at DESC, rowid DESC LIMIT -1 OFFSET ?)", (self.max_entries,))
+        self.db.insert(hid, kind, query, time.time() if created_at is None else created_at, _dumps(body),
+                       keep=self.max_entries)
         return hid
 
     def update(self, hid: str, body: dict[str, Any]) -> None:
         """Replace an entry's record (the answer finished, or was continued)."""
         body = {k: v for k, v in body.items() if k not in _COLUMNS}
-        data = _dumps(body)
-        with self._lock, _storage_errors(self.path):
-            with transaction(self.conn):
-                cur = self.conn.execute("UPDATE history SET body_json=? WHERE id=?", (data, hid))
-        if cur.rowcount == 0:
+        if not self.db.set_body(hid, _dumps(body)):
             raise NotFoundError(f"history entry '{hid}' does not exist (it may have been dropped by "
                                 f"history_max_entries)", hint="list entries with GET /v1/history")
 
     def delete(self, hid: str) -> bool:
-        with self._lock, _storage_errors(self.path):
-            with transaction(self.conn):
-                return self.conn.execute("DELETE FROM history WHERE id=?", (hid,)).rowcount > 0
+        return self.db.delete(hid)
 
     # --- reading ----------------------------------------------------------------------------------
     def list(self, offset: int = 0, limit: int = 50, kind: str | None = None) -> dict[str, Any]:
@@ -119,21 +69,14 @@ class HistoryStore:
         limit = _whole("limit", limit, 1, MAX_LIMIT)
         if kind is not None and kind not in KINDS:
             raise RequestError(f"history kind {kind!r} is unknown", hint="one of " + ", ".join(KINDS))
-        where, args = ("WHERE kind=?", [kind]) if kind else ("", [])
-        with self._lock, _storage_errors(self.path):
-            total = self.conn.execute(f"SELECT count(*) FROM history {where}", args).fetchone()[0]
-            rows = self.conn.execute(f"SELECT id, kind, query, created_at FROM history {where}"
-                                     " ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
-                                     [*args, limit, offset]).fetchall()
+        total, rows = self.db.page(offset, limit, kind)
         return {"items": [{"id": r[0], "kind": r[1], "query": r[2], "created_at": iso(r[3])} for r in rows],
                 "total": total}
 
     def show(self, hid: str) -> dict[str, Any]:
         if not isinstance(hid, str) or not hid:
             raise RequestError("a history id is needed", hint="ids come from GET /v1/history")
-        with self._lock, _storage_errors(self.path):
-            r = self.conn.execute("SELECT id, kind, query, created_at, body_json FROM history WHERE id=?",
-                                  (hid,)).fetchone()
+        r = self.db.get(hid)
         if r is None:
             raise NotFoundError(f"history entry '{hid}' does not exist", hint="list entries with GET /v1/history")
         try:
@@ -146,12 +89,10 @@ class HistoryStore:
         return {**body, "id": r["id"], "kind": r["kind"], "query": r["query"], "created_at": iso(r["created_at"])}
 
     def count(self) -> int:
-        with self._lock, _storage_errors(self.path):
-            return self.conn.execute("SELECT count(*) FROM history").fetchone()[0]
+        return self.db.count()
 
     def close(self) -> None:
-        with self._lock:
-            self.conn.close()
+        self.db.close()
 
     def __enter__(self) -> "HistoryStore":
         return self
@@ -221,19 +162,3 @@ def _whole(name: str, v: Any, lo: int, hi: int | None) -> int:
         rng = f">= {lo}" if hi is None else f"from {lo} to {hi}"
         raise RequestError(f"history {name} must be a whole number {rng}, not {v!r}")
     return v
-
-
-class _storage_errors:
-    """sqlite3 errors become StorageError naming the file."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, et, e, tb):
-        if et is not None and issubclass(et, sqlite3.Error):
-            raise StorageError(f"history database {self.path}: {e}",
-                               hint="check free disk space and permissions of the state directory") from e
-        return False

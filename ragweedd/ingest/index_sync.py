@@ -151,7 +151,7 @@ class IndexSync:
             total = 0
             while True:
                 seq0 = m.applied_seq[PRIMARY]
-                changes = rag.changes_after(seq0, APPLY_BATCH)
+                changes = rag.changes_batch_after(seq0, APPLY_BATCH)
                 if not changes:
                     return total
                 vecs = rag.vectors_for([c[2] for c in changes if c[1] == "add"])

@@ -161,7 +161,6 @@ class Pipeline:
         """Vectors for the chunks in order: from the embed cache where present, else embedded in
         batches, each batch cached (and so kept across a crash) as soon as it is computed."""
         from ragweedd.embed.long import embed_texts
-        from ragweedd.store.sqlite import transaction
 
         eid = self.embedder.id
         hashes = [c["text_hash"] for c in chunks]
@@ -176,8 +175,7 @@ class Pipeline:
             part = items[i:i + bs]
             vecs = embed_texts(self.embedder, [t for _, t in part], batch_size=bs)
             blobs = [(h, vecs[j].astype("float32").tobytes()) for j, (h, _) in enumerate(part)]
-            with transaction(self.db.conn):
-                self.db.store_vectors(eid, self.embedder.dim, blobs)
+            self.db.store_vectors(eid, self.embedder.dim, blobs)
             have.update(blobs)
         return [have[h] for h in hashes], len(items)
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ragweedd.ingest.queue import Job, JobQueue
 from ragweedd.logging import get_logger
+from ragweedd.store.job_queue import Job, JobQueue
 
 log = get_logger("ragweedd.ingest")
 

@@ -8,33 +8,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from ragweedd.store.rag_db import PRIMARY
-from ragweedd.store.sqlite import connect
+from ragweedd.store.integrity import collection_counts
+from ragweedd.store.integrity import integrity_check as sqlite_integrity_check
 
 
 def check_db(path: Path) -> list[str]:
-    conn = connect(path, readonly=True)
-    try:
-        rows = [r[0] for r in conn.execute("PRAGMA integrity_check")]
-        return [] if rows == ["ok"] else [f"{path}: {r}" for r in rows[:20]]
-    finally:
-        conn.close()
+    return [f"{path}: {r}" for r in sqlite_integrity_check(path)]
 
 
 def check_collection(path: Path, index_count: int | None = None) -> dict:
     problems = check_db(path)
-    # FTS5's integrity-check is a write statement in form only; it needs a writable handle.
-    conn = connect(path)
-    try:
-        try:
-            conn.execute("INSERT INTO fts_chunks(fts_chunks) VALUES ('integrity-check')")
-        except Exception as e:
-            problems.append(f"{path}: FTS integrity-check failed: {e}")
-        chunks = conn.execute("SELECT count(*) FROM embeddings").fetchone()[0]
-        fts = conn.execute("SELECT count(*) FROM fts_chunks").fetchone()[0]
-        vectors = conn.execute("SELECT count(*) FROM vectors WHERE space=?", (PRIMARY,)).fetchone()[0]
-    finally:
-        conn.close()
+    c = collection_counts(path)
+    if c.fts_error is not None:
+        problems.append(f"{path}: FTS integrity-check failed: {c.fts_error}")
+    chunks, fts, vectors = c.chunks, c.fts_rows, c.vectors
     if fts != chunks:
         problems.append(f"{path}: {fts} keyword rows for {chunks} chunks (rebuild the keyword index)")
     if vectors != chunks:

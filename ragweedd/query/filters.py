@@ -73,7 +73,7 @@ class Filters:
         md5s: set[str] | None = set(self.doc_ids) if self.doc_ids else None
         if self.path_glob or self.file_types:
             ok: set[str] = set()
-            for src, rel, md5 in rag.conn.execute("SELECT source_file, rel_path, md5 FROM document_paths"):
+            for src, rel, md5 in rag.document_paths():
                 if self.path_glob and not (fnmatch.fnmatchcase(src, self.path_glob)
                                            or fnmatch.fnmatchcase(rel or "", self.path_glob)):
                     continue
@@ -84,13 +84,7 @@ class Filters:
                         continue
                 ok.add(md5)
             md5s = ok if md5s is None else (md5s & ok)
-        ids: set[int] = set()
-        part_list = sorted(md5s or ())
-        for i in range(0, len(part_list), 500):
-            part = part_list[i:i + 500]
-            q = ",".join("?" * len(part))
-            ids.update(r[0] for r in rag.conn.execute(f"SELECT id FROM embeddings WHERE md5 IN ({q})", part))
-        return ids
+        return rag.chunk_ids_of_documents(sorted(md5s or ()))
 
     def as_dict(self) -> dict[str, Any]:
         return {"collections": list(self.collections) if self.collections else None,

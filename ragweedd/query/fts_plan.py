@@ -19,8 +19,7 @@ Speed (the OR tier): FTS5 scores every row that matches an OR, so its cost grows
 document frequency of its terms (~250 ms for 6 common words at 500k chunks; measured here ~5 us per
 posting under load, linear in the postings). The OR tier therefore takes its terms rarest first
 while their summed df stays within FTS_OR_MAX_POSTINGS (the rarest term always goes in); the more
-common terms left out are reported in the meta. ``ORDER BY bm25(...)`` is used rather than
-``ORDER BY rank``: measured ~1.5x faster on the same queries. A row that holds
+common terms left out are reported in the meta (MATCH itself is FtsReader.match). A row that holds
 only the common words would rank low under BM25 anyway (their IDF is small), and the vector half
 of hybrid search still sees it.
 """
@@ -29,13 +28,13 @@ from __future__ import annotations
 
 import math
 import re
-import sqlite3
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ragweedd.logging import get_logger
 from ragweedd.query.idf import CACHE_MAX_DF_FRACTION, IdfCache
+from ragweedd.store.fts_reader import FtsReader
 
 log = get_logger("ragweedd.query.fts")
 
@@ -176,14 +175,7 @@ def _usable_synonym(s: str) -> bool:
     return bool(words) and all(len(w) > 1 and not w.isdigit() for w in words)
 
 
-def _run(conn: sqlite3.Connection, expr: str, limit: int) -> list[tuple[int, float]]:
-    rows = conn.execute(
-        "SELECT rowid, bm25(fts_chunks) AS s FROM fts_chunks WHERE fts_chunks MATCH ? ORDER BY s LIMIT ?",
-        (expr, limit)).fetchall()
-    return [(int(r[0]), -float(r[1])) for r in rows]
-
-
-def execute(conn: sqlite3.Connection, plan: Plan, limit: int, *, max_postings: int,
+def execute(fts: FtsReader, plan: Plan, limit: int, *, max_postings: int,
             allowed: set[int] | None = None) -> tuple[list[tuple[int, float]], dict[str, Any]]:
     """Run the tiers; returns ([(chunk id, bm25 as a positive score)], meta)."""
     meta: dict[str, Any] = {"tier": None, "tiers": []}
@@ -194,7 +186,7 @@ def execute(conn: sqlite3.Connection, plan: Plan, limit: int, *, max_postings: i
 
     def run(tier: int, expr: str, extra: dict | None = None) -> list[tuple[int, float]]:
         t0 = time.perf_counter()
-        hits = _run(conn, expr, fetch)
+        hits = fts.match(expr, fetch)
         if allowed is not None:
             hits = [h for h in hits if h[0] in allowed]
         hits = hits[:limit]
@@ -228,14 +220,14 @@ def execute(conn: sqlite3.Connection, plan: Plan, limit: int, *, max_postings: i
     return hits, meta
 
 
-def fts_search(conn: sqlite3.Connection, query: str, idf_cache: IdfCache, cfg, limit: int, *,
+def fts_search(fts: FtsReader, query: str, idf_cache: IdfCache, cfg, limit: int, *,
                wordnet=None, synonym_status: dict | None = None,
                allowed: Iterable[int] | None = None) -> tuple[list[tuple[int, float]], dict[str, Any]]:
     t0 = time.perf_counter()
     limit = max(limit, MIN_TIER_HITS)  # below that no tier could ever count as having fired
     plan = make_plan(query, idf_cache, cfg, wordnet, synonym_status)
     t1 = time.perf_counter()
-    hits, run_meta = execute(conn, plan, limit, max_postings=cfg.fts_or_max_postings,
+    hits, run_meta = execute(fts, plan, limit, max_postings=cfg.fts_or_max_postings,
                              allowed=set(allowed) if allowed is not None else None)
     t2 = time.perf_counter()
     meta = plan.meta()

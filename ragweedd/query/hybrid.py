@@ -8,23 +8,22 @@ makes one per call through ``one_shot_search``.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, Iterable
 
 from ragweedd.errors import RequestError
 from ragweedd.logging import get_logger
 from ragweedd.query.filters import Filters
 from ragweedd.query.fts_plan import fts_search
-from ragweedd.query.idf import CollectionStats, IdfCache
+from ragweedd.query.idf import IdfCache
 from ragweedd.query.merge import Candidate, finish, fuse
 from ragweedd.query.vectors import VectorSearch
 from ragweedd.query.wordnet import open_wordnet, wordnet_status
+from ragweedd.store.fts_reader import FtsReader
+from ragweedd.store.idf_cache_db import IdfCacheDB
 from ragweedd.store.rag_db import RagDB
-from ragweedd.store.sqlite import connect
 
 log = get_logger("ragweedd.query")
 
@@ -32,30 +31,18 @@ MODES = ("hybrid", "dense", "keyword")
 
 
 class _Collection:
-    def __init__(self, rag: RagDB, cache_conn: sqlite3.Connection | None) -> None:
+    def __init__(self, rag: RagDB, cache: IdfCacheDB | None) -> None:
         self.rag = rag
         self.name = rag.collection
-        # The keyword plan reads on its own connection so it can run beside the vector search.
-        self.fts_conn = connect(rag.path, readonly=True)
+        # The keyword plan reads on its own connection so it can run beside the vector search; the
+        # IDF cache's validity checks run on the keyword thread too, so they use it, never rag.conn.
+        self.fts = FtsReader(rag.path)
         self.fts_lock = threading.Lock()
-        self.stats = CollectionStats(self.fts_conn)
-        self.idf = IdfCache(rag.collection, self.stats, n_docs=self._n_docs, seq=self._seq,
-                            cache_conn=cache_conn, changes_since=self._changes_since)
-
-    # These run on the keyword thread, so they use its connection, never rag.conn.
-    def _n_docs(self) -> int:
-        return int(self.fts_conn.execute("SELECT count(*) FROM embeddings").fetchone()[0])
-
-    def _seq(self) -> int:
-        return int(self.fts_conn.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()[0])
-
-    def _changes_since(self, seq: int) -> tuple[int, int]:
-        rows = dict(self.fts_conn.execute(
-            "SELECT op, count(*) FROM changes WHERE seq > ? GROUP BY op", (seq,)).fetchall())
-        return int(rows.get("add", 0)), int(rows.get("delete", 0))
+        self.idf = IdfCache(rag.collection, self.fts, n_docs=self.fts.chunk_count, seq=self.fts.max_seq,
+                            cache=cache, changes_since=self.fts.change_counts_after)
 
     def close(self) -> None:
-        self.fts_conn.close()
+        self.fts.close()
         self.rag.close()
 
 
@@ -77,9 +64,9 @@ class Searcher:
         self.cfg = cfg
         self.paths = paths
         self.embedder = embedder
-        self.cache_conn = _open_cache(paths)
+        self.idf_cache = _open_cache(paths)
         opened = open_collections(paths, list(collections) if collections else None)
-        self.collections = [_Collection(r, self.cache_conn) for r in opened]
+        self.collections = [_Collection(r, self.idf_cache) for r in opened]
         self.wordnet_status = wordnet_status(cfg)
         self.wordnet = open_wordnet(cfg)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fts")
@@ -91,8 +78,8 @@ class Searcher:
             c.close()
         if self._disk is not None:
             self._disk.close()
-        if self.cache_conn is not None:
-            self.cache_conn.close()
+        if self.idf_cache is not None:
+            self.idf_cache.close()
 
     def __enter__(self) -> "Searcher":
         return self
@@ -183,7 +170,7 @@ class Searcher:
         metas: dict[str, Any] = {}
         for c in cols:
             with c.fts_lock:
-                hits, m = fts_search(c.fts_conn, query, c.idf, self.cfg, depth, wordnet=self.wordnet,
+                hits, m = fts_search(c.fts, query, c.idf, self.cfg, depth, wordnet=self.wordnet,
                                      synonym_status=self.wordnet_status, allowed=allowed[c.name])
             out[c.name] = hits
             metas[c.name] = m
@@ -224,16 +211,11 @@ def _ms(t: float) -> float:
     return round((time.perf_counter() - t) * 1000, 3)
 
 
-def _open_cache(paths) -> sqlite3.Connection | None:
-    """A connection to ingest_db for the IDF cache, with a short busy timeout: the cache must never
-    make a search wait behind an ingest transaction."""
-    p = Path(paths.ingest_db)
+def _open_cache(paths) -> IdfCacheDB | None:
+    """The IDF cache in ingest_db, with a short busy timeout: the cache must never make a search
+    wait behind an ingest transaction."""
     try:
-        if not p.exists():
-            from ragweedd.store.ingest_db import IngestDB
-
-            IngestDB(p).close()
-        return connect(p, timeout_s=0.05)
+        return IdfCacheDB(paths.ingest_db, timeout_s=0.05)
     except Exception as e:  # noqa: BLE001 - a search works without the cache
         log.info("idf_cache_off", error=str(e))
         return None

@@ -6,18 +6,14 @@ ever reach MATCH.
 
 from __future__ import annotations
 
-import sqlite3
-
 from ragweedd.query.fts_plan import fts_string, query_words
+from ragweedd.store.rag_db import RagDB
 
 
-def bm25_search(conn: sqlite3.Connection, query: str, k: int, *, mode: str = "OR") -> list[tuple[int, float]]:
+def bm25_search(rag: RagDB, query: str, k: int, *, mode: str = "OR") -> list[tuple[int, float]]:
     """[(chunk id, bm25 score as a positive number, higher is better)]."""
     words = query_words(query)
     if not words:
         return []
     match = f" {mode} ".join(fts_string(w) for w in words)
-    rows = conn.execute(
-        "SELECT rowid, bm25(fts_chunks) AS s FROM fts_chunks WHERE fts_chunks MATCH ? ORDER BY s LIMIT ?",
-        (match, k)).fetchall()
-    return [(r[0], -r[1]) for r in rows]
+    return rag.keyword_match(match, k)

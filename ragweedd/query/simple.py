@@ -39,7 +39,7 @@ def dense_search(rags: list[RagDB], embedder, query: str, k: int) -> list[dict[s
 
 def keyword_search(rags: list[RagDB], query: str, k: int) -> list[dict[str, Any]]:
     """Plain FTS5 BM25 over every query word (OR), no tiers or synonyms."""
-    return _ranked(rags, lambda rag: bm25_search(rag.conn, query, k), k)
+    return _ranked(rags, lambda rag: bm25_search(rag, query, k), k)
 
 
 def _ranked(rags: list[RagDB], score, k: int) -> list[dict[str, Any]]:

@@ -13,11 +13,14 @@ superseded and a new one added; a deleted path's row is superseded with extract_
 
 from __future__ import annotations
 
+import json
+import os
 import sqlite3
 import time
 from pathlib import Path
+from typing import Sequence
 
-from ragweedd.store.sqlite import Migration, connect, migrate, transaction
+from ragweedd.store.sqlite import Migration, connect, migrate, transaction, write
 
 MIGRATIONS: list[Migration] = [
     (1, "initial", """
@@ -131,6 +134,47 @@ class IngestDB:
             "SELECT * FROM ingest_files WHERE collection=? AND superseded=0", (collection,)
         ).fetchall()
 
+    def live_stats(self, collection: str) -> dict[str, sqlite3.Row]:
+        """path -> (source_file, size_bytes, mtime_ns, inode, extract_status) of every live row: what
+        a reconciliation scan compares the disk with, read in one query."""
+        return {r["source_file"]: r for r in self.conn.execute(
+            "SELECT source_file, size_bytes, mtime_ns, inode, extract_status FROM ingest_files"
+            " WHERE collection=? AND superseded=0", (collection,))}
+
+    def live_paths_under(self, collection: str, prefix: str) -> list[str]:
+        """Live paths strictly inside folder ``prefix``."""
+        like = prefix.rstrip(os.sep).replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + os.sep + "%"
+        return [r[0] for r in self.conn.execute(
+            "SELECT source_file FROM ingest_files WHERE collection=? AND superseded=0"
+            " AND source_file LIKE ? ESCAPE '\\'", (collection, like))]
+
+    def is_live(self, collection: str, source_file: str) -> bool:
+        return self.conn.execute(
+            "SELECT 1 FROM ingest_files WHERE collection=? AND source_file=? AND superseded=0",
+            (collection, source_file)).fetchone() is not None
+
+    def done_count(self, collection: str) -> int:
+        """Live files of the collection that are indexed."""
+        return self.conn.execute("SELECT count(*) FROM ingest_files WHERE collection=? AND superseded=0"
+                                 " AND extract_status='done'", (collection,)).fetchone()[0]
+
+    def file_by_id(self, file_id: int) -> sqlite3.Row | None:
+        """One ingest_files row (live or not) by its id: the document key of the API."""
+        return self.conn.execute("SELECT * FROM ingest_files WHERE id=?", (file_id,)).fetchone()
+
+    def list_files(self, collection: str | None = None, states: Sequence[str] | None = None) -> list[sqlite3.Row]:
+        """Live rows, of one collection or all, optionally only those in ``states``, ordered by
+        collection then path."""
+        where, args = ["superseded=0"], []
+        if collection:
+            where.append("collection=?")
+            args.append(collection)
+        if states is not None:
+            where.append(f"extract_status IN ({','.join('?' * len(states))})")
+            args.extend(states)
+        return self.conn.execute(f"SELECT * FROM ingest_files WHERE {' AND '.join(where)}"
+                                 " ORDER BY collection, source_file", args).fetchall()
+
     def live_paths_for_md5(self, collection: str, md5: str) -> list[str]:
         rows = self.conn.execute(
             "SELECT source_file FROM ingest_files WHERE collection=? AND md5=? AND superseded=0 "
@@ -185,13 +229,31 @@ class IngestDB:
         return {r[0]: r[1] for r in self.conn.execute(q + " GROUP BY extract_status", args)}
 
     def record_collection_chunks(self, collection: str, md5: str, chunks: int) -> None:
-        self.conn.execute(
-            "INSERT OR REPLACE INTO collection_chunks(md5, collection, chunks, ingested_at) VALUES (?,?,?,?)",
-            (md5, collection, chunks, time.time()),
-        )
+        write(self.conn, "INSERT OR REPLACE INTO collection_chunks(md5, collection, chunks, ingested_at)"
+                         " VALUES (?,?,?,?)", (md5, collection, chunks, time.time()))
 
     def forget_collection_chunks(self, collection: str, md5: str) -> None:
-        self.conn.execute("DELETE FROM collection_chunks WHERE md5=? AND collection=?", (md5, collection))
+        write(self.conn, "DELETE FROM collection_chunks WHERE md5=? AND collection=?", (md5, collection))
+
+    def forget_collection_files(self, collection: str, *, also_collection: bool = False) -> None:
+        """Drop what ingest knows of a collection's files (and, with ``also_collection``, the
+        collection itself when it was added at run time)."""
+        with transaction(self.conn):
+            if also_collection:
+                self.conn.execute("DELETE FROM daemon_collections WHERE name=?", (collection,))
+            self.conn.execute("DELETE FROM ingest_files WHERE collection=?", (collection,))
+            self.conn.execute("DELETE FROM collection_chunks WHERE collection=?", (collection,))
+
+    # --- collections added at run time ------------------------------------------------------------
+    def run_time_collections(self) -> list[tuple[str, list[str], list[str], str]]:
+        """(name, paths, ignore patterns, topic) of the collections added through the API."""
+        return [(r["name"], json.loads(r["paths_json"]), json.loads(r["ignore_json"]), r["topic"])
+                for r in self.conn.execute("SELECT * FROM daemon_collections ORDER BY name")]
+
+    def save_collection(self, name: str, paths: Sequence[str], ignore: Sequence[str], topic: str) -> None:
+        write(self.conn, "INSERT OR REPLACE INTO daemon_collections(name, paths_json, ignore_json, topic, added_at)"
+                         " VALUES (?,?,?,?,?)", (name, json.dumps(list(paths)), json.dumps(list(ignore)), topic,
+                                                 time.time()))
 
     # --- embed cache ----------------------------------------------------------------------------
     def cached_vectors(self, embedder_id: str, text_hashes: list[str]) -> dict[str, bytes]:
@@ -207,16 +269,15 @@ class IngestDB:
         return out
 
     def store_vectors(self, embedder_id: str, dim: int, items: list[tuple[str, bytes]]) -> None:
+        """Cache one batch, committed at once: a crash keeps every batch already embedded."""
         now = time.time()
-        self.conn.executemany(
-            "INSERT OR REPLACE INTO embed_cache(text_hash, embedder_id, dim, vec, created_at) VALUES (?,?,?,?,?)",
-            [(h, embedder_id, dim, v, now) for h, v in items],
-        )
+        with transaction(self.conn):
+            self.conn.executemany(
+                "INSERT OR REPLACE INTO embed_cache(text_hash, embedder_id, dim, vec, created_at) VALUES (?,?,?,?,?)",
+                [(h, embedder_id, dim, v, now) for h, v in items],
+            )
 
     # --- listings for the faces -------------------------------------------------------------------
-    def file_by_id(self, file_id: int) -> sqlite3.Row | None:
-        return self.conn.execute("SELECT * FROM ingest_files WHERE id=?", (file_id,)).fetchone()
-
     def live_files_page(self, *, collection: str | None, states: list[str] | None, path_glob: str | None,
                         offset: int, limit: int) -> tuple[list[sqlite3.Row], int]:
         """One page of live files (ordered by collection, path) and the number of all that match.

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from ragweedd.contract import place_uri
-from ragweedd.store.sqlite import Migration, connect, migrate, transaction
+from ragweedd.store.sqlite import Migration, connect, migrate, transaction, write
 
 MIGRATIONS: list[Migration] = [
     (1, "initial", """
@@ -100,7 +100,7 @@ class RagDB:
         self.conn = connect(self.path, readonly=readonly)
         if not readonly:
             migrate(self.conn, MIGRATIONS, db_name=str(self.path))
-            self.conn.execute("INSERT OR IGNORE INTO collections(name, topic) VALUES (?, ?)", (collection, topic))
+            write(self.conn, "INSERT OR IGNORE INTO collections(name, topic) VALUES (?, ?)", (collection, topic))
         self.collection_id = self.conn.execute(
             "SELECT id FROM collections WHERE name=?", (collection,)
         ).fetchone()[0]
@@ -114,8 +114,8 @@ class RagDB:
         return (row[0], row[1]) if row else None
 
     def set_embedder(self, embedder_id: str, dim: int, space: str = PRIMARY) -> None:
-        self.conn.execute(
-            "INSERT OR REPLACE INTO embedders(space, embedder_id, dim, since) VALUES (?,?,?,?)",
+        write(
+            self.conn, "INSERT OR REPLACE INTO embedders(space, embedder_id, dim, since) VALUES (?,?,?,?)",
             (space, embedder_id, dim, time.time()),
         )
 
@@ -173,6 +173,23 @@ class RagDB:
 
     def chunks_of(self, md5: str) -> int:
         return self.conn.execute("SELECT count(*) FROM embeddings WHERE md5=?", (md5,)).fetchone()[0]
+
+    def chunk_ids_of(self, md5: str) -> list[int]:
+        """A document's chunk ids in reading order."""
+        return [r[0] for r in self.conn.execute("SELECT id FROM embeddings WHERE md5=? ORDER BY chunk_idx", (md5,))]
+
+    def chunk_ids_of_documents(self, md5s: Sequence[str]) -> set[int]:
+        ids: set[int] = set()
+        md5s = list(md5s)
+        for i in range(0, len(md5s), 500):
+            part = md5s[i:i + 500]
+            q = ",".join("?" * len(part))
+            ids.update(r[0] for r in self.conn.execute(f"SELECT id FROM embeddings WHERE md5 IN ({q})", part))
+        return ids
+
+    def document_paths(self) -> list[tuple[str, str, str]]:
+        """(source_file, rel_path, md5) of every path that holds content here."""
+        return [(r[0], r[1], r[2]) for r in self.conn.execute("SELECT source_file, rel_path, md5 FROM document_paths")]
 
     def remove_path(self, source_file: str) -> tuple[str | None, list[int]]:
         """Forget a path. When no other path holds its content, the content's chunks leave FTS and
@@ -256,16 +273,21 @@ class RagDB:
         return self.conn.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()[0]
 
     def min_seq(self) -> int | None:
-        """The oldest change still logged (None: an empty log)."""
+        """The oldest change still in the log (None when it is empty)."""
         return self.conn.execute("SELECT min(seq) FROM changes").fetchone()[0]
 
-    def changes_after(self, seq: int, limit: int | None = None) -> list[tuple[int, str, int]]:
-        sql = "SELECT seq, op, id FROM changes WHERE seq > ? ORDER BY seq"
-        args: tuple = (seq,)
-        if limit is not None:
-            sql += " LIMIT ?"
-            args = (seq, limit)
-        return [tuple(r) for r in self.conn.execute(sql, args)]
+    def changes_after(self, seq: int) -> list[tuple[int, str, int]]:
+        return [tuple(r) for r in self.conn.execute(
+            "SELECT seq, op, id FROM changes WHERE seq > ? ORDER BY seq", (seq,))]
+
+    def changes_batch_after(self, seq: int, limit: int) -> list[tuple[int, str, int]]:
+        """At most ``limit`` changes after ``seq``, oldest first: (seq, op, chunk id)."""
+        return [tuple(r) for r in self.conn.execute(
+            "SELECT seq, op, id FROM changes WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit))]
+
+    def change_counts_after(self, seq: int) -> tuple[int, int]:
+        """(adds, deletes) logged after ``seq``."""
+        return _change_counts_after(self.conn, seq)
 
     def vectors_for(self, ids: Sequence[int], space: str = PRIMARY) -> dict[int, bytes]:
         out = {}
@@ -287,26 +309,25 @@ class RagDB:
             yield [r[0] for r in rows], [r[1] for r in rows]
             last = rows[-1][0]
 
-    def rebuild_fts(self) -> int:
-        """Backfill the keyword index from stored chunk text (see ``fts_rebuild``)."""
-        return fts_rebuild(self.conn)
-
-    def chunk_ids_of(self, md5: str) -> list[int]:
-        """A document's chunk ids in chunk order."""
-        return [r[0] for r in self.conn.execute("SELECT id FROM embeddings WHERE md5=? ORDER BY chunk_idx", (md5,))]
-
-    def entropy_rows(self) -> list[tuple[int, float, float]]:
-        """(chunk id, text entropy, word count) of every chunk that has both (cluster analysis)."""
-        rows = self.conn.execute(
-            "SELECT e.id, (SELECT float_value FROM embedding_metadata WHERE id=e.id AND key='text_entropy'),"
-            " (SELECT int_value FROM embedding_metadata WHERE id=e.id AND key='word_count') FROM embeddings e")
-        return [(r[0], r[1], r[2]) for r in rows if r[1] is not None and r[2] is not None]
-
     def chunk_count(self) -> int:
         return self.conn.execute("SELECT count(*) FROM embeddings").fetchone()[0]
 
     def document_count(self) -> int:
         return self.conn.execute("SELECT count(*) FROM documents").fetchone()[0]
+
+    def entropy_rows(self) -> list[tuple[int, float | None, int | None]]:
+        """(chunk id, text_entropy, word_count) of every chunk; None where a chunk lacks the key."""
+        return [tuple(r) for r in self.conn.execute(
+            "SELECT e.id, (SELECT float_value FROM embedding_metadata WHERE id=e.id AND key='text_entropy'),"
+            " (SELECT int_value FROM embedding_metadata WHERE id=e.id AND key='word_count') FROM embeddings e")]
+
+    def rebuild_fts(self, batch: int = 1000) -> int:
+        """Backfill the keyword index from stored chunk text (see ``fts_rebuild``)."""
+        return fts_rebuild(self.conn, batch)
+
+    def keyword_match(self, expr: str, limit: int) -> list[tuple[int, float]]:
+        """FTS5 MATCH of an already-safe expression: [(chunk id, bm25 as a positive score)], best first."""
+        return keyword_match(self.conn, expr, limit)
 
     def hits(self, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
         """Search-hit dicts (without scores) for chunk ids, in one pass over the metadata."""
@@ -325,6 +346,19 @@ class RagDB:
         for h in out.values():
             h.update(hit_fields(h.pop("_meta")))
         return out
+
+
+def keyword_match(conn: sqlite3.Connection, expr: str, limit: int) -> list[tuple[int, float]]:
+    # ORDER BY bm25(...) rather than ORDER BY rank: measured ~1.5x faster on the same queries.
+    rows = conn.execute(
+        "SELECT rowid, bm25(fts_chunks) AS s FROM fts_chunks WHERE fts_chunks MATCH ? ORDER BY s LIMIT ?",
+        (expr, limit)).fetchall()
+    return [(int(r[0]), -float(r[1])) for r in rows]
+
+
+def _change_counts_after(conn: sqlite3.Connection, seq: int) -> tuple[int, int]:
+    rows = dict(conn.execute("SELECT op, count(*) FROM changes WHERE seq > ? GROUP BY op", (seq,)).fetchall())
+    return int(rows.get("add", 0)), int(rows.get("delete", 0))
 
 
 def hit_fields(meta: dict[str, Any]) -> dict[str, Any]:

@@ -1,13 +1,31 @@
-"""SQLite connections and numbered migrations.
+"""SQLite connections, the writer lock and numbered migrations.
 
 Every database runs in WAL mode with a busy timeout; schema changes are numbered migrations recorded
-in ``schema_migrations`` so an old database is brought forward exactly once. One process writes a
-database at a time (the daemon); readers (search, the one-shot CLI) use their own connections.
+in ``schema_migrations`` so an old database is brought forward exactly once.
+
+One writer per database, as datasette does it. Readers open ``connect(path, readonly=True)``: the
+file is opened ``mode=ro`` and ``PRAGMA query_only`` is on, so a reading connection cannot write
+even by mistake. Every write goes through ``transaction()`` (or ``write()`` for one statement),
+which holds the database's writer lock for the whole write transaction: one process-wide lock per
+database file, keyed by the file's real path, so exactly one thread of this process writes each
+database at a time, whichever connection it uses. Threads no longer meet inside SQLite's busy
+handler, where waiters poll with sleeps and the last to arrive can starve. Other processes (the
+one-shot CLI beside the daemon) are still kept apart by SQLite's own locking and busy timeout.
+
+The lock is waited for no longer than the connection's busy timeout, as SQLite itself would wait,
+so a connection opened with a short timeout (the IDF cache) never stalls behind an ingest. It is
+re-entrant: a ``transaction()`` opened while the same thread already writes through the same
+connection joins the outer transaction, so a named store method can be called alone or inside a
+larger write. Lock order: no code path holds one database's write transaction while opening
+another's (ingest writes rag.sqlite3 and ingest_db.sqlite3 one after the other, never nested);
+should that ever be needed, take ingest_db.sqlite3 first, then rag.sqlite3, then history.sqlite3.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,15 +35,39 @@ from ragweedd.errors import StorageError
 
 Migration = tuple[int, str, str]  # (number, name, SQL script)
 
+_WRITER_LOCKS: dict[str, threading.RLock] = {}
+_WRITER_LOCKS_GUARD = threading.Lock()
+
+
+def writer_lock(path: Path | str) -> threading.RLock:
+    """The one writer lock of a database file (same file, same lock, however it was named)."""
+    key = os.path.realpath(path)
+    with _WRITER_LOCKS_GUARD:
+        lock = _WRITER_LOCKS.get(key)
+        if lock is None:
+            lock = _WRITER_LOCKS[key] = threading.RLock()
+        return lock
+
+
+class Connection(sqlite3.Connection):
+    """A connection that knows its database's writer lock and how long it may wait for it."""
+
+    writer: threading.RLock | None = None
+    timeout_s: float = 30.0
+
 
 def connect(path: Path | str, *, readonly: bool = False, timeout_s: float = 30.0) -> sqlite3.Connection:
     path = Path(path)
     try:
         if readonly:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout_s, check_same_thread=False)
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout_s, check_same_thread=False,
+                                   factory=Connection)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(str(path), timeout=timeout_s, check_same_thread=False, isolation_level=None)
+            conn = sqlite3.connect(str(path), timeout=timeout_s, check_same_thread=False, isolation_level=None,
+                                   factory=Connection)
+            conn.writer = writer_lock(path)
+        conn.timeout_s = timeout_s
     except sqlite3.Error as e:
         raise StorageError(f"cannot open database {path}: {e}", hint="check the path and its permissions") from e
     conn.row_factory = sqlite3.Row
@@ -38,6 +80,8 @@ def connect(path: Path | str, *, readonly: bool = False, timeout_s: float = 30.0
             conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        if readonly:
+            conn.execute("PRAGMA query_only = ON")
     except sqlite3.DatabaseError as e:
         conn.close()
         raise StorageError(f"{path} is not a usable SQLite database: {e}",
@@ -45,26 +89,52 @@ def connect(path: Path | str, *, readonly: bool = False, timeout_s: float = 30.0
     return conn
 
 
+def _lock_of(conn: sqlite3.Connection) -> tuple[threading.RLock | None, float]:
+    if isinstance(conn, Connection):
+        return conn.writer, conn.timeout_s
+    # A plain sqlite3 connection (tests, tools): find its file the slow way.
+    row = conn.execute("PRAGMA database_list").fetchone()
+    timeout_ms = conn.execute("PRAGMA busy_timeout").fetchone()[0]
+    return (writer_lock(row[2]) if row and row[2] else None), timeout_ms / 1000
+
+
 @contextmanager
 def transaction(conn: sqlite3.Connection, *, immediate: bool = True) -> Iterator[sqlite3.Connection]:
-    """BEGIN IMMEDIATE .. COMMIT, rolled back on any exception. Connections are in autocommit mode
-    (isolation_level=None) so transactions are always explicit."""
-    conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+    """BEGIN IMMEDIATE .. COMMIT under the database's writer lock, rolled back on any exception.
+    Connections are in autocommit mode (isolation_level=None) so transactions are always explicit.
+    Inside a transaction this thread already holds on ``conn``, it joins that transaction."""
+    lock, timeout_s = _lock_of(conn)
+    if lock is not None and not lock.acquire(timeout=max(timeout_s, 0.001)):
+        # What SQLite raises when its own busy timeout runs out, so callers handle both alike.
+        raise sqlite3.OperationalError("database is locked (another thread of this process is writing it)")
     try:
-        yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    else:
-        conn.execute("COMMIT")
+        if conn.in_transaction:
+            yield conn
+            return
+        conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        else:
+            conn.execute("COMMIT")
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def write(conn: sqlite3.Connection, sql: str, args: Sequence = ()) -> sqlite3.Cursor:
+    """One write statement under the writer lock, in the caller's transaction or its own. Its own is
+    deferred, which is what an autocommit statement always was."""
+    with transaction(conn, immediate=False):
+        return conn.execute(sql, args)
 
 
 def migrate(conn: sqlite3.Connection, migrations: Sequence[Migration], *, db_name: str) -> list[int]:
     """Apply the migrations whose number is not yet recorded; returns the numbers applied."""
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS schema_migrations("
-        "number INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
-    )
+    write(conn, "CREATE TABLE IF NOT EXISTS schema_migrations("
+                "number INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)")
     done = {r[0] for r in conn.execute("SELECT number FROM schema_migrations")}
     known = [m[0] for m in migrations]
     if done - set(known):
@@ -77,13 +147,11 @@ def migrate(conn: sqlite3.Connection, migrations: Sequence[Migration], *, db_nam
         if number in done:
             continue
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            for stmt in _statements(script):
-                conn.execute(stmt)
-            conn.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (number, name, time.time()))
-            conn.execute("COMMIT")
+            with transaction(conn):
+                for stmt in _statements(script):
+                    conn.execute(stmt)
+                conn.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (number, name, time.time()))
         except sqlite3.Error as e:
-            conn.execute("ROLLBACK")
             raise StorageError(f"migration {number} ({name}) of {db_name} failed: {e}") from e
         applied.append(number)
     return applied

@@ -8,7 +8,6 @@ nothing is deleted; when it returns it is watched again and scanned.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -17,7 +16,7 @@ from dataclasses import dataclass, field
 from ragweedd.config import CollectionConfig
 from ragweedd.errors import NotFoundError, RequestError
 from ragweedd.logging import get_logger
-from ragweedd.store.sqlite import connect, transaction
+from ragweedd.store.ingest_db import IngestDB
 from ragweedd.watch.reconcile import root_state, scan
 
 log = get_logger("ragweedd.watch")
@@ -38,23 +37,28 @@ class CollectionState:
 class Collections:
     def __init__(self, cfg, paths, queue, debouncer, watcher_factory) -> None:
         self.cfg, self.paths, self.queue, self.debouncer = cfg, paths, queue, debouncer
-        self.conn = connect(paths.ingest_db)  # its own connection: scans run in their own thread
+        # Lookups, describe() and writes share one connection, each holding _lock for one short
+        # statement. A scan reads through a connection of its own and holds no lock of theirs
+        # while it walks the disk (minutes on a large folder; a listing must not wait for it).
+        self.db = IngestDB(paths.ingest_db)
+        self.conn = self.db.conn  # daemon status still reads it directly
+        self._scan_db = IngestDB(paths.ingest_db)
         self._lock = threading.RLock()
         self._scan_lock = threading.Lock()
         self.watcher = watcher_factory(self)
         self.items: dict[str, CollectionState] = {}
         for name, c in cfg.collections.items():
             self.items[name] = CollectionState(c, True)
-        for r in self.conn.execute("SELECT * FROM daemon_collections ORDER BY name"):
-            if r["name"] not in self.items:
-                c = CollectionConfig(r["name"], tuple(json.loads(r["paths_json"])),
-                                     tuple(json.loads(r["ignore_json"])), r["topic"])
-                self.items[r["name"]] = CollectionState(c, False)
+        for name, roots, ignore, topic in self.db.run_time_collections():
+            if name not in self.items:
+                self.items[name] = CollectionState(CollectionConfig(name, tuple(roots), tuple(ignore), topic), False)
 
     def close(self) -> None:
         self.watcher.stop()
         with self._lock:
-            self.conn.close()
+            self.db.close()
+        with self._scan_lock:
+            self._scan_db.close()
 
     # --- lookup ----------------------------------------------------------------------------------
     def get(self, name: str) -> CollectionState:
@@ -82,17 +86,17 @@ class Collections:
         return self.roots_of(name), st.conf.ignore, st.available
 
     def known_under(self, collection: str, prefix: str) -> list[str]:
-        like = prefix.rstrip(os.sep).replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + os.sep + "%"
         with self._lock:
-            return [r[0] for r in self.conn.execute(
-                "SELECT source_file FROM ingest_files WHERE collection=? AND superseded=0"
-                " AND source_file LIKE ? ESCAPE '\\'", (collection, like))]
+            return self.db.live_paths_under(collection, prefix)
 
     def is_known(self, collection: str, path: str) -> bool:
         with self._lock:
-            return self.conn.execute(
-                "SELECT 1 FROM ingest_files WHERE collection=? AND source_file=? AND superseded=0",
-                (collection, path)).fetchone() is not None
+            return self.db.is_live(collection, path)
+
+    def counts_by_state(self) -> dict[str, int]:
+        """Live files of every collection by extract_status (daemon status)."""
+        with self._lock:
+            return self.db.counts_by_state()
 
     # --- watching and availability -----------------------------------------------------------------
     def start(self) -> None:
@@ -143,8 +147,7 @@ class Collections:
         roots = self.roots_of(name)
         skip = [r for r, s in st.roots.items() if s != "ok"]
         with self._scan_lock:
-            with self._lock:
-                res = scan(self.conn, name, roots, st.conf.ignore, skip_roots=skip)
+            res = scan(self._scan_db, name, roots, st.conf.ignore, skip_roots=skip)
             root_of = {p: _root(p, roots) for p in res.upserts + res.deletes}
             self.queue.put_many([(name, p, "upsert", root_of[p]) for p in res.upserts]
                                 + [(name, p, "delete", root_of[p]) for p in res.deletes])
@@ -179,10 +182,8 @@ class Collections:
                 raise RequestError(f"'{p}' is not a folder", hint="give existing folders as the collection's paths")
             roots.append(r)
         conf = CollectionConfig(name, tuple(roots), tuple(ignore or ()), topic or "")
-        with self._lock, transaction(self.conn):
-            self.conn.execute("INSERT OR REPLACE INTO daemon_collections(name, paths_json, ignore_json, topic, added_at)"
-                              " VALUES (?,?,?,?,?)", (name, json.dumps(roots), json.dumps(list(conf.ignore)),
-                                                      conf.topic, time.time()))
+        with self._lock:
+            self.db.save_collection(name, roots, conf.ignore, conf.topic)
         self.items[name] = CollectionState(conf, False)
         self._watch_collection(name)
         log.info("collection_added", collection=name, paths=roots)
@@ -205,17 +206,13 @@ class Collections:
         ingests every file as new. The user's files are never touched; the caller removes the
         collection's rag.sqlite3 and index files."""
         self.queue.drop_collection(name)
-        with self._lock, transaction(self.conn):
-            if also_collection:
-                self.conn.execute("DELETE FROM daemon_collections WHERE name=?", (name,))
-            self.conn.execute("DELETE FROM ingest_files WHERE collection=?", (name,))
-            self.conn.execute("DELETE FROM collection_chunks WHERE collection=?", (name,))
+        with self._lock:
+            self.db.forget_collection_files(name, also_collection=also_collection)
 
     def describe(self, name: str) -> dict:
         st = self.get(name)
         with self._lock:
-            docs = self.conn.execute("SELECT count(*) FROM ingest_files WHERE collection=? AND superseded=0"
-                                     " AND extract_status='done'", (name,)).fetchone()[0]
+            docs = self.db.done_count(name)
         return {"name": name, "paths": list(st.conf.paths), "ignore": list(st.conf.ignore), "topic": st.conf.topic,
                 "documents": docs, "available": st.available,
                 "roots": [{"path": r, "state": st.roots.get(r, "unknown"),

@@ -54,17 +54,16 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def scan(conn, collection: str, roots: Iterable[str], ignore: Iterable[str] = (), *,
+def scan(db, collection: str, roots: Iterable[str], ignore: Iterable[str] = (), *,
          skip_roots: Iterable[str] = ()) -> ScanResult:
-    """Differences between disk and the ingest_files rows of ``collection`` (``conn``: ingest_db).
-    Roots in ``skip_roots`` are treated like unavailable ones (their rows are left alone)."""
+    """Differences between disk and the ingest_files rows of ``collection`` (``db``: an IngestDB).
+    Roots in ``skip_roots`` are treated like unavailable ones (their rows are left alone). The rows
+    are read once, before the walk, so nothing is held while the disk is read."""
     t0 = time.monotonic()
     roots = [str(r) for r in roots]
     ignore = tuple(ignore)
     res = ScanResult(collection)
-    rows = {r["source_file"]: r for r in conn.execute(
-        "SELECT source_file, size_bytes, mtime_ns, inode, extract_status FROM ingest_files"
-        " WHERE collection=? AND superseded=0", (collection,))}
+    rows = db.live_stats(collection)
     available: list[str] = []
     skip = set(map(str, skip_roots))
     for root in roots:

@@ -91,7 +91,7 @@ def test_update_replaces_the_record_and_keeps_the_columns(db):
         s.update(hid, {**entry, "status": "done", "answer": "A", "id": "forged", "kind": "search"})
         e = s.show(hid)
         assert e["id"] == hid and e["kind"] == "ask" and e["status"] == "done" and e["answer"] == "A"
-        raw = json.loads(s.conn.execute("SELECT body_json FROM history WHERE id=?", (hid,)).fetchone()[0])
+        raw = json.loads(s.db.conn.execute("SELECT body_json FROM history WHERE id=?", (hid,)).fetchone()[0])
         assert not {"id", "kind", "query", "created_at"} & set(raw)
 
 
@@ -128,10 +128,10 @@ def test_damaged_entry_is_a_storage_error_naming_the_file(db):
     with HistoryStore(db) as s:
         good = s.add("search", "ok", {"a": 1})
         bad = s.add("search", "bad", {"a": 2})
-        s.conn.execute("UPDATE history SET body_json='{not json' WHERE id=?", (bad,))
+        s.db.conn.execute("UPDATE history SET body_json='{not json' WHERE id=?", (bad,))
         with pytest.raises(StorageError, match=r"history entry '.*' in .*history.sqlite3 is damaged"):
             s.show(bad)
-        s.conn.execute("UPDATE history SET body_json='[1,2]' WHERE id=?", (bad,))
+        s.db.conn.execute("UPDATE history SET body_json='[1,2]' WHERE id=?", (bad,))
         with pytest.raises(StorageError, match="damaged"):
             s.show(bad)
         assert s.show(good)["a"] == 1 and s.list()["total"] == 2, "one damaged entry does not hide the others"
@@ -165,15 +165,15 @@ def test_pre_migration_table_keeps_its_rows_and_gains_indexes(db):
     c.close()
     with HistoryStore(db) as s:
         assert s.show("old1")["query"] == "old query"
-        idx = {r[0] for r in s.conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+        idx = {r[0] for r in s.db.conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
         assert {"history_created", "history_kind_created"} <= idx
-        plan = " ".join(r[-1] for r in s.conn.execute(
+        plan = " ".join(r[-1] for r in s.db.conn.execute(
             "EXPLAIN QUERY PLAN SELECT id FROM history ORDER BY created_at DESC LIMIT 5"))
         assert "history_created" in plan, plan
-        plan = " ".join(r[-1] for r in s.conn.execute(
+        plan = " ".join(r[-1] for r in s.db.conn.execute(
             "EXPLAIN QUERY PLAN SELECT id FROM history WHERE kind='ask' ORDER BY created_at DESC LIMIT 5"))
         assert "history_kind_created" in plan, plan
-        assert [r[0] for r in s.conn.execute("SELECT number FROM schema_migrations ORDER BY 1")] == [1, 2]
+        assert [r[0] for r in s.db.conn.execute("SELECT number FROM schema_migrations ORDER BY 1")] == [1, 2]
 
 
 def test_bounded_growth_drops_the_oldest(db):

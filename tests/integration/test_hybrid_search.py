@@ -208,7 +208,8 @@ def test_cli_search_json_and_text(world):
 def test_fts_rebuild_is_safe_while_searching(tmp_path):
     """A thread searching during ``fts_rebuild`` (batches of 1,000) always finds every row."""
     from ragweedd.query.fts_plan import fts_search
-    from ragweedd.query.idf import CollectionStats, IdfCache
+    from ragweedd.query.idf import IdfCache
+    from ragweedd.store.fts_reader import FtsReader
     from ragweedd.store.rag_db import RagDB, fts_rebuild
     from ragweedd.store.sqlite import connect
 
@@ -222,7 +223,8 @@ def test_fts_rebuild_is_safe_while_searching(tmp_path):
                     embedders={"primary": ("t", 8)})
     cfg = load_config(text="", env={})
     reader = connect(rag.path, readonly=True)
-    idf = IdfCache("c", CollectionStats(reader), n_docs=lambda: n, seq=lambda: 0)
+    fts = FtsReader(reader)
+    idf = IdfCache("c", fts, n_docs=lambda: n, seq=lambda: 0)
     stop = threading.Event()
     misses, done = [], [0]
 
@@ -232,7 +234,7 @@ def test_fts_rebuild_is_safe_while_searching(tmp_path):
         rnd = random.Random(1)
         while not stop.is_set():
             i = rnd.randrange(n)
-            hits, meta = fts_search(reader, f"tok{i}", idf, cfg, 5)
+            hits, meta = fts_search(fts, f"tok{i}", idf, cfg, 5)
             if len(hits) != 1:
                 misses.append((i, hits))
             cnt = reader.execute("SELECT count(*) FROM fts_chunks WHERE fts_chunks MATCH '\"common\"'").fetchone()[0]

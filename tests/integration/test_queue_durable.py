@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from ragweedd.ingest.queue import JobQueue
+from ragweedd.store.job_queue import JobQueue
 
 
 @pytest.fixture
@@ -65,7 +65,7 @@ def test_an_event_during_a_run_makes_the_job_run_again(qpath):
 
 
 def test_failures_back_off_then_fail_after_max_tries(qpath, monkeypatch):
-    import ragweedd.ingest.queue as qmod
+    import ragweedd.store.job_queue as qmod
 
     monkeypatch.setattr(qmod, "BACKOFF_BASE_S", 0.2)
     q = JobQueue(qpath, max_tries=3)

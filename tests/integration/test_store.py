@@ -127,3 +127,115 @@ def test_a_file_that_is_not_sqlite_is_a_clear_storage_error(tmp_path):
     with pytest.raises(StorageError, match="not a usable SQLite database"):
         RagDB(bad, "c")
     assert bad.read_bytes().startswith(b"this is not")  # nothing lost
+
+
+# --- one writer per database ------------------------------------------------------------------------
+def test_a_reading_connection_cannot_write_even_to_temp(tmp_path):
+    IngestDB(tmp_path / "i.sqlite3").close()
+    ro = connect(tmp_path / "i.sqlite3", readonly=True)
+    assert ro.execute("PRAGMA query_only").fetchone()[0] == 1
+    with pytest.raises(sqlite3.OperationalError):
+        ro.execute("CREATE TEMP TABLE scratch(x)")  # mode=ro alone would allow this
+    ro.close()
+
+
+def test_one_thread_writes_a_database_at_a_time(tmp_path):
+    import threading
+    import time
+
+    from ragweedd.store.sqlite import transaction, writer_lock
+
+    path = tmp_path / "i.sqlite3"
+    IngestDB(path).close()
+    (tmp_path / "link.sqlite3").symlink_to(path)
+    assert writer_lock(tmp_path / "link.sqlite3") is writer_lock(path)  # one lock per file, however named
+    a, b = connect(path), connect(tmp_path / "link.sqlite3")
+    inside, order = threading.Event(), []
+
+    def first():
+        with transaction(a):
+            a.execute("INSERT INTO collection_chunks VALUES ('m1', 'c', 1, 0)")
+            inside.set()
+            time.sleep(0.3)
+            order.append("first commits")
+
+    t = threading.Thread(target=first)
+    t.start()
+    assert inside.wait(5)
+    with transaction(b):  # waits for the lock, not in SQLite's busy handler
+        order.append("second begins")
+        b.execute("INSERT INTO collection_chunks VALUES ('m2', 'c', 1, 0)")
+    t.join()
+    assert order == ["first commits", "second begins"]
+
+    quick = connect(path, timeout_s=0.05)
+    with transaction(a):
+        t0 = time.monotonic()
+        done = []
+        th = threading.Thread(target=lambda: done.append(_try_write(quick)))
+        th.start()
+        th.join(5)
+    assert done == ["database is locked"] and time.monotonic() - t0 < 2
+    for c in (a, b, quick):
+        c.close()
+
+
+def _try_write(conn):
+    from ragweedd.store.sqlite import transaction
+
+    try:
+        with transaction(conn):
+            conn.execute("INSERT INTO collection_chunks VALUES ('m3', 'c', 1, 0)")
+    except sqlite3.OperationalError as e:
+        return str(e).split(" (")[0]
+    return "written"
+
+
+def test_a_store_method_inside_a_larger_write_joins_it(tmp_path):
+    from ragweedd.store.sqlite import transaction
+
+    db = IngestDB(tmp_path / "i.sqlite3")
+    with pytest.raises(RuntimeError):
+        with transaction(db.conn):
+            db.record_collection_chunks("c", "m1", 3)  # its own write() joins the outer transaction
+            raise RuntimeError("the larger write fails")
+    assert db.conn.execute("SELECT count(*) FROM collection_chunks").fetchone()[0] == 0
+    db.record_collection_chunks("c", "m1", 3)
+    assert db.conn.execute("SELECT count(*) FROM collection_chunks").fetchone()[0] == 1
+    db.close()
+
+
+def test_named_reads_for_the_daemon_and_engine(tmp_path):
+    rag = RagDB(tmp_path / "rag.sqlite3", "c")
+    assert rag.min_seq() is None
+    _publish(rag, "a" * 32, "/d/a.txt", ["one two", "three four", "five"])
+    _publish(rag, "b" * 32, "/d/b.txt", ["six"])
+    assert rag.min_seq() == 1
+    assert [c[0] for c in rag.changes_batch_after(1, 2)] == [2, 3]
+    ids = rag.chunk_ids_of("a" * 32)
+    assert len(ids) == 3 and [rag.hits(ids)[i]["chunk_idx"] for i in ids] == [0, 1, 2]
+    assert rag.chunk_ids_of_documents(["a" * 32, "b" * 32]) == set(ids) | set(rag.chunk_ids_of("b" * 32))
+    assert sorted(rag.document_paths()) == [("/d/a.txt", "a.txt", "a" * 32), ("/d/b.txt", "b.txt", "b" * 32)]
+    assert {(e, w) for _, e, w in rag.entropy_rows()} == {(4.0, 2), (4.0, 1)}
+    assert rag.change_counts_after(0) == (4, 0)
+    assert [i for i, _ in rag.keyword_match('"three"', 5)] == [ids[1]]
+    assert rag.rebuild_fts() == 4
+    rag.close()
+
+    db = IngestDB(tmp_path / "i.sqlite3")
+    for name, st in (("/r/a", "done"), ("/r/b", "failed"), ("/r/sub/c", "done")):
+        db.set_file("c", name, md5=name, size=1, mtime_ns=1, inode=1, status=st)
+    db.set_file("d", "/s/x", md5="x", size=1, mtime_ns=1, inode=1, status="pending")
+    assert [r["source_file"] for r in db.list_files()] == ["/r/a", "/r/b", "/r/sub/c", "/s/x"]
+    assert [r["source_file"] for r in db.list_files("c", ["failed"])] == ["/r/b"]
+    first = db.list_files("c")[0]
+    assert db.file_by_id(first["id"])["source_file"] == "/r/a" and db.file_by_id(10**9) is None
+    assert db.counts_by_state() == {"done": 2, "failed": 1, "pending": 1}
+    assert db.done_count("c") == 2 and db.is_live("c", "/r/b") and not db.is_live("d", "/r/b")
+    assert sorted(db.live_paths_under("c", "/r/sub")) == ["/r/sub/c"]
+    assert set(db.live_stats("c")) == {"/r/a", "/r/b", "/r/sub/c"}
+    db.save_collection("d", ["/s"], ["*.tmp"], "topic")
+    assert db.run_time_collections() == [("d", ["/s"], ["*.tmp"], "topic")]
+    db.forget_collection_files("d", also_collection=True)
+    assert db.run_time_collections() == [] and db.list_files("d") == []
+    db.close()

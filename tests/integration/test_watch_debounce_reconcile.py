@@ -123,14 +123,14 @@ def test_scan_finds_only_differences(pipe, tmp_path):
     for n in "abcd":
         (root / f"{n}.txt").write_text(f"file {n} text")
     _ingest_all(pipe, root)
-    assert scan(pipe.db.conn, "c", [str(root)]).upserts == []
+    assert scan(pipe.db, "c", [str(root)]).upserts == []
     time.sleep(0.01)
     (root / "a.txt").write_text("file a changed text")   # modified
     (root / "b.txt").unlink()                             # deleted
     (root / "e.txt").write_text("file e is new")          # new
     os.rename(root / "c.txt", root / "c2.txt")            # renamed
     (root / "x.swp").write_text("ignored")                 # never seen
-    res = scan(pipe.db.conn, "c", [str(root)])
+    res = scan(pipe.db, "c", [str(root)])
     assert sorted(res.upserts) == sorted(str(root / n) for n in ("a.txt", "e.txt", "c2.txt"))
     assert sorted(res.deletes) == sorted(str(root / n) for n in ("b.txt", "c.txt"))
     assert res.files_seen == 4
@@ -143,7 +143,7 @@ def test_scan_of_a_missing_root_deletes_nothing(pipe, tmp_path):
     _ingest_all(pipe, root)
     os.rename(root, tmp_path / "elsewhere")
     assert root_state(root) == "missing"
-    res = scan(pipe.db.conn, "c", [str(root)])
+    res = scan(pipe.db, "c", [str(root)])
     assert res.deletes == [] and res.unavailable_roots == [str(root)]
 
 
@@ -153,7 +153,7 @@ def test_scan_reenqueues_unfinished_ingests(pipe, tmp_path):
     (root / "a.txt").write_text("half done")
     _ingest_all(pipe, root)
     pipe.db.conn.execute("UPDATE ingest_files SET extract_status='embedding'")  # killed mid-file
-    assert scan(pipe.db.conn, "c", [str(root)]).upserts == [str(root / "a.txt")]
+    assert scan(pipe.db, "c", [str(root)]).upserts == [str(root / "a.txt")]
 
 
 def test_scan_drops_rows_of_paths_now_ignored(pipe, tmp_path):
@@ -161,7 +161,7 @@ def test_scan_drops_rows_of_paths_now_ignored(pipe, tmp_path):
     (root / "drafts").mkdir(parents=True)
     (root / "drafts" / "d.txt").write_text("a draft")
     _ingest_all(pipe, root)
-    res = scan(pipe.db.conn, "c", [str(root)], ["drafts/**"])
+    res = scan(pipe.db, "c", [str(root)], ["drafts/**"])
     assert res.deletes == [str(root / "drafts" / "d.txt")]
 
 
@@ -199,3 +199,68 @@ def test_a_moved_folder_emits_every_new_path_before_any_old_one(tmp_path):
     late = [p for p in old if at[("upsert", p.replace(os.sep + "projects" + os.sep, os.sep + "archive" + os.sep))]
             > at[("delete", p)]]
     assert not late, f"{len(late)} old paths were deleted before their new path was upserted"
+
+
+def test_a_scan_walking_the_disk_does_not_hold_up_listings(pipe, tmp_path, monkeypatch):
+    """GET /v1/collections (describe) and the watcher's lookups must answer while a scan walks a
+    large folder: the scan holds no lock of theirs during the walk."""
+    import ragweedd.watch.reconcile as reconcile
+    from ragweedd.watch.collections import Collections
+
+    root = tmp_path / "big"
+    root.mkdir()
+    for i in range(5):
+        (root / f"f{i}.txt").write_text(f"file {i}")
+    _ingest_all(pipe, root)
+
+    class FakeWatcher:
+        degraded: dict = {}
+
+        def watch(self, *a):
+            return "native"
+
+        def unwatch(self, *a):
+            pass
+
+        def watching(self, *a):
+            return True
+
+        def stop(self):
+            pass
+
+    class FakeQueue:
+        items: list = []
+
+        def put_many(self, items):
+            self.items.extend(items)
+
+    walking, release = threading.Event(), threading.Event()
+    real_walk = reconcile.walk_files
+
+    def slow_walk(*a, **kw):
+        for f in real_walk(*a, **kw):
+            walking.set()
+            assert release.wait(10)
+            yield f
+
+    monkeypatch.setattr(reconcile, "walk_files", slow_walk)
+    cols = Collections(pipe.cfg, pipe.paths, FakeQueue(), None, lambda c: FakeWatcher())
+    try:
+        cols.add("c", [str(root)])
+        (root / "new.txt").write_text("new file")
+        t = threading.Thread(target=cols.scan, args=("c",))
+        t.start()
+        assert walking.wait(10)
+        t0 = time.monotonic()
+        assert cols.describe("c")["documents"] == 5
+        assert cols.is_known("c", str(root / "f0.txt"))
+        assert len(cols.known_under("c", str(root))) == 5
+        assert time.monotonic() - t0 < 1.0
+        release.set()
+        t.join(10)
+        assert not t.is_alive()
+        assert [(p, op) for _, p, op, _ in FakeQueue.items] == [(str(root / "new.txt"), "upsert")]
+        assert cols.describe("c")["last_scan"]["upserts"] == 1
+    finally:
+        release.set()
+        cols.close()

@@ -9,10 +9,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.query_support import fts_db, idf_cache, require_wordnet
 from ragweedd.config import load_config
 from ragweedd.query.fts_plan import MIN_TIER_HITS, execute, fts_search, fts_string, make_plan, query_words
 from ragweedd.query.wordnet import WordNet
+from ragweedd.store.fts_reader import FtsReader
+from tests.query_support import fts_db, idf_cache, require_wordnet
 
 CORPUS = (
     ["the protein folding in the cell membrane"] * 3
@@ -31,7 +32,7 @@ def cfg(**kw):
 @pytest.fixture
 def conn():
     c = fts_db(CORPUS)
-    yield c
+    yield FtsReader(c)
     c.close()
 
 
@@ -156,7 +157,7 @@ def test_synonym_budget_by_idf_third():
 
     texts = ["alpha"] * 1 + ["beta"] * 2 + ["gamma"] * 3 + ["delta"] * 4 + ["eps"] * 5 + ["zeta"] * 6
     texts += [f"{w}syn{i}" for w in ("alpha", "beta", "gamma", "delta", "eps", "zeta") for i in range(9)]
-    conn = fts_db(texts)
+    conn = FtsReader(fts_db(texts))
     plan = make_plan("alpha beta gamma delta eps zeta", idf_cache(conn),
                      cfg(fts_min_query_ic=0.0, synonyms_max_per_word=5, fts_long_query_threshold=5), FakeWN())
     budgets = {w.word: (w.kept, w.budget, len(w.synonyms)) for w in plan.words}

@@ -10,7 +10,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from ragweedd.query.idf import STEMMER, CollectionStats, IdfCache, idf  # noqa: E402
+from ragweedd.query.idf import IdfCache, idf  # noqa: E402
+from ragweedd.store.fts_reader import STEMMER, FtsReader  # noqa: E402
+from ragweedd.store.idf_cache_db import IdfCacheDB  # noqa: E402
 from ragweedd.store.ingest_db import IngestDB  # noqa: E402
 from tests.query_support import fts_db  # noqa: E402
 
@@ -26,7 +28,7 @@ def test_stemmer_uses_the_index_tokenizer():
 
 def test_vocab_df_equals_count_match():
     conn = fts_db(TEXTS * 3)
-    stats = CollectionStats(conn)
+    stats = FtsReader(conn)
     assert stats.vocab is not None
     for w in ["cell", "cells", "the", "zurich", "café", "dogs", "absent"]:
         term = (STEMMER.terms(w) or ("",))[0]
@@ -49,8 +51,8 @@ def cache_env(tmp_path):
     IngestDB(tmp_path / "ingest.sqlite3").close()
     cache_conn = sqlite3.connect(tmp_path / "ingest.sqlite3", isolation_level=None)
     state = {"n": len(TEXTS), "seq": 10, "added": 0, "deleted": 0}
-    cache = IdfCache("c", CollectionStats(conn), n_docs=lambda: state["n"], seq=lambda: state["seq"],
-                     cache_conn=cache_conn, changes_since=lambda s: (state["added"], state["deleted"]))
+    cache = IdfCache("c", FtsReader(conn), n_docs=lambda: state["n"], seq=lambda: state["seq"],
+                     cache=IdfCacheDB(cache_conn), changes_since=lambda s: (state["added"], state["deleted"]))
     yield cache, cache_conn, state
     cache_conn.close()
 
@@ -95,6 +97,6 @@ def test_busy_cache_never_fails_a_search(tmp_path):
     locker = sqlite3.connect(tmp_path / "ingest.sqlite3", isolation_level=None)
     locker.execute("BEGIN EXCLUSIVE")
     cc = sqlite3.connect(tmp_path / "ingest.sqlite3", isolation_level=None, timeout=0.01)
-    cache = IdfCache("c", CollectionStats(conn), n_docs=lambda: 6, seq=lambda: 1, cache_conn=cc)
+    cache = IdfCache("c", FtsReader(conn), n_docs=lambda: 6, seq=lambda: 1, cache=IdfCacheDB(cc))
     assert cache.df(["cell", "zurich"]) == {"cell": 2, "zurich": 1}
     locker.execute("ROLLBACK")

@@ -1,0 +1,122 @@
+"""history.sqlite3: one row per search or answer (the records themselves are shaped in answer/history.py).
+
+``kind`` ("search" | "ask"), the query and ``created_at`` are real columns with indexes, because
+listings sort and filter on them; the record is one JSON document in ``body_json``, so the answer
+layer can add fields without migrations.
+
+The daemon and the one-shot ``ragweedd ask`` may write the same file at once: SQLite's WAL and busy
+timeout serialise the two processes, a lock serialises threads inside one process (they share a
+connection, and two BEGINs on one connection would collide). Every sqlite3 error comes out as
+StorageError naming the file.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+from ragweedd.errors import StorageError
+from ragweedd.store.sqlite import Migration, connect, migrate, transaction
+
+MIGRATIONS: list[Migration] = [
+    # Same table the first engine created without migrations, so an existing history file keeps its
+    # rows: IF NOT EXISTS makes this a no-op there and the indexes below are what it gains.
+    (1, "history table", """
+        CREATE TABLE IF NOT EXISTS history(
+            id TEXT PRIMARY KEY,
+            kind TEXT NOT NULL,
+            query TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            body_json TEXT NOT NULL);
+    """),
+    (2, "indexes on created_at and kind", """
+        CREATE INDEX IF NOT EXISTS history_created ON history(created_at);
+        CREATE INDEX IF NOT EXISTS history_kind_created ON history(kind, created_at);
+    """),
+]
+
+
+class HistoryDB:
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        try:
+            self.conn = connect(self.path)
+        except sqlite3.DatabaseError as e:
+            # connect() switches to WAL, which is where a file that is not SQLite shows itself
+            raise StorageError(f"history database {self.path} cannot be opened: {e}",
+                               hint="move the file aside; ragweedd starts a new, empty history") from e
+        try:
+            migrate(self.conn, MIGRATIONS, db_name=f"history database {self.path}")
+        except BaseException:
+            self.conn.close()
+            raise
+
+    def close(self) -> None:
+        with self._lock:
+            self.conn.close()
+
+    # --- writing ----------------------------------------------------------------------------------
+    def insert(self, hid: str, kind: str, query: str, created_at: float, body_json: str, *,
+               keep: int = 0) -> None:
+        """Add a row; ``keep`` > 0 then drops the oldest rows beyond that many."""
+        with self._lock, self._errors(), transaction(self.conn):
+            self.conn.execute("INSERT INTO history(id, kind, query, created_at, body_json) VALUES (?,?,?,?,?)",
+                              (hid, kind, query, created_at, body_json))
+            if keep > 0:
+                # rowid order breaks created_at ties, so the row just written is never the one dropped
+                self.conn.execute(
+                    "DELETE FROM history WHERE rowid IN (SELECT rowid FROM history"
+                    " ORDER BY created_at DESC, rowid DESC LIMIT -1 OFFSET ?)", (keep,))
+
+    def set_body(self, hid: str, body_json: str) -> bool:
+        """Replace a row's record; False when there is no such row."""
+        with self._lock, self._errors(), transaction(self.conn):
+            return self.conn.execute("UPDATE history SET body_json=? WHERE id=?", (body_json, hid)).rowcount > 0
+
+    def delete(self, hid: str) -> bool:
+        with self._lock, self._errors(), transaction(self.conn):
+            return self.conn.execute("DELETE FROM history WHERE id=?", (hid,)).rowcount > 0
+
+    # --- reading ----------------------------------------------------------------------------------
+    def page(self, offset: int, limit: int, kind: str | None = None) -> tuple[int, list[tuple[str, str, str, float]]]:
+        """(total, [(id, kind, query, created_at)]) newest first, of one kind or all."""
+        where, args = ("WHERE kind=?", [kind]) if kind else ("", [])
+        with self._lock, self._errors():
+            total = self.conn.execute(f"SELECT count(*) FROM history {where}", args).fetchone()[0]
+            rows = self.conn.execute(f"SELECT id, kind, query, created_at FROM history {where}"
+                                     " ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
+                                     [*args, limit, offset]).fetchall()
+        return total, [tuple(r) for r in rows]
+
+    def get(self, hid: str) -> dict[str, Any] | None:
+        """{id, kind, query, created_at, body_json} of one row."""
+        with self._lock, self._errors():
+            r = self.conn.execute("SELECT id, kind, query, created_at, body_json FROM history WHERE id=?",
+                                  (hid,)).fetchone()
+        return dict(r) if r is not None else None
+
+    def count(self) -> int:
+        with self._lock, self._errors():
+            return self.conn.execute("SELECT count(*) FROM history").fetchone()[0]
+
+    def _errors(self) -> "_StorageErrors":
+        return _StorageErrors(self.path)
+
+
+class _StorageErrors:
+    """sqlite3 errors become StorageError naming the file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, et, e, tb):
+        if et is not None and issubclass(et, sqlite3.Error):
+            raise StorageError(f"history database {self.path}: {e}",
+                               hint="check free disk space and permissions of the state directory") from e
+        return False

@@ -1,0 +1,48 @@
+"""Integrity checks of the databases themselves: SQLite's ``PRAGMA integrity_check``, FTS5's own
+'integrity-check', and the row counts that must agree in a rag.sqlite3 (jobs/integrity.py turns
+them into problems)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ragweedd.store.rag_db import PRIMARY
+from ragweedd.store.sqlite import connect, transaction
+
+
+def integrity_check(path: Path | str, max_rows: int = 20) -> list[str]:
+    """SQLite's findings, empty when the file is sound."""
+    conn = connect(path, readonly=True)
+    try:
+        rows = [r[0] for r in conn.execute("PRAGMA integrity_check")]
+        return [] if rows == ["ok"] else rows[:max_rows]
+    finally:
+        conn.close()
+
+
+@dataclass
+class CollectionCounts:
+    chunks: int
+    fts_rows: int
+    vectors: int  # in the primary space
+    fts_error: str | None  # what FTS5's integrity-check reported, None when it passed
+
+
+def collection_counts(path: Path | str) -> CollectionCounts:
+    # FTS5's integrity-check is a write statement in form only; it needs a writable handle, and so
+    # the writer lock like any write.
+    conn = connect(path)
+    try:
+        fts_error = None
+        try:
+            with transaction(conn):
+                conn.execute("INSERT INTO fts_chunks(fts_chunks) VALUES ('integrity-check')")
+        except Exception as e:  # noqa: BLE001 - whatever FTS5 says is the finding
+            fts_error = str(e)
+        chunks = conn.execute("SELECT count(*) FROM embeddings").fetchone()[0]
+        fts = conn.execute("SELECT count(*) FROM fts_chunks").fetchone()[0]
+        vectors = conn.execute("SELECT count(*) FROM vectors WHERE space=?", (PRIMARY,)).fetchone()[0]
+    finally:
+        conn.close()
+    return CollectionCounts(chunks, fts, vectors, fts_error)

@@ -1,0 +1,188 @@
+"""The durable ingest job queue: the ``jobs`` table of ingest_db.sqlite3 (DESIGN §4).
+
+One row per (collection, path) that needs work. A later event for the same path coalesces into the
+existing row (the newest op wins), so an editor's burst of writes is one job. A job survives
+restarts: rows left ``running`` by a crash go back to ``queued`` when the queue opens. A job that
+fails is retried with exponential backoff; after ``max_tries`` it stays ``failed`` with its error
+(the file's own row in ingest_files carries the error too).
+
+Ready upserts are served before ready deletes: when a folder is renamed, every new path is linked
+to its already-indexed content before the old paths let go of it, so nothing is removed and
+re-added, and nothing is re-embedded.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ragweedd.store.sqlite import connect, migrate, transaction
+
+BACKOFF_BASE_S = 2.0
+BACKOFF_MAX_S = 600.0
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    collection: str
+    path: str
+    root: str | None
+    op: str
+    tries: int
+
+
+class JobQueue:
+    """Thread-safe; each method is one short transaction on the queue's own connection."""
+
+    def __init__(self, db_path: Path | str, *, max_tries: int = 3) -> None:
+        from ragweedd.store.ingest_db import MIGRATIONS
+
+        self.conn = connect(db_path)
+        migrate(self.conn, MIGRATIONS, db_name=str(db_path))
+        self.max_tries = max_tries
+        self._lock = threading.Lock()
+        self._cond = threading.Condition()
+        self._closed = False
+        with self._lock, transaction(self.conn):
+            self.conn.execute("UPDATE jobs SET state='queued' WHERE state='running'")
+
+    def close_waiters(self) -> None:
+        """Wake every waiting claim() and make it return None (shutdown)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        self.close_waiters()
+        with self._lock:
+            self.conn.close()
+
+    # --- producers ---------------------------------------------------------------------------
+    def put(self, collection: str, path: str, op: str, root: str | None = None, *, delay_s: float = 0.0) -> None:
+        self.put_many([(collection, path, op, root)], delay_s=delay_s)
+
+    def put_many(self, items: list[tuple[str, str, str, str | None]], *, delay_s: float = 0.0) -> int:
+        if not items:
+            return 0
+        now = time.time()
+        with self._lock, transaction(self.conn):
+            for collection, path, op, root in items:
+                assert op in ("upsert", "delete"), op
+                # A new event resets a failed or backing-off job: the file changed, so try again now.
+                # A running job keeps its state; the new op is picked up again when it finishes.
+                self.conn.execute(
+                    "INSERT INTO jobs(collection, path, root, op, state, tries, not_before, enqueued_at, updated_at)"
+                    " VALUES (?,?,?,?, 'queued', 0, ?, ?, ?)"
+                    " ON CONFLICT(collection, path) DO UPDATE SET op=excluded.op, root=coalesce(excluded.root, root),"
+                    " state=CASE WHEN state='running' THEN 'running' ELSE 'queued' END,"
+                    " tries=CASE WHEN state='running' THEN tries ELSE 0 END,"
+                    " not_before=excluded.not_before, error=NULL, updated_at=excluded.updated_at,"
+                    " enqueued_at=CASE WHEN state='running' THEN -1 ELSE enqueued_at END",
+                    (collection, path, root, op, now + delay_s, now, now))
+        with self._cond:
+            self._cond.notify_all()
+        return len(items)
+
+    # --- consumers ---------------------------------------------------------------------------
+    def claim(self, timeout_s: float | None = None) -> Job | None:
+        """The next ready job (marked running), waiting up to ``timeout_s`` for one. Waits on a
+        condition, never by polling: producers notify, and a backing-off job's not_before bounds
+        the wait."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            with self._cond:
+                if self._closed:
+                    return None
+            job, next_at = self._try_claim()
+            if job is not None:
+                return job
+            wait = None if next_at is None else max(0.0, next_at - time.time())
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                wait = left if wait is None else min(wait, left)
+            with self._cond:
+                if self._closed:
+                    return None
+                self._cond.wait(wait)
+
+    def _try_claim(self) -> tuple[Job | None, float | None]:
+        now = time.time()
+        with self._lock, transaction(self.conn):
+            row = self.conn.execute(
+                "SELECT * FROM jobs WHERE state='queued' AND not_before <= ?"
+                " ORDER BY op = 'delete', id LIMIT 1", (now,)).fetchone()
+            if row is None:
+                nxt = self.conn.execute("SELECT min(not_before) FROM jobs WHERE state='queued'").fetchone()[0]
+                return None, nxt
+            self.conn.execute("UPDATE jobs SET state='running', updated_at=?, enqueued_at=abs(enqueued_at)"
+                              " WHERE id=?", (now, row["id"]))
+            return Job(row["id"], row["collection"], row["path"], row["root"], row["op"], row["tries"]), None
+
+    def done(self, job: Job) -> None:
+        """Finished: the row goes, unless a newer event arrived while it ran (then it runs again)."""
+        with self._lock, transaction(self.conn):
+            row = self.conn.execute("SELECT enqueued_at FROM jobs WHERE id=?", (job.id,)).fetchone()
+            if row is not None and row[0] < 0:
+                self.conn.execute("UPDATE jobs SET state='queued', enqueued_at=?, tries=0 WHERE id=?",
+                                  (time.time(), job.id))
+            else:
+                self.conn.execute("DELETE FROM jobs WHERE id=?", (job.id,))
+        with self._cond:
+            self._cond.notify_all()
+
+    def fail(self, job: Job, error: str, *, retryable: bool = True) -> bool:
+        """Record a failure; returns True when the job will be retried (after a backoff)."""
+        tries = job.tries + 1
+        retry = retryable and tries < self.max_tries
+        now = time.time()
+        with self._lock, transaction(self.conn):
+            row = self.conn.execute("SELECT enqueued_at FROM jobs WHERE id=?", (job.id,)).fetchone()
+            if row is not None and row[0] < 0:  # the file changed again while this try ran
+                retry, tries = True, 0
+                self.conn.execute("UPDATE jobs SET state='queued', tries=0, not_before=?, enqueued_at=?,"
+                                  " error=? WHERE id=?", (now, now, error, job.id))
+            elif retry:
+                wait = min(BACKOFF_MAX_S, BACKOFF_BASE_S * (2 ** (tries - 1)))
+                self.conn.execute("UPDATE jobs SET state='queued', tries=?, not_before=?, error=?, updated_at=?"
+                                  " WHERE id=?", (tries, now + wait, error, now, job.id))
+            else:
+                self.conn.execute("UPDATE jobs SET state='failed', tries=?, error=?, updated_at=? WHERE id=?",
+                                  (tries, error, now, job.id))
+        with self._cond:
+            self._cond.notify_all()
+        return retry
+
+    def release(self, job: Job) -> None:
+        """Give a claimed job back untouched (shutdown while it was about to run)."""
+        with self._lock, transaction(self.conn):
+            self.conn.execute("UPDATE jobs SET state='queued' WHERE id=? AND state='running'", (job.id,))
+
+    # --- reading -----------------------------------------------------------------------------
+    def depth(self, collection: str | None = None) -> dict[str, int]:
+        q = "SELECT state, count(*) FROM jobs"
+        args: tuple = ()
+        if collection:
+            q += " WHERE collection=?"
+            args = (collection,)
+        with self._lock:
+            return {r[0]: r[1] for r in self.conn.execute(q + " GROUP BY state", args)}
+
+    def pending_paths(self, collection: str) -> set[str]:
+        with self._lock:
+            return {r[0] for r in self.conn.execute(
+                "SELECT path FROM jobs WHERE collection=? AND state != 'failed'", (collection,))}
+
+    def failed(self, limit: int = 50) -> list[dict]:
+        with self._lock:
+            return [dict(r) for r in self.conn.execute(
+                "SELECT collection, path, op, tries, error FROM jobs WHERE state='failed' ORDER BY id LIMIT ?",
+                (limit,))]
+
+    def drop_collection(self, collection: str) -> None:
+        with self._lock, transaction(self.conn):
+            self.conn.execute("DELETE FROM jobs WHERE collection=?", (collection,))

@@ -27,7 +27,7 @@ ROOT_CHECK_S = 5.0  # how often roots are stat-ed to notice an unmount or a retu
 class Core:
     def __init__(self, cfg: Config, paths: Paths, embedder: Any, index: Any, *, extract: Callable | None = None,
                  watcher_factory: Callable | None = None) -> None:
-        from ragweedd.ingest.queue import JobQueue
+        from ragweedd.store.job_queue import JobQueue
         from ragweedd.ingest.worker import Workers
         from ragweedd.store.ingest_db import IngestDB
         from ragweedd.watch.collections import Collections

@@ -6,6 +6,7 @@ queue, ingest tracker and index report from their own short-lived reads.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from typing import TYPE_CHECKING, Any
@@ -56,7 +57,7 @@ def missing_tools(cfg: Any) -> list[MissingTool]:
 
 
 def build_status(core: Core, tools: list[MissingTool]) -> Status:
-    depth = core.queue.depth()
+    depth: dict[str, int] = core.read(lambda db: db.job_depth())
     by_raw: dict[str, int] = core.read(lambda db: db.counts_by_state())
     by_state: dict[str, int] = {}
     for raw, n in by_raw.items():
@@ -69,7 +70,7 @@ def build_status(core: Core, tools: list[MissingTool]) -> Status:
             degraded.append(f"collection '{c['name']}' is unavailable: a root folder is missing or an empty "
                             f"mount point; nothing is deleted until it returns")
     for name, before in core.reindexed.items():
-        d = core.queue.depth(name)
+        d = core.read(functools.partial(_depth_of, name))
         if d.get("queued", 0) + d.get("running", 0) or core.scan_pending(name):
             degraded.append(f"collection '{name}' is being indexed again: it was embedded with {before} and "
                             f"embed.model is now {core.embedder.id}; its search results fill up as files "
@@ -98,7 +99,7 @@ def build_status(core: Core, tools: list[MissingTool]) -> Status:
         "queue": {"queued": depth.get("queued", 0), "running": depth.get("running", 0),
                   "failed": depth.get("failed", 0), "debouncing": debouncing},
         "queue_depth": queued,
-        "failed_jobs": [_failed(j) for j in core.queue.failed(20)],
+        "failed_jobs": [_failed(j) for j in core.read(lambda db: db.failed_jobs(20))],
         "ingest": _progress(core, queued + debouncing),
         "embedder": {"id": core.embedder.id, "dim": core.embedder.dim},
         "index": index,
@@ -110,6 +111,10 @@ def build_status(core: Core, tools: list[MissingTool]) -> Status:
         "degraded": degraded,
         "missing_tools": tools,
     }
+
+
+def _depth_of(collection: str, db: Any) -> dict[str, int]:
+    return db.job_depth(collection)  # type: ignore[no-any-return]
 
 
 def _progress(core: Core, queued: int) -> IngestProgress:

@@ -300,3 +300,12 @@ class IngestDB:
                                  " LIMIT ? OFFSET ?", [*args, limit, offset]).fetchall()
         return rows, total
 
+    def job_depth(self, collection: str | None = None) -> dict[str, int]:
+        from ragweedd.store.job_queue import job_depth
+
+        return job_depth(self.conn, collection)
+
+    def failed_jobs(self, limit: int) -> list[dict]:
+        from ragweedd.store.job_queue import failed_jobs
+
+        return failed_jobs(self.conn, limit)

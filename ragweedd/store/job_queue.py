@@ -13,6 +13,7 @@ re-added, and nothing is re-embedded.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from dataclasses import dataclass
@@ -164,13 +165,8 @@ class JobQueue:
 
     # --- reading -----------------------------------------------------------------------------
     def depth(self, collection: str | None = None) -> dict[str, int]:
-        q = "SELECT state, count(*) FROM jobs"
-        args: tuple = ()
-        if collection:
-            q += " WHERE collection=?"
-            args = (collection,)
         with self._lock:
-            return {r[0]: r[1] for r in self.conn.execute(q + " GROUP BY state", args)}
+            return job_depth(self.conn, collection)
 
     def pending_paths(self, collection: str) -> set[str]:
         with self._lock:
@@ -179,10 +175,25 @@ class JobQueue:
 
     def failed(self, limit: int = 50) -> list[dict]:
         with self._lock:
-            return [dict(r) for r in self.conn.execute(
-                "SELECT collection, path, op, tries, error FROM jobs WHERE state='failed' ORDER BY id LIMIT ?",
-                (limit,))]
+            return failed_jobs(self.conn, limit)
 
     def drop_collection(self, collection: str) -> None:
         with self._lock, transaction(self.conn):
             self.conn.execute("DELETE FROM jobs WHERE collection=?", (collection,))
+
+
+# Shared with IngestDB's read-only handle, so status can count jobs without the queue's lock.
+def job_depth(conn: sqlite3.Connection, collection: str | None = None) -> dict[str, int]:
+    """Jobs by state ("queued", "running", "failed"), of one collection or all."""
+    q = "SELECT state, count(*) FROM jobs"
+    args: tuple = ()
+    if collection:
+        q += " WHERE collection=?"
+        args = (collection,)
+    return {r[0]: r[1] for r in conn.execute(q + " GROUP BY state", args)}
+
+
+def failed_jobs(conn: sqlite3.Connection, limit: int) -> list[dict]:
+    return [dict(r) for r in conn.execute(
+        "SELECT collection, path, op, tries, error FROM jobs WHERE state='failed' ORDER BY id LIMIT ?", (limit,))]
+

@@ -248,7 +248,8 @@ class RagDB:
             ids = []
             for n, c in enumerate(chunks):
                 cur = self.conn.execute(
-                    "INSERT INTO embeddings(collection_id, embedding_id, md5, chunk_idx, created_at) VALUES (?,?,?,?,?)",
+                    "INSERT INTO embeddings(collection_id, embedding_id, md5, chunk_idx, created_at)"
+                    " VALUES (?,?,?,?,?)",
                     (self.collection_id, f"{md5}:{c['chunk_idx']}", md5, c["chunk_idx"], now))
                 cid = cur.lastrowid
                 ids.append(cid)

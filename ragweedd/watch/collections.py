@@ -41,7 +41,6 @@ class Collections:
         # statement. A scan reads through a connection of its own and holds no lock of theirs
         # while it walks the disk (minutes on a large folder; a listing must not wait for it).
         self.db = IngestDB(paths.ingest_db)
-        self.conn = self.db.conn  # daemon status still reads it directly
         self._scan_db = IngestDB(paths.ingest_db)
         self._lock = threading.RLock()
         self._scan_lock = threading.Lock()
@@ -92,11 +91,6 @@ class Collections:
     def is_known(self, collection: str, path: str) -> bool:
         with self._lock:
             return self.db.is_live(collection, path)
-
-    def counts_by_state(self) -> dict[str, int]:
-        """Live files of every collection by extract_status (daemon status)."""
-        with self._lock:
-            return self.db.counts_by_state()
 
     # --- watching and availability -----------------------------------------------------------------
     def start(self) -> None:

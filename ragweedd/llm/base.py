@@ -51,7 +51,7 @@ class ChatResult:
 
 @runtime_checkable
 class ChatProvider(Protocol):
-    name: str  # "anthropic", "openai", "gemini", "ollama", "fake"
+    name: str  # "anthropic", "openai", "gemini", "ollama"
     model: str
 
     def stream(self, messages: list[dict], *, max_tokens: int, temperature: float) -> AsyncIterator[Chunk]: ...

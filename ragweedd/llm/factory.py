@@ -12,7 +12,7 @@ from typing import Mapping
 from ragweedd.errors import ConfigError, ProviderAuthError
 from ragweedd.llm.base import BaseProvider
 
-PROVIDERS = ("anthropic", "openai", "gemini", "ollama", "fake")
+PROVIDERS = ("anthropic", "openai", "gemini", "ollama")
 
 
 def parse_spec(spec: str, key: str = "llm.synthesis") -> tuple[str, str]:
@@ -26,7 +26,7 @@ def parse_spec(spec: str, key: str = "llm.synthesis") -> tuple[str, str]:
     model = model.strip()
     if provider not in PROVIDERS:
         raise ConfigError(f"key '{key}' names the unknown provider {provider!r}; allowed: {', '.join(PROVIDERS)}")
-    if not model and provider != "fake":
+    if not model:
         raise ConfigError(f"key '{key}' has value {spec!r} with no model after '{provider}:'",
                           hint=f"write '{provider}:MODEL'")
     return provider, model
@@ -58,10 +58,6 @@ def make_provider(spec: str, cfg=None, *, env: Mapping[str, str] | None = None, 
         "retry_backoff_s": overrides.pop("retry_backoff_s", getattr(cfg, "llm_retry_backoff_s", 1.0)),
     }
     base_url = overrides.pop("base_url", None)
-    if provider == "fake":
-        from ragweedd.llm.fake import FakeChatProvider
-
-        return FakeChatProvider(model or "fake", **overrides, **common)
     if overrides:
         raise TypeError(f"unexpected overrides for {provider}: {sorted(overrides)}")
     if provider == "anthropic":

@@ -19,7 +19,7 @@ from ragweedd.answer.answering import answer_question, continue_answer
 from ragweedd.config import default_config
 from ragweedd.errors import NotFoundError, RequestError, StorageError
 from ragweedd.llm import ChatResult
-from ragweedd.llm.fake import FakeChatProvider
+from fake_chat import FakeChatProvider
 
 ROOT = Path(__file__).resolve().parents[2]
 CFG = default_config()

@@ -14,7 +14,7 @@ from ragweedd.answer.prompts import CONTINUE_PROMPT, load_prompts
 from ragweedd.config import default_config, load_config
 from ragweedd.errors import ProviderAuthError, ProviderTimeout, RequestError
 from ragweedd.llm import ChatResult
-from ragweedd.llm.fake import FakeChatProvider
+from fake_chat import FakeChatProvider
 
 CFG = default_config()
 

@@ -9,7 +9,7 @@ import pytest
 from ragweedd.config import default_config
 from ragweedd.errors import ConfigError, ProviderAuthError, ProviderRateLimited, ProviderTimeout, RequestError
 from ragweedd.llm import ChatProvider, ChatResult, make_provider, parse_spec
-from ragweedd.llm.fake import FakeChatProvider
+from fake_chat import FakeChatProvider
 
 MSGS = [{"role": "user", "content": "hi"}]
 
@@ -19,7 +19,6 @@ MSGS = [{"role": "user", "content": "hi"}]
     ("ollama:gemma3:1b", ("ollama", "gemma3:1b")),
     ("OpenAI:gpt-4o-mini", ("openai", "gpt-4o-mini")),
     ("gemini:gemini-2.5-flash", ("gemini", "gemini-2.5-flash")),
-    ("fake:", ("fake", "")),
 ])
 def test_parse_spec_splits_on_first_colon(spec, expected):
     assert parse_spec(spec) == expected
@@ -60,7 +59,7 @@ def test_ollama_url_comes_from_embed_ollama_url():
 
 
 def test_fake_provider_is_a_chat_provider_and_streams():
-    p = make_provider("fake:unit", default_config(), replies=["one two three"], chunk_chars=4)
+    p = FakeChatProvider("unit", replies=["one two three"], chunk_chars=4)
     assert isinstance(p, ChatProvider)
 
     async def go():

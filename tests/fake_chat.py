@@ -1,4 +1,5 @@
-"""FakeChatProvider: queued replies, for tests of code that calls a provider (spec "fake:NAME").
+"""FakeChatProvider: queued replies, for tests of code that calls a provider (handed to the answer
+layer as ``annotator=`` / ``synthesizer=``; the package knows no such provider).
 
 Each call pops the next queued reply; a reply is a string, a ChatResult (to choose the stop reason),
 an exception instance (raised, e.g. ProviderRateLimited to exercise retries), or a callable

@@ -39,14 +39,15 @@ def _docs(tmp_path: Path) -> Path:
     return docs
 
 
-def _open_databases() -> list[str]:
+def _open_databases(under: Path) -> list[str]:
+    """Databases below ``under`` this process has open (other tests' leftovers are not ours)."""
     out = []
     for fd in os.listdir("/proc/self/fd"):
         try:
             target = os.readlink(f"/proc/self/fd/{fd}")
         except OSError:
             continue
-        if ".sqlite3" in target:
+        if ".sqlite3" in target and target.startswith(str(under)):
             out.append(target)
     return out
 
@@ -68,7 +69,7 @@ def test_started_and_stopped_daemon_leaves_no_thread_or_database_open(tmp_path):
     docs = _docs(tmp_path)
     cfg = _config(tmp_path, docs)
     threads_before = set(threading.enumerate())
-    assert not _open_databases()
+    assert not _open_databases(tmp_path)
     core = open_daemon(cfg)
     core.start()
     engine = DaemonEngine(core)
@@ -93,10 +94,10 @@ def test_started_and_stopped_daemon_leaves_no_thread_or_database_open(tmp_path):
 
     asyncio.run(use())
     # searches ran on worker threads, each with its own Searcher: all of them close with the core
-    assert _open_databases()
+    assert _open_databases(tmp_path)
     core.stop()
     _wait(lambda: not (set(threading.enumerate()) - threads_before), 10, "the daemon's threads to end")
-    assert not _open_databases(), _open_databases()
+    assert not _open_databases(tmp_path), _open_databases(tmp_path)
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="needs /proc to list open files")
@@ -114,7 +115,7 @@ def test_oneshot_services_close_everything(tmp_path):
     res = services.search("tea inventory", ["notes"], 3)
     assert res["results"][0]["filename"] == "n2.md"
     services.close()
-    assert not _open_databases(), _open_databases()
+    assert not _open_databases(tmp_path), _open_databases(tmp_path)
     assert not (set(threading.enumerate()) - threads_before)
 
 

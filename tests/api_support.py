@@ -47,6 +47,14 @@ DOCS: dict[str, str] = {
 }
 
 
+def API_KEY_LLM_TOML(llm) -> str:  # noqa: N802 - reads like the constant it stands for
+    """An ``[llm]`` section whose synthesis is the OpenAI SDK against tests/fakes/llm_server.py."""
+    from tests.fakes.llm_server import API_KEY
+
+    return "\n".join(["[llm]", 'synthesis = "openai:test-model"', f'openai_base_url = "{llm.url}/v1"',
+                      f'openai_api_key = "{API_KEY}"', "max_retries = 0", "timeout_s = 20"])
+
+
 def wait_until(pred: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
     """Poll ``pred`` until it returns something truthy; fail with ``what`` and the last value."""
     end = time.monotonic() + timeout

@@ -1,4 +1,5 @@
-"""Wall time of `ragweedctl status` against a running API (FakeEngine-backed, on a free port).
+"""Wall time of `ragweedctl status` against the real daemon engine (open_daemon + DaemonEngine behind
+ApiServer on a free port, hash embedder, a few indexed text files).
 
     .venv/bin/python benchmarks/ctl_status.py [--runs 30] [--out benchmarks/results/ctl_status.json]
 
@@ -21,8 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fake_engine import FakeEngine  # noqa: E402
-from ragweedd.api.server import ThreadedServer, ensure_token  # noqa: E402
+from tests.api_support import running_api  # noqa: E402
 
 
 def _cpu() -> float:
@@ -56,12 +56,14 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "ctl_status.json"))
     a = ap.parse_args()
+    from ragweedd import logging as rlog
+
+    rlog.configure(level="warning", json=True)  # the in-process daemon's log would bury the table
     script = Path(sys.executable).parent / "ragweedctl"
     ctl = [str(script)] if script.exists() else [sys.executable, "-m", "ragweedd.cli.ctl"]
     with tempfile.TemporaryDirectory() as d:
-        state = Path(d) / "state"
-        token = ensure_token(state / "token")
-        with ThreadedServer(FakeEngine(), token=token, port_file=state / "port"):
+        with running_api(Path(d)) as api:
+            state = api.state_dir
             timed(ctl + ["--state-dir", str(state), "status"], 3)  # warm the page cache
             rows = [
                 row("python -c pass", timed([sys.executable, "-c", "pass"], a.runs)),

@@ -1,5 +1,7 @@
-"""Fuzz every operation of the API from its own OpenAPI document (schemathesis), against a real
-FakeEngine-backed server with the token: no 5xx, errors in the envelope, the server stays up.
+"""Fuzz every operation of the API from its own OpenAPI document (schemathesis) against the REAL
+engine (DaemonEngine over a daemon core: hash embedder, real SQLite, ingest threads, watcher) with
+the token: no 5xx, every response conforms to its documented status code, content type and
+response schema (the contract's closed objects, ApiError for errors), and the server stays up.
 Bounded to FUZZ_EXAMPLES cases per operation so the whole file runs in well under a minute."""
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-schemathesis = pytest.importorskip("schemathesis")
+import schemathesis  # noqa: E402  (a test dependency: missing it is a failure, not a skip)
 from hypothesis import HealthCheck, settings  # noqa: E402
 from schemathesis.checks import (  # noqa: E402
     content_type_conformance,
@@ -21,7 +23,6 @@ from schemathesis.checks import (  # noqa: E402
     status_code_conformance,
 )
 
-from fake_engine import FakeEngine  # noqa: E402
 from ragweedd.api.openapi import document  # noqa: E402
 from tests.api_support import running_api  # noqa: E402
 
@@ -29,20 +30,37 @@ FUZZ_EXAMPLES = int(os.environ.get("RAGWEED_FUZZ_EXAMPLES", "15"))
 
 schema = schemathesis.openapi.from_dict(document())
 
+# Operations where schemathesis finds responses that break the documented schema: real server/contract
+# bugs, reported to the lead. Each is a strict xfail: when fixed, it XPASSes and the marker must go.
+#  * NotRequired keys published as required (python/cpython#97727 via ``from __future__ import
+#    annotations`` in ragweedd/contract.py): every 400 from request validation, e.g.
+#    ``curl -X POST -H 'Authorization: Bearer T' -H 'Content-Type: application/json' -d '{}' /v1/search``
+#    -> 400 ``{"error": {"code": "bad_request", "message": "field 'query' is required"}}`` has no
+#    ``hint``, which the ApiError schema requires.
+#  * the done record's undeclared fields: ``POST /v1/ask?stream=false {"query": "cpu"}`` -> 200 with
+#    ``retrieved`` (and ``budget`` with an LLM), not in the closed Answer schema.
+NOTREQUIRED = "ErrorBody.hint (and other NotRequired contract keys) published as required; 400s have no hint"
+KNOWN_BROKEN = {
+    "add_collection": NOTREQUIRED, "remove_collection": NOTREQUIRED, "scan": NOTREQUIRED,
+    "reanalyze": NOTREQUIRED, "rebuild_fts": NOTREQUIRED, "upload": NOTREQUIRED,
+    "list_documents": NOTREQUIRED, "get_document": NOTREQUIRED, "search": NOTREQUIRED,
+    "history_list": NOTREQUIRED, "ask_continue": NOTREQUIRED,
+    "ask": NOTREQUIRED + "; Answer has undeclared 'retrieved' (and 'budget')",
+}
+_BROKEN_RE = "^(" + "|".join(KNOWN_BROKEN) + ")$"
+
 
 @pytest.fixture(scope="module")
 def fuzz_api(tmp_path_factory):
-    with running_api(tmp_path_factory.mktemp("fuzz"), FakeEngine(), max_body_bytes=256 * 1024) as a:
+    with running_api(tmp_path_factory.mktemp("fuzz"), max_body_bytes=256 * 1024) as a:
         yield a
-        # after everything the fuzzer threw at it, the server still answers
+        # after everything the fuzzer threw at it, the server still answers and the daemon still works
         assert a.request("GET", "/v1/health", token=None)[0] == 200
         assert a.request("GET", "/v1/status")[0] == 200
+        assert a.ok("POST", "/v1/search", {"query": "hnsw graph"})["results"]
 
 
-@schema.parametrize()
-@settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck),
-          derandomize=True)
-def test_fuzz_operation(case, fuzz_api):
+def check(case, fuzz_api):
     resp = case.call(base_url=f"http://127.0.0.1:{fuzz_api.port}",
                      headers={"Authorization": f"Bearer {fuzz_api.token}"}, timeout=15)
     case.validate_response(resp, checks=[not_a_server_error, status_code_conformance, content_type_conformance,
@@ -51,3 +69,25 @@ def test_fuzz_operation(case, fuzz_api):
     if resp.status_code >= 400:
         body = resp.json()
         assert set(body) == {"error"} and body["error"]["code"] and body["error"]["message"]
+
+
+FUZZ = settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+
+
+@schema.exclude(operation_id_regex=_BROKEN_RE).parametrize()
+@FUZZ
+def test_fuzz_operation(case, fuzz_api):
+    check(case, fuzz_api)
+
+
+@pytest.mark.xfail(strict=True, reason="schemathesis finds documented-schema violations: see KNOWN_BROKEN")
+@schema.include(operation_id_regex=_BROKEN_RE).parametrize()
+@FUZZ
+def test_fuzz_operation_known_broken(case, fuzz_api):
+    check(case, fuzz_api)
+
+
+def test_fuzz_covers_every_operation():
+    ids = {op["operationId"] for ops in document()["paths"].values() for op in ops.values()}
+    assert set(KNOWN_BROKEN) <= ids, "KNOWN_BROKEN names an operation that does not exist"
+    assert len(ids) == 17

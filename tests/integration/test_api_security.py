@@ -1,5 +1,7 @@
-"""Security middlewares against a real server on a loopback port: Host (DNS rebinding), Origin and
-Sec-Fetch-Site (cross-site requests), bearer token, body caps, answer caps, binds, token file."""
+"""Security middlewares against the real daemon engine on a loopback port: Host (DNS rebinding),
+Origin and Sec-Fetch-Site (cross-site requests), bearer token, body caps, answer caps, binds, token
+file. The engine is ragweedd.engine.DaemonEngine over a real core; to prove a refused request never
+reached it, its methods are wrapped with a call counter (``Api.count_engine_calls``)."""
 
 from __future__ import annotations
 
@@ -17,16 +19,18 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd import logging as rlog  # noqa: E402
-from fake_engine import FakeEngine  # noqa: E402
 from ragweedd.api.server import ApiServer, check_bind, ensure_token  # noqa: E402
 from ragweedd.errors import ConfigError, DaemonError  # noqa: E402
-from tests.api_support import body_json, raw_http, running_api  # noqa: E402
+from ragweedd.api.security import STATE_KEY  # noqa: E402
+from tests.api_support import API_KEY_LLM_TOML, body_json, raw_http, running_api, wait_until  # noqa: E402
+from tests.fakes.llm_server import FakeLLMServer  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def api(tmp_path_factory):
     with running_api(tmp_path_factory.mktemp("sec"), max_body_bytes=4096,
                      max_concurrent_answers=2) as a:
+        a.count_engine_calls()
         yield a
 
 
@@ -47,11 +51,11 @@ BAD_HOSTS = [
 @pytest.mark.parametrize("host", BAD_HOSTS)
 @pytest.mark.parametrize("path", ["/v1/health", "/v1/status", "/v1/no-such-route"])
 def test_bad_host_is_refused_before_routing(api, host, path):
-    calls = len(api.engine.calls)
+    calls = len(api.calls)
     status, resp = _get(api.port, [f"Host: {host.format(port=api.port, other=api.port + 1)}"], path, api.token)
     assert status == 403
     assert body_json(resp)["error"]["code"] == "forbidden_host"
-    assert len(api.engine.calls) == calls  # the engine never saw it
+    assert len(api.calls) == calls  # the engine never saw it
 
 
 def test_missing_and_duplicate_host_are_refused(api):
@@ -75,13 +79,14 @@ def test_loopback_hosts_are_accepted(api, host):
                                     "http://127.0.0.1:{port}.nip.io"])
 @pytest.mark.parametrize("with_token", [True, False])
 def test_cross_origin_text_plain_post_is_refused(api, origin, with_token):
-    calls = len(api.engine.calls)
+    calls, entries = len(api.calls), api.ok("GET", "/v1/history")["total"]
     status, _, body = api.request(
         "POST", "/v1/search", raw=b'{"query": "hnsw"}', token=with_token,
         headers={"Content-Type": "text/plain", "Origin": origin.format(port=api.port, other=api.port + 1)})
     assert status == 403
     assert body["error"]["code"] == "forbidden_origin"
-    assert len(api.engine.calls) == calls
+    assert api.calls[calls:] == ["history_list"] and api.ok("GET", "/v1/history")["total"] == entries, \
+        "the refused search reached the engine"
 
 
 @pytest.mark.parametrize("site", ["cross-site", "same-site", "bogus"])
@@ -127,15 +132,16 @@ def test_token_never_logged(tmp_path):
     try:
         with running_api(tmp_path) as a:
             a.request("GET", "/v1/status")
+            a.request("POST", "/v1/search", {"query": "hnsw"})
             a.request("GET", "/v1/status", token="guess-" + a.token[:10])
             a.request("GET", "/v1/status?token=" + a.token[:12], token=None)
-            a.engine.fail_with = RuntimeError("boom " + a.token)
-            assert a.request("GET", "/v1/status")[0] == 500
+            a.request("GET", "/v1/documents/" + a.token)  # a 404 whose path holds the token
     finally:
         rlog.configure(json=True, stream=sys.stdout)
     logged = buf.getvalue()
-    assert "api_request" in logged  # the log was captured at all
-    assert a.token not in logged.replace("boom " + a.token, "")  # only the engine's own exception text
+    assert "api_request" in logged and "ingest_file" in logged  # the daemon's log was captured at all
+    assert a.token not in logged.replace("/v1/documents/" + a.token, "")
+    assert a.token[:12] not in logged.replace("/v1/documents/" + a.token, "").replace("token=" + a.token[:12], "")
     assert "Bearer" not in logged
 
 
@@ -169,8 +175,9 @@ def test_multipart_upload_over_cap_is_413(api):
 
 
 def test_concurrent_answers_are_capped(tmp_path):
-    eng = FakeEngine(token_delay=0.05)
-    with running_api(tmp_path, eng, max_concurrent_answers=2) as a:
+    """Two answers whose LLM is slow hold both slots; a third is refused with 429 at once."""
+    with FakeLLMServer(models=("test-model",), reply=lambda p, m: "Graphs [1].", delay_s=1.5) as llm, \
+            running_api(tmp_path, extra_toml=API_KEY_LLM_TOML(llm), max_concurrent_answers=2) as a:
         results = []
 
         def ask():
@@ -179,27 +186,27 @@ def test_concurrent_answers_are_capped(tmp_path):
         threads = [threading.Thread(target=ask) for _ in range(2)]
         for t in threads:
             t.start()
-        deadline = time.time() + 10
-        while a.server.app[__import__("ragweedd.api.security", fromlist=["STATE_KEY"]).STATE_KEY].answers_in_flight < 2:
-            assert time.time() < deadline
-            time.sleep(0.01)
+        state = a.server.app[STATE_KEY]
+        wait_until(lambda: state.answers_in_flight == 2, 10, "two answers in flight")
+        t0 = time.monotonic()
         status, hdrs, body = a.request("POST", "/v1/ask", body={"query": "hnsw", "stream": False})
         assert status == 429 and body["error"]["code"] == "too_many_answers"
-        assert hdrs.get("Retry-After")
+        assert hdrs.get("Retry-After") and time.monotonic() - t0 < 1.0, "refused at once, not queued"
+        # searches are not answers: they are never capped
+        assert a.request("POST", "/v1/search", body={"query": "hnsw"})[0] == 200
         for t in threads:
             t.join(30)
         assert [r[0] for r in results] == [200, 200]
-        assert eng.max_answers_in_flight == 2
-        # the slots are given back
+        assert llm.max_in_flight == 2
+        # the slots are given back (the counter drops just after the last byte is sent)
+        wait_until(lambda: state.answers_in_flight == 0, 10, "the answer slots to be given back")
         assert a.request("POST", "/v1/ask", body={"query": "hnsw", "stream": False})[0] == 200
-        # searches are not answers: they are never capped
-        assert a.request("POST", "/v1/search", body={"query": "hnsw"})[0] == 200
 
 
 @pytest.mark.parametrize("listen", ["0.0.0.0:0", "192.168.1.10:0", "[::]:0", "example.com:0"])
-def test_non_loopback_bind_is_refused(listen):
+def test_non_loopback_bind_is_refused(api, listen):
     with pytest.raises(ConfigError) as e:
-        ApiServer(FakeEngine(), token="t" * 40, listen=listen)
+        ApiServer(api.engine, token="t" * 40, listen=listen)
     assert "loopback" in e.value.message and "allow_remote_bind" in e.value.hint
 
 
@@ -218,9 +225,10 @@ def test_forced_remote_bind_warns():
 
 
 def test_port_file_written_and_removed(tmp_path):
-    with running_api(tmp_path) as a:
+    with running_api(tmp_path, files={}) as a:
         info = json.loads((a.state_dir / "port").read_text())
         assert info["port"] == a.port and info["host"] == "127.0.0.1" and info["pid"] == os.getpid()
+        assert info["url"] == f"http://127.0.0.1:{a.port}"
     assert not (a.state_dir / "port").exists()
 
 
@@ -263,8 +271,10 @@ def test_symlinked_or_odd_token_file_is_refused(tmp_path):
         ensure_token(tmp_path / "dir")
 
 
-def test_build_app_refuses_empty_token():
+def test_build_app_refuses_empty_token(api):
     from ragweedd.api.app import build_app
 
     with pytest.raises(ValueError):
-        build_app(FakeEngine(), token="", port=1)
+        build_app(api.engine, token="", port=1)
+    with pytest.raises(ValueError):
+        build_app(api.engine, token="short", port=1)

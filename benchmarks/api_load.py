@@ -125,7 +125,8 @@ async def load(port: int, token: str, clients: int, seconds: float, path: str) -
     def pct(p):
         return round(lat[min(len(lat) - 1, int(p * len(lat)))] * 1000, 2)
 
-    return {"method": method, "clients": clients, "seconds": round(wall, 2), "requests": len(lat), "errors": len(errors),
+    return {"method": method, "clients": clients, "seconds": round(wall, 2), "requests": len(lat),
+            "errors": len(errors),
             "rps": round(len(lat) / wall, 1), "p50_ms": pct(0.50), "p90_ms": pct(0.90), "p99_ms": pct(0.99),
             "max_ms": round(lat[-1] * 1000, 2)}
 

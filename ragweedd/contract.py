@@ -11,8 +11,8 @@ Conventions: times a user sees are ISO 8601 strings in UTC; ``None`` means "not 
 apply"; every list a route returns in pages sits under ``items`` with ``total``.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: TypedDict must see NotRequired[...] itself to
+# tell optional keys from required ones (Python 3.11 cannot from string annotations).
 from typing import Any, AsyncIterator, Literal, NotRequired, Protocol, TypedDict, Union
 
 def iso(t: float | None) -> str | None:
@@ -383,7 +383,9 @@ class DoneEvent(TypedDict):
     annotations: list[dict[str, Any]]
     filtered: list[dict[str, Any]]
     annotation_provider: str | None
-    annotation_errors: int
+    annotation_errors: list[dict[str, Any]]
+    retrieved: list[Source]  # every hit retrieval found, compact (an excerpt, no full text)
+    budget: NotRequired[dict[str, Any]]  # how the prompt's context budget was spent (LLM answers)
 
 
 class ErrorEvent(TypedDict):
@@ -426,7 +428,9 @@ class Answer(TypedDict):
     timings: NotRequired[dict[str, float]]
     filtered: NotRequired[list[dict[str, Any]]]
     annotation_provider: NotRequired[str | None]
-    annotation_errors: NotRequired[int]
+    annotation_errors: NotRequired[list[dict[str, Any]]]
+    retrieved: NotRequired[list[Source]]
+    budget: NotRequired[dict[str, Any]]
 
 
 # --------------------------------------------------------------------------- history
@@ -450,7 +454,7 @@ class HistoryEntry(HistoryItem, total=False):
     (``status`` is "streaming" while it is written, "done" or "error" after)."""
 
     results: list[Hit]
-    retrieved: list[Hit]
+    retrieved: list[Hit | Source]  # full hits while the answer is written, compact once it is done
     retrieval_meta: RetrievalMeta
     status: Literal["streaming", "done", "error"]
     error: ErrorBody
@@ -475,7 +479,8 @@ class HistoryEntry(HistoryItem, total=False):
     annotations: list[dict[str, Any]]
     filtered: list[dict[str, Any]]
     annotation_provider: str | None
-    annotation_errors: int
+    annotation_errors: list[dict[str, Any]]
+    budget: dict[str, Any]
     state: dict[str, Any] | None
 
 

@@ -175,7 +175,8 @@ def write_config(base: Path, docs_dir: Path, *, top: str = "", extra: str = "") 
 
 
 @contextlib.contextmanager
-def running_api(tmp_path: Path, *, files: dict[str, str | bytes] | None = None, extra_toml: str = "", top_toml: str = "",
+def running_api(tmp_path: Path, *, files: dict[str, str | bytes] | None = None, extra_toml: str = "",
+                top_toml: str = "",
                 expect: set[str] | None = None, extract: Callable | None = None,
                 max_body_bytes: int | None = None, max_concurrent_answers: int | None = None,
                 wait: bool = True, timeout: float = 90, scheduler: bool = True):

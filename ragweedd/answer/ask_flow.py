@@ -59,8 +59,10 @@ class AskFlow:
                     parts.append(ev.get("text", ""))
                 elif ev.get("type") == "done":
                     rec = hist.answer_record(ev, meta)
-                    ev = {**ev, "history_id": hid, "finish_reason": rec["finish_reason"], "timings": rec["timings"]}
                     await asyncio.to_thread(self.history.update, hid, rec)
+                    # the resume state (prompt messages) stays in the history; faces get the record
+                    ev = {**{k: v for k, v in ev.items() if k != "state"}, "history_id": hid,
+                          "finish_reason": rec["finish_reason"], "timings": rec["timings"]}
                 yield ev  # type: ignore[misc]
         except (RagweedError, asyncio.CancelledError, KeyboardInterrupt) as e:
             if record_errors:

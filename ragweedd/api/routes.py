@@ -232,6 +232,7 @@ async def _collect(first: dict | None, events: AsyncIterator[dict]) -> dict:
     out: dict[str, Any] = {"answer": "", "sources": [], "annotations": [], "history_id": None,
                            "finish_reason": None}
     parts: list[str] = []
+    done = False
     ev = first
     while ev is not None:
         t = ev.get("type")
@@ -243,11 +244,13 @@ async def _collect(first: dict | None, events: AsyncIterator[dict]) -> dict:
             parts.append(ev.get("text", ""))
         elif t == "done":
             out.update({k: v for k, v in ev.items() if k != "type"})
+            done = True
         elif t == "error":
             err = ev.get("error") or {}
             return {"error": err, "answer": "".join(parts), **{k: out[k] for k in ("sources", "history_id")}}
         ev = await anext(events, None)
-    out["answer"] = "".join(parts)
+    if not done:  # the done record's answer is whole (a continuation's tokens are only the new text)
+        out["answer"] = "".join(parts)
     return out
 
 

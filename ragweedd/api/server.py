@@ -126,6 +126,10 @@ def remove_port_file(path: str | os.PathLike) -> None:
 
 
 # --------------------------------------------------------------------------- servers
+MAX_REQUEST_LINE = 65536
+MAX_HEADER_FIELD = 16384
+
+
 class ApiServer:
     def __init__(self, engine, *, token: str, listen: str = "127.0.0.1:0", allow_remote: bool = False,
                  port_file: str | os.PathLike | None = None, max_body_bytes: int = 64 * 2**20,
@@ -140,7 +144,11 @@ class ApiServer:
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> int:
-        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+        # The request line must hold every query the OpenAPI document allows (a 4,096-character
+        # path_glob is up to 49 KB percent-encoded); aiohttp's default stops at 8 KB with a
+        # plain-text error outside the JSON envelope.
+        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False,
+                                     max_line_size=MAX_REQUEST_LINE, max_field_size=MAX_HEADER_FIELD)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
         try:

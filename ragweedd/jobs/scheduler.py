@@ -62,7 +62,12 @@ class Jobs:
             self.sched.shutdown(wait=False)
 
     def next_runs(self) -> dict[str, str | None]:
-        return {j.id: (j.next_run_time.isoformat() if j.next_run_time else None) for j in self.sched.get_jobs()}
+        # a job of a scheduler not started yet has no next_run_time attribute at all
+        out = {}
+        for j in self.sched.get_jobs():
+            nxt = getattr(j, "next_run_time", None)
+            out[j.id] = nxt.isoformat() if nxt else None
+        return out
 
     def run_now(self, job_id: str) -> None:
         """Queue a job to run at once (API: reanalyze)."""
@@ -70,4 +75,5 @@ class Jobs:
 
         job = self.sched.get_job(job_id)
         if job is not None:
-            job.modify(next_run_time=datetime.now(job.next_run_time.tzinfo if job.next_run_time else None))
+            nxt = getattr(job, "next_run_time", None)
+            job.modify(next_run_time=datetime.now(nxt.tzinfo if nxt else None))

@@ -9,8 +9,8 @@ Where a df comes from, fastest first:
 3. the keyword index itself (FtsReader.df_word: fts5vocab, or count(*) MATCH without it).
 
 Words with df = 0 are not cached (see ``df``); words with df > 50 % of chunks are not cached (their
-df moves with every change and they are cheap to recount). Invalidation: the cache of a collection records the collection's chunk count
-and change sequence when it was (re)started, in two reserved rows. When the chunks added or
+df moves with every change and they are cheap to recount). Invalidation: the cache of a collection
+records the collection's chunk count and change sequence when it was (re)started, in two reserved rows. When the chunks added or
 deleted since then exceed 10 % of that count, the collection's cache rows are dropped and
 restarted. Smaller drift changes IDF values by at most ~0.1 nats, below what moves a plan.
 

@@ -36,17 +36,6 @@ BROKEN_PDF = b"%PDF-1.4 this is not really a pdf\n"  # a damaged PDF: its docume
 FILES = {**DOCS, "broken.pdf": BROKEN_PDF}
 MAX_BODY = 256 * 1024
 
-# Known contract bug (reported to the lead, see the final report of the contract-tests branch):
-# ragweedd/contract.py uses ``from __future__ import annotations``, so on Python 3.11 every
-# ``NotRequired[...]`` key lands in ``__required_keys__`` (python/cpython#97727) and
-# ragweedd/api/schemas.py publishes it as required: ErrorBody.hint, Answer.error (and the other
-# optional Answer fields), Source.n/annotation/text/excerpt/truncated, Hit.sim/bm25/... The real
-# server (rightly) omits them, so those bodies fail their documented schema.
-NOTREQUIRED_BUG = ("contract NotRequired keys are published as required (from __future__ import annotations "
-                   "+ TypedDict on 3.11, cpython#97727): ragweedd/api/schemas.py must derive 'required' from "
-                   "get_type_hints(include_extras=True) instead of __required_keys__")
-
-
 # --------------------------------------------------------------------------- schema helpers
 def _resolve_response(resp: dict) -> dict:
     while "$ref" in resp:
@@ -271,42 +260,7 @@ case("history-show-ask", "llm_api", "GET", "/v1/history/{history_id}")(
 case("history-show-404", "api", "GET", "/v1/history/{history_id}", 404)(
     lambda a, _: a.request("GET", "/v1/history/0000000000000000"))
 
-# Cases whose bodies hit NOTREQUIRED_BUG (each fails only on the schema check; the behaviour tests
-# below cover what these routes do). Strict: once the schemas are fixed these XPASS and fail, so
-# the marker must then be removed.
-XFAIL = {
-    "ask-sse-no-llm": NOTREQUIRED_BUG + " (Source.n/text/annotation/truncated missing from 'sources' events)",
-    "ask-json-no-llm": NOTREQUIRED_BUG + " (Answer.error required on a successful answer)",
-    "ask-sse-llm": NOTREQUIRED_BUG + " (Source fields in sources/context/done events)",
-    "ask-json-llm": NOTREQUIRED_BUG + " (Answer.error required on a successful answer)",
-    "ask-continue-sse": NOTREQUIRED_BUG + " (Source fields in sources/done events)",
-    "ask-continue-json": NOTREQUIRED_BUG + " (Answer.error required on a successful answer)",
-    "history-show-ask": NOTREQUIRED_BUG + " (Source fields of the stored answer)",
-    **{cid: NOTREQUIRED_BUG + " (ErrorBody.hint required; request validation errors have none)" for cid in (
-        "collections-add-400-bad-body", "documents-400", "search-400", "search-400-not-json", "ask-400",
-        "history-400")},
-}
-
-
-# Second contract bug, seen once the first is fixed: the done record carries fields DoneEvent/Answer/
-# HistoryEntry do not declare ('retrieved' in every done event and JSON answer, 'budget' when an LLM
-# wrote it, also stored in the history entry), so those closed objects reject them.
-UNDECLARED_BUG = ("and the done record has undeclared fields: 'retrieved' (every done event / JSON answer) and "
-                  "'budget' (LLM answers, also in GET /v1/history/{id})")
-for _cid in ("ask-sse-no-llm", "ask-json-no-llm", "ask-sse-llm", "ask-json-llm", "ask-continue-sse",
-             "ask-continue-json", "history-show-ask"):
-    XFAIL[_cid] += "; " + UNDECLARED_BUG
-
-
-def _params():
-    out = []
-    for cid in CASES:
-        marks = [pytest.mark.xfail(strict=True, reason=XFAIL[cid])] if cid in XFAIL else []
-        out.append(pytest.param(cid, id=cid, marks=marks))
-    return out
-
-
-@pytest.mark.parametrize("cid", _params())
+@pytest.mark.parametrize("cid", list(CASES))
 def test_route_conforms_to_documented_schema(cid, request):
     c = CASES[cid]
     a = request.getfixturevalue(c.fixture)
@@ -357,23 +311,6 @@ def test_schema_check_can_fail(api):
 
 
 # --------------------------------------------------------------------------- a core without its scheduler
-def test_status_500_is_an_envelope_without_internals(tmp_path):
-    """Real engine, real unexpected exception (see the xfail below): the body is the envelope, the
-    request id in the hint, no traceback or path."""
-    with running_api(tmp_path, files={}, scheduler=False) as a:
-        st, hdrs, body = a.request("GET", "/v1/status")
-        if st == 200:
-            pytest.skip("status of a core without scheduler works now: nothing to check here")
-        e = err((st, hdrs, body), 500, "internal")
-        conform("/v1/status", "get", 500, body)
-        assert hdrs["X-Request-Id"] in e["hint"]
-        assert "Traceback" not in json.dumps(body) and str(tmp_path) not in json.dumps(body)
-
-
-@pytest.mark.xfail(strict=True, reason="GET /v1/status is 500 when the core was started with scheduler=False: "
-                   "Jobs.next_runs reads Job.next_run_time, which APScheduler 3 jobs lack until the scheduler "
-                   "starts (AttributeError in ragweedd/jobs/scheduler.py next_runs); POST .../reanalyze "
-                   "(Jobs.run_now) reads it too")
 def test_status_and_reanalyze_of_a_core_started_without_scheduler(tmp_path):
     with running_api(tmp_path, files={"a.txt": "alpha words"}, scheduler=False, wait=False) as a:
         st, _, body = a.request("GET", "/v1/status")
@@ -634,10 +571,6 @@ def test_ask_continue(llm_api, llm):
     assert js["answer"] == done["answer"] and js["continuations"] == 1 and js["state"] is None
 
 
-@pytest.mark.xfail(strict=True, reason="POST /v1/ask/{id}/continue?stream=false answers with only the continued "
-                   "tail in 'answer' (routes._collect overwrites the done record's whole answer with the joined "
-                   "token texts, which for a continuation are only the new part); the SSE done event and the "
-                   "history entry carry the whole answer")
 def test_ask_continue_json_returns_the_whole_answer(llm_api, llm):
     cut = cut_answer(llm_api, llm)
     llm.push({"text": "tice it."})
@@ -729,8 +662,10 @@ def test_upload_rejects_path_tricks_multipart(api, disposition):
 
 @pytest.mark.parametrize("raw,ctype", [
     (b"garbage", "multipart/form-data; boundary=zz"),
-    (b"--zz\r\nContent-Disposition: form-data; name=\"other\"\r\n\r\nx\r\n--zz--\r\n", "multipart/form-data; boundary=zz"),
-    (b"--zz\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nx\r\n--zz--\r\n", "multipart/form-data; boundary=zz"),
+    (b"--zz\r\nContent-Disposition: form-data; name=\"other\"\r\n\r\nx\r\n--zz--\r\n",
+     "multipart/form-data; boundary=zz"),
+    (b"--zz\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nx\r\n--zz--\r\n",
+     "multipart/form-data; boundary=zz"),
     (b"x", "multipart/form-data"),
     (b"x", "application/octet-stream"),  # raw without ?filename=
 ])
@@ -797,3 +732,19 @@ def test_every_success_schema_is_a_closed_contract_object():
             assert "$ref" in sch, (method, path)
             target = DOC["components"]["schemas"][sch["$ref"].rsplit("/", 1)[1]]
             assert target["additionalProperties"] is False, (method, path)
+
+
+def test_an_unexpected_failure_is_a_500_envelope_without_internals(tmp_path, monkeypatch):
+    """A bug inside the engine (here: status raising a plain RuntimeError) reaches the client as the
+    documented envelope with the request id, never a traceback or a path."""
+    with running_api(tmp_path, files={"a.txt": "alpha words"}) as a:
+        def broken(*_a, **_k):
+            raise RuntimeError(f"boom in {tmp_path}")
+
+        monkeypatch.setattr(a.engine, "_status", broken)
+        st, hdrs, body = a.request("GET", "/v1/status")
+        e = err((st, hdrs, body), 500, "internal")
+        conform("/v1/status", "get", 500, body)
+        assert hdrs["X-Request-Id"] in e["hint"]
+        assert "Traceback" not in json.dumps(body) and str(tmp_path) not in json.dumps(body)
+        assert a.request("GET", "/v1/health", token=None)[0] == 200  # the daemon is still up

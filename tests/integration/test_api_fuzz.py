@@ -30,26 +30,6 @@ FUZZ_EXAMPLES = int(os.environ.get("RAGWEED_FUZZ_EXAMPLES", "15"))
 
 schema = schemathesis.openapi.from_dict(document())
 
-# Operations where schemathesis finds responses that break the documented schema: real server/contract
-# bugs, reported to the lead. Each is a strict xfail: when fixed, it XPASSes and the marker must go.
-#  * NotRequired keys published as required (python/cpython#97727 via ``from __future__ import
-#    annotations`` in ragweedd/contract.py): every 400 from request validation, e.g.
-#    ``curl -X POST -H 'Authorization: Bearer T' -H 'Content-Type: application/json' -d '{}' /v1/search``
-#    -> 400 ``{"error": {"code": "bad_request", "message": "field 'query' is required"}}`` has no
-#    ``hint``, which the ApiError schema requires.
-#  * the done record's undeclared fields: ``POST /v1/ask?stream=false {"query": "cpu"}`` -> 200 with
-#    ``retrieved`` (and ``budget`` with an LLM), not in the closed Answer schema.
-NOTREQUIRED = "ErrorBody.hint (and other NotRequired contract keys) published as required; 400s have no hint"
-KNOWN_BROKEN = {
-    "add_collection": NOTREQUIRED, "remove_collection": NOTREQUIRED, "scan": NOTREQUIRED,
-    "reanalyze": NOTREQUIRED, "rebuild_fts": NOTREQUIRED, "upload": NOTREQUIRED,
-    "list_documents": NOTREQUIRED, "get_document": NOTREQUIRED, "search": NOTREQUIRED,
-    "history_list": NOTREQUIRED, "ask_continue": NOTREQUIRED,
-    "ask": NOTREQUIRED + "; Answer has undeclared 'retrieved' (and 'budget')",
-}
-_BROKEN_RE = "^(" + "|".join(KNOWN_BROKEN) + ")$"
-
-
 @pytest.fixture(scope="module")
 def fuzz_api(tmp_path_factory):
     with running_api(tmp_path_factory.mktemp("fuzz"), max_body_bytes=256 * 1024) as a:
@@ -74,20 +54,12 @@ def check(case, fuzz_api):
 FUZZ = settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 
 
-@schema.exclude(operation_id_regex=_BROKEN_RE).parametrize()
+@schema.parametrize()
 @FUZZ
 def test_fuzz_operation(case, fuzz_api):
     check(case, fuzz_api)
 
 
-@pytest.mark.xfail(strict=True, reason="schemathesis finds documented-schema violations: see KNOWN_BROKEN")
-@schema.include(operation_id_regex=_BROKEN_RE).parametrize()
-@FUZZ
-def test_fuzz_operation_known_broken(case, fuzz_api):
-    check(case, fuzz_api)
-
-
 def test_fuzz_covers_every_operation():
     ids = {op["operationId"] for ops in document()["paths"].values() for op in ops.values()}
-    assert set(KNOWN_BROKEN) <= ids, "KNOWN_BROKEN names an operation that does not exist"
     assert len(ids) == 17

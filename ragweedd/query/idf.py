@@ -10,9 +10,9 @@ Where a df comes from, fastest first:
 
 Words with df = 0 are not cached (see ``df``); words with df > 50 % of chunks are not cached (their
 df moves with every change and they are cheap to recount). Invalidation: the cache of a collection
-records the collection's chunk count and change sequence when it was (re)started, in two reserved rows. When the chunks added or
-deleted since then exceed 10 % of that count, the collection's cache rows are dropped and
-restarted. Smaller drift changes IDF values by at most ~0.1 nats, below what moves a plan.
+records the collection's chunk count and change sequence when it was (re)started, in two reserved
+rows. When the chunks added or deleted since then exceed 10 % of that count, the collection's cache
+rows are dropped and restarted. Smaller drift changes IDF values by at most ~0.1 nats, below what moves a plan.
 
 IDF is BM25's (Lucene form): ln(1 + (N - df + 0.5) / (df + 0.5)). It is positive for every df, about
 0.69 at df = N/2 and ln(2N + 1) for a word the collection has never seen (df = 0).

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 from typing import Any, Callable
 
 from ragweedd.config import Config
@@ -166,12 +165,11 @@ class Core:
         import numpy as np
 
         from ragweedd.index.clusters import analyse
-        from ragweedd.store.rag_db import RagDB
 
-        db = self.paths.rag_db(name)
-        if not Path(db).exists():
+        stores = self.services.stores
+        if not stores.has_rag(name):
             return {"chunks": 0}
-        rag = RagDB(db, name, readonly=True)
+        rag = stores.open_rag(name, readonly=True)
         try:
             rows = [r for r in rag.entropy_rows() if r[1] is not None and r[2] is not None]
         finally:
@@ -187,9 +185,7 @@ class Core:
         return {"chunks": len(rows), "entry_points": int(len(res.entry_labels))}
 
     def rebuild_fts(self, name: str) -> int:
-        from ragweedd.store.rag_db import RagDB
-
-        rag = RagDB(self.paths.rag_db(name), name)
+        rag = self.services.stores.open_rag(name)
         try:
             return rag.rebuild_fts()
         finally:
@@ -222,12 +218,12 @@ class Core:
         self.reindexed[name] = stored
 
     def _stored_embedder(self, name: str) -> str | None:
-        from ragweedd.store.rag_db import PRIMARY, RagDB
+        from ragweedd.store.rag_db import PRIMARY
 
-        db = self.paths.rag_db(name)
-        if not Path(db).exists():
+        stores = self.services.stores
+        if not stores.has_rag(name):
             return None
-        rag = RagDB(db, name, readonly=True)
+        rag = stores.open_rag(name, readonly=True)
         try:
             known = rag.embedder(PRIMARY)
         finally:

@@ -129,16 +129,14 @@ class DaemonEngine:
         return await asyncio.to_thread(self._get_document, int(doc_key))
 
     def _get_document(self, file_id: int) -> DocumentDetail:
-        from ragweedd.store.rag_db import RagDB
-
         r = self.core.read(lambda db: db.file_by_id(file_id))
         if r is None:
             raise NotFoundError(f"document '{file_id}' does not exist",
                                 hint="document keys come from GET /v1/documents")
         detail: list[ChunkDetail] = []
-        db = self.paths.rag_db(r["collection"])
-        if r["md5"] and Path(db).exists():
-            rag = RagDB(db, r["collection"], readonly=True)
+        stores = self.services.stores
+        if r["md5"] and stores.has_rag(r["collection"]):
+            rag = stores.open_rag(r["collection"], readonly=True)
             try:
                 ids = rag.chunk_ids_of(r["md5"])
                 hits = rag.hits(ids)

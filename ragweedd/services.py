@@ -15,7 +15,6 @@ never environment variables read at run time.
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ragweedd.answer.ask_flow import AskFlow
@@ -25,6 +24,8 @@ from ragweedd.contract import SearchResult
 from ragweedd.errors import RequestError
 from ragweedd.paths import Paths
 from ragweedd.query.vectors import VectorSearch
+from ragweedd.store.protocols import StoreBackend
+from ragweedd.store.sqlite_backend import SqliteBackend
 
 if TYPE_CHECKING:
     from ragweedd.daemon_core import Core
@@ -42,10 +43,13 @@ class Services:
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
         self._disk = disk_indexes
+        self.stores: StoreBackend = SqliteBackend(paths)
         self.vectors = VectorSearch(cfg, indexes if indexes is not None else disk_indexes)
-        self.history = HistoryStore(paths.history_db, max_entries=cfg.history_max_entries)
+        self.history = HistoryStore(self.stores.open_history(), max_entries=cfg.history_max_entries)
         self.ask_flow = AskFlow(cfg, self.history)
-        self._names = collection_names or self._indexed_on_disk
+        # the daemon names its collections (declared or added); a one-shot command knows those it finds
+        self._registry = collection_names is not None
+        self._names = collection_names or self.stores.indexed_collections
         self._local = threading.local()
         self._searchers: list[Searcher] = []
         self._lock = threading.Lock()
@@ -79,16 +83,13 @@ class Services:
         if names:
             missing = sorted(set(names) - set(have))
             if missing:
-                if self._names == self._indexed_on_disk:
+                if not self._registry:
                     raise NotFoundError(f"collection '{missing[0]}' has no index under {self.paths.collections}",
                                         hint="ingest it first: ragweedd ingest PATH --collection NAME")
                 raise NotFoundError(f"collection '{missing[0]}' does not exist",
                                     hint="list them with GET /v1/collections or ragweedctl status")
             return list(names)
-        return sorted(n for n in have if Path(self.paths.rag_db(n)).exists())
-
-    def _indexed_on_disk(self) -> list[str]:
-        return sorted(p.name for p in self.paths.collections.glob("*") if (p / "rag.sqlite3").exists())
+        return sorted(n for n in have if self.stores.has_rag(n))
 
     def search(self, query: str, collections: list[str] | None = None, limit: int = 10, *,
                path_glob: str | None = None, file_type: str | None = None, doc_id: str | None = None,
@@ -112,13 +113,14 @@ class Services:
         when the set of searchable collections changes; all of them are closed by close()."""
         from ragweedd.query.hybrid import Searcher
 
-        key = tuple(sorted(n for n in self._names() if Path(self.paths.rag_db(n)).exists()))
+        key = tuple(sorted(n for n in self._names() if self.stores.has_rag(n)))
         held = getattr(self._local, "searcher", None)
         if held is not None and held[0] == key and set(names) <= set(key):
             return held[1]
         if held is not None:
             self._release(held[1])
-        s = Searcher(self.cfg, self.paths, self.embedder, collections=list(key), vectors=self.vectors)
+        s = Searcher(self.cfg, self.paths, self.embedder, collections=list(key), vectors=self.vectors,
+                     stores=self.stores)
         with self._lock:
             if self._closed:
                 s.close()
@@ -135,7 +137,7 @@ class Services:
 
     def forget_collection(self, name: str) -> None:
         """A removed collection: no searcher may keep its database open."""
-        self.vectors.forget(str(self.paths.rag_db(name)))
+        self.vectors.forget(name)
         with self._lock:
             held, self._searchers = self._searchers, []
         for s in held:
@@ -164,7 +166,7 @@ def open_oneshot(cfg: Config, *, embedder: Any = None) -> Services:
 
     paths = Paths.from_config(cfg).ensure()
     setup_for(paths)  # before anything imports numba
-    return Services(cfg, paths, embedder=embedder, disk_indexes=DiskIndexes(cfg))
+    return Services(cfg, paths, embedder=embedder, disk_indexes=DiskIndexes(cfg, paths))
 
 
 def open_daemon(cfg: Config, *, embedder: Any = None, extract: Callable | None = None,

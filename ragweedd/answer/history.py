@@ -16,6 +16,7 @@ from typing import Any
 from ragweedd.errors import NotFoundError, RequestError, StorageError
 from ragweedd.logging import get_logger
 from ragweedd.store.history_db import HistoryDB
+from ragweedd.store.protocols import HistoryRows
 
 log = get_logger(__name__)
 
@@ -37,10 +38,11 @@ class HistoryStore:
     """Searches and answers, newest first. ``max_entries`` > 0 bounds the table: each insert drops
     the oldest rows beyond it (0 keeps everything)."""
 
-    def __init__(self, path: Path | str, *, max_entries: int = 0) -> None:
-        self.path = Path(path)
+    def __init__(self, rows: HistoryRows | Path | str, *, max_entries: int = 0) -> None:
+        """``rows``: the store's history rows (``StoreBackend.open_history()``), or the path of a
+        history.sqlite3 to open."""
         self.max_entries = int(max_entries or 0)
-        self.db = HistoryDB(self.path)
+        self.db: HistoryRows = HistoryDB(Path(rows)) if isinstance(rows, (str, Path)) else rows
 
     # --- writing ----------------------------------------------------------------------------------
     def add(self, kind: str, query: str, body: dict[str, Any], *, created_at: float | None = None) -> str:
@@ -84,7 +86,7 @@ class HistoryStore:
             if not isinstance(body, dict):
                 raise ValueError("not an object")
         except ValueError as e:
-            raise StorageError(f"history entry '{hid}' in {self.path} is damaged ({e})",
+            raise StorageError(f"history entry '{hid}' in {self.db} is damaged ({e})",
                                hint="delete the entry or move history.sqlite3 aside") from None
         return {**body, "id": r["id"], "kind": r["kind"], "query": r["query"], "created_at": iso(r["created_at"])}
 

@@ -138,9 +138,7 @@ def _ingest(cfg, args) -> int:
         raise
     try:
         if args.rebuild_fts:
-            from ragweedd.store.rag_db import RagDB
-
-            rag = RagDB(services.paths.rag_db(args.collection), args.collection)
+            rag = services.stores.open_rag(args.collection)
             try:
                 n = rag.rebuild_fts()
             finally:
@@ -158,7 +156,7 @@ def _ingest_files(services, args, roots, ignore) -> int:
     from ragweedd.watch.ignore import walk_files
 
     pipe = services.pipeline()
-    _refuse_other_embedder(pipe, args.collection)
+    _refuse_other_embedder(services, pipe.embedder, args.collection)
     counts: dict[str, int] = {}
     chunks = embedded = 0
     t0 = time.monotonic()
@@ -187,24 +185,21 @@ def _ingest_files(services, args, roots, ignore) -> int:
     return 1 if counts.get("failed") else 0
 
 
-def _refuse_other_embedder(pipe, collection: str) -> None:
+def _refuse_other_embedder(services, embedder, collection: str) -> None:
     """Vectors of two models never mix in one collection: refuse before anything is written."""
-    from pathlib import Path
-
     from ragweedd.errors import RequestError
-    from ragweedd.store.rag_db import PRIMARY, RagDB
+    from ragweedd.store.rag_db import PRIMARY
 
-    db = pipe.paths.rag_db(collection)
-    if not Path(db).exists():
+    if not services.stores.has_rag(collection):
         return
-    rag = RagDB(db, collection, readonly=True)
+    rag = services.stores.open_rag(collection, readonly=True)
     try:
         known = rag.embedder(PRIMARY)
     finally:
         rag.close()
-    if known is not None and known[0] != pipe.embedder.id:
+    if known is not None and known[0] != embedder.id:
         raise RequestError(
-            f"collection '{collection}' was embedded with {known[0]}, but embed.model is {pipe.embedder.id}",
+            f"collection '{collection}' was embedded with {known[0]}, but embed.model is {embedder.id}",
             hint="ingest with the collection's model, or let the daemon re-index it with the new one "
                  "(it does so at start when embed.model changes)")
 

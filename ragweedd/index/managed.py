@@ -13,12 +13,14 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from ragweedd.logging import get_logger
-from ragweedd.store.rag_db import PRIMARY, RagDB
+from ragweedd.store.protocols import RagStore
+from ragweedd.store.rag_db import PRIMARY
 
 if TYPE_CHECKING:
     import numpy as np
 
     from ragweedd.index.manager import IndexManager
+    from ragweedd.paths import Paths
 
 log = get_logger("ragweedd.index")
 MAX_INDEX_LAG = 256  # changes an index may trail the log by and still answer
@@ -51,13 +53,13 @@ class ManagedIndex:
 class DiskIndexes:
     """The lookup of a one-shot command; ``close()`` releases every loaded index."""
 
-    def __init__(self, cfg: Any) -> None:
-        self.cfg = cfg
+    def __init__(self, cfg: Any, paths: Paths) -> None:
+        self.cfg, self.paths = cfg, paths
         self._loaded: dict[str, ManagedIndex | None] = {}
         self._lock = threading.Lock()
 
-    def index_for(self, rag: RagDB) -> ManagedIndex | None:
-        key = str(rag.path)
+    def index_for(self, rag: RagStore) -> ManagedIndex | None:
+        key = rag.collection
         with self._lock:
             if key not in self._loaded:
                 self._loaded[key] = self._load(rag)
@@ -66,16 +68,17 @@ class DiskIndexes:
                 self._catch_up(idx, rag)
             return idx
 
-    def _load(self, rag: RagDB) -> ManagedIndex | None:
+    def _load(self, rag: RagStore) -> ManagedIndex | None:
         emb = rag.embedder(PRIMARY)
-        if emb is None or not (rag.path.parent / "header.bin").exists():
+        directory = self.paths.collection_dir(rag.collection)
+        if emb is None or not (directory / "header.bin").exists():
             return None
         if rag.chunk_count() < self.cfg.hnsw_exact_below:
             return None  # exact search is as fast here, and spares a one-shot process loading numba
         try:
             from ragweedd.index.manager import IndexManager
 
-            m = IndexManager(rag.path.parent, {PRIMARY: emb[1]}, config=self.cfg, start_flusher=False)
+            m = IndexManager(directory, {PRIMARY: emb[1]}, config=self.cfg, start_flusher=False)
             if m.status[PRIMARY] != "ok" or m.plan(PRIMARY, rag.max_seq(), rag.min_seq()) == "rebuild":
                 m.close(flush=False)
                 return None
@@ -85,7 +88,7 @@ class DiskIndexes:
             return None
 
     @staticmethod
-    def _catch_up(idx: ManagedIndex, rag: RagDB) -> None:
+    def _catch_up(idx: ManagedIndex, rag: RagStore) -> None:
         import numpy as np
 
         changes = rag.changes_after(idx.applied_seq())

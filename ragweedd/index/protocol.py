@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     import numpy as np
 
-    from ragweedd.store.rag_db import RagDB
+    from ragweedd.store.protocols import RagStore
 
 
 class VectorIndex(Protocol):
@@ -37,6 +37,6 @@ class VectorIndex(Protocol):
 
 
 class IndexLookup(Protocol):
-    def index_for(self, rag: RagDB) -> VectorIndex | None:
+    def index_for(self, rag: RagStore) -> VectorIndex | None:
         """The index of ``rag``'s collection, or None: then the stored vectors are searched exactly."""
         ...

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ragweedd.store.rag_db import PRIMARY, RagDB
+from ragweedd.store.protocols import RagStore
+from ragweedd.store.rag_db import PRIMARY
 
 if TYPE_CHECKING:
     import numpy as np
 
 
-def load_matrix(rag: RagDB, space: str = PRIMARY) -> tuple["np.ndarray", "np.ndarray"]:
+def load_matrix(rag: RagStore, space: str = PRIMARY) -> tuple["np.ndarray", "np.ndarray"]:
     """(ids int64 (n,), vectors float32 (n, dim)) of every stored chunk."""
     import numpy as np
 

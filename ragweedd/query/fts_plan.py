@@ -34,7 +34,7 @@ from typing import Any, Iterable
 
 from ragweedd.logging import get_logger
 from ragweedd.query.idf import CACHE_MAX_DF_FRACTION, IdfCache
-from ragweedd.store.fts_reader import FtsReader
+from ragweedd.store.protocols import KeywordReader
 
 log = get_logger("ragweedd.query.fts")
 
@@ -175,7 +175,7 @@ def _usable_synonym(s: str) -> bool:
     return bool(words) and all(len(w) > 1 and not w.isdigit() for w in words)
 
 
-def execute(fts: FtsReader, plan: Plan, limit: int, *, max_postings: int,
+def execute(fts: KeywordReader, plan: Plan, limit: int, *, max_postings: int,
             allowed: set[int] | None = None) -> tuple[list[tuple[int, float]], dict[str, Any]]:
     """Run the tiers; returns ([(chunk id, bm25 as a positive score)], meta)."""
     meta: dict[str, Any] = {"tier": None, "tiers": []}
@@ -220,7 +220,7 @@ def execute(fts: FtsReader, plan: Plan, limit: int, *, max_postings: int,
     return hits, meta
 
 
-def fts_search(fts: FtsReader, query: str, idf_cache: IdfCache, cfg, limit: int, *,
+def fts_search(fts: KeywordReader, query: str, idf_cache: IdfCache, cfg, limit: int, *,
                wordnet=None, synonym_status: dict | None = None,
                allowed: Iterable[int] | None = None) -> tuple[list[tuple[int, float]], dict[str, Any]]:
     t0 = time.perf_counter()

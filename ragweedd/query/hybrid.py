@@ -21,9 +21,7 @@ from ragweedd.query.idf import IdfCache
 from ragweedd.query.merge import Candidate, finish, fuse
 from ragweedd.query.vectors import VectorSearch
 from ragweedd.query.wordnet import open_wordnet, wordnet_status
-from ragweedd.store.fts_reader import FtsReader
-from ragweedd.store.idf_cache_db import IdfCacheDB
-from ragweedd.store.rag_db import RagDB
+from ragweedd.store.protocols import IdfCacheStore, KeywordReader, RagStore, StoreBackend
 
 log = get_logger("ragweedd.query")
 
@@ -31,12 +29,12 @@ MODES = ("hybrid", "dense", "keyword")
 
 
 class _Collection:
-    def __init__(self, rag: RagDB, cache: IdfCacheDB | None) -> None:
+    def __init__(self, rag: RagStore, fts: KeywordReader, cache: IdfCacheStore | None) -> None:
         self.rag = rag
         self.name = rag.collection
         # The keyword plan reads on its own connection so it can run beside the vector search; the
-        # IDF cache's validity checks run on the keyword thread too, so they use it, never rag.conn.
-        self.fts = FtsReader(rag.path)
+        # IDF cache's validity checks run on the keyword thread too, so they use it, never rag's.
+        self.fts = fts
         self.fts_lock = threading.Lock()
         self.idf = IdfCache(rag.collection, self.fts, n_docs=self.fts.chunk_count, seq=self.fts.max_seq,
                             cache=cache, changes_since=self.fts.change_counts_after)
@@ -51,22 +49,24 @@ class Searcher:
     indexes); without it the searcher makes its own over the collections' index files on disk."""
 
     def __init__(self, cfg, paths, embedder, *, collections: Iterable[str] | None = None,
-                 vectors: VectorSearch | None = None) -> None:
-        from ragweedd.query.simple import open_collections
+                 vectors: VectorSearch | None = None, stores: StoreBackend | None = None) -> None:
+        from ragweedd.query.simple import backend_of, open_collections
 
         self._disk = None
         if vectors is None:
             from ragweedd.index.managed import DiskIndexes
 
-            self._disk = DiskIndexes(cfg)
+            self._disk = DiskIndexes(cfg, paths)
             vectors = VectorSearch(cfg, self._disk)
         self.vectors = vectors
         self.cfg = cfg
         self.paths = paths
         self.embedder = embedder
-        self.idf_cache = _open_cache(paths)
-        opened = open_collections(paths, list(collections) if collections else None)
-        self.collections = [_Collection(r, self.idf_cache) for r in opened]
+        self.stores = backend_of(stores if stores is not None else paths)
+        self.idf_cache = _open_cache(self.stores)
+        opened = open_collections(self.stores, list(collections) if collections else None)
+        self.collections = [_Collection(r, self.stores.open_keyword_reader(r.collection), self.idf_cache)
+                            for r in opened]
         self.wordnet_status = wordnet_status(cfg)
         self.wordnet = open_wordnet(cfg)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fts")
@@ -211,11 +211,11 @@ def _ms(t: float) -> float:
     return round((time.perf_counter() - t) * 1000, 3)
 
 
-def _open_cache(paths) -> IdfCacheDB | None:
-    """The IDF cache in ingest_db, with a short busy timeout: the cache must never make a search
+def _open_cache(stores: StoreBackend) -> IdfCacheStore | None:
+    """The persistent IDF cache, with a short busy timeout: the cache must never make a search
     wait behind an ingest transaction."""
     try:
-        return IdfCacheDB(paths.ingest_db, timeout_s=0.05)
+        return stores.open_idf_cache(timeout_s=0.05)
     except Exception as e:  # noqa: BLE001 - a search works without the cache
         log.info("idf_cache_off", error=str(e))
         return None

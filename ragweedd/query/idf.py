@@ -26,8 +26,7 @@ from typing import Callable
 
 from ragweedd.errors import StorageError
 from ragweedd.logging import get_logger
-from ragweedd.store.fts_reader import FtsReader
-from ragweedd.store.idf_cache_db import IdfCacheDB
+from ragweedd.store.protocols import IdfCacheStore, KeywordReader
 
 log = get_logger("ragweedd.query.idf")
 
@@ -47,8 +46,8 @@ class IdfCache:
     ``n_docs`` and ``seq`` are callables so a cache lives as long as the collection handle and
     notices changes: ``seq()`` must be cheap (rag.max_seq() is an index lookup)."""
 
-    def __init__(self, collection: str, stats: FtsReader, *, n_docs: Callable[[], int],
-                 seq: Callable[[], int], cache: IdfCacheDB | None = None,
+    def __init__(self, collection: str, stats: KeywordReader, *, n_docs: Callable[[], int],
+                 seq: Callable[[], int], cache: IdfCacheStore | None = None,
                  changes_since: Callable[[int], tuple[int, int]] | None = None) -> None:
         self.collection = collection
         self.stats = stats

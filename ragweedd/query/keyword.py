@@ -7,10 +7,10 @@ ever reach MATCH.
 from __future__ import annotations
 
 from ragweedd.query.fts_plan import fts_string, query_words
-from ragweedd.store.rag_db import RagDB
+from ragweedd.store.protocols import RagStore
 
 
-def bm25_search(rag: RagDB, query: str, k: int, *, mode: str = "OR") -> list[tuple[int, float]]:
+def bm25_search(rag: RagStore, query: str, k: int, *, mode: str = "OR") -> list[tuple[int, float]]:
     """[(chunk id, bm25 score as a positive number, higher is better)]."""
     words = query_words(query)
     if not words:

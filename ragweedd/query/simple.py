@@ -5,31 +5,40 @@ The hybrid pipeline of DESIGN §8 builds on these two halves.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from ragweedd.paths import Paths
 from ragweedd.query.exact import load_matrix, top_k
 from ragweedd.query.keyword import bm25_search
-from ragweedd.store.rag_db import RagDB
+from ragweedd.store.protocols import RagStore, StoreBackend
 
 
-def open_collections(paths: Paths, names: list[str] | None) -> list[RagDB]:
+def backend_of(stores: StoreBackend | Paths) -> StoreBackend:
+    """The store backend to open collections through (a data directory's SQLite files when given
+    its Paths)."""
+    if isinstance(stores, Paths):
+        from ragweedd.store.sqlite_backend import SqliteBackend
+
+        return SqliteBackend(stores)
+    return stores
+
+
+def open_collections(stores: StoreBackend | Paths, names: list[str] | None) -> list[RagStore]:
+    stores = backend_of(stores)
     if names is None:
-        names = sorted(p.name for p in paths.collections.glob("*") if (p / "rag.sqlite3").exists())
+        names = stores.indexed_collections()
     out = []
     for n in names:
-        db = paths.rag_db(n)
-        if not Path(db).exists():
+        if not stores.has_rag(n):
             from ragweedd.errors import NotFoundError
 
-            raise NotFoundError(f"collection '{n}' has no index at {db}",
+            raise NotFoundError(f"collection '{n}' has no index yet",
                                 hint="ingest into it first: ragweedd ingest PATH --collection " + n)
-        out.append(RagDB(db, n))
+        out.append(stores.open_rag(n))
     return out
 
 
-def dense_search(rags: list[RagDB], embedder, query: str, k: int) -> list[dict[str, Any]]:
+def dense_search(rags: list[RagStore], embedder, query: str, k: int) -> list[dict[str, Any]]:
     """Exact (brute-force) vector search: the reference the HNSW index is checked against."""
     from ragweedd.embed.long import embed_texts
 
@@ -37,12 +46,12 @@ def dense_search(rags: list[RagDB], embedder, query: str, k: int) -> list[dict[s
     return _ranked(rags, lambda rag: top_k(*load_matrix(rag), qv, k), k)
 
 
-def keyword_search(rags: list[RagDB], query: str, k: int) -> list[dict[str, Any]]:
+def keyword_search(rags: list[RagStore], query: str, k: int) -> list[dict[str, Any]]:
     """Plain FTS5 BM25 over every query word (OR), no tiers or synonyms."""
     return _ranked(rags, lambda rag: bm25_search(rag, query, k), k)
 
 
-def _ranked(rags: list[RagDB], score, k: int) -> list[dict[str, Any]]:
+def _ranked(rags: list[RagStore], score, k: int) -> list[dict[str, Any]]:
     hits: list[dict[str, Any]] = []
     for rag in rags:
         scored = score(rag)

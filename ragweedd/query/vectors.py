@@ -17,7 +17,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Iterable
 
-from ragweedd.store.rag_db import PRIMARY, RagDB
+from ragweedd.store.protocols import RagStore
+from ragweedd.store.rag_db import PRIMARY
 
 if TYPE_CHECKING:
     import numpy as np
@@ -34,7 +35,7 @@ class VectorSearch:
         self._matrices: dict[tuple[str, str], tuple[int, np.ndarray, np.ndarray]] = {}
         self._lock = threading.Lock()
 
-    def search(self, rag: RagDB, qvec: np.ndarray, k: int, *, allowed: Iterable[int] | None = None,
+    def search(self, rag: RagStore, qvec: np.ndarray, k: int, *, allowed: Iterable[int] | None = None,
                space: str = PRIMARY) -> list[tuple[int, float]]:
         """The k chunks of ``rag`` most similar to the unit vector ``qvec``: [(chunk id, dot product)],
         best first. ``allowed`` restricts the candidates (filters by path, type or document)."""
@@ -66,10 +67,10 @@ class VectorSearch:
         _check_dim(rag, q, mat.shape[1])
         return top_k(ids, mat, q, k)
 
-    def _matrix(self, rag: RagDB, space: str) -> tuple[np.ndarray, np.ndarray]:
+    def _matrix(self, rag: RagStore, space: str) -> tuple[np.ndarray, np.ndarray]:
         from ragweedd.query.exact import load_matrix
 
-        key = (str(rag.path), space)
+        key = (rag.collection, space)
         seq = rag.max_seq()
         with self._lock:
             hit = self._matrices.get(key)
@@ -80,14 +81,14 @@ class VectorSearch:
             self._matrices[key] = (seq, ids, mat)
         return ids, mat
 
-    def forget(self, rag_path: str) -> None:
+    def forget(self, collection: str) -> None:
         """Drop the cached matrices of a removed collection."""
         with self._lock:
-            for key in [k for k in self._matrices if k[0] == str(rag_path)]:
+            for key in [k for k in self._matrices if k[0] == collection]:
                 del self._matrices[key]
 
 
-def _with_tail(rag: RagDB, q: np.ndarray, k: int, applied: int,
+def _with_tail(rag: RagStore, q: np.ndarray, k: int, applied: int,
                hits: list[tuple[int, float]]) -> list[tuple[int, float]]:
     """Bring index hits up to the change log: the index thread applies committed changes a moment
     after the ingest transaction, and a search in between must neither miss the new chunks nor
@@ -121,7 +122,7 @@ def _stacked(vecs: dict[int, bytes]) -> tuple[np.ndarray, np.ndarray]:
     return ids, np.frombuffer(b"".join(vecs.values()), dtype=np.float32).reshape(len(ids), -1)
 
 
-def _check_dim(rag: RagDB, q: np.ndarray, dim: int) -> None:
+def _check_dim(rag: RagStore, q: np.ndarray, dim: int) -> None:
     from ragweedd.errors import InvalidVectorError
 
     if q.shape[0] != dim:
@@ -130,7 +131,7 @@ def _check_dim(rag: RagDB, q: np.ndarray, dim: int) -> None:
             hint="the collection was embedded with another model: search with that model or re-embed it")
 
 
-def vectors_of(rag: RagDB, ids: list[int], space: str = PRIMARY) -> dict[int, np.ndarray]:
+def vectors_of(rag: RagStore, ids: list[int], space: str = PRIMARY) -> dict[int, np.ndarray]:
     """Stored unit vectors of the given chunks (chunks without a vector are absent)."""
     import numpy as np
 

@@ -39,6 +39,9 @@ MIGRATIONS: list[Migration] = [
 
 
 class HistoryDB:
+    def __str__(self) -> str:  # error messages name the file
+        return str(self.path)
+
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()

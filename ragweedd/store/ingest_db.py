@@ -162,19 +162,6 @@ class IngestDB:
         """One ingest_files row (live or not) by its id: the document key of the API."""
         return self.conn.execute("SELECT * FROM ingest_files WHERE id=?", (file_id,)).fetchone()
 
-    def list_files(self, collection: str | None = None, states: Sequence[str] | None = None) -> list[sqlite3.Row]:
-        """Live rows, of one collection or all, optionally only those in ``states``, ordered by
-        collection then path."""
-        where, args = ["superseded=0"], []
-        if collection:
-            where.append("collection=?")
-            args.append(collection)
-        if states is not None:
-            where.append(f"extract_status IN ({','.join('?' * len(states))})")
-            args.extend(states)
-        return self.conn.execute(f"SELECT * FROM ingest_files WHERE {' AND '.join(where)}"
-                                 " ORDER BY collection, source_file", args).fetchall()
-
     def live_paths_for_md5(self, collection: str, md5: str) -> list[str]:
         rows = self.conn.execute(
             "SELECT source_file FROM ingest_files WHERE collection=? AND md5=? AND superseded=0 "

@@ -226,9 +226,17 @@ def test_named_reads_for_the_daemon_and_engine(tmp_path):
     for name, st in (("/r/a", "done"), ("/r/b", "failed"), ("/r/sub/c", "done")):
         db.set_file("c", name, md5=name, size=1, mtime_ns=1, inode=1, status=st)
     db.set_file("d", "/s/x", md5="x", size=1, mtime_ns=1, inode=1, status="pending")
-    assert [r["source_file"] for r in db.list_files()] == ["/r/a", "/r/b", "/r/sub/c", "/s/x"]
-    assert [r["source_file"] for r in db.list_files("c", ["failed"])] == ["/r/b"]
-    first = db.list_files("c")[0]
+    def page(collection=None, states=None, glob=None, offset=0, limit=50):
+        rows, total = db.live_files_page(collection=collection, states=states, path_glob=glob, offset=offset,
+                                         limit=limit)
+        return [r["source_file"] for r in rows], total
+
+    assert page() == (["/r/a", "/r/b", "/r/sub/c", "/s/x"], 4)
+    assert page("c", ["failed"]) == (["/r/b"], 1)
+    assert page(offset=1, limit=2) == (["/r/b", "/r/sub/c"], 4)
+    assert page(glob="c") == (["/r/sub/c"], 1) and page(glob="/r/*") == (["/r/a", "/r/b", "/r/sub/c"], 3)
+    assert page(glob="[!a-b]") == (["/r/sub/c", "/s/x"], 2)  # fnmatch's negated class
+    first = db.live_files_page(collection="c", states=None, path_glob=None, offset=0, limit=1)[0][0]
     assert db.file_by_id(first["id"])["source_file"] == "/r/a" and db.file_by_id(10**9) is None
     assert db.counts_by_state() == {"done": 2, "failed": 1, "pending": 1}
     assert db.done_count("c") == 2 and db.is_live("c", "/r/b") and not db.is_live("d", "/r/b")
@@ -237,5 +245,5 @@ def test_named_reads_for_the_daemon_and_engine(tmp_path):
     db.save_collection("d", ["/s"], ["*.tmp"], "topic")
     assert db.run_time_collections() == [("d", ["/s"], ["*.tmp"], "topic")]
     db.forget_collection_files("d", also_collection=True)
-    assert db.run_time_collections() == [] and db.list_files("d") == []
+    assert db.run_time_collections() == [] and page("d") == ([], 0)
     db.close()

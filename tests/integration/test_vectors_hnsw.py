@@ -69,7 +69,7 @@ def test_daemon_manager_and_disk_files_answer_like_exact_search(tmp_path):
     new.write_text("zebraword zebraword zebraword quagga.")
     pipe.ingest_file("c", new, docs)
     q = embed_texts(emb, ["zebraword quagga"])[0]
-    disk = DiskIndexes(cfg)
+    disk = DiskIndexes(cfg, paths)
     got = VectorSearch(cfg, disk).search(rag, q, 5)
     assert disk.index_for(rag) is not None, "the files were used, not exact search"
     assert got[0][0] == _exact(rag, q, 1)[0][0]

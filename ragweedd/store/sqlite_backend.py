@@ -1,0 +1,49 @@
+"""The SQLite implementation of the storage seam (ragweedd/store/protocols.py): one data directory,
+``ingest_db.sqlite3`` and ``history.sqlite3`` shared, one ``rag.sqlite3`` per collection."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ragweedd.store.fts_reader import FtsReader
+from ragweedd.store.history_db import HistoryDB
+from ragweedd.store.idf_cache_db import IdfCacheDB
+from ragweedd.store.ingest_db import IngestDB
+from ragweedd.store.job_queue import JobQueue
+from ragweedd.store.rag_db import RagDB
+
+if TYPE_CHECKING:
+    from ragweedd.paths import Paths
+
+
+class SqliteBackend:
+    def __init__(self, paths: Paths) -> None:
+        self.paths = paths
+
+    def open_rag(self, collection: str, *, readonly: bool = False) -> RagDB:
+        return RagDB(self.paths.rag_db(collection), collection, readonly=readonly)
+
+    def has_rag(self, collection: str) -> bool:
+        return Path(self.paths.rag_db(collection)).exists()
+
+    def indexed_collections(self) -> list[str]:
+        return sorted(p.name for p in self.paths.collections.glob("*") if (p / "rag.sqlite3").exists())
+
+    def open_ingest(self, *, readonly: bool = False) -> IngestDB:
+        return IngestDB(self.paths.ingest_db, readonly=readonly)
+
+    def open_jobs(self, *, max_tries: int) -> JobQueue:
+        return JobQueue(self.paths.ingest_db, max_tries=max_tries)
+
+    def open_keyword_reader(self, collection: str) -> FtsReader:
+        return FtsReader(self.paths.rag_db(collection))
+
+    def open_idf_cache(self, *, timeout_s: float) -> IdfCacheDB:
+        p = Path(self.paths.ingest_db)
+        if not p.exists():
+            IngestDB(p).close()  # the cache's table comes with ingest_db's schema
+        return IdfCacheDB(p, timeout_s=timeout_s)
+
+    def open_history(self) -> HistoryDB:
+        return HistoryDB(self.paths.history_db)

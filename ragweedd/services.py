@@ -53,6 +53,7 @@ class Services:
         self._local = threading.local()
         self._searchers: list[Searcher] = []
         self._lock = threading.Lock()
+        self._generation = 0  # bumped when a collection is removed: searchers opened before are stale
         self._closed = False
 
     # --- parts ------------------------------------------------------------------------------------
@@ -113,13 +114,13 @@ class Services:
         when the set of searchable collections changes; all of them are closed by close()."""
         from ragweedd.query.hybrid import Searcher
 
-        key = tuple(sorted(n for n in self._names() if self.stores.has_rag(n)))
+        key = (self._generation, *sorted(n for n in self._names() if self.stores.has_rag(n)))
         held = getattr(self._local, "searcher", None)
-        if held is not None and held[0] == key and set(names) <= set(key):
+        if held is not None and held[0] == key and set(names) <= set(key[1:]):
             return held[1]
         if held is not None:
             self._release(held[1])
-        s = Searcher(self.cfg, self.paths, self.embedder, collections=list(key), vectors=self.vectors,
+        s = Searcher(self.cfg, self.paths, self.embedder, collections=list(key[1:]), vectors=self.vectors,
                      stores=self.stores)
         with self._lock:
             if self._closed:
@@ -136,13 +137,12 @@ class Services:
         s.close()
 
     def forget_collection(self, name: str) -> None:
-        """A removed collection: no searcher may keep its database open."""
+        """A removed collection: every thread's searcher is replaced at its next search (one still
+        searching finishes first), so none keeps the removed database open or serves it again
+        should a collection of the same name come back."""
         self.vectors.forget(name)
         with self._lock:
-            held, self._searchers = self._searchers, []
-        for s in held:
-            s.close()
-        self._local = threading.local()
+            self._generation += 1
 
     def close(self) -> None:
         with self._lock:

@@ -23,6 +23,24 @@ def _indexed_daemon(daemon, root, collection: str, files: dict[str, str]):
     return d
 
 
+def test_oneshot_ingest_beside_a_running_daemon_stops_and_names_it(daemon, tmp_path):
+    folder = tmp_path / "n"
+    d = _indexed_daemon(daemon, folder, "n", {"a.txt": "Indexed by the daemon: albatross."})
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "b.txt").write_text("Must not be written beside the daemon: bandicoot.")
+    for argv in (["ingest", str(other), "-c", "n"], ["ingest", str(other), "-c", "fresh"],
+                 ["ingest", "-c", "n", "--rebuild-fts"]):
+        r = subprocess.run([sys.executable, "-m", "ragweedd", "--config", str(d.cfg), *argv], env=d.env, cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 1, (argv, r.stdout, r.stderr)
+        assert f"pid {d.proc.pid}" in r.stderr and "writes this data directory" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr
+    assert not (d.base / "data" / "collections" / "fresh").exists()
+    assert not [h for h in d.search("bandicoot") if "bandicoot" in h["text"]]
+    assert [h for h in d.search("albatross") if "albatross" in h["text"]]  # the daemon is unharmed
+
+
 def test_second_instance_exits_with_already_running(daemon, tmp_path):
     folder = tmp_path / "n"
     folder.mkdir()

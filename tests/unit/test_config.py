@@ -117,3 +117,5 @@ def test_config_dataclass_fields_match_keys():
 def test_example_config_is_valid():
     c = load_config(ROOT / "config" / "ragweedd.example.toml", env={})
     assert "examples" in c.collections
+    # ragweedctl finds the daemon `make run` starts through the default state directory
+    assert c.state_dir == "" and c.data_dir.endswith(".ragweed-run/data")

@@ -106,21 +106,22 @@ class Services:
                                     "ragweedd ingest PATH --collection NAME")
         f = Filters.make(collections=names, path_glob=path_glob, file_types=[file_type] if file_type else None,
                          doc_ids=[doc_id] if doc_id else None)
-        res: SearchResult = self._searcher(names).search(query, filters=f, limit=limit, mode=mode)  # type: ignore[assignment]
+        res: SearchResult = self.searcher(names).search(query, filters=f, limit=limit, mode=mode)  # type: ignore[assignment]
         return res
 
-    def _searcher(self, names: list[str]) -> Searcher:
+    def searcher(self, names: list[str]) -> Searcher:
         """Each thread keeps its own Searcher (connections, IDF caches, WordNet handles), rebuilt
         when the set of searchable collections changes; all of them are closed by close()."""
         from ragweedd.query.hybrid import Searcher
 
-        key = (self._generation, *sorted(n for n in self._names() if self.stores.has_rag(n)))
+        have = sorted(n for n in self._names() if self.stores.has_rag(n))
+        key = (self._generation, tuple(have))
         held = getattr(self._local, "searcher", None)
-        if held is not None and held[0] == key and set(names) <= set(key[1:]):
+        if held is not None and held[0] == key and set(names) <= set(have):
             return held[1]
         if held is not None:
             self._release(held[1])
-        s = Searcher(self.cfg, self.paths, self.embedder, collections=list(key[1:]), vectors=self.vectors,
+        s = Searcher(self.cfg, self.paths, self.embedder, collections=have, vectors=self.vectors,
                      stores=self.stores)
         with self._lock:
             if self._closed:

@@ -104,11 +104,9 @@ def file_name(doc_id: str) -> str:
     return "h" + hashlib.sha1(doc_id.encode("utf-8")).hexdigest() + ".txt"
 
 
-def prepare(ds: Dataset, cfg, embedder, workdir: Path, *, progress: Callable[[str], None] | None = None):
-    """Ingest the corpus (once) into a scratch collection; returns (Paths, {file name: doc id})."""
-    from ragweedd.ingest.pipeline import Pipeline
-    from ragweedd.paths import Paths
-
+def prepare(ds: Dataset, services, workdir: Path, *,
+            progress: Callable[[str], None] | None = None) -> dict[str, str]:
+    """Ingest the corpus (once) into a scratch collection; returns {file name: doc id}."""
     docs = workdir / "docs"
     docs.mkdir(parents=True, exist_ok=True)
     names = {}
@@ -119,8 +117,7 @@ def prepare(ds: Dataset, cfg, embedder, workdir: Path, *, progress: Callable[[st
         body = (title.strip() + "\n\n" + text.strip()).strip() + "\n"
         if not p.exists() or p.read_text(encoding="utf-8") != body:
             p.write_text(body, encoding="utf-8")
-    paths = Paths(workdir / "data", workdir / "state", workdir / "cache").ensure()
-    pipe = Pipeline(cfg, paths, embedder)
+    pipe = services.pipeline()
     t0 = time.monotonic()
     try:
         _warm_embed_cache(pipe, [docs / n for n in sorted(names)], progress)
@@ -132,7 +129,7 @@ def prepare(ds: Dataset, cfg, embedder, workdir: Path, *, progress: Callable[[st
                 progress(f"ingested {n}/{len(names)} documents, {time.monotonic() - t0:.0f} s")
     finally:
         pipe.close()
-    return paths, names
+    return names
 
 
 def _warm_embed_cache(pipe, files: list[Path], progress=None, batch: int = 64) -> None:
@@ -142,7 +139,6 @@ def _warm_embed_cache(pipe, files: list[Path], progress=None, batch: int = 64) -
     the text hashes are the ones it will look up."""
     from ragweedd.chunk.chunker import chunk_document
     from ragweedd.embed.long import embed_texts
-    from ragweedd.store.sqlite import transaction
 
     eid = pipe.embedder.id
     todo: dict[str, str] = {}
@@ -161,9 +157,8 @@ def _warm_embed_cache(pipe, files: list[Path], progress=None, batch: int = 64) -
     for i in range(0, len(items), batch):
         part = items[i:i + batch]
         vecs = embed_texts(pipe.embedder, [t for _, t in part], batch_size=batch)
-        with transaction(pipe.db.conn):
-            pipe.db.store_vectors(eid, pipe.embedder.dim, [(h, vecs[j].astype("float32").tobytes())
-                                                           for j, (h, _) in enumerate(part)])
+        pipe.db.store_vectors(eid, pipe.embedder.dim, [(h, vecs[j].astype("float32").tobytes())
+                                                       for j, (h, _) in enumerate(part)])
         if progress and (i // batch) % 20 == 0:
             progress(f"embedded {i + len(part)}/{len(items)} chunks, {time.monotonic() - t0:.0f} s")
 
@@ -173,7 +168,7 @@ def run(directory: str | Path, cfg, embedder, *, split: str = "train", limit: in
         progress: Callable[[str], None] | None = None, samples: int = 1000) -> dict[str, Any]:
     from ragweedd.chunk.chunker import ChunkParams
     from ragweedd.paths import Paths
-    from ragweedd.query.hybrid import Searcher
+    from ragweedd.services import open_oneshot
 
     ds = load(directory, split)
     qids = sorted(ds.qrels, key=lambda q: (len(q), q))
@@ -185,34 +180,48 @@ def run(directory: str | Path, cfg, embedder, *, split: str = "train", limit: in
     if workdir is None:
         key = hashlib.sha1(f"{ds.fingerprint}|{embedder.id}|{tokens}|{cfg.chunk_overlap_pct}".encode()).hexdigest()[:12]
         workdir = Paths.from_config(cfg).cache / "eval" / f"{ds.name}-{key}"
+    workdir = Path(workdir)
+    # the scratch collection lives in its own data directory, built like any one-shot command's
+    scratch = with_overrides(cfg, data_dir=str(workdir / "data"), state_dir=str(workdir / "state"),
+                             cache_dir=str(workdir / "cache"))
+    services = open_oneshot(scratch, embedder=embedder)
+    try:
+        return _run(ds, split, qids, services, workdir, depth, modes, tokens, samples, progress)
+    finally:
+        services.close()
+
+
+def _run(ds: Dataset, split: str, qids: list[str], services, workdir: Path, depth: int, modes: tuple[str, ...],
+         tokens: int, samples: int, progress: Callable[[str], None] | None) -> dict[str, Any]:
+    cfg, embedder = services.cfg, services.embedder
     t0 = time.monotonic()
-    paths, names = prepare(ds, cfg, embedder, Path(workdir), progress=progress)
+    names = prepare(ds, services, workdir, progress=progress)
     ingest_s = time.monotonic() - t0
     qrels = {q: ds.qrels[q] for q in qids}
     out: dict[str, Any] = {"dataset": ds.name, "split": split, "queries": len(qids), "documents": len(ds.corpus),
                            "embedder": embedder.id, "chunk_tokens": tokens, "fusion": cfg.fusion,
                            "depth": depth, "ingest_s": round(ingest_s, 1), "modes": {}}
-    with Searcher(cfg, paths, embedder, collections=["eval"]) as s:
-        out["chunks"] = s.collections[0].rag.chunk_count()
-        for mode in modes:
-            t = time.monotonic()
-            runs, tiers = {}, {}
-            for q in qids:
-                res = s.search(ds.queries[q], mode=mode, limit=depth, top_k=depth)
-                ranking: list[str] = []
-                for h in res["results"]:
-                    did = names.get(h["filename"])
-                    if did is not None and did not in ranking:
-                        ranking.append(did)
-                runs[q] = ranking
-                tier = (res["retrieval_meta"].get("tier") or {}).get("eval")
-                tiers[str(tier)] = tiers.get(str(tier), 0) + 1
-            secs = time.monotonic() - t
-            out["modes"][mode] = {"metrics": summarise(runs, qrels, samples=samples),
-                                  "seconds": round(secs, 1), "ms_per_query": round(1000 * secs / max(1, len(qids)), 2),
-                                  "tiers": tiers if mode != "dense" else None}
-            if progress:
-                progress(f"{mode}: nDCG@10 {out['modes'][mode]['metrics']['ndcg@10']['mean']:.4f} ({secs:.0f} s)")
+    s = services.searcher(["eval"])
+    out["chunks"] = s.collections[0].rag.chunk_count()
+    for mode in modes:
+        t = time.monotonic()
+        runs, tiers = {}, {}
+        for q in qids:
+            res = s.search(ds.queries[q], mode=mode, limit=depth, top_k=depth)
+            ranking: list[str] = []
+            for h in res["results"]:
+                did = names.get(h["filename"])
+                if did is not None and did not in ranking:
+                    ranking.append(did)
+            runs[q] = ranking
+            tier = (res["retrieval_meta"].get("tier") or {}).get("eval")
+            tiers[str(tier)] = tiers.get(str(tier), 0) + 1
+        secs = time.monotonic() - t
+        out["modes"][mode] = {"metrics": summarise(runs, qrels, samples=samples),
+                              "seconds": round(secs, 1), "ms_per_query": round(1000 * secs / max(1, len(qids)), 2),
+                              "tiers": tiers if mode != "dense" else None}
+        if progress:
+            progress(f"{mode}: nDCG@10 {out['modes'][mode]['metrics']['ndcg@10']['mean']:.4f} ({secs:.0f} s)")
     return out
 
 

@@ -16,7 +16,6 @@ import contextlib
 import http.client
 import json
 import socket
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -26,6 +25,7 @@ from ragweedd.config import load_config
 from ragweedd.engine import DaemonEngine
 from ragweedd.paths import Paths
 from ragweedd.services import open_daemon
+from tests.tools import wait_until  # noqa: F401 - the API tests import it from here
 
 ENGINE_METHODS = ("status", "list_collections", "add_collection", "remove_collection", "scan", "reanalyze",
                   "rebuild_fts", "list_documents", "get_document", "upload", "search", "ask", "ask_continue",
@@ -53,18 +53,6 @@ def API_KEY_LLM_TOML(llm) -> str:  # noqa: N802 - reads like the constant it sta
 
     return "\n".join(["[llm]", 'synthesis = "openai:test-model"', f'openai_base_url = "{llm.url}/v1"',
                       f'openai_api_key = "{API_KEY}"', "max_retries = 0", "timeout_s = 20"])
-
-
-def wait_until(pred: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
-    """Poll ``pred`` until it returns something truthy; fail with ``what`` and the last value."""
-    end = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < end:
-        last = pred()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what} (last value {last!r})")
 
 
 @dataclass
@@ -156,7 +144,7 @@ class Api:
         """Until every file in ``names`` is indexed and the queue is idle (polled over the API)."""
         want = set(names)
         wait_until(lambda: want <= set(self.indexed(collection)) and self.idle(), timeout,
-                   f"{sorted(want)} indexed in '{collection}' and the queue idle")
+                   what=f"{sorted(want)} indexed in '{collection}' and the queue idle")
 
     def write_file(self, name: str, text: str) -> Path:
         p = self.docs_dir / name

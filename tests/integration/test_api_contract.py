@@ -89,7 +89,7 @@ def api(tmp_path_factory):
     """Read-only tests (searches and answers add history entries, nothing else changes)."""
     with running_api(tmp_path_factory.mktemp("contract"), files=FILES, expect=set(DOCS),
                      max_body_bytes=MAX_BODY) as a:
-        wait_until(lambda: a.ok("GET", "/v1/documents?state=failed")["total"] == 1, 30, "broken.pdf failed")
+        wait_until(lambda: a.ok("GET", "/v1/documents?state=failed")["total"] == 1, 30, what="broken.pdf failed")
         yield a
 
 
@@ -609,7 +609,7 @@ def test_client_disconnect_mid_stream_frees_the_slot(llm_api, llm):
     state = llm_api.server.app[STATE_KEY]
     assert state.answers_in_flight == 1
     s.close()
-    wait_until(lambda: state.answers_in_flight == 0, 20, "the answer slot to be released after the disconnect")
+    wait_until(lambda: state.answers_in_flight == 0, 20, what="the answer slot to be released after the disconnect")
     assert llm_api.request("GET", "/v1/health", token=None)[0] == 200
 
 

@@ -187,7 +187,7 @@ def test_concurrent_answers_are_capped(tmp_path):
         for t in threads:
             t.start()
         state = a.server.app[STATE_KEY]
-        wait_until(lambda: state.answers_in_flight == 2, 10, "two answers in flight")
+        wait_until(lambda: state.answers_in_flight == 2, 10, what="two answers in flight")
         t0 = time.monotonic()
         status, hdrs, body = a.request("POST", "/v1/ask", body={"query": "hnsw", "stream": False})
         assert status == 429 and body["error"]["code"] == "too_many_answers"
@@ -199,7 +199,7 @@ def test_concurrent_answers_are_capped(tmp_path):
         assert [r[0] for r in results] == [200, 200]
         assert llm.max_in_flight == 2
         # the slots are given back (the counter drops just after the last byte is sent)
-        wait_until(lambda: state.answers_in_flight == 0, 10, "the answer slots to be given back")
+        wait_until(lambda: state.answers_in_flight == 0, 10, what="the answer slots to be given back")
         assert a.request("POST", "/v1/ask", body={"query": "hnsw", "stream": False})[0] == 200
 
 

@@ -16,11 +16,12 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import requests
+
+from tests.tools import wait_until  # noqa: F401 - the system tests import it from here
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,17 +30,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def wait_until(pred, timeout: float, interval: float = 0.1, what: str = "condition"):
-    end = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < end:
-        last = pred()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what} (last value {last!r})")
 
 
 class Daemon:

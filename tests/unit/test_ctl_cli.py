@@ -48,7 +48,7 @@ def _clear_script(llm):
 def api(tmp_path_factory, llm):
     with running_api(tmp_path_factory.mktemp("ctl"), files=FILES, expect=set(DOCS), extra_toml=API_KEY_LLM_TOML(llm),
                      top_toml="max_tokens = 16") as a:
-        wait_until(lambda: a.ok("GET", "/v1/documents?state=failed")["total"] == 1, 30, "broken.pdf failed")
+        wait_until(lambda: a.ok("GET", "/v1/documents?state=failed")["total"] == 1, 30, what="broken.pdf failed")
         yield a
 
 
@@ -101,7 +101,7 @@ def test_status_shows_ingest_progress_while_files_are_indexed(tmp_path):
             def progress():
                 code, out, _ = run(a, "status")
                 return code == 0 and re.search(r"ingest: (\d+)/(\d+) files, [\d.]+ files/s, [\d.]+ chunks/s", out)
-            m = wait_until(progress, 30, "ingest progress in ragweedctl status", interval=0.1)
+            m = wait_until(progress, 30, what="ingest progress in ragweedctl status", interval=0.1)
             assert int(m.group(2)) == len(files) and int(m.group(1)) < len(files), m.group(0)
             code, out, _ = run(a, "status", "--json")
             ing = json.loads(out)["ingest"]

@@ -210,8 +210,7 @@ class Collections:
         return {"name": name, "paths": list(st.conf.paths), "ignore": list(st.conf.ignore), "topic": st.conf.topic,
                 "documents": docs, "available": st.available,
                 "roots": [{"path": r, "state": st.roots.get(r, "unknown"),
-                           "watch": ("polling" if (name, r) in self.watcher.degraded
-                                     else "native" if self.watcher.watching(name, r) else "none")}
+                           "watch": self.watcher.mode(name, r)}
                           for r in st.conf.paths],
                 "from_config": st.from_config, "last_scan": st.last_scan}
 

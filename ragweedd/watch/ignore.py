@@ -2,7 +2,9 @@
 
 Patterns match a path relative to its collection root. A pattern ending in "/" matches a directory
 anywhere in the path; other patterns match the file name, or the whole relative path when they
-contain "/" ("drafts/**").
+contain "/" ("drafts/**"). A pattern starting with "/" is a literal path from the root: that file
+or folder and everything below it (the daemon's own directories are excluded this way, whatever
+characters their names hold).
 """
 
 from __future__ import annotations
@@ -24,7 +26,11 @@ def is_ignored(rel_path: str, extra: Iterable[str] = ()) -> bool:
     parts = rel.split("/")
     name = parts[-1]
     for pat in (*DEFAULT_IGNORES, *extra):
-        if pat.endswith("/"):
+        if pat.startswith("/"):
+            lit = pat.strip("/")
+            if lit and (rel.rstrip("/") == lit or rel.startswith(lit + "/")):
+                return True
+        elif pat.endswith("/"):
             d = pat[:-1]
             if (any(fnmatch.fnmatchcase(p, d) for p in parts[:-1])
                     or (rel.endswith("/") and fnmatch.fnmatchcase(name, d))):

@@ -87,7 +87,9 @@ class _Handler:
             if self._wanted(src) or self.w.is_known(self.collection, src):
                 d.delete(self.collection, src, self.root)
         elif etype == "deleted":
-            if self._rel(src) is not None:
+            # An ignored path only matters when it was indexed (ignored after it was): the
+            # daemon's own journal files under a $HOME root delete themselves many times a second.
+            if self._wanted(src) or (self._rel(src) is not None and self.w.is_known(self.collection, src)):
                 d.delete(self.collection, src, self.root)
         elif etype in ("created", "modified", "closed"):
             if self._wanted(src):

@@ -20,6 +20,7 @@ from ragweedd.store.ingest_db import IngestDB
 from ragweedd.watch.reconcile import root_state, scan
 
 log = get_logger("ragweedd.watch")
+RUNNING_WAIT_S = 60.0  # how long a removal waits for a running ingest job of the collection
 
 
 @dataclass
@@ -44,6 +45,7 @@ class Collections:
         self._scan_db = IngestDB(paths.ingest_db)
         self._lock = threading.RLock()
         self._scan_lock = threading.Lock()
+        self._life = threading.Lock()  # a scan's enqueue vs. the removal of its collection
         self.watcher = watcher_factory(self)
         self.items: dict[str, CollectionState] = {}
         for name, c in cfg.collections.items():
@@ -178,11 +180,17 @@ class Collections:
         st = self.get(name)
         roots = self.roots_of(name)
         skip = [r for r, s in st.roots.items() if s != "ok"]
+        gone = lambda: self.items.get(name) is not st  # noqa: E731 - removed (or re-added) meanwhile
         with self._scan_lock:
-            res = scan(self._scan_db, name, roots, self.ignore_of(name), skip_roots=skip)
+            res = scan(self._scan_db, name, roots, self.ignore_of(name), skip_roots=skip, cancelled=gone)
             root_of = {p: _root(p, roots) for p in res.upserts + res.deletes}
-            self.queue.put_many([(name, p, "upsert", root_of[p]) for p in res.upserts]
-                                + [(name, p, "delete", root_of[p]) for p in res.deletes])
+            with self._life:
+                if gone():
+                    # The collection was removed during the walk: its scan is cancelled, nothing queued.
+                    log.info("scan_cancelled", collection=name, reason="collection removed")
+                    return {**res.summary(), "at": time.time(), "cancelled": True}
+                self.queue.put_many([(name, p, "upsert", root_of[p]) for p in res.upserts]
+                                    + [(name, p, "delete", root_of[p]) for p in res.deletes])
         st.last_scan = {**res.summary(), "at": time.time()}
         log.info("scan_done", **res.summary())
         return st.last_scan
@@ -221,7 +229,9 @@ class Collections:
         conf = CollectionConfig(name, tuple(roots), tuple(ignore or ()), topic or "")
         with self._lock:
             self.db.save_collection(name, roots, conf.ignore, conf.topic)
-        self.items[name] = CollectionState(conf, False)
+        # Copy on write: readers iterate self.items without a lock (status, listings, the
+        # searchers' collection names); a dict they hold is never changed under them.
+        self.items = {**self.items, name: CollectionState(conf, False)}
         self._watch_collection(name)
         log.info("collection_added", collection=name, paths=roots)
         return self.describe(name)
@@ -231,10 +241,17 @@ class Collections:
         if st.from_config:
             raise RequestError(f"collection '{name}' is declared in the config file {self.cfg.source}",
                                hint=f"delete its [collections.{name}] table there and restart ragweedd")
+        with self._life:  # a scan of it enqueues before this or not at all
+            self.items = {k: v for k, v in self.items.items() if k != name}
         for root in st.conf.paths:
             self.watcher.unwatch(name, root)
-        del self.items[name]
-        self.forget_files(name, also_collection=True)
+        # A worker may be ingesting one of its files: let it finish (workers skip the jobs of a
+        # collection that no longer resolves), so no row is written after the rows are dropped.
+        end = time.monotonic() + RUNNING_WAIT_S
+        while self.queue.depth(name).get("running") and time.monotonic() < end:
+            time.sleep(0.05)
+        with self._lock:
+            self.db.forget_removed_collection(name)
         log.info("collection_removed", collection=name)
         return {"name": name, "removed": True}
 

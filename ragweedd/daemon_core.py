@@ -130,9 +130,11 @@ class Core:
                     except Exception as e:
                         log.error("scan_failed", collection=name, error=str(e))
 
-    def _overflow(self) -> None:
-        log.warning("watch_overflow", action="reconciliation scan of every collection")
-        self.scan_async(*self.collections.items)
+    def _overflow(self, names: list[str]) -> None:
+        # Called on watchdog's inotify thread: only a scan request. Requests coalesce in
+        # _scan_wanted, so a storm of overflows costs one pending scan per collection.
+        log.warning("watch_overflow", collections=names, action="reconciliation scan of these collections")
+        self.scan_async(*names)
 
     def _root_event(self) -> None:
         self.scan_async(*self.collections.check_roots())
@@ -141,10 +143,26 @@ class Core:
         while not self._roots_stop.wait(ROOT_CHECK_S):
             try:
                 back = self.collections.check_roots()
+                back += self.collections.watcher.check()  # dead observer threads, overflowing roots
                 if back:
                     self.scan_async(*back)
             except Exception as e:
                 log.error("root_check_failed", error=str(e))
+
+    def thread_problems(self) -> list[str]:
+        """Why the daemon is degraded by a thread of its own that is no longer running (each one
+        catches what one file or event can raise, so this is the last line: never a silent stop)."""
+        with self._scan_cv:
+            if not self._started or self._stopping:
+                return []
+        threads = [("debouncer (file change events are no longer queued)", self.debouncer.alive()),
+                   ("scanner (reconciliation scans no longer run)", self._scanner.is_alive()),
+                   ("root checker (unmounted or returning folders are not noticed)", self._roots.is_alive())]
+        workers = getattr(self.workers, "_threads", [])
+        if workers and not any(t.is_alive() for t in workers):
+            threads.append(("ingest workers (nothing is indexed)", False))
+        return [f"the {what} thread stopped; restart ragweedd and report the error in its log"
+                for what, alive in threads if not alive]
 
     # --- jobs --------------------------------------------------------------------------------------
     def integrity_check(self) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from typing import Callable
 from ragweedd.chunk.chunker import ChunkParams, chunk_document
 from ragweedd.errors import ExtractionError, ExtractionSkipped
 from ragweedd.extract.base import ExtractedDoc, ExtractSettings
+from ragweedd.ingest.safe_open import NotRegularFile, fd_md5, open_regular, private_copy
 from ragweedd.logging import get_logger
 from ragweedd.paths import Paths
 from ragweedd.store.ingest_db import IngestDB
@@ -51,6 +52,13 @@ def file_md5(path: Path, bufsize: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+def _renamed(e: ExtractionError, copy: str, src: str) -> ExtractionError:
+    """The extractor's error about the private copy, told about the user's file."""
+    out = type(e)(e.message.replace(copy, src), hint=e.hint)
+    out.__dict__.update({k: v for k, v in e.__dict__.items() if k not in ("message", "hint")})
+    return out
+
+
 def extract_settings(cfg, paths: Paths) -> ExtractSettings:
     return ExtractSettings(
         tess_bin=cfg.tess_bin, whisper_model=cfg.whisper_model,
@@ -69,7 +77,11 @@ def in_process_extract(path: Path, settings: ExtractSettings) -> ExtractedDoc:
 class Pipeline:
     """Ingests files of any collection. One Pipeline is the single writer of its databases."""
 
-    def __init__(self, cfg, paths: Paths, embedder, *, extract: ExtractFn | None = None) -> None:
+    def __init__(self, cfg, paths: Paths, embedder, *, extract: ExtractFn | None = None,
+                 before_open: Callable[[str], None] | None = None) -> None:
+        """``before_open(path)`` runs between the look at a path and its opening (the window in
+        which a path can be swapped for a symlink; tests swap it there)."""
+        self.before_open = before_open
         self.cfg = cfg
         self.paths = paths.ensure()
         self.embedder = embedder
@@ -105,16 +117,30 @@ class Pipeline:
         src = str(path)
         rel = os.path.relpath(src, root) if root else path.name
         try:
-            st = path.stat()
+            os.lstat(src)
+            if self.before_open is not None:
+                self.before_open(src)
+            fd = open_regular(src, str(root) if root else None)
         except FileNotFoundError:
             self.remove_file(collection, src)
             return FileOutcome(src, "skipped", error="file vanished before it was read")
+        except NotRegularFile as e:
+            # Never index what a link points to under this path: the path's old content leaves.
+            self.remove_file(collection, src)
+            return self._done(FileOutcome(src, "skipped", error=str(e)), t0, collection)
+        try:
+            return self._ingest_fd(collection, src, rel, root, fd, force, t0)
+        finally:
+            os.close(fd)
+
+    def _ingest_fd(self, collection: str, src: str, rel: str, root, fd: int, force: bool, t0: float) -> FileOutcome:
+        st = os.fstat(fd)
         row = self.db.live_file(collection, src)
         if (not force and row is not None and row["extract_status"] in ("done", "skipped")
                 and row["size_bytes"] == st.st_size and row["mtime_ns"] == st.st_mtime_ns
                 and row["inode"] == st.st_ino):
             return FileOutcome(src, "unchanged", md5=row["md5"], chunks=row["chunks"])
-        md5 = file_md5(path)
+        md5 = fd_md5(fd)
         stat_kw = dict(size=st.st_size, mtime_ns=st.st_mtime_ns, inode=st.st_ino, root=str(root) if root else None)
         rag = self.rag(collection)
         if row is not None and row["md5"] == md5 and row["extract_status"] in ("done", "skipped") and not force:
@@ -130,7 +156,16 @@ class Pipeline:
         tries = (row["tries"] if row is not None and row["md5"] == md5 else 0) + 1
         self.db.set_file(collection, src, md5=md5, status="extracting", tries=tries, **stat_kw)
         try:
-            doc = self.extract(path, self.settings)
+            with private_copy(fd, os.path.basename(src), self.settings.scratch_dir) as (copy, copy_md5):
+                if copy_md5 != md5:
+                    err = ExtractionError(f"{src}: the file changed while it was read",
+                                          hint="it is read again once it stops changing")
+                    err.retryable = True
+                    raise err
+                try:
+                    doc = self.extract(copy, self.settings)
+                except ExtractionError as e:
+                    raise _renamed(e, str(copy), src) from None
             if not doc.text.strip():
                 raise ExtractionSkipped(f"{src}: no text could be extracted")
             result = chunk_document(doc, self.params)

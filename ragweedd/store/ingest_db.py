@@ -296,3 +296,13 @@ class IngestDB:
         from ragweedd.store.job_queue import failed_jobs
 
         return failed_jobs(self.conn, limit)
+
+
+    def forget_removed_collection(self, collection: str) -> None:
+        """Drop a removed collection's queued and running jobs, its file rows and its registration
+        in one transaction: a removal leaves no orphan job or ingest_files row."""
+        with transaction(self.conn):
+            self.conn.execute("DELETE FROM jobs WHERE collection=?", (collection,))
+            self.conn.execute("DELETE FROM daemon_collections WHERE name=?", (collection,))
+            self.conn.execute("DELETE FROM ingest_files WHERE collection=?", (collection,))
+            self.conn.execute("DELETE FROM collection_chunks WHERE collection=?", (collection,))

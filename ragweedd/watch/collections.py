@@ -14,12 +14,13 @@ import time
 from dataclasses import dataclass, field
 
 from ragweedd.config import CollectionConfig
-from ragweedd.errors import NotFoundError, RequestError
+from ragweedd.errors import ConfigError, NotFoundError, RequestError
 from ragweedd.logging import get_logger
 from ragweedd.store.ingest_db import IngestDB
 from ragweedd.watch.reconcile import root_state, scan
 
 log = get_logger("ragweedd.watch")
+RUNNING_WAIT_S = 60.0  # how long a removal waits for a running ingest job of the collection
 
 
 @dataclass
@@ -44,6 +45,7 @@ class Collections:
         self._scan_db = IngestDB(paths.ingest_db)
         self._lock = threading.RLock()
         self._scan_lock = threading.Lock()
+        self._life = threading.Lock()  # a scan's enqueue vs. the removal of its collection
         self.watcher = watcher_factory(self)
         self.items: dict[str, CollectionState] = {}
         for name, c in cfg.collections.items():
@@ -51,6 +53,39 @@ class Collections:
         for name, roots, ignore, topic in self.db.run_time_collections():
             if name not in self.items:
                 self.items[name] = CollectionState(CollectionConfig(name, tuple(roots), tuple(ignore), topic), False)
+        self.own = own_dirs(cfg, paths)
+        for name, st in self.items.items():
+            for root in st.conf.paths:
+                inside = self._inside_own(root)
+                if inside and st.from_config:
+                    raise ConfigError(f"collection '{name}' in {cfg.source}: folder {root} is inside the daemon's own "
+                                      f"directory {inside}", hint="choose a folder outside ragweedd's config, data, "
+                                      "state and cache directories")
+                if inside:
+                    log.error("collection_root_refused", collection=name, root=root, own_dir=inside,
+                              action="not watched or scanned; remove the collection and add another folder")
+
+    def _inside_own(self, root: str) -> str | None:
+        """The daemon directory that ``root`` is, or lies inside, if any."""
+        r = os.path.realpath(root)
+        for d in self.own:
+            if r == d or r.startswith(d.rstrip(os.sep) + os.sep):
+                return d
+        return None
+
+    def ignore_of(self, name: str, root: str | None = None) -> tuple[str, ...]:
+        """The collection's ignore patterns plus the daemon's own directories and config file
+        below its roots, as literal ("/...") patterns: a collection on $HOME must never index the
+        daemon's databases (a re-index loop: every ingest writes there) or config.toml (API keys)."""
+        st = self.items[name]
+        roots = [root] if root is not None else list(st.conf.paths)
+        extra: list[str] = []
+        for rt in roots:
+            r = os.path.realpath(rt)
+            for d in self.own:
+                if d.startswith(r.rstrip(os.sep) + os.sep):
+                    extra.append("/" + os.path.relpath(d, r))
+        return tuple(st.conf.ignore) + tuple(dict.fromkeys(extra))
 
     def close(self) -> None:
         self.watcher.stop()
@@ -82,7 +117,7 @@ class Collections:
         st = self.items.get(name)
         if st is None:
             return None
-        return self.roots_of(name), st.conf.ignore, st.available
+        return self.roots_of(name), self.ignore_of(name), st.available
 
     def known_under(self, collection: str, prefix: str) -> list[str]:
         with self._lock:
@@ -102,8 +137,11 @@ class Collections:
         for root in st.conf.paths:
             state = root_state(root)
             st.roots[root] = state
+            if self._inside_own(root):
+                st.roots[root] = "missing"  # refused (logged in __init__): never watched or scanned
+                continue
             if state == "ok":
-                self.watcher.watch(name, root, st.conf.ignore)
+                self.watcher.watch(name, root, self.ignore_of(name, root))
             else:
                 log.warning("collection_root_unavailable", collection=name, root=root, state=state,
                             action="nothing is deleted; watching resumes when the folder returns")
@@ -114,6 +152,8 @@ class Collections:
         rescan = []
         for name, st in list(self.items.items()):
             for root in st.conf.paths:
+                if self._inside_own(root):
+                    continue
                 new = root_state(root)
                 old = st.roots.get(root)
                 if new == old:
@@ -122,7 +162,7 @@ class Collections:
                 if new == "ok":
                     log.info("collection_root_back", collection=name, root=root)
                     self.watcher.unwatch(name, root)
-                    self.watcher.watch(name, root, st.conf.ignore)
+                    self.watcher.watch(name, root, self.ignore_of(name, root))
                     rescan.append(name)
                 else:
                     log.warning("collection_root_unavailable", collection=name, root=root, state=new,
@@ -140,11 +180,17 @@ class Collections:
         st = self.get(name)
         roots = self.roots_of(name)
         skip = [r for r, s in st.roots.items() if s != "ok"]
+        gone = lambda: self.items.get(name) is not st  # noqa: E731 - removed (or re-added) meanwhile
         with self._scan_lock:
-            res = scan(self._scan_db, name, roots, st.conf.ignore, skip_roots=skip)
+            res = scan(self._scan_db, name, roots, self.ignore_of(name), skip_roots=skip, cancelled=gone)
             root_of = {p: _root(p, roots) for p in res.upserts + res.deletes}
-            self.queue.put_many([(name, p, "upsert", root_of[p]) for p in res.upserts]
-                                + [(name, p, "delete", root_of[p]) for p in res.deletes])
+            with self._life:
+                if gone():
+                    # The collection was removed during the walk: its scan is cancelled, nothing queued.
+                    log.info("scan_cancelled", collection=name, reason="collection removed")
+                    return {**res.summary(), "at": time.time(), "cancelled": True}
+                self.queue.put_many([(name, p, "upsert", root_of[p]) for p in res.upserts]
+                                    + [(name, p, "delete", root_of[p]) for p in res.deletes])
         st.last_scan = {**res.summary(), "at": time.time()}
         log.info("scan_done", **res.summary())
         return st.last_scan
@@ -174,11 +220,18 @@ class Collections:
             r = os.path.realpath(os.path.expanduser(p))
             if not os.path.isdir(r):
                 raise RequestError(f"'{p}' is not a folder", hint="give existing folders as the collection's paths")
+            inside = self._inside_own(r)
+            if inside:
+                raise RequestError(f"'{p}' is inside ragweedd's own directory {inside} (its databases, state or "
+                                   f"config)", hint="give a folder outside ragweedd's config, data, state and "
+                                   "cache directories; to index a file, upload it or copy it elsewhere")
             roots.append(r)
         conf = CollectionConfig(name, tuple(roots), tuple(ignore or ()), topic or "")
         with self._lock:
             self.db.save_collection(name, roots, conf.ignore, conf.topic)
-        self.items[name] = CollectionState(conf, False)
+        # Copy on write: readers iterate self.items without a lock (status, listings, the
+        # searchers' collection names); a dict they hold is never changed under them.
+        self.items = {**self.items, name: CollectionState(conf, False)}
         self._watch_collection(name)
         log.info("collection_added", collection=name, paths=roots)
         return self.describe(name)
@@ -188,10 +241,17 @@ class Collections:
         if st.from_config:
             raise RequestError(f"collection '{name}' is declared in the config file {self.cfg.source}",
                                hint=f"delete its [collections.{name}] table there and restart ragweedd")
+        with self._life:  # a scan of it enqueues before this or not at all
+            self.items = {k: v for k, v in self.items.items() if k != name}
         for root in st.conf.paths:
             self.watcher.unwatch(name, root)
-        del self.items[name]
-        self.forget_files(name, also_collection=True)
+        # A worker may be ingesting one of its files: let it finish (workers skip the jobs of a
+        # collection that no longer resolves), so no row is written after the rows are dropped.
+        end = time.monotonic() + RUNNING_WAIT_S
+        while self.queue.depth(name).get("running") and time.monotonic() < end:
+            time.sleep(0.05)
+        with self._lock:
+            self.db.forget_removed_collection(name)
         log.info("collection_removed", collection=name)
         return {"name": name, "removed": True}
 
@@ -210,10 +270,19 @@ class Collections:
         return {"name": name, "paths": list(st.conf.paths), "ignore": list(st.conf.ignore), "topic": st.conf.topic,
                 "documents": docs, "available": st.available,
                 "roots": [{"path": r, "state": st.roots.get(r, "unknown"),
-                           "watch": ("polling" if (name, r) in self.watcher.degraded
-                                     else "native" if self.watcher.watching(name, r) else "none")}
+                           "watch": self.watcher.mode(name, r)}
                           for r in st.conf.paths],
                 "from_config": st.from_config, "last_scan": st.last_scan}
+
+
+def own_dirs(cfg, paths) -> list[str]:
+    """The daemon's own directories and config file (real paths): never part of any collection."""
+    from ragweedd.paths import default_config_file
+
+    out = [paths.data, paths.state, paths.cache, default_config_file().parent]
+    if getattr(cfg, "source", None):
+        out.append(cfg.source)
+    return list(dict.fromkeys(os.path.realpath(str(p)) for p in out))
 
 
 def _root(path: str, roots: list[str]) -> str | None:

@@ -2,7 +2,9 @@
 
 Patterns match a path relative to its collection root. A pattern ending in "/" matches a directory
 anywhere in the path; other patterns match the file name, or the whole relative path when they
-contain "/" ("drafts/**").
+contain "/" ("drafts/**"). A pattern starting with "/" is a literal path from the root: that file
+or folder and everything below it (the daemon's own directories are excluded this way, whatever
+characters their names hold).
 """
 
 from __future__ import annotations
@@ -24,7 +26,11 @@ def is_ignored(rel_path: str, extra: Iterable[str] = ()) -> bool:
     parts = rel.split("/")
     name = parts[-1]
     for pat in (*DEFAULT_IGNORES, *extra):
-        if pat.endswith("/"):
+        if pat.startswith("/"):
+            lit = pat.strip("/")
+            if lit and (rel.rstrip("/") == lit or rel.startswith(lit + "/")):
+                return True
+        elif pat.endswith("/"):
             d = pat[:-1]
             if (any(fnmatch.fnmatchcase(p, d) for p in parts[:-1])
                     or (rel.endswith("/") and fnmatch.fnmatchcase(name, d))):
@@ -38,18 +44,35 @@ def is_ignored(rel_path: str, extra: Iterable[str] = ()) -> bool:
 
 
 def walk_files(root: Path, extra: Iterable[str] = ()) -> Iterator[Path]:
-    """Regular files under root, ignored directories pruned, symlinks not followed."""
+    """Regular files under root, ignored directories pruned, symlinks not followed.
+
+    Walks with an explicit stack, not recursion (os.walk recurses before Python 3.12): a folder a
+    thousand levels deep must not raise RecursionError and end the scan. Order is os.walk's: a
+    folder's files, then its subfolders, by name. A folder that cannot be listed is left out."""
     extra = tuple(extra)
     root = Path(root)
     if root.is_file():
         yield root
         return
-    for dirpath, dirnames, filenames in os.walk(root):
-        rel_dir = os.path.relpath(dirpath, root)
-        rel_dir = "" if rel_dir == "." else rel_dir + "/"
-        dirnames[:] = sorted(d for d in dirnames if not is_ignored(rel_dir + d + "/", extra)
-                             and not os.path.islink(os.path.join(dirpath, d)))
-        for f in sorted(filenames):
-            p = os.path.join(dirpath, f)
-            if not is_ignored(rel_dir + f, extra) and not os.path.islink(p):
-                yield Path(p)
+    stack: list[tuple[str, str]] = [(str(root), "")]
+    while stack:
+        dirpath, rel_dir = stack.pop()
+        try:
+            with os.scandir(dirpath) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            continue
+        subdirs = []
+        for e in entries:
+            try:
+                if e.is_symlink():
+                    continue
+                is_dir = e.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            if is_dir:
+                if not is_ignored(rel_dir + e.name + "/", extra):
+                    subdirs.append((e.path, rel_dir + e.name + "/"))
+            elif not is_ignored(rel_dir + e.name, extra):
+                yield Path(e.path)
+        stack.extend(reversed(subdirs))

@@ -14,9 +14,10 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from ragweedd.watch.ignore import walk_files
+from ragweedd.watch.names import shown, storable
 
 FINISHED = ("done", "skipped", "failed")
 
@@ -43,9 +44,11 @@ class ScanResult:
     deletes: list[str] = field(default_factory=list)
     unavailable_roots: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    bad_names: list[str] = field(default_factory=list)  # shown(): names that cannot be stored
 
     def summary(self) -> dict:
-        return {"collection": self.collection, "files_seen": self.files_seen, "upserts": len(self.upserts),
+        return {"bad_names": len(self.bad_names), "bad_name_examples": self.bad_names[:5],
+                "collection": self.collection, "files_seen": self.files_seen, "upserts": len(self.upserts),
                 "deletes": len(self.deletes), "unavailable_roots": self.unavailable_roots,
                 "seconds": round(self.seconds, 3)}
 
@@ -55,9 +58,10 @@ def _under(path: str, root: str) -> bool:
 
 
 def scan(db, collection: str, roots: Iterable[str], ignore: Iterable[str] = (), *,
-         skip_roots: Iterable[str] = ()) -> ScanResult:
+         skip_roots: Iterable[str] = (), cancelled: Callable[[], bool] = lambda: False) -> ScanResult:
     """Differences between disk and the ingest_files rows of ``collection`` (``db``: an IngestDB).
-    Roots in ``skip_roots`` are treated like unavailable ones (their rows are left alone). The rows
+    Roots in ``skip_roots`` are treated like unavailable ones (their rows are left alone). The walk
+    stops early, with a partial result, once ``cancelled()`` is true (the collection was removed). The rows
     are read once, before the walk, so nothing is held while the disk is read."""
     t0 = time.monotonic()
     roots = [str(r) for r in roots]
@@ -74,11 +78,17 @@ def scan(db, collection: str, roots: Iterable[str], ignore: Iterable[str] = (), 
         available.append(root)
         for f in walk_files(Path(root), ignore):
             p = str(f)
+            if not storable(p):
+                res.bad_names.append(shown(p))
+                continue
             try:
                 st = f.stat()
             except OSError:
                 continue
             res.files_seen += 1
+            if res.files_seen % 512 == 0 and cancelled():
+                res.seconds = time.monotonic() - t0
+                return res
             row = rows.pop(p, None)
             if (row is None or row["extract_status"] not in FINISHED or row["size_bytes"] != st.st_size
                     or row["mtime_ns"] != st.st_mtime_ns or row["inode"] != st.st_ino):

@@ -17,6 +17,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -85,7 +87,9 @@ class _Handler:
             if self._wanted(src) or self.w.is_known(self.collection, src):
                 d.delete(self.collection, src, self.root)
         elif etype == "deleted":
-            if self._rel(src) is not None:
+            # An ignored path only matters when it was indexed (ignored after it was): the
+            # daemon's own journal files under a $HOME root delete themselves many times a second.
+            if self._wanted(src) or (self._rel(src) is not None and self.w.is_known(self.collection, src)):
                 d.delete(self.collection, src, self.root)
         elif etype in ("created", "modified", "closed"):
             if self._wanted(src):
@@ -93,35 +97,66 @@ class _Handler:
 
 
 class _OverflowLog(logging.Handler):
-    def __init__(self, callback: Callable[[], None]) -> None:
+    """watchdog reports an inotify overflow only in its log: once for the whole inotify instance
+    ("... filesystem events were lost") and then once per recursive watch it rebuilds ("...
+    reconciling recursive watches below %r", with that watch's path). The per-watch line names the
+    root whose events were lost, so only that root's collections are rescanned."""
+
+    def __init__(self, callback: Callable[[str], None]) -> None:
         super().__init__(logging.WARNING)
         self.callback = callback
 
     def emit(self, record: logging.LogRecord) -> None:
-        if "overflow" in record.getMessage().lower():
-            self.callback()
+        msg = str(record.msg).lower()
+        if "overflow" in msg and "below" in msg and record.args:
+            args = record.args if isinstance(record.args, tuple) else (record.args,)
+            path = args[0]
+            self.callback(os.fsdecode(path) if isinstance(path, (bytes, str)) else str(path))
+
+
+@dataclass
+class _Entry:
+    handler: _Handler
+    ignore: tuple[str, ...]
+    mode: str = "none"  # native | polling | none
+    observer: Any = None
+    watch: Any = None
+
+
+OVERFLOW_LIMIT = 5  # overflows of one root within OVERFLOW_WINDOW_S before it is polled instead
+OVERFLOW_WINDOW_S = 600.0
 
 
 class Watcher:
     """Owns the observers. ``known_under(collection, prefix)`` lists indexed paths below a folder;
-    ``on_root_event`` is called when a root itself is deleted or moved."""
+    ``on_root_event`` is called when a root itself is deleted or moved; ``on_overflow(collections)``
+    when events of those collections' roots were lost.
+
+    watchdog shares one emitter between every schedule of the same path, so two collections with
+    one root share it: unwatching one removes only its handler while another still uses the root.
+    ``check()`` (called every few seconds) notices an observer thread that died (e.g. on a folder
+    too deep to walk) and sets its watches again, or reports them; it also moves a root that keeps
+    overflowing to polling."""
 
     def __init__(self, debouncer: Debouncer, *, known_under: Callable[[str, str], list[str]],
                  is_known: Callable[[str, str], bool], on_root_event: Callable[[str, str], None],
-                 on_overflow: Callable[[], None], native_observer: Callable[[], Any] | None = None) -> None:
+                 on_overflow: Callable[[list[str]], None], native_observer: Callable[[], Any] | None = None) -> None:
         self.debouncer = debouncer
         self._make_native = native_observer  # watchdog's inotify Observer unless given
         self.known_under, self.is_known, self.on_root_event = known_under, is_known, on_root_event
-        self._native = None
-        self._polling = None
-        self._watches: dict[tuple[str, str], tuple[object, object]] = {}  # (collection, root) -> (observer, watch)
+        self.on_overflow = on_overflow
+        self._native: Any = None
+        self._polling: Any = None
+        self._watches: dict[tuple[str, str], _Entry] = {}  # (collection, root) -> its watch
         self.degraded: dict[tuple[str, str], str] = {}
-        self._lock = threading.Lock()
-        self._overflow = _OverflowLog(on_overflow)
+        self._overflows: dict[str, list[float]] = {}  # root -> times of its recent overflows
+        self._poll_wanted: set[str] = set()  # roots that overflow too often: moved to polling by check()
+        self._lock = threading.RLock()
+        self._overflow = _OverflowLog(self._overflowed)
         for name in ("watchdog.observers.inotify", "watchdog.observers.inotify_c"):
             logging.getLogger(name).addHandler(self._overflow)
 
-    def _observer(self, polling: bool):
+    def _observer(self, polling: bool) -> Any:
         if polling:
             if self._polling is None:
                 from watchdog.observers.polling import PollingObserver
@@ -140,39 +175,125 @@ class Watcher:
         return self._native
 
     def watch(self, collection: str, root: str, ignore: Iterable[str] = ()) -> str:
-        """Start watching; returns 'native' or 'polling'."""
+        """Start watching; returns 'native', 'polling' or 'none' (reported in ``degraded``)."""
         key = (collection, root)
         with self._lock:
-            if key in self._watches:
-                return "polling" if key in self.degraded else "native"
-            handler = _Handler(self, collection, root, tuple(ignore))
+            e = self._watches.get(key)
+            if e is not None:
+                return e.mode
+            e = self._watches[key] = _Entry(_Handler(self, collection, root, tuple(ignore)), tuple(ignore))
+            self._schedule(key, e, polling=root in self._poll_wanted)
+            return e.mode
+
+    def _schedule(self, key: tuple[str, str], e: _Entry, *, polling: bool) -> None:
+        collection, root = key
+        self.degraded.pop(key, None)
+        if not polling:
             try:
-                obs = self._observer(False)
-                w = obs.schedule(handler, root, recursive=True)
-                self.degraded.pop(key, None)
-                mode = "native"
-            except OSError as e:
-                obs = self._observer(True)
-                w = obs.schedule(handler, root, recursive=True)
-                self.degraded[key] = f"watch of {root} failed ({e.strerror or e}); polling every 5 s instead"
-                log.warning("watch_degraded", collection=collection, root=root, error=str(e),
-                            hint="raise fs.inotify.max_user_watches (sysctl) to watch natively")
-                mode = "polling"
-            self._watches[key] = (obs, w)
-            return mode
+                e.observer, e.mode = self._observer(False), "native"
+                e.watch = e.observer.schedule(e.handler, root, recursive=True)
+                return
+            except OSError as err:
+                reason = f"watch of {root} failed ({err.strerror or err}); polling every 5 s instead"
+                hint = "raise fs.inotify.max_user_watches (sysctl) to watch natively"
+            except Exception as err:  # RecursionError on a folder too deep to walk, and the like
+                self._unwatchable(key, e, err)
+                return
+        else:
+            reason = (f"watch of {root} lost events {OVERFLOW_LIMIT} times in {OVERFLOW_WINDOW_S / 60:g} min "
+                      f"(inotify queue overflow); polling every 5 s instead")
+            hint = "raise fs.inotify.max_queued_events (sysctl), or split the folder into smaller collections"
+        try:
+            e.observer, e.mode = self._observer(True), "polling"
+            e.watch = e.observer.schedule(e.handler, root, recursive=True)
+        except Exception as err:
+            self._unwatchable(key, e, err)
+            return
+        self.degraded[key] = reason
+        log.warning("watch_degraded", collection=collection, root=root, reason=reason, hint=hint)
+
+    def _unwatchable(self, key: tuple[str, str], e: _Entry, err: BaseException) -> None:
+        collection, root = key
+        e.observer, e.watch, e.mode = None, None, "none"
+        self.degraded[key] = (f"{root} cannot be watched ({type(err).__name__}: {err}); changes there are "
+                              f"found only by the reconciliation scans (at start, hourly, POST "
+                              f"/v1/collections/{collection}/scan)")
+        log.error("watch_failed", collection=collection, root=root, error=f"{type(err).__name__}: {err}",
+                  hint="a folder nested too deeply or unreadable below the root; move it or ignore it")
+
+    def _release(self, e: _Entry) -> None:
+        """Remove e's handler from its observer; the shared emitter stops only with its last user."""
+        if e.observer is None:
+            return
+        shared = any(o is not e and o.observer is e.observer and o.watch == e.watch for o in self._watches.values())
+        try:
+            if shared:
+                e.observer.remove_handler_for_watch(e.handler, e.watch)
+            else:
+                e.observer.unschedule(e.watch)
+        except (KeyError, OSError, ValueError, RuntimeError):
+            pass
+        e.observer, e.watch, e.mode = None, None, "none"
 
     def unwatch(self, collection: str, root: str) -> None:
         with self._lock:
-            ow = self._watches.pop((collection, root), None)
+            e = self._watches.get((collection, root))
+            if e is not None:
+                self._release(e)
+                del self._watches[(collection, root)]
             self.degraded.pop((collection, root), None)
-        if ow is not None:
-            try:
-                ow[0].unschedule(ow[1])
-            except (KeyError, OSError, ValueError):
-                pass
 
     def watching(self, collection: str, root: str) -> bool:
-        return (collection, root) in self._watches
+        e = self._watches.get((collection, root))
+        return e is not None and e.mode != "none"
+
+    def mode(self, collection: str, root: str) -> str:
+        e = self._watches.get((collection, root))
+        return "none" if e is None else e.mode
+
+    # --- overflow and supervision ----------------------------------------------------------------
+    def _overflowed(self, path: str) -> None:
+        """Called on watchdog's inotify thread: only bookkeeping and a scan request here."""
+        now = time.monotonic()
+        with self._lock:
+            names = sorted({c for (c, r) in self._watches if r == path})
+            recent = [t for t in self._overflows.get(path, []) if now - t < OVERFLOW_WINDOW_S] + [now]
+            self._overflows[path] = recent
+            if len(recent) >= OVERFLOW_LIMIT:
+                self._poll_wanted.add(path)
+        if names:
+            self.on_overflow(names)
+
+    def check(self) -> list[str]:
+        """Set again the watches of an observer thread that died, move roots that keep overflowing
+        to polling. Returns the collections whose events may have been lost (to be scanned)."""
+        lost: set[str] = set()
+        redo: list[tuple[tuple[str, str], _Entry]] = []
+        with self._lock:
+            native_dead = self._native is not None and not _native_alive(self._native)
+            polling_dead = self._polling is not None and not self._polling.is_alive()
+            for key, e in list(self._watches.items()):
+                if e.mode == "none":
+                    continue
+                dead = ((e.observer is self._native and native_dead) or (e.observer is self._polling and polling_dead)
+                        or not _emitter_alive(e.observer, e.watch))
+                move = key[1] in self._poll_wanted and e.mode == "native"
+                if dead or move:
+                    if dead:
+                        log.error("watch_thread_died", collection=key[0], root=key[1],
+                                  action="setting the watch again; the collection is scanned")
+                    self._release(e)
+                    redo.append((key, e))
+                    lost.add(key[0])
+            if native_dead:
+                _discard_observer(self._native)
+                self._native = None
+            if polling_dead:
+                _discard_observer(self._polling)
+                self._polling = None
+            for key, e in redo:
+                self._schedule(key, e, polling=key[1] in self._poll_wanted)
+        return sorted(lost)
 
     def stop(self) -> None:
         for name in ("watchdog.observers.inotify", "watchdog.observers.inotify_c"):
@@ -183,3 +304,30 @@ class Watcher:
         for obs in (self._native, self._polling):
             if obs is not None:
                 obs.join(5)
+
+
+def _emitter_alive(observer: Any, watch: Any) -> bool:
+    if observer is None:
+        return False
+    for em in list(getattr(observer, "emitters", ())):
+        if getattr(em, "watch", None) == watch:
+            return bool(em.is_alive())
+    return True  # an observer that does not list emitters: trust its own thread
+
+
+def _native_alive(observer: Any) -> bool:
+    """The native observer's thread and, on Linux, its inotify reader thread: every native watch
+    shares that one reader, and an exception in it (RecursionError when a folder too deep to walk
+    appears) ends them all at once. watchdog keeps the reader private (``_inotify_fd``) and has no
+    public way to tell that it died."""
+    if not observer.is_alive():
+        return False
+    fd = getattr(observer, "_inotify_fd", None)
+    return fd is None or not hasattr(fd, "is_alive") or bool(fd.is_alive())
+
+
+def _discard_observer(observer: Any) -> None:
+    try:
+        observer.stop()
+    except Exception:  # a half-dead observer: nothing more to stop
+        pass

@@ -181,7 +181,7 @@ def test_a_moved_folder_emits_every_new_path_before_any_old_one(tmp_path):
     sink = Sink()
     d = Debouncer(sink, debounce_s=0.2, delete_hold_s=0.2).start()
     w = Watcher(d, known_under=lambda c, prefix: [p for p in old if p.startswith(prefix + os.sep)],
-                is_known=lambda c, p: p in old, on_root_event=lambda c, r: None, on_overflow=lambda: None)
+                is_known=lambda c, p: p in old, on_root_event=lambda c, r: None, on_overflow=lambda names: None)
     try:
         w.watch("c", str(root))
         time.sleep(0.3)
@@ -224,6 +224,9 @@ def test_a_scan_walking_the_disk_does_not_hold_up_listings(pipe, tmp_path, monke
 
         def watching(self, *a):
             return True
+
+        def mode(self, *a):
+            return "native"
 
         def stop(self):
             pass

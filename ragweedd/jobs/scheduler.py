@@ -1,4 +1,4 @@
-"""Background jobs on APScheduler 3.x (DESIGN §7, issue 6): nightly cluster re-analysis, a periodic
+"""Background jobs on APScheduler 3.x (DESIGN §7): nightly cluster re-analysis, a periodic
 integrity check, and the periodic reconciliation scan.
 
 The nightly job uses a cron trigger at ``cluster_schedule`` local time with ``coalesce=True`` and a

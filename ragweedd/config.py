@@ -295,7 +295,9 @@ class Config:
     source: str | None = None
 
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# \A...\Z, not ^...$: "$" also matches before a final newline, so "x\n" passed. Callers use
+# .match() and .fullmatch(); with \Z both refuse it.
+_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 
 
 def _type_name(t: type | tuple[type, ...]) -> str:
@@ -360,7 +362,7 @@ def _collections(raw: Any, origin: str) -> dict[str, CollectionConfig]:
     out = {}
     for name, body in raw.items():
         where = f"{origin}: [collections.{name}]"
-        if not _NAME_RE.match(name):
+        if not _NAME_RE.fullmatch(name):
             raise ConfigError(f"{where}: collection name {name!r} is not allowed; use letters, digits, '_', '-', '.' (max 64)")
         if not isinstance(body, dict):
             raise ConfigError(f"{where} must be a table with 'paths'")

@@ -36,6 +36,10 @@ async def _body(request: web.Request, schema_name: str) -> dict:
         body = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise RequestError(f"the request body is not valid JSON: {e}") from None
+    except RecursionError:  # json nests deeper than the interpreter's stack: no body of ours does
+        raise RequestError(f"the request body nests more than {openapi.MAX_DEPTH} levels deep") from None
+    if openapi.depth(body) > openapi.MAX_DEPTH:
+        raise RequestError(f"the request body nests more than {openapi.MAX_DEPTH} levels deep")
     openapi.validate(body, openapi.schema(schema_name), "body")
     return body
 
@@ -43,7 +47,7 @@ async def _body(request: web.Request, schema_name: str) -> dict:
 def _name(request: web.Request, key: str = "name") -> str:
     value = request.match_info[key]
     sch = {"type": "string", "pattern": openapi.NAME_PATTERN} if key == "name" else \
-        {"type": "string", "minLength": 1, "maxLength": 512}
+        {"type": "string", "minLength": 1, "maxLength": 512, "pattern": openapi.NO_NUL}
     openapi.validate(value, sch, f"path parameter '{key}'")
     return value
 

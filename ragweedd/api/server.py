@@ -26,7 +26,7 @@ from ragweedd.logging import get_logger
 
 log = get_logger("ragweedd.api")
 
-_TOKEN_RE = re.compile(r"^[A-Za-z0-9_\-]{32,256}$")
+_TOKEN_RE = re.compile(r"\A[A-Za-z0-9_\-]{32,256}\Z")
 
 
 # --------------------------------------------------------------------------- token

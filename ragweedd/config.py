@@ -113,6 +113,9 @@ KEYS: tuple[KeySpec, ...] = (
     K("", "log_level", str, "info", "Log level.", _choice("debug", "info", "warning", "error")),
     K("", "max_body_mb", int, 64, "Largest request body the API accepts (uploads included), in MiB.", _range(1, 4096)),
     K("", "max_concurrent_answers", int, 4, "Answers generated at once; more get HTTP 429.", _range(1, 64)),
+    K("", "http_idle_timeout_s", float, 15.0, "An API connection that has not sent a whole request head this long after connecting or after its previous answer is closed (idle and half-sent connections).", _range(1.0, 3600.0)),
+    K("", "http_body_timeout_s", float, 60.0, "A request body must have arrived this long after its head, else HTTP 408 (raise it for big uploads over slow links).", _range(1.0, 3600.0)),
+    K("", "http_write_timeout_s", float, 30.0, "An API client that accepts no bytes of an answer for this long is disconnected (frees its answer slot).", _range(1.0, 3600.0)),
     K("", "history_max_entries", int, 0, "Most searches and answers kept in the history (oldest dropped first); 0 = keep all.", _range(0, 10**9)),
     # --- chunking (original RAGWeed keys) --------------------------------------------------
     K("", "chunk_size", (int, str), "auto", "CHUNK_SIZE in tokens (4 chars/token); 'auto' = the embedder's measured default (2048 for long-context embedders, see docs/chunking.md).", _chunk_size),
@@ -218,6 +221,9 @@ class Config:
     log_level: str = "info"
     max_body_mb: int = 64
     max_concurrent_answers: int = 4
+    http_idle_timeout_s: float = 15.0
+    http_body_timeout_s: float = 60.0
+    http_write_timeout_s: float = 30.0
     history_max_entries: int = 0
     # chunking
     chunk_size: int | str = "auto"

@@ -31,7 +31,7 @@ async def _body(request: web.Request, schema_name: str) -> dict:
     ctype = request.content_type
     if ctype != "application/json":
         raise RequestError(f"the request body must be JSON (Content-Type: application/json), got {ctype!r}")
-    raw = await request.read()  # enforces client_max_size -> 413
+    raw = await read_body(request)
     try:
         body = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
@@ -42,6 +42,16 @@ async def _body(request: web.Request, schema_name: str) -> dict:
         raise RequestError(f"the request body nests more than {openapi.MAX_DEPTH} levels deep")
     openapi.validate(body, openapi.schema(schema_name), "body")
     return body
+
+
+async def read_body(request: web.Request) -> bytes:
+    """The whole body, within the body timeout: a client that sends a head and then trickles (or
+    stops) must not hold a connection and a handler for ever. client_max_size still gives 413."""
+    try:
+        async with asyncio.timeout(_st(request).body_timeout):
+            return await request.read()
+    except TimeoutError:
+        raise web.HTTPRequestTimeout() from None
 
 
 def _name(request: web.Request, key: str = "name") -> str:
@@ -140,13 +150,17 @@ async def upload(request: web.Request) -> web.Response:
     q = openapi.parse_query(request.query, "/v1/collections/{name}/documents", "post")
     filename = q.get("filename")
     if request.content_type.startswith("multipart/"):
-        filename, data = await _read_multipart(request, st.max_body_bytes, filename)
+        try:
+            async with asyncio.timeout(st.body_timeout):
+                filename, data = await _read_multipart(request, st.max_body_bytes, filename)
+        except TimeoutError:
+            raise web.HTTPRequestTimeout() from None
     else:
         if not filename:
             raise RequestError("query parameter 'filename' is required for a raw upload body",
                                hint="POST the bytes with ?filename=NAME, or send multipart/form-data with a "
                                     "'file' part")
-        data = await request.read()
+        data = await read_body(request)
     check_filename(filename)
     return _json(await st.engine.upload(coll, filename, data))
 

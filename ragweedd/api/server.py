@@ -20,6 +20,7 @@ from pathlib import Path
 from aiohttp import web
 
 from ragweedd.api.app import build_app
+from ragweedd.api.protocol import ApiRunner
 from ragweedd.api.security import STATE_KEY
 from ragweedd.errors import ConfigError, DaemonError
 from ragweedd.logging import get_logger
@@ -128,27 +129,40 @@ def remove_port_file(path: str | os.PathLike) -> None:
 # --------------------------------------------------------------------------- servers
 MAX_REQUEST_LINE = 65536
 MAX_HEADER_FIELD = 16384
+LINGER_S = 2.0
 
 
 class ApiServer:
     def __init__(self, engine, *, token: str, listen: str = "127.0.0.1:0", allow_remote: bool = False,
                  port_file: str | os.PathLike | None = None, max_body_bytes: int = 64 * 2**20,
-                 max_concurrent_answers: int = 4, app: web.Application | None = None) -> None:
+                 max_concurrent_answers: int = 4, app: web.Application | None = None,
+                 idle_timeout: float = 15.0, body_timeout: float = 60.0, write_timeout: float = 30.0) -> None:
+        """The timeouts (config keys http_idle_timeout_s, http_body_timeout_s, http_write_timeout_s)
+        bound what one connection can hold: a request head must be complete ``idle_timeout`` after
+        connecting or after the previous response, a body must have arrived ``body_timeout`` after
+        its head, and a client must accept written bytes within ``write_timeout``."""
         self.host, want_port = parse_listen(listen)
         check_bind(self.host, allow_remote)
         extra = () if is_loopback(self.host) or self.host in ("0.0.0.0", "::") else (self.host,)
         self.app = app or build_app(engine, token=token, port=want_port, max_body_bytes=max_body_bytes,
                                     max_concurrent_answers=max_concurrent_answers, extra_hosts=extra)
+        self.app[STATE_KEY].body_timeout = body_timeout
+        self.idle_timeout, self.write_timeout = idle_timeout, write_timeout
         self.port = want_port
         self.port_file = Path(port_file) if port_file else None
-        self._runner: web.AppRunner | None = None
+        self._runner: ApiRunner | None = None
 
     async def start(self) -> int:
         # The request line must hold every query the OpenAPI document allows (a 4,096-character
         # path_glob is up to 49 KB percent-encoded); aiohttp's default stops at 8 KB with a
         # plain-text error outside the JSON envelope.
-        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False,
-                                     max_line_size=MAX_REQUEST_LINE, max_field_size=MAX_HEADER_FIELD)
+        self._runner = ApiRunner(self.app, access_log=None, handle_signals=False,
+                                 max_line_size=MAX_REQUEST_LINE, max_field_size=MAX_HEADER_FIELD,
+                                 keepalive_timeout=self.idle_timeout, write_timeout=self.write_timeout,
+                                 # After an early answer (413, 408) aiohttp reads and drops what is
+                                 # left of the body so the client sees the answer; 10 s by default,
+                                 # which a client that stopped sending would hold for nothing.
+                                 lingering_time=LINGER_S)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
         try:

@@ -21,6 +21,7 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 # Free text may hold anything but NUL (SQLite, file names and globs cannot carry it). Saying so in
 # the document keeps schema-generated requests (schemathesis) and the server in agreement.
 NO_NUL = r"^[^\x00]*$"
+CHALLENGE_PATTERN = r"^[A-Za-z0-9_-]{16,128}$"
 # A document id as search results give it (doc_id): the content's MD5.
 DOC_ID_PATTERN = r"^[0-9A-Fa-f]{32}$"
 # JSON nests far deeper than any request body of this API; deeper values are refused before the
@@ -111,8 +112,12 @@ DOCUMENT: dict[str, Any] = {
     "servers": [{"url": "http://127.0.0.1:8723"}],
     "security": [{"bearer": []}],
     "paths": {
-        "/v1/health": {"get": _op("health", "Liveness: {\"ok\": true} (no token needed)", contract.Health,
-                                  public=True)},
+        "/v1/health": {"get": _op("health", "Liveness: {\"ok\": true} (no token needed); with ?challenge= also "
+                                  "the proof that this server knows the token", contract.Health, public=True,
+                                  params=[_query("challenge", {"type": "string", "pattern": CHALLENGE_PATTERN},
+                                                 "Random text chosen by the client; the answer's 'proof' is "
+                                                 "HMAC-SHA256(token, 'ragweedd-health\\n' + port + '\\n' + "
+                                                 "challenge) in hex.")])},
         "/v1/status": {"get": _op("status", "Collections, files by state, queue, ingest progress, embedder, "
                                   "index, last flush, next jobs, degraded reasons, missing tools", contract.Status)},
         "/v1/openapi.json": {"get": _op("openapi", "This document", None)},

@@ -5,6 +5,8 @@ middleware renders them."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import inspect
 import json
 from typing import Any, AsyncIterator
@@ -78,8 +80,19 @@ def check_filename(name: str) -> str:
 
 
 # --------------------------------------------------------------------------- simple routes
+def health_proof(token: str, port: int, challenge: str) -> str:
+    """What a client checks before it sends the token (ragweedd/cli/ctl_http.py): only a server
+    that knows the token can compute it, and the port in it stops a relay from another daemon."""
+    return hmac.new(token.encode(), f"ragweedd-health\n{port}\n{challenge}".encode(), hashlib.sha256).hexdigest()
+
+
 async def health(request: web.Request) -> web.Response:
-    return _json({"ok": True, "version": __version__})
+    q = openapi.parse_query(request.query, "/v1/health", "get")
+    out: dict[str, Any] = {"ok": True, "version": __version__}
+    if "challenge" in q:
+        st = _st(request)
+        out["proof"] = health_proof(st.token, st.port, q["challenge"])
+    return _json(out)
 
 
 async def status(request: web.Request) -> web.Response:

@@ -8,6 +8,7 @@ on a free port without owning an event loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import json
 import os
@@ -45,14 +46,49 @@ def _new_token_file(path: Path) -> str:
     return token
 
 
-def ensure_token(path: str | os.PathLike) -> str:
+def stale_port_file(port_file: Path) -> str | None:
+    """Why the port file is a crashed daemon's (None: absent, ours, or a live daemon's).
+
+    Whoever binds that port next could receive the token from a client that trusts the file, so the
+    daemon replaces the token when it finds one (``ensure_token``)."""
+    from ragweedd.cli.ctl_http import pid_alive, pid_holds_port  # stdlib-only helpers ragweedctl uses
+
+    try:
+        info = json.loads(port_file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return "damaged"
+    pid = info.get("pid") if isinstance(info, dict) else None
+    port = info.get("port") if isinstance(info, dict) else None
+    if not isinstance(pid, int) or pid <= 0:
+        return "no pid"
+    if pid == os.getpid():
+        return None
+    if not pid_alive(pid):
+        return f"process {pid} is gone"
+    if isinstance(port, int) and pid_holds_port(pid, port) is False:
+        return f"process {pid} does not listen on port {port}"
+    return None
+
+
+def ensure_token(path: str | os.PathLike, port_file: str | os.PathLike | None = None) -> str:
     """Return the API token, creating it (random, 0600) at first start.
 
     A token file that others could read is treated as leaked: when we own it, it is replaced by a
-    new token with mode 0600 (and a warning); when we do not, the daemon refuses to start.
+    new token with mode 0600 (and a warning); when we do not, the daemon refuses to start. So is the
+    token of a daemon that crashed and left its port file (``port_file``, by default the ``port``
+    file beside the token): that file is removed and the token replaced.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    port_path = Path(port_file) if port_file is not None else path.with_name("port")
+    why = stale_port_file(port_path)
+    if why is not None:
+        log.warning("stale_port_file", port_file=str(port_path), reason=why,
+                    action="removed; the API token is replaced, since whoever holds that port now may have seen it")
+        with contextlib.suppress(FileNotFoundError):
+            port_path.unlink()
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -66,6 +102,8 @@ def ensure_token(path: str | os.PathLike) -> str:
     if st.st_mode & 0o077:
         log.warning("token_file_too_open", token_file=str(path), mode=oct(st.st_mode & 0o777),
                     action="replaced with a new token, mode 0600")
+        return _new_token_file(path)
+    if why is not None:
         return _new_token_file(path)
     token = path.read_text(encoding="utf-8", errors="replace").strip()
     if not _TOKEN_RE.match(token):

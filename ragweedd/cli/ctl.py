@@ -390,6 +390,9 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--state-dir", default=argparse.SUPPRESS, metavar="DIR",
                         help="where the daemon keeps its token and port files "
                              "(default: $RAGWEED_STATE_DIR or the OS state dir)")
+    common.add_argument("--timeout", type=float, default=argparse.SUPPRESS, metavar="S",
+                        help="give up when the whole request has not finished after S seconds "
+                             "(default 5 for status, 600 for ask, 300 for upload, else 30)")
     filt = argparse.ArgumentParser(add_help=False, formatter_class=_fmt)
     filt.add_argument("-c", "--collection", action="append", metavar="NAME", help="only this collection (repeatable)")
     filt.add_argument("--top-k", type=int, metavar="N", help="vector candidates per collection")
@@ -404,9 +407,6 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ragweedctl", formatter_class=_fmt, parents=[common],
         description="Talk to the local ragweedd daemon (search, ask, manage collections).",
         epilog="exit codes: 0 ok, 1 daemon error, 2 bad request or usage, 3 daemon not running")
-    p.add_argument("--timeout", type=float, default=None, metavar="S",
-                   help="give up when the whole request has not finished after S seconds "
-                        "(default 5 for status, 600 for ask, 300 for upload, else 30)")
     p.add_argument("--version", action="version", version=f"ragweedctl {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -465,6 +465,7 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
     a = build_parser().parse_args(argv)
     a.json = getattr(a, "json", False)
     a.state_dir = getattr(a, "state_dir", None)
+    a.timeout = getattr(a, "timeout", None)
     try:
         if a.command == "service":
             return cmd_service(a, out)

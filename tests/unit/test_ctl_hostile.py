@@ -152,7 +152,7 @@ BAD = {
 def test_bad_replies_are_one_clear_error(tmp_path, case):
     with HostileServer(BAD[case], token=TOKEN) as srv:
         srv.write_files(tmp_path, TOKEN)
-        code, out, err, took = run(tmp_path, "status", "--timeout", "10")
+        code, out, err, took = run(tmp_path, "--timeout", "10", "status")
     assert code == 1, (code, out, err)
     one_clear_line(err)
     assert took < 9, took
@@ -180,7 +180,7 @@ def test_ask_stream_with_endless_event_is_capped(tmp_path):
     head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\nevent: token\ndata: "
     with HostileServer(endless(head, b"a" * 8192), token=TOKEN) as srv:
         srv.write_files(tmp_path, TOKEN)
-        code, _, err, _ = run(tmp_path, "ask", "x", "--timeout", "20")
+        code, _, err, _ = run(tmp_path, "--timeout", "20", "ask", "x")
     assert code == 1, err
     one_clear_line(err)
 
@@ -227,3 +227,12 @@ def test_token_is_sent_once_the_server_proved_itself(tmp_path):
         assert code == 0, err
         assert [b"Bearer " + TOKEN.encode() in r for r in srv.received] == [False, True]
 
+
+
+def test_truncated_body_that_is_valid_json_is_not_success(tmp_path):
+    """A Content-Length of 100 with a complete JSON object of 13 bytes, then the connection closes."""
+    with HostileServer(raw(b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"items": []}'), token=TOKEN) as srv:
+        srv.write_files(tmp_path, TOKEN)
+        code, out, err, _ = run(tmp_path, "collections")
+    assert code == 1 and "ended after 13 of 100 bytes" in err, (code, out, err)
+    one_clear_line(err)

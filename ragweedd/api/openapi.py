@@ -142,9 +142,13 @@ DOCUMENT: dict[str, Any] = {
         "/v1/collections/{name}/documents": {
             "post": _op(
                 "upload", "Upload a file into the collection's managed folder", contract.Uploaded,
+                # Required in the document, so that every request it allows is one the server
+                # accepts (a raw body has no other name); a multipart body whose part has a
+                # filename may still leave it out (routes.upload).
                 params=[_COLL, _query("filename", _text(1, 255),
-                                      "File name for a raw body (required then); a bare name, no "
-                                      "'/', '\\\\', NUL, '.' or '..'")],
+                                      "File name (a bare name, no '/', '\\\\', NUL, '.' or '..'); "
+                                      "a multipart body may leave it out and use its part's filename",
+                                      required=True)],
                 body={"required": True, "content": {
                     "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
                     "multipart/form-data": {"schema": {
@@ -332,8 +336,9 @@ def validate(value: Any, sch: dict, where: str, _level: int = 0) -> None:
                 validate(value[key], sub, f"{where}.{key}" if where != "body" else key, _level + 1)
 
 
-def parse_query(query: Any, path: str, method: str) -> dict[str, Any]:
-    """Query parameters of an operation, converted to their schema types and validated."""
+def parse_query(query: Any, path: str, method: str, optional: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Query parameters of an operation, converted to their schema types and validated;
+    ``optional`` names required ones the caller can do without this time."""
     out: dict[str, Any] = {}
     for p in parameters(path, method):
         if p["in"] != "query":
@@ -341,7 +346,7 @@ def parse_query(query: Any, path: str, method: str) -> dict[str, Any]:
         name, sch = p["name"], p["schema"]
         raw = query.get(name)
         if raw is None:
-            if p.get("required"):
+            if p.get("required") and name not in optional:
                 raise RequestError(f"query parameter '{name}' is required")
             continue
         val: Any = raw

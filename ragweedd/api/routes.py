@@ -160,7 +160,9 @@ async def search(request: web.Request) -> web.Response:
 async def upload(request: web.Request) -> web.Response:
     st = _st(request)
     coll = _name(request)
-    q = openapi.parse_query(request.query, "/v1/collections/{name}/documents", "post")
+    # filename is checked below, with a hint, since multipart bodies may do without it
+    q = openapi.parse_query(request.query, "/v1/collections/{name}/documents", "post",
+                            optional=frozenset({"filename"}))
     filename = q.get("filename")
     if request.content_type.startswith("multipart/"):
         try:

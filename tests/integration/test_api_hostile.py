@@ -129,3 +129,13 @@ def test_nul_is_refused_by_schema_and_server(api):
     assert _schema_refuses(glob["schema"], "a\x00")
     refused(api.request("GET", "/v1/documents?path_glob=a%00"))
     refused(api.request("GET", "/v1/documents/1%00"))
+
+
+def test_upload_filename_schema_and_server_agree(api):
+    """The document requires ?filename (a raw body has no other name), so no request it allows is
+    refused for the lack of one; a multipart part's own filename is a leniency beyond it."""
+    p = next(p for p in openapi.parameters("/v1/collections/{name}/documents", "post") if p["name"] == "filename")
+    assert p["required"] is True
+    e = refused(api.request("POST", "/v1/collections/notes/documents", raw=b"x",
+                            headers={"Content-Type": "application/octet-stream"}))
+    assert "filename" in e["message"] and e.get("hint")

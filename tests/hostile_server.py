@@ -45,6 +45,10 @@ class HostileServer:
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
+        try:  # close() alone does not wake a thread blocked in accept() on Linux; shutdown() does
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self.sock.close()
         self._thread.join(5)
 

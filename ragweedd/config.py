@@ -113,6 +113,9 @@ KEYS: tuple[KeySpec, ...] = (
     K("", "log_level", str, "info", "Log level.", _choice("debug", "info", "warning", "error")),
     K("", "max_body_mb", int, 64, "Largest request body the API accepts (uploads included), in MiB.", _range(1, 4096)),
     K("", "max_concurrent_answers", int, 4, "Answers generated at once; more get HTTP 429.", _range(1, 64)),
+    K("", "http_idle_timeout_s", float, 15.0, "An API connection that has not sent a whole request head this long after connecting or after its previous answer is closed (idle and half-sent connections).", _range(1.0, 3600.0)),
+    K("", "http_body_timeout_s", float, 60.0, "A request body must have arrived this long after its head, else HTTP 408 (raise it for big uploads over slow links).", _range(1.0, 3600.0)),
+    K("", "http_write_timeout_s", float, 30.0, "An API client that accepts no bytes of an answer for this long is disconnected (frees its answer slot).", _range(1.0, 3600.0)),
     K("", "history_max_entries", int, 0, "Most searches and answers kept in the history (oldest dropped first); 0 = keep all.", _range(0, 10**9)),
     # --- chunking (original RAGWeed keys) --------------------------------------------------
     K("", "chunk_size", (int, str), "auto", "CHUNK_SIZE in tokens (4 chars/token); 'auto' = the embedder's measured default (2048 for long-context embedders, see docs/chunking.md).", _chunk_size),
@@ -218,6 +221,9 @@ class Config:
     log_level: str = "info"
     max_body_mb: int = 64
     max_concurrent_answers: int = 4
+    http_idle_timeout_s: float = 15.0
+    http_body_timeout_s: float = 60.0
+    http_write_timeout_s: float = 30.0
     history_max_entries: int = 0
     # chunking
     chunk_size: int | str = "auto"
@@ -295,7 +301,9 @@ class Config:
     source: str | None = None
 
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# \A...\Z, not ^...$: "$" also matches before a final newline, so "x\n" passed. Callers use
+# .match() and .fullmatch(); with \Z both refuse it.
+_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 
 
 def _type_name(t: type | tuple[type, ...]) -> str:
@@ -360,7 +368,7 @@ def _collections(raw: Any, origin: str) -> dict[str, CollectionConfig]:
     out = {}
     for name, body in raw.items():
         where = f"{origin}: [collections.{name}]"
-        if not _NAME_RE.match(name):
+        if not _NAME_RE.fullmatch(name):
             raise ConfigError(f"{where}: collection name {name!r} is not allowed; use letters, digits, '_', '-', '.' (max 64)")
         if not isinstance(body, dict):
             raise ConfigError(f"{where} must be a table with 'paths'")

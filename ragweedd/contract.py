@@ -64,6 +64,9 @@ class ApiError(TypedDict):
 class Health(TypedDict):
     ok: bool
     version: str
+    # HMAC-SHA256(token, "ragweedd-health\n" + port + "\n" + challenge), hex, when ?challenge= is
+    # given: the daemon proves it knows the token before a client sends it (docs/api.md).
+    proof: NotRequired[str]
 
 
 DocState = Literal["queued", "indexed", "failed", "skipped", "superseded"]

@@ -167,11 +167,13 @@ def running_api(tmp_path: Path, *, files: dict[str, str | bytes] | None = None, 
                 top_toml: str = "",
                 expect: set[str] | None = None, extract: Callable | None = None,
                 max_body_bytes: int | None = None, max_concurrent_answers: int | None = None,
-                wait: bool = True, timeout: float = 90, scheduler: bool = True):
+                wait: bool = True, timeout: float = 90, scheduler: bool = True,
+                server_kwargs: dict | None = None):
     """The real daemon (open_daemon + DaemonEngine) behind ApiServer on a free loopback port.
 
     ``scheduler`` is on by default, as ``ragweedd run`` has it (its jobs are hours apart, so they
-    never run during a test); see test_api_contract for what a core started without it does."""
+    never run during a test); see test_api_contract for what a core started without it does.
+    ``server_kwargs`` go to ApiServer (its timeouts, for instance)."""
     files = DOCS if files is None else files
     docs = tmp_path / "docs"
     docs.mkdir(parents=True, exist_ok=True)
@@ -192,7 +194,8 @@ def running_api(tmp_path: Path, *, files: dict[str, str | bytes] | None = None, 
         server = ThreadedServer(
             engine, token=token, listen=cfg.listen, port_file=paths.port_file,
             max_body_bytes=max_body_bytes or cfg.max_body_mb * 2**20,
-            max_concurrent_answers=max_concurrent_answers or cfg.max_concurrent_answers).start()
+            max_concurrent_answers=max_concurrent_answers or cfg.max_concurrent_answers,
+            **(server_kwargs or {})).start()
         api = Api(server, core, engine, token, paths, docs, cfg_file, dict(files))
         want = set(files) if expect is None else expect
         if wait and want:

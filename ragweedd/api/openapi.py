@@ -9,6 +9,7 @@ validated against the same schemas, so the documented contract is the enforced o
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from typing import Any
 
@@ -17,6 +18,15 @@ from ragweedd.api.schemas import components, ref
 from ragweedd.errors import RequestError
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+# Free text may hold anything but NUL (SQLite, file names and globs cannot carry it). Saying so in
+# the document keeps schema-generated requests (schemathesis) and the server in agreement.
+NO_NUL = r"^[^\x00]*$"
+CHALLENGE_PATTERN = r"^[A-Za-z0-9_-]{16,128}$"
+# A document id as search results give it (doc_id): the content's MD5.
+DOC_ID_PATTERN = r"^[0-9A-Fa-f]{32}$"
+# JSON nests far deeper than any request body of this API; deeper values are refused before the
+# validator (which recurses once per level) gets near the interpreter's recursion limit.
+MAX_DEPTH = 32
 
 _ERR = {"$ref": "#/components/responses/Error"}
 _OBJ = {"type": "object"}
@@ -56,6 +66,10 @@ def _query(name: str, schema: dict, desc: str, required: bool = False) -> dict:
     return {"name": name, "in": "query", "required": required, "schema": schema, "description": desc}
 
 
+def _text(lo: int, hi: int) -> dict:
+    return {"type": "string", "minLength": lo, "maxLength": hi, "pattern": NO_NUL}
+
+
 _COLL = _path("name", {"type": "string", "pattern": NAME_PATTERN}, "Collection name.")
 _PAGING = [
     _query("offset", {"type": "integer", "minimum": 0, "maximum": 10**9}, "Items to skip (default 0)."),
@@ -76,15 +90,15 @@ _SSE = {"description": "Server-Sent Events (default) or JSON when stream=false",
             ("context", contract.ContextEvent), ("token", contract.TokenEvent), ("done", contract.DoneEvent),
             ("error", contract.ErrorEvent))}}
 
-_STRS = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 4096}, "maxItems": 256}
+_STRS = {"type": "array", "items": _text(1, 4096), "maxItems": 256}
 _FILTERS = {
     "collections": {"type": "array", "items": {"type": "string", "pattern": NAME_PATTERN}, "maxItems": 256},
     "top_k": {"type": "integer", "minimum": 1, "maximum": 10000},
-    "path_glob": {"type": "string", "minLength": 1, "maxLength": 4096},
+    "path_glob": _text(1, 4096),
     "file_type": {"type": "string", "pattern": r"^\.?[A-Za-z0-9]{1,16}$"},
-    "doc_id": {"type": "string", "minLength": 1, "maxLength": 512},
+    "doc_id": {"type": "string", "pattern": DOC_ID_PATTERN},
 }
-_QUERY = {"type": "string", "minLength": 1, "maxLength": 8000}
+_QUERY = _text(1, 8000)
 
 DOCUMENT: dict[str, Any] = {
     "openapi": "3.1.0",
@@ -98,8 +112,12 @@ DOCUMENT: dict[str, Any] = {
     "servers": [{"url": "http://127.0.0.1:8723"}],
     "security": [{"bearer": []}],
     "paths": {
-        "/v1/health": {"get": _op("health", "Liveness: {\"ok\": true} (no token needed)", contract.Health,
-                                  public=True)},
+        "/v1/health": {"get": _op("health", "Liveness: {\"ok\": true} (no token needed); with ?challenge= also "
+                                  "the proof that this server knows the token", contract.Health, public=True,
+                                  params=[_query("challenge", {"type": "string", "pattern": CHALLENGE_PATTERN},
+                                                 "Random text chosen by the client; the answer's 'proof' is "
+                                                 "HMAC-SHA256(token, 'ragweedd-health\\n' + port + '\\n' + "
+                                                 "challenge) in hex.")])},
         "/v1/status": {"get": _op("status", "Collections, files by state, queue, ingest progress, embedder, "
                                   "index, last flush, next jobs, degraded reasons, missing tools", contract.Status)},
         "/v1/openapi.json": {"get": _op("openapi", "This document", None)},
@@ -124,9 +142,13 @@ DOCUMENT: dict[str, Any] = {
         "/v1/collections/{name}/documents": {
             "post": _op(
                 "upload", "Upload a file into the collection's managed folder", contract.Uploaded,
-                params=[_COLL, _query("filename", {"type": "string", "minLength": 1, "maxLength": 255},
-                                      "File name for a raw body (required then); a bare name, no "
-                                      "'/', '\\\\', NUL, '.' or '..'")],
+                # Required in the document, so that every request it allows is one the server
+                # accepts (a raw body has no other name); a multipart body whose part has a
+                # filename may still leave it out (routes.upload).
+                params=[_COLL, _query("filename", _text(1, 255),
+                                      "File name (a bare name, no '/', '\\\\', NUL, '.' or '..'); "
+                                      "a multipart body may leave it out and use its part's filename",
+                                      required=True)],
                 body={"required": True, "content": {
                     "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
                     "multipart/form-data": {"schema": {
@@ -140,13 +162,13 @@ DOCUMENT: dict[str, Any] = {
                 _query("collection", {"type": "string", "pattern": NAME_PATTERN}, "Only this collection."),
                 _query("state", {"type": "string", "enum": ["queued", "indexed", "failed", "skipped",
                                                              "superseded"]}, "Only this state."),
-                _query("path_glob", {"type": "string", "minLength": 1, "maxLength": 4096},
+                _query("path_glob", _text(1, 4096),
                        "fnmatch glob on the source path."),
                 *_PAGING]),
         },
         "/v1/documents/{doc_key}": {
             "get": _op("get_document", "One document with its chunks, state and error", contract.DocumentDetail,
-                       params=[_path("doc_key", {"type": "string", "minLength": 1, "maxLength": 512},
+                       params=[_path("doc_key", _text(1, 512),
                                      "Document key from a listing")]),
         },
         "/v1/search": {
@@ -159,7 +181,7 @@ DOCUMENT: dict[str, Any] = {
         },
         "/v1/ask/{history_id}/continue": {
             "post": _op("ask_continue", "Continue an answer cut at max_tokens (SSE by default)", None,
-                        params=[_path("history_id", {"type": "string", "minLength": 1, "maxLength": 128},
+                        params=[_path("history_id", _text(1, 128),
                                       "History id of the answer"), _STREAM],
                         ok=_SSE, extra={"429": _ERR}),
         },
@@ -167,7 +189,7 @@ DOCUMENT: dict[str, Any] = {
                                    params=_PAGING)},
         "/v1/history/{history_id}": {
             "get": _op("history_show", "One history entry in full", contract.HistoryEntry,
-                       params=[_path("history_id", {"type": "string", "minLength": 1, "maxLength": 128},
+                       params=[_path("history_id", _text(1, 128),
                                      "History id")]),
         },
     },
@@ -182,7 +204,7 @@ DOCUMENT: dict[str, Any] = {
                 "type": "object", "required": ["name", "paths"], "additionalProperties": False,
                 "properties": {"name": {"type": "string", "pattern": NAME_PATTERN},
                                "paths": {**_STRS, "minItems": 1}, "ignore": _STRS,
-                               "topic": {"type": "string", "maxLength": 4096}}},
+                               "topic": _text(0, 4096)}},
             "SearchRequest": {"type": "object", "required": ["query"], "additionalProperties": False,
                               "properties": {"query": _QUERY, **_FILTERS}},
             "AskRequest": {"type": "object", "required": ["query"], "additionalProperties": False,
@@ -219,16 +241,43 @@ def _type_ok(value: Any, t: str) -> bool:
     return isinstance(value, _TYPES[t])
 
 
-def validate(value: Any, sch: dict, where: str) -> None:
+@functools.lru_cache(maxsize=256)
+def _pattern(pattern: str) -> re.Pattern[str]:
+    # JSON Schema patterns are ECMA regexes, where a final "$" is the end of the string; in Python
+    # it also matches before a final newline, which let the name "x\n" through. "\Z" is the end.
+    if pattern.endswith("$") and not pattern.endswith("\\$"):
+        pattern = pattern[:-1] + r"\Z"
+    return re.compile(pattern)
+
+
+def depth(value: Any, limit: int = MAX_DEPTH) -> int:
+    """Nesting depth of a JSON value, without recursion (a hostile body may nest 100,000 deep)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if d > limit:
+            return d
+        deepest = max(deepest, d)
+        if isinstance(v, dict):
+            stack.extend((x, d + 1) for x in v.values())
+        elif isinstance(v, list):
+            stack.extend((x, d + 1) for x in v)
+    return deepest
+
+
+def validate(value: Any, sch: dict, where: str, _level: int = 0) -> None:
     """Check ``value`` against the subset of JSON Schema this document uses; RequestError names
-    the offending field (``where``) and what is allowed."""
+    the offending field (``where``) and what is allowed. Values nested deeper than MAX_DEPTH are
+    refused, so the recursion here is bounded whatever the schema allows."""
+    if _level > MAX_DEPTH:
+        raise RequestError(f"{where} is nested more than {MAX_DEPTH} levels deep")
     while "$ref" in sch:
         sch = DOCUMENT["components"]["schemas"][sch["$ref"].rsplit("/", 1)[1]]
     if "anyOf" in sch:
         errors = []
         for alt in sch["anyOf"]:
             try:
-                validate(value, alt, where)
+                validate(value, alt, where, _level)
                 break
             except RequestError as e:
                 errors.append(e.message)
@@ -248,7 +297,12 @@ def validate(value: Any, sch: dict, where: str) -> None:
                                else f"{where} needs at least {sch['minLength']} characters")
         if "maxLength" in sch and len(value) > sch["maxLength"]:
             raise RequestError(f"{where} is longer than {sch['maxLength']} characters")
-        if "pattern" in sch and not re.search(sch["pattern"], value):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate ("\ud800" in JSON): no file, glob or row can hold it
+            raise RequestError(f"{where} is not valid Unicode (it holds a lone surrogate such as \\ud800)",
+                               hint="send text as UTF-8; escape only whole characters") from None
+        if "pattern" in sch and not _pattern(sch["pattern"]).search(value):
             raise RequestError(f"{where} {value[:80]!r} is not allowed (must match {sch['pattern']})")
         if "\x00" in value:
             raise RequestError(f"{where} contains a NUL character")
@@ -263,7 +317,7 @@ def validate(value: Any, sch: dict, where: str) -> None:
         if "maxItems" in sch and len(value) > sch["maxItems"]:
             raise RequestError(f"{where} has more than {sch['maxItems']} items")
         for i, item in enumerate(value):
-            validate(item, sch.get("items", {}), f"{where}[{i}]")
+            validate(item, sch.get("items", {}), f"{where}[{i}]", _level + 1)
     if isinstance(value, dict):
         props = sch.get("properties", {})
         for req in sch.get("required", []):
@@ -276,14 +330,15 @@ def validate(value: Any, sch: dict, where: str) -> None:
                 raise RequestError(f"{where}: unknown field(s) {extra}", hint="allowed: " + ", ".join(props))
         elif isinstance(extra_sch, dict) and extra_sch:
             for key in set(value) - set(props):
-                validate(value[key], extra_sch, f"{where}.{key}")
+                validate(value[key], extra_sch, f"{where}.{key}", _level + 1)
         for key, sub in props.items():
             if key in value:
-                validate(value[key], sub, f"{where}.{key}" if where != "body" else key)
+                validate(value[key], sub, f"{where}.{key}" if where != "body" else key, _level + 1)
 
 
-def parse_query(query: Any, path: str, method: str) -> dict[str, Any]:
-    """Query parameters of an operation, converted to their schema types and validated."""
+def parse_query(query: Any, path: str, method: str, optional: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Query parameters of an operation, converted to their schema types and validated;
+    ``optional`` names required ones the caller can do without this time."""
     out: dict[str, Any] = {}
     for p in parameters(path, method):
         if p["in"] != "query":
@@ -291,7 +346,7 @@ def parse_query(query: Any, path: str, method: str) -> dict[str, Any]:
         name, sch = p["name"], p["schema"]
         raw = query.get(name)
         if raw is None:
-            if p.get("required"):
+            if p.get("required") and name not in optional:
                 raise RequestError(f"query parameter '{name}' is required")
             continue
         val: Any = raw

@@ -5,6 +5,8 @@ middleware renders them."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import inspect
 import json
 from typing import Any, AsyncIterator
@@ -31,19 +33,33 @@ async def _body(request: web.Request, schema_name: str) -> dict:
     ctype = request.content_type
     if ctype != "application/json":
         raise RequestError(f"the request body must be JSON (Content-Type: application/json), got {ctype!r}")
-    raw = await request.read()  # enforces client_max_size -> 413
+    raw = await read_body(request)
     try:
         body = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise RequestError(f"the request body is not valid JSON: {e}") from None
+    except RecursionError:  # json nests deeper than the interpreter's stack: no body of ours does
+        raise RequestError(f"the request body nests more than {openapi.MAX_DEPTH} levels deep") from None
+    if openapi.depth(body) > openapi.MAX_DEPTH:
+        raise RequestError(f"the request body nests more than {openapi.MAX_DEPTH} levels deep")
     openapi.validate(body, openapi.schema(schema_name), "body")
     return body
+
+
+async def read_body(request: web.Request) -> bytes:
+    """The whole body, within the body timeout: a client that sends a head and then trickles (or
+    stops) must not hold a connection and a handler for ever. client_max_size still gives 413."""
+    try:
+        async with asyncio.timeout(_st(request).body_timeout):
+            return await request.read()
+    except TimeoutError:
+        raise web.HTTPRequestTimeout() from None
 
 
 def _name(request: web.Request, key: str = "name") -> str:
     value = request.match_info[key]
     sch = {"type": "string", "pattern": openapi.NAME_PATTERN} if key == "name" else \
-        {"type": "string", "minLength": 1, "maxLength": 512}
+        {"type": "string", "minLength": 1, "maxLength": 512, "pattern": openapi.NO_NUL}
     openapi.validate(value, sch, f"path parameter '{key}'")
     return value
 
@@ -64,8 +80,19 @@ def check_filename(name: str) -> str:
 
 
 # --------------------------------------------------------------------------- simple routes
+def health_proof(token: str, port: int, challenge: str) -> str:
+    """What a client checks before it sends the token (ragweedd/cli/ctl_http.py): only a server
+    that knows the token can compute it, and the port in it stops a relay from another daemon."""
+    return hmac.new(token.encode(), f"ragweedd-health\n{port}\n{challenge}".encode(), hashlib.sha256).hexdigest()
+
+
 async def health(request: web.Request) -> web.Response:
-    return _json({"ok": True, "version": __version__})
+    q = openapi.parse_query(request.query, "/v1/health", "get")
+    out: dict[str, Any] = {"ok": True, "version": __version__}
+    if "challenge" in q:
+        st = _st(request)
+        out["proof"] = health_proof(st.token, st.port, q["challenge"])
+    return _json(out)
 
 
 async def status(request: web.Request) -> web.Response:
@@ -133,16 +160,22 @@ async def search(request: web.Request) -> web.Response:
 async def upload(request: web.Request) -> web.Response:
     st = _st(request)
     coll = _name(request)
-    q = openapi.parse_query(request.query, "/v1/collections/{name}/documents", "post")
+    # filename is checked below, with a hint, since multipart bodies may do without it
+    q = openapi.parse_query(request.query, "/v1/collections/{name}/documents", "post",
+                            optional=frozenset({"filename"}))
     filename = q.get("filename")
     if request.content_type.startswith("multipart/"):
-        filename, data = await _read_multipart(request, st.max_body_bytes, filename)
+        try:
+            async with asyncio.timeout(st.body_timeout):
+                filename, data = await _read_multipart(request, st.max_body_bytes, filename)
+        except TimeoutError:
+            raise web.HTTPRequestTimeout() from None
     else:
         if not filename:
             raise RequestError("query parameter 'filename' is required for a raw upload body",
                                hint="POST the bytes with ?filename=NAME, or send multipart/form-data with a "
                                     "'file' part")
-        data = await request.read()
+        data = await read_body(request)
     check_filename(filename)
     return _json(await st.engine.upload(coll, filename, data))
 

@@ -34,6 +34,7 @@ _HTTP_CODES = {
     403: ("forbidden", "the request was refused"),
     404: ("not_found", "no such route"),
     405: ("method_not_allowed", "method not allowed"),
+    408: ("request_timeout", "the request body did not arrive in time"),
     411: ("length_required", "a Content-Length is required"),
     413: ("body_too_large", "the request body is too large"),
     415: ("unsupported_media_type", "unsupported content type"),
@@ -50,6 +51,7 @@ class ApiState:
     max_concurrent_answers: int
     extra_hosts: tuple[str, ...] = ()
     answers_in_flight: int = 0
+    body_timeout: float = 60.0
     log: Any = None
     allowed_hosts: frozenset[str] = field(default_factory=frozenset)
     allowed_origins: frozenset[str] = field(default_factory=frozenset)
@@ -92,6 +94,9 @@ def _from_http_exception(request: web.Request, exc: web.HTTPException, st: ApiSt
         if allowed:
             hint = "allowed: " + ", ".join(allowed)
             headers["Allow"] = ",".join(allowed)
+    elif exc.status == 408:
+        message = f"the request body did not arrive within {st.body_timeout:g} s"
+        hint = "send the whole body at once (raise http_body_timeout_s in the config for slow links)"
     elif exc.status == 413:
         message = f"the request body is larger than the limit of {st.max_body_bytes} bytes"
         hint = "raise max_body_mb in the config for bigger uploads"

@@ -8,6 +8,7 @@ on a free port without owning an event loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import json
 import os
@@ -20,13 +21,14 @@ from pathlib import Path
 from aiohttp import web
 
 from ragweedd.api.app import build_app
+from ragweedd.api.protocol import ApiRunner
 from ragweedd.api.security import STATE_KEY
 from ragweedd.errors import ConfigError, DaemonError
 from ragweedd.logging import get_logger
 
 log = get_logger("ragweedd.api")
 
-_TOKEN_RE = re.compile(r"^[A-Za-z0-9_\-]{32,256}$")
+_TOKEN_RE = re.compile(r"\A[A-Za-z0-9_\-]{32,256}\Z")
 
 
 # --------------------------------------------------------------------------- token
@@ -44,14 +46,49 @@ def _new_token_file(path: Path) -> str:
     return token
 
 
-def ensure_token(path: str | os.PathLike) -> str:
+def stale_port_file(port_file: Path) -> str | None:
+    """Why the port file is a crashed daemon's (None: absent, ours, or a live daemon's).
+
+    Whoever binds that port next could receive the token from a client that trusts the file, so the
+    daemon replaces the token when it finds one (``ensure_token``)."""
+    from ragweedd.cli.ctl_http import pid_alive, pid_holds_port  # stdlib-only helpers ragweedctl uses
+
+    try:
+        info = json.loads(port_file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return "damaged"
+    pid = info.get("pid") if isinstance(info, dict) else None
+    port = info.get("port") if isinstance(info, dict) else None
+    if not isinstance(pid, int) or pid <= 0:
+        return "no pid"
+    if pid == os.getpid():
+        return None
+    if not pid_alive(pid):
+        return f"process {pid} is gone"
+    if isinstance(port, int) and pid_holds_port(pid, port) is False:
+        return f"process {pid} does not listen on port {port}"
+    return None
+
+
+def ensure_token(path: str | os.PathLike, port_file: str | os.PathLike | None = None) -> str:
     """Return the API token, creating it (random, 0600) at first start.
 
     A token file that others could read is treated as leaked: when we own it, it is replaced by a
-    new token with mode 0600 (and a warning); when we do not, the daemon refuses to start.
+    new token with mode 0600 (and a warning); when we do not, the daemon refuses to start. So is the
+    token of a daemon that crashed and left its port file (``port_file``, by default the ``port``
+    file beside the token): that file is removed and the token replaced.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    port_path = Path(port_file) if port_file is not None else path.with_name("port")
+    why = stale_port_file(port_path)
+    if why is not None:
+        log.warning("stale_port_file", port_file=str(port_path), reason=why,
+                    action="removed; the API token is replaced, since whoever holds that port now may have seen it")
+        with contextlib.suppress(FileNotFoundError):
+            port_path.unlink()
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -65,6 +102,8 @@ def ensure_token(path: str | os.PathLike) -> str:
     if st.st_mode & 0o077:
         log.warning("token_file_too_open", token_file=str(path), mode=oct(st.st_mode & 0o777),
                     action="replaced with a new token, mode 0600")
+        return _new_token_file(path)
+    if why is not None:
         return _new_token_file(path)
     token = path.read_text(encoding="utf-8", errors="replace").strip()
     if not _TOKEN_RE.match(token):
@@ -128,27 +167,40 @@ def remove_port_file(path: str | os.PathLike) -> None:
 # --------------------------------------------------------------------------- servers
 MAX_REQUEST_LINE = 65536
 MAX_HEADER_FIELD = 16384
+LINGER_S = 2.0
 
 
 class ApiServer:
     def __init__(self, engine, *, token: str, listen: str = "127.0.0.1:0", allow_remote: bool = False,
                  port_file: str | os.PathLike | None = None, max_body_bytes: int = 64 * 2**20,
-                 max_concurrent_answers: int = 4, app: web.Application | None = None) -> None:
+                 max_concurrent_answers: int = 4, app: web.Application | None = None,
+                 idle_timeout: float = 15.0, body_timeout: float = 60.0, write_timeout: float = 30.0) -> None:
+        """The timeouts (config keys http_idle_timeout_s, http_body_timeout_s, http_write_timeout_s)
+        bound what one connection can hold: a request head must be complete ``idle_timeout`` after
+        connecting or after the previous response, a body must have arrived ``body_timeout`` after
+        its head, and a client must accept written bytes within ``write_timeout``."""
         self.host, want_port = parse_listen(listen)
         check_bind(self.host, allow_remote)
         extra = () if is_loopback(self.host) or self.host in ("0.0.0.0", "::") else (self.host,)
         self.app = app or build_app(engine, token=token, port=want_port, max_body_bytes=max_body_bytes,
                                     max_concurrent_answers=max_concurrent_answers, extra_hosts=extra)
+        self.app[STATE_KEY].body_timeout = body_timeout
+        self.idle_timeout, self.write_timeout = idle_timeout, write_timeout
         self.port = want_port
         self.port_file = Path(port_file) if port_file else None
-        self._runner: web.AppRunner | None = None
+        self._runner: ApiRunner | None = None
 
     async def start(self) -> int:
         # The request line must hold every query the OpenAPI document allows (a 4,096-character
         # path_glob is up to 49 KB percent-encoded); aiohttp's default stops at 8 KB with a
         # plain-text error outside the JSON envelope.
-        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False,
-                                     max_line_size=MAX_REQUEST_LINE, max_field_size=MAX_HEADER_FIELD)
+        self._runner = ApiRunner(self.app, access_log=None, handle_signals=False,
+                                 max_line_size=MAX_REQUEST_LINE, max_field_size=MAX_HEADER_FIELD,
+                                 keepalive_timeout=self.idle_timeout, write_timeout=self.write_timeout,
+                                 # After an early answer (413, 408) aiohttp reads and drops what is
+                                 # left of the body so the client sees the answer; 10 s by default,
+                                 # which a client that stopped sending would hold for nothing.
+                                 lingering_time=LINGER_S)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
         try:

@@ -86,8 +86,68 @@ def _dispatch(args) -> int:
     if args.cmd == "run":
         from ragweedd.daemon import run_daemon
 
-        return run_daemon(cfg, allow_remote=args.allow_remote)
+        install_crash_reporting()
+        return run_logged(lambda: run_daemon(cfg, allow_remote=args.allow_remote))
     raise AssertionError(args.cmd)
+
+
+def install_crash_reporting() -> None:
+    """The daemon must never end without a trace (issue 12: once it exited with no log line).
+
+    - faulthandler: a fatal signal (SIGSEGV in a native extension, SIGABRT...) prints every
+      thread's Python stack to stderr (the journal); SIGUSR1 prints them without stopping, for a
+      daemon that seems stuck;
+    - threading.excepthook: an exception that ends any thread is logged (``thread_crashed``, with
+      the thread's name and traceback) instead of only going to stderr;
+    - SIGHUP (its terminal closed) stops the daemon the way SIGTERM does, with a log line, instead
+      of killing it silently by default.
+    """
+    import faulthandler
+    import os
+    import signal
+    import threading
+
+    from ragweedd.logging import get_logger
+
+    log = get_logger("ragweedd")
+    faulthandler.enable(file=sys.stderr, all_threads=True)
+    if hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True, chain=False)
+
+    def thread_crashed(a: threading.ExceptHookArgs) -> None:
+        if a.exc_type is SystemExit:
+            return
+        log.error("thread_crashed", thread=getattr(a.thread, "name", None),
+                  error=f"{a.exc_type.__name__}: {a.exc_value}",
+                  exc_info=(a.exc_type, a.exc_value, a.exc_traceback))
+
+    threading.excepthook = thread_crashed
+    if hasattr(signal, "SIGHUP"):
+        def hangup(signum, frame) -> None:
+            log.warning("daemon_signal", signal="SIGHUP", action="stopping as for SIGTERM")
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        signal.signal(signal.SIGHUP, hangup)
+
+
+def run_logged(run) -> int:
+    """``run()`` with its end in the log whatever it is: a return code, an error, an exception."""
+    from ragweedd.logging import get_logger
+
+    log = get_logger("ragweedd")
+    try:
+        code = run()
+    except RagweedError as e:
+        log.error("daemon_exit", code=e.exit_code, reason=str(e))
+        raise
+    except KeyboardInterrupt:
+        log.warning("daemon_exit", code=130, reason="interrupted")
+        raise
+    except BaseException as e:
+        log.critical("daemon_exit_unexpected", error=f"{type(e).__name__}: {e}", exc_info=True)
+        raise
+    log.info("daemon_exit", code=code)
+    return code
 
 
 def _check_config(cfg) -> int:

@@ -15,37 +15,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import sys
 
 from ragweedd import __version__
+from ragweedd.cli.ctl_http import Client, CtlError, api_error, bad_reply, parse_json, sse_events
 
 # The response shapes are ragweedd.contract's; imported for the type checker only, because the
 # contract module (typing and its classes) would cost ragweedctl ~10 ms at every start.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from ragweedd.contract import IngestProgress, Status
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
 HELP_WIDTH = 88
-
-
-class CtlError(Exception):
-    def __init__(self, message: str, code: int = EXIT_ERROR, payload: dict | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.payload = payload
-
-
-def _not_running(detail: str) -> CtlError:
-    return CtlError(
-        f"ragweedd is not running ({detail}).\n"
-        "Start it with `ragweedd run`, or install it as a service with `ragweedctl service install`.",
-        EXIT_NOT_RUNNING,
-        {"error": {"code": "daemon_not_running", "message": f"ragweedd is not running ({detail})",
-                   "hint": "start it with `ragweedd run` or `ragweedctl service install`"}})
+# The whole request, per command, unless --timeout says otherwise: status is what launchers poll.
+TIMEOUTS = {"status": 5.0, "upload": 300.0, "ask": 600.0}
+DEFAULT_TIMEOUT = 30.0
 
 
 # --------------------------------------------------------------------------- connection
@@ -59,146 +44,53 @@ def _state_dir(arg: str | None) -> str:
     return str(Paths.resolve().state)
 
 
-class Client:
-    def __init__(self, state_dir: str, timeout: float = 600.0) -> None:
-        self.state_dir = state_dir
-        self.timeout = timeout
-        port_file = os.path.join(state_dir, "port")
-        try:
-            with open(port_file, encoding="utf-8") as f:
-                raw = f.read().strip()
-        except FileNotFoundError:
-            raise _not_running(f"no port file at {port_file}") from None
-        except OSError as e:
-            raise CtlError(f"cannot read {port_file}: {e.strerror}") from None
-        try:
-            info = json.loads(raw)
-            if isinstance(info, int):
-                info = {"host": "127.0.0.1", "port": info}
-            self.host, self.port = str(info["host"]), int(info["port"])
-        except (ValueError, KeyError, TypeError):
-            raise CtlError(f"the port file {port_file} is damaged; restart ragweedd to rewrite it") from None
-        token_file = os.path.join(state_dir, "token")
-        try:
-            with open(token_file, encoding="utf-8") as f:
-                self.token = f.read().strip()
-        except FileNotFoundError:
-            raise _not_running(f"no token file at {token_file}") from None
-        except OSError as e:
-            raise CtlError(f"cannot read the API token at {token_file}: {e.strerror}; "
-                           "run ragweedctl as the user that runs ragweedd") from None
-
-    def _connect(self) -> socket.socket:
-        try:
-            return socket.create_connection((self.host, self.port), timeout=self.timeout)
-        except ConnectionRefusedError:
-            raise _not_running(f"nothing listens on {self.host}:{self.port}; the port file is stale") from None
-        except OSError as e:
-            raise _not_running(f"cannot connect to {self.host}:{self.port}: {e}") from None
-
-    def request(self, method: str, path: str, body: object = None, *, raw: bytes | None = None,
-                stream: bool = False):
-        """Returns (status, headers, body-chunk iterator). JSON bodies are encoded here."""
-        hosthdr = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
-        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else b"")
-        lines = [f"{method} {path} HTTP/1.1", f"Host: {hosthdr}", f"Authorization: Bearer {self.token}",
-                 f"User-Agent: ragweedctl/{__version__}", "Connection: close",
-                 "Accept: " + ("text/event-stream" if stream else "application/json")]
-        if body is not None or raw is not None:
-            ctype = "application/octet-stream" if raw is not None else "application/json"
-            lines += [f"Content-Type: {ctype}", f"Content-Length: {len(data)}"]
-        sock = self._connect()
-        try:
-            sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + data)
-            f = sock.makefile("rb")
-            status_line = f.readline()
-            parts = status_line.split(None, 2)
-            if len(parts) < 2 or not parts[1].isdigit():
-                raise CtlError(f"unexpected answer from {hosthdr}: {status_line[:80]!r}")
-            headers = {}
-            while True:
-                line = f.readline()
-                if line in (b"\r\n", b"\n", b""):
-                    break
-                k, _, v = line.decode("latin-1").partition(":")
-                headers[k.strip().lower()] = v.strip()
-        except socket.timeout:
-            sock.close()
-            raise CtlError(f"the daemon did not answer within {self.timeout:.0f} s") from None
-        except (ConnectionError, OSError) as e:
-            sock.close()
-            raise CtlError(f"connection to ragweedd failed: {e}") from None
-        return int(parts[1]), headers, _body_chunks(sock, f, headers)
-
-    def call(self, method: str, path: str, body: object = None, *, raw: bytes | None = None) -> Any:
-        status, _, chunks = self.request(method, path, body, raw=raw)
-        data = b"".join(chunks)
-        try:
-            out = json.loads(data.decode("utf-8")) if data else {}
-        except ValueError:
-            raise CtlError(f"the daemon answered {status} with a body that is not JSON") from None
-        if status >= 400:
-            raise _api_error(status, out)
-        return out
-
-
-def _api_error(status: int, out: dict) -> CtlError:
-    err = out.get("error", {}) if isinstance(out, dict) else {}
-    msg = f"error {status}: {err.get('message', 'request failed')}"
-    if err.get("hint"):
-        msg += f"\nhint: {err['hint']}"
-    return CtlError(msg, EXIT_USAGE if status < 500 else EXIT_ERROR, out if isinstance(out, dict) else None)
-
-
-def _body_chunks(sock, f, headers):
-    try:
-        if headers.get("transfer-encoding", "").lower() == "chunked":
-            while True:
-                size_line = f.readline()
-                if not size_line:
-                    return
-                size = int(size_line.split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    return
-                chunk = f.read(size)
-                f.readline()
-                yield chunk
-        elif "content-length" in headers:
-            yield f.read(int(headers["content-length"]))
-        else:
-            while chunk := f.read1(65536):
-                yield chunk
-    except socket.timeout:
-        raise CtlError("the daemon stopped answering (timeout)") from None
-    finally:
-        f.close()
-        sock.close()
-
-
-def _sse_events(chunks):
-    buf = b""
-    event, data = "message", []  # type: str, list[str]
-    for chunk in chunks:
-        buf += chunk
-        while b"\n" in buf:
-            line, buf = buf.split(b"\n", 1)
-            line = line.rstrip(b"\r").decode("utf-8", "replace")
-            if not line:
-                if data:
-                    try:
-                        yield event, json.loads("\n".join(data))
-                    except ValueError:
-                        raise CtlError("the daemon sent an event that is not JSON") from None
-                event, data = "message", []
-            elif line.startswith(":"):
-                continue
-            elif line.startswith("event:"):
-                event = line[6:].strip()
-            elif line.startswith("data:"):
-                data.append(line[5:].lstrip())
-
-
 # --------------------------------------------------------------------------- output helpers
+_UNSAFE = None
+
+
+def _unsafe_re():
+    global _UNSAFE
+    if _UNSAFE is None:
+        import re  # argparse has imported it already
+
+        # C0 and C1 controls (ESC, BEL, CSI, OSC...), DEL, bidi overrides, lone surrogates
+        # (undecodable bytes of a file name): what a terminal would act on or cannot print.
+        _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+    return _UNSAFE
+
+
+def _esc(m) -> str:
+    c = m.group()
+    named = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(c)
+    return named or (f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}")
+
+
+def safe(value: object) -> str:
+    """Text from the daemon (names, paths, messages) as a terminal should show it: every control
+    character escaped as ``\\x1b``, newlines too, as git and ls do, so a crafted file name cannot
+    set the window title (OSC 0), clear the screen (ED) or write the clipboard (OSC 52)."""
+    return _unsafe_re().sub(_esc, str(value))
+
+
+def safe_text(value: object) -> str:
+    """Like ``safe`` but keeps newlines and tabs: answer text and passages."""
+    return "\n".join("\t".join(safe(p) for p in line.split("\t")) for line in str(value).split("\n"))
+
+
+class SafeWriter:
+    """Human output: everything written is passed through ``safe_text``; a net under the explicit
+    ``safe()`` of names, for whatever else reaches the terminal."""
+
+    def __init__(self, out) -> None:
+        self.out = out
+
+    def write(self, text: str) -> int:
+        return self.out.write(safe_text(text))
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
 def _q(params: dict) -> str:
     from urllib.parse import urlencode  # light: no email/ssl
 
@@ -213,13 +105,14 @@ def _seg(s: str) -> str:
 
 
 def _where(h: dict) -> str:
-    bits = [f"{h.get('collection', '?')}/{h.get('filename') or os.path.basename(h.get('source_file', ''))}"]
+    name = h.get('filename') or os.path.basename(str(h.get('source_file') or ''))
+    bits = [f"{safe(h.get('collection', '?'))}/{safe(name)}"]
     if h.get("member"):
-        bits.append(f"!{h['member']}")
+        bits.append(f"!{safe(h['member'])}")
     if h.get("page_label"):
-        bits.append(f" p.{h['page_label']}")
+        bits.append(f" p.{safe(h['page_label'])}")
     if h.get("section"):
-        bits.append(f" §{h['section']}")
+        bits.append(f" §{safe(h['section'])}")
     if h.get("t_start") is not None:
         bits.append(f" @{_mmss(h['t_start'])}-{_mmss(h.get('t_end') or h['t_start'])}")
     elif h.get("span"):
@@ -241,7 +134,7 @@ def _print_sources(sources: list[dict], out) -> None:
         out.write(f"[{n}] {_where(h)}  score {score:.3f}\n" if isinstance(score, (int, float))
                   else f"[{n}] {_where(h)}\n")
         if h.get("source_file"):
-            out.write(f"    {h['source_file']}\n")
+            out.write(f"    {safe(h['source_file'])}\n")
 
 
 def _print_json(data, out) -> None:
@@ -254,10 +147,10 @@ def cmd_status(c: Client, a, out) -> int:
     if a.json:
         _print_json(s, out)
         return EXIT_OK
-    out.write(f"ragweedd {s['version']} on {c.host}:{c.port} (pid {s['pid']}, up {_duration(s['uptime_s'])})\n")
+    out.write(f"ragweedd {safe(s['version'])} on {c.host}:{c.port} (pid {s['pid']}, up {_duration(s['uptime_s'])})\n")
     for col in s["collections"]:
         flag = "" if col["available"] else "  (unavailable)"
-        out.write(f"  collection {col['name']}: {col['documents']} documents{flag}\n")
+        out.write(f"  collection {safe(col['name'])}: {col['documents']} documents{flag}\n")
     if s["files_by_state"]:
         out.write("  files: " + ", ".join(f"{k} {v}" for k, v in sorted(s["files_by_state"].items())) + "\n")
     q = s["queue"]
@@ -271,7 +164,7 @@ def cmd_status(c: Client, a, out) -> int:
     for job in s["next_jobs"]:
         out.write(f"  next: {job['name']} at {job['at']}\n")
     for why in s["degraded"]:
-        out.write(f"  DEGRADED: {why}\n")
+        out.write(f"  DEGRADED: {safe(why)}\n")
     for tool in s["missing_tools"]:
         kind = "optional tool" if tool["optional"] else "missing tool"
         out.write(f"  {kind} {tool['tool']} (install {tool['package']}) for {', '.join(tool['formats'])}\n")
@@ -313,7 +206,7 @@ def cmd_search(c: Client, a, out) -> int:
         out.write("no results\n")
     for n, h in enumerate(results[: a.limit], 1):
         text = " ".join(str(h.get("text", "")).split())
-        out.write(f"[{n}] {h.get('score', 0):.3f}  {_where(h)}\n    {text[:200]}\n")
+        out.write(f"[{n}] {h.get('score', 0):.3f}  {_where(h)}\n    {safe(text[:200])}\n")
     return EXIT_OK
 
 
@@ -336,23 +229,21 @@ def cmd_ask(c: Client, a, out) -> int:
     status, headers, chunks = c.request("POST", path, body if body is not None else {}, stream=True)
     if status >= 400 or not headers.get("content-type", "").startswith("text/event-stream"):
         data = b"".join(chunks)
-        try:
-            parsed = json.loads(data or b"{}")
-        except ValueError:
-            parsed = {}
-        raise _api_error(status, parsed)
+        if status < 400:
+            raise bad_reply(f"an answer stream was expected, got {safe(headers.get('content-type', 'no type'))[:60]}")
+        raise api_error(status, parse_json(data) if data else {})
     sources: list[dict] = []
     done: dict = {}
-    for event, ev in _sse_events(chunks):
+    for event, ev in sse_events(chunks):
         if event == "sources":
             sources = ev.get("sources", [])
         elif event == "token":
-            out.write(ev.get("text", ""))
+            out.write(safe_text(ev.get("text", "")))
             out.flush()
         elif event == "error":
             err = ev.get("error", {})
             out.write("\n")
-            raise CtlError(f"the answer failed: {err.get('message', 'unknown error')}"
+            raise CtlError(f"the answer failed: {safe(err.get('message', 'unknown error'))}"
                            + (f"\nhint: {err['hint']}" if err.get("hint") else ""), EXIT_ERROR)
         elif event == "done":
             done = ev
@@ -364,7 +255,7 @@ def cmd_ask(c: Client, a, out) -> int:
     _print_sources(done.get("sources") or sources, out)
     if done.get("finish_reason") == "max_tokens":
         out.write("\n(the answer was cut at max_tokens; continue with: "
-                  f"ragweedctl ask --continue {done.get('history_id')})\n")
+                  f"ragweedctl ask --continue {safe(done.get('history_id'))})\n")
     return EXIT_OK
 
 
@@ -374,7 +265,8 @@ def cmd_collections(c: Client, a, out) -> int:
         _print_json(res, out)
         return EXIT_OK
     for col in res.get("items", []):
-        out.write(f"{col.get('name')}: {', '.join(col.get('paths', []))}  ({col.get('documents', 0)} documents)\n")
+        out.write(f"{safe(col.get('name'))}: {', '.join(safe(p) for p in col.get('paths', []))}  "
+                  f"({col.get('documents', 0)} documents)\n")
     return EXIT_OK
 
 
@@ -382,14 +274,14 @@ def cmd_add(c: Client, a, out) -> int:
     paths = [os.path.abspath(os.path.expanduser(p)) for p in a.paths]
     res = c.call("POST", "/v1/collections", {"name": a.name, "paths": paths, "ignore": a.ignore or [],
                                               "topic": a.topic or ""})
-    _print_json(res, out) if a.json else out.write(f"added collection {a.name}: {', '.join(paths)}\n")
+    _print_json(res, out) if a.json else out.write(f"added collection {safe(a.name)}: {', '.join(map(safe, paths))}\n")
     return EXIT_OK
 
 
 def _simple(method: str, suffix: str, done_msg: str):
     def run(c: Client, a, out) -> int:
         res = c.call(method, f"/v1/collections/{_seg(a.name)}{suffix}")
-        _print_json(res, out) if a.json else out.write(done_msg.format(name=a.name) + "\n")
+        _print_json(res, out) if a.json else out.write(done_msg.format(name=safe(a.name)) + "\n")
         return EXIT_OK
     return run
 
@@ -408,7 +300,10 @@ def cmd_upload(c: Client, a, out) -> int:
         raise CtlError(f"cannot read {a.file}: {e.strerror}", EXIT_USAGE) from None
     name = a.name_as or os.path.basename(a.file)
     res = c.call("POST", f"/v1/collections/{_seg(a.collection)}/documents" + _q({"filename": name}), raw=data)
-    _print_json(res, out) if a.json else out.write(f"uploaded {name} to {a.collection} ({len(data)} bytes)\n")
+    if not a.json:
+        out.write(f"uploaded {safe(name)} to {safe(a.collection)} ({len(data)} bytes)\n")
+        return EXIT_OK
+    _print_json(res, out)
     return EXIT_OK
 
 
@@ -418,13 +313,13 @@ def cmd_docs(c: Client, a, out) -> int:
         if a.json:
             _print_json(d, out)
             return EXIT_OK
-        out.write(f"{d.get('doc_key')}  {d.get('state')}  {d.get('source_file')}\n")
+        out.write(f"{safe(d.get('doc_key'))}  {safe(d.get('state'))}  {safe(d.get('source_file'))}\n")
         if d.get("error"):
-            out.write(f"  error: {d['error']}\n")
+            out.write(f"  error: {safe(d['error'])}\n")
         for ch in d.get("chunks_detail", []):
             text = " ".join(str(ch.get("text", "")).split())
             place = _where({**ch, 'collection': d.get('collection'), 'filename': d.get('filename')})
-            out.write(f"  #{ch.get('chunk_idx')} {place}: {text[:160]}\n")
+            out.write(f"  #{safe(ch.get('chunk_idx'))} {place}: {safe(text[:160])}\n")
         return EXIT_OK
     res = c.call("GET", "/v1/documents" + _q({"collection": a.collection, "state": a.state,
                                                 "path_glob": a.path_glob, "offset": a.offset, "limit": a.limit}))
@@ -432,9 +327,9 @@ def cmd_docs(c: Client, a, out) -> int:
         _print_json(res, out)
         return EXIT_OK
     for d in res.get("items", []):
-        err = f"  ({d['error']})" if d.get("error") else ""
-        out.write(f"{d.get('doc_key')}  {d.get('state'):<10} {d.get('chunks', 0):>5} chunks  "
-                  f"{d.get('source_file')}{err}\n")
+        err = f"  ({safe(d['error'])})" if d.get("error") else ""
+        out.write(f"{safe(d.get('doc_key'))}  {safe(d.get('state')):<10} {d.get('chunks', 0):>5} chunks  "
+                  f"{safe(d.get('source_file'))}{err}\n")
     out.write(f"{len(res.get('items', []))} of {res.get('total', 0)} documents\n")
     return EXIT_OK
 
@@ -445,9 +340,10 @@ def cmd_history(c: Client, a, out) -> int:
         if a.json:
             _print_json(h, out)
             return EXIT_OK
-        out.write(f"{h.get('id')}  {h.get('kind')}  {h.get('created_at')}\n  query: {h.get('query')}\n")
+        out.write(f"{safe(h.get('id'))}  {safe(h.get('kind'))}  {safe(h.get('created_at'))}\n"
+                  f"  query: {safe(h.get('query'))}\n")
         if h.get("answer"):
-            out.write(f"\n{h['answer']}\n")
+            out.write(f"\n{safe_text(h['answer'])}\n")
         _print_sources(h.get("sources") or h.get("results") or [], out)
         return EXIT_OK
     res = c.call("GET", "/v1/history" + _q({"offset": a.offset, "limit": a.limit}))
@@ -455,7 +351,8 @@ def cmd_history(c: Client, a, out) -> int:
         _print_json(res, out)
         return EXIT_OK
     for h in res.get("items", []):
-        out.write(f"{h.get('id')}  {h.get('created_at')}  {h.get('kind'):<6}  {h.get('query')}\n")
+        out.write(f"{safe(h.get('id'))}  {safe(h.get('created_at'))}  {safe(h.get('kind')):<6}  "
+                  f"{safe(h.get('query'))}\n")
     return EXIT_OK
 
 
@@ -493,6 +390,9 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--state-dir", default=argparse.SUPPRESS, metavar="DIR",
                         help="where the daemon keeps its token and port files "
                              "(default: $RAGWEED_STATE_DIR or the OS state dir)")
+    common.add_argument("--timeout", type=float, default=argparse.SUPPRESS, metavar="S",
+                        help="give up when the whole request has not finished after S seconds "
+                             "(default 5 for status, 600 for ask, 300 for upload, else 30)")
     filt = argparse.ArgumentParser(add_help=False, formatter_class=_fmt)
     filt.add_argument("-c", "--collection", action="append", metavar="NAME", help="only this collection (repeatable)")
     filt.add_argument("--top-k", type=int, metavar="N", help="vector candidates per collection")
@@ -507,7 +407,6 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ragweedctl", formatter_class=_fmt, parents=[common],
         description="Talk to the local ragweedd daemon (search, ask, manage collections).",
         epilog="exit codes: 0 ok, 1 daemon error, 2 bad request or usage, 3 daemon not running")
-    p.add_argument("--timeout", type=float, default=600.0, metavar="S", help="network timeout in seconds")
     p.add_argument("--version", action="version", version=f"ragweedctl {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -566,15 +465,23 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
     a = build_parser().parse_args(argv)
     a.json = getattr(a, "json", False)
     a.state_dir = getattr(a, "state_dir", None)
+    a.timeout = getattr(a, "timeout", None)
     try:
         if a.command == "service":
             return cmd_service(a, out)
-        client = Client(_state_dir(a.state_dir), timeout=a.timeout)
-        return COMMANDS[a.command](client, a, out)
+        if a.timeout is not None and not a.timeout > 0:
+            raise CtlError(f"--timeout must be a positive number of seconds, not {a.timeout}", EXIT_USAGE)
+        timeout = a.timeout if a.timeout is not None else TIMEOUTS.get(a.command, DEFAULT_TIMEOUT)
+        client = Client(_state_dir(a.state_dir), timeout=timeout)
+        try:
+            return COMMANDS[a.command](client, a, out if a.json else SafeWriter(out))
+        except (KeyError, TypeError, AttributeError, IndexError, ValueError) as e:
+            # the reply parsed as JSON but is not the contract's shape
+            raise bad_reply(f"{type(e).__name__} {str(e)[:80]}") from None
     except CtlError as e:
         if a.json and e.payload is not None:
             _print_json(e.payload, out)
-        err.write(f"ragweedctl: {e}\n")
+        err.write(f"ragweedctl: {safe_text(str(e))}\n")
         return e.code
     except KeyboardInterrupt:
         err.write("\nragweedctl: interrupted\n")

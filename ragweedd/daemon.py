@@ -109,7 +109,8 @@ async def _serve(core, cfg, paths: Paths, token: str, allow_remote: bool) -> Non
         loop.add_signal_handler(sig, stop.set)
     server = ApiServer(DaemonEngine(core), token=token, listen=cfg.listen, allow_remote=allow_remote,
                        port_file=paths.port_file, max_body_bytes=cfg.max_body_mb * 2**20,
-                       max_concurrent_answers=cfg.max_concurrent_answers)
+                       max_concurrent_answers=cfg.max_concurrent_answers, idle_timeout=cfg.http_idle_timeout_s,
+                       body_timeout=cfg.http_body_timeout_s, write_timeout=cfg.http_write_timeout_s)
     await server.start()
     try:
         await stop.wait()

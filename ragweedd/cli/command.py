@@ -92,7 +92,7 @@ def _dispatch(args) -> int:
 
 
 def install_crash_reporting() -> None:
-    """The daemon must never end without a trace (issue 12: once it exited with no log line).
+    """The daemon must never end without a trace.
 
     - faulthandler: a fatal signal (SIGSEGV in a native extension, SIGABRT...) prints every
       thread's Python stack to stderr (the journal); SIGUSR1 prints them without stopping, for a

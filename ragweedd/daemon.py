@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ragweedd.errors import AlreadyRunningError
 from ragweedd.logging import get_logger
-from ragweedd.paths import Paths
+from ragweedd.paths import PRIVATE_UMASK, Paths
 
 log = get_logger("ragweedd.daemon")
 
@@ -78,7 +78,15 @@ def run_daemon(cfg, allow_remote: bool = False, *, embedder=None, extract=None, 
     from ragweedd.api.server import ensure_token
     from ragweedd.services import open_daemon
 
+    # Everything the daemon creates (databases and their -wal/-shm, index files, port file, uploads,
+    # scratch) is private whatever umask it was started with; what an older version left looser
+    # is tightened here, before anything is opened.
+    os.umask(PRIVATE_UMASK)
     paths = Paths.from_config(cfg).ensure()
+    tightened = paths.secure()
+    if tightened:
+        log.warning("permissions_tightened", count=len(tightened), examples=tightened[:5],
+                    reason="data, state and cache dirs are 0700 and their files 0600")
     lock = InstanceLock(paths.lock_file)
     lock.acquire()
     writer = data_writer_lock(paths)

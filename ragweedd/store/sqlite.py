@@ -63,7 +63,8 @@ def connect(path: Path | str, *, readonly: bool = False, timeout_s: float = 30.0
             conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout_s, check_same_thread=False,
                                    factory=Connection)
         else:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _create_private(path)
             conn = sqlite3.connect(str(path), timeout=timeout_s, check_same_thread=False, isolation_level=None,
                                    factory=Connection)
             conn.writer = writer_lock(path)
@@ -88,6 +89,17 @@ def connect(path: Path | str, *, readonly: bool = False, timeout_s: float = 30.0
                            hint="move the file aside; ragweedd recreates it "
                                 "(indexes are rebuilt from your files)") from e
     return conn
+
+
+def _create_private(path: Path) -> None:
+    """Create a new database file 0600 before SQLite opens it: SQLite gives its -wal and -shm the
+    main file's mode, so the chunk text in them is never readable by others, whatever the umask."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600))
+    except FileExistsError:
+        pass
+    except OSError:
+        pass  # SQLite's own open reports what is wrong with the path, with its hint
 
 
 def _lock_of(conn: sqlite3.Connection) -> tuple[threading.RLock | None, float]:

@@ -65,6 +65,14 @@ def build_status(core: Core, tools: list[MissingTool]) -> Status:
         by_state[shown] = by_state.get(shown, 0) + n
     cols = [collection_of(core, n) for n in sorted(core.collections.items)]
     degraded = list(core.collections.watcher.degraded.values())
+    full = core.workers.trouble()
+    if full:
+        degraded.append(full)
+    if core.queue.unwritten:
+        degraded.append(f"disk full: cannot write the data dir {core.paths.data} ({core.workers.free_mb()} MB "
+                        f"free); {core.queue.unwritten} file events wait in memory for the job queue in "
+                        f"{core.paths.ingest_db.name}; free space on that disk and they are queued within "
+                        f"seconds (a restart's scan would find them too)")
     for c in cols:
         if not c["available"]:
             degraded.append(f"collection '{c['name']}' is unavailable: a root folder is missing or an empty "

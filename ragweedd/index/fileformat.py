@@ -250,7 +250,15 @@ def write_index(directory, d: IndexData, applied_seq: int, suffix: str = "") -> 
     for base in _FILES:
         final = _data_path(directory, base, suffix, gen)
         tmp = final.with_name(final.name + ".tmp")
-        sizes[base], crcs[base] = _write_parts(tmp, parts[base])
+        try:
+            sizes[base], crcs[base] = _write_parts(tmp, parts[base])
+        except OSError:
+            # A flush that fails half-way (ENOSPC) must not leave its partial file behind: the
+            # next try writes another generation, and the leftovers would keep the disk full
+            # after the user freed space (issue 12, item 3).
+            for p in directory.glob(f"*{suffix}.*.g{gen}*"):
+                p.unlink(missing_ok=True)
+            raise
         _fault(f"{base}_written")
         os.replace(tmp, final)
     _fault("data_renamed")

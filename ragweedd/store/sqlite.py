@@ -128,13 +128,50 @@ def transaction(conn: sqlite3.Connection, *, immediate: bool = True) -> Iterator
         try:
             yield conn
         except BaseException:
-            conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
-        else:
+        try:
             conn.execute("COMMIT")
+        except BaseException:
+            # A COMMIT that fails (SQLITE_FULL on a full disk) leaves the transaction open: every
+            # later transaction() on this connection would join it and nothing would ever be
+            # committed again. Roll it back so the caller's retry starts clean.
+            _rollback(conn)
+            raise
     finally:
         if lock is not None:
             lock.release()
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    # SQLite may already have rolled back on its own (SQLITE_FULL, SQLITE_IOERR): a ROLLBACK then
+    # fails with "no transaction is active" and would hide the error that matters.
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+
+
+SQLITE_FULL = 13
+
+
+def is_disk_full(e: BaseException | None) -> bool:
+    """True when ``e`` (or what caused it) is a full disk or quota: SQLite's SQLITE_FULL or an
+    OSError ENOSPC/EDQUOT. Such a write is worth retrying once space comes back; it says nothing
+    about the file being ingested."""
+    import errno
+
+    seen = 0
+    while e is not None and seen < 10:
+        if isinstance(e, sqlite3.Error) and (getattr(e, "sqlite_errorcode", 0) & 0xFF == SQLITE_FULL
+                                             or "database or disk is full" in str(e)):
+            return True
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+            return True
+        e = e.__cause__ or e.__context__
+        seen += 1
+    return False
 
 
 def write(conn: sqlite3.Connection, sql: str, args: Sequence = ()) -> sqlite3.Cursor:

@@ -76,6 +76,7 @@ def run_daemon(cfg, allow_remote: bool = False, *, embedder=None, extract=None, 
     """Run until SIGTERM/SIGINT; returns the exit code. ``embedder``, ``extract`` and
     ``watcher_factory`` replace the configured parts (see ragweedd.services.open_daemon)."""
     from ragweedd.api.server import ensure_token
+    from ragweedd.jobs.repair import check_and_repair
     from ragweedd.services import open_daemon
 
     # Everything the daemon creates (databases and their -wal/-shm, index files, port file, uploads,
@@ -94,7 +95,9 @@ def run_daemon(cfg, allow_remote: bool = False, *, embedder=None, extract=None, 
     try:
         writer.acquire()
         token = ensure_token(paths.token_file)
+        repairs = check_and_repair(paths, sorted(cfg.collections))
         core = open_daemon(cfg, embedder=embedder, extract=extract, watcher_factory=watcher_factory)
+        core.repaired = repairs  # status shows it (degraded while those collections are re-ingested)
         core.start()
         log.info("daemon_started", pid=os.getpid(), collections=sorted(core.collections.items),
                  embedder=core.embedder.id, data_dir=str(paths.data), state_dir=str(paths.state))

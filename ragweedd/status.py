@@ -83,6 +83,14 @@ def build_status(core: Core, tools: list[MissingTool]) -> Status:
             degraded.append(f"collection '{name}' is being indexed again: it was embedded with {before} and "
                             f"embed.model is now {core.embedder.id}; its search results fill up as files "
                             f"are re-ingested")
+    # Databases repaired at start (ragweedd/jobs/repair.py): said while the files are re-ingested.
+    repaired = core.repaired
+    busy = any(d for d in (depth.get("queued", 0), depth.get("running", 0))) or any(
+        core.scan_pending(n) for n in core.collections.items)
+    if busy:
+        degraded.extend(repaired.get("ingest_db") or [])
+        for notes in (repaired.get("collections") or {}).values():
+            degraded.extend(notes)
     for key in ("multi_embed_384", "multi_embed_1024"):
         if getattr(core.cfg, key):
             # The index layer has the extra passes (data_level0_384.bin, ...); ingest does not

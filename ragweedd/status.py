@@ -91,6 +91,12 @@ def build_status(core: Core, tools: list[MissingTool]) -> Status:
         degraded.extend(repaired.get("ingest_db") or [])
         for notes in (repaired.get("collections") or {}).values():
             degraded.extend(notes)
+    last = core.last_integrity or {}
+    damage = list(last.get("ingest_db") or [])
+    for res in (last.get("collections") or {}).values():
+        if res.get("damaged"):
+            damage.extend(res.get("problems") or [])
+    degraded.extend(f"integrity check: {p}" for p in damage)
     for key in ("multi_embed_384", "multi_embed_1024"):
         if getattr(core.cfg, key):
             # The index layer has the extra passes (data_level0_384.bin, ...); ingest does not

@@ -15,8 +15,9 @@ in "ingest these files again", which the start-up scan then does:
 3. ingest_db's path -> md5 rows are checked against each rag.sqlite3's documents: a path ingest
    calls done whose content rag does not hold (rag.sqlite3 moved aside, edits lost with a -wal) is
    forgotten so the scan ingests it again; a path rag holds that ingest does not know leaves rag.
-4. Each stored chunk text is checked against the hash stored with it; a document with a changed
-   chunk leaves rag and its files are ingested again.
+4. Each stored chunk text is checked against the hash stored with it (and has its keyword row and
+   vector); a document with a changed or incomplete chunk leaves rag and its files are ingested
+   again. A keyword index that fails FTS5's own check is rebuilt from the stored texts.
 
 An index whose ``applied_seq`` is ahead of the change log is rebuilt by the index layer
 (ragweedd/ingest/index_sync.py). What was found and done is returned for the log and status.
@@ -30,7 +31,7 @@ from pathlib import Path
 
 from ragweedd.logging import get_logger
 from ragweedd.store.ingest_db import IngestDB
-from ragweedd.store.integrity import quick_check
+from ragweedd.store.integrity import collection_counts, quick_check
 from ragweedd.store.rag_db import RagDB
 
 log = get_logger("ragweedd.repair")
@@ -117,6 +118,14 @@ def _check_collection(paths, ingest: IngestDB, name: str) -> list[str]:
         return notes
     rag = RagDB(db, name)
     try:
+        counts = collection_counts(db)
+        if counts.fts_error is not None or counts.fts_rows != counts.chunks:
+            rag.rebuild_fts()  # rows back in step with the chunks ...
+            rag.rebuild_fts_index()  # ... and the index recomputed from them
+            notes.append(f"{db}: the keyword index failed its check ({counts.fts_error or 'row counts differ'}); "
+                         f"it was rebuilt from the stored chunk text")
+            log.error("fts_rebuilt", database=str(db), error=counts.fts_error, fts_rows=counts.fts_rows,
+                      chunks=counts.chunks)
         bad = rag.chunk_text_mismatches(backfill=True)
         if bad:
             gone, _ = rag.drop_documents(sorted(bad))

@@ -279,15 +279,17 @@ class RagDB:
     # --- integrity ---------------------------------------------------------------------------------
     def chunk_text_mismatches(self, *, backfill: bool = False) -> set[str]:
         """md5s of the documents whose stored chunk text (metadata or FTS row) no longer matches the
-        hash stored with it. With ``backfill``, chunks stored before hashes existed get theirs."""
+        hash stored with it, or whose chunk lost its text, keyword row or vector. With
+        ``backfill``, chunks stored before hashes existed get theirs."""
         bad: set[str] = set()
         missing: list[tuple[str, int]] = []
         rows = self.conn.execute(
-            "SELECT e.id, e.md5, e.text_sha256, m.string_value, f.content FROM embeddings e"
+            "SELECT e.id, e.md5, e.text_sha256, m.string_value, f.content, v.id FROM embeddings e"
             " LEFT JOIN embedding_metadata m ON m.id = e.id AND m.key = 'chroma:document'"
-            " LEFT JOIN fts_chunks f ON f.rowid = e.id")
-        for cid, md5, stored, meta_text, fts_text in rows:
-            if meta_text is None or fts_text is None:
+            " LEFT JOIN fts_chunks f ON f.rowid = e.id"
+            " LEFT JOIN vectors v ON v.id = e.id AND v.space = ?", (PRIMARY,))
+        for cid, md5, stored, meta_text, fts_text, vec in rows:
+            if meta_text is None or fts_text is None or vec is None:
                 bad.add(md5)
             elif stored is None:
                 if meta_text == fts_text:

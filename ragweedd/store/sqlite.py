@@ -86,8 +86,8 @@ def connect(path: Path | str, *, readonly: bool = False, timeout_s: float = 30.0
     except sqlite3.DatabaseError as e:
         conn.close()
         raise StorageError(f"{path} is not a usable SQLite database: {e}",
-                           hint="move the file aside; ragweedd recreates it "
-                                "(indexes are rebuilt from your files)") from e
+                           hint="restart ragweedd: at start it checks its databases, moves a damaged one "
+                                "aside and rebuilds it from your files") from e
     return conn
 
 

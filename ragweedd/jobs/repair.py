@@ -51,6 +51,17 @@ def move_aside(db: Path) -> Path:
     return target
 
 
+def drop_shm(db: Path) -> None:
+    """Remove the -shm of a database nobody has open. It only indexes the -wal and SQLite rebuilds
+    it from the -wal on the next open; a stale one (its -wal deleted or truncated after a crash)
+    makes every open fail with "disk I/O error" instead. Safe here: the daemon holds the data dir's
+    writer lock and opens nothing before this check; and only a -shm whose -wal is gone or shorter
+    than a WAL header is removed, so a reader another program holds open keeps a sound one."""
+    wal = Path(str(db) + "-wal")
+    if not wal.exists() or wal.stat().st_size < 32:
+        Path(str(db) + "-shm").unlink(missing_ok=True)
+
+
 def remove_index_files(directory: Path) -> None:
     for p in directory.iterdir():
         if p.is_file() and p.name.startswith(INDEX_FILE_PREFIXES):
@@ -62,7 +73,8 @@ def check_and_repair(paths, collections: list[str] | None = None) -> dict:
     ``{"ingest_db": [notes], "collections": {name: [notes]}, "rebuilt": [collection names]}``."""
     out: dict = {"ingest_db": [], "collections": {}, "rebuilt": []}
     if paths.ingest_db.exists():
-        problems = quick_check(paths.ingest_db)
+        drop_shm(paths.ingest_db)
+        problems = quick_check(paths.ingest_db, recover=True)
         if problems:
             aside = move_aside(paths.ingest_db)
             ingest = IngestDB(paths.ingest_db)
@@ -99,7 +111,8 @@ def _check_collection(paths, ingest: IngestDB, name: str) -> list[str]:
     known = {r["source_file"] for r in rows}
     live = {r["source_file"]: r["md5"] for r in rows if r["extract_status"] == "done" and r["md5"]}
     if db.exists():
-        problems = quick_check(db)
+        drop_shm(db)
+        problems = quick_check(db, recover=True)
         if problems:
             aside = move_aside(db)
             remove_index_files(paths.collection_dir(name))

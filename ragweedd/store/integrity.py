@@ -12,11 +12,15 @@ from ragweedd.store.rag_db import PRIMARY
 from ragweedd.store.sqlite import connect, transaction
 
 
-def quick_check(path: Path | str, max_rows: int = 5) -> list[str]:
+def quick_check(path: Path | str, max_rows: int = 5, *, recover: bool = False) -> list[str]:
     """``PRAGMA quick_check`` findings, empty when the file is sound; a file SQLite cannot even
-    open or read is a finding too (never an exception: this runs to decide on a repair)."""
+    open or read is a finding too (never an exception: this runs to decide on a repair).
+
+    ``recover`` opens the file read-write, as its owner does at start: SQLite then rebuilds a
+    stale -shm and recovers what the -wal holds. A read-only handle cannot, and reports a sound
+    database whose -wal was deleted after a crash as a disk I/O error."""
     try:
-        conn = connect(path, readonly=True)
+        conn = connect(path, readonly=not recover)
     except Exception as e:  # noqa: BLE001 - the finding is that it cannot be opened
         return [f"cannot be opened: {getattr(e, 'message', None) or e}"]
     try:

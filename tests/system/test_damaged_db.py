@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 from tests.system.conftest import wait_until
@@ -13,9 +14,10 @@ from tests.system.conftest import wait_until
 N = 12
 
 
-def _text(i: int, version: int = 0) -> str:
+def _text(i: int, version: int = 0, paragraphs: int = 30) -> str:
     return "\n\n".join(f"document {i} version {version} paragraph {j}: the heron{i}v{version} counts "
-                       f"pebbles {i * 100 + j} beside the mill race in spring and autumn alike" for j in range(30))
+                       f"pebbles {i * 100 + j} beside the mill race in spring and autumn alike"
+                       for j in range(paragraphs))
 
 
 def _setup(daemon, tmp_path: Path):
@@ -79,7 +81,7 @@ def _consistent(d) -> None:
     rows = d.live_rows("notes")
     assert len(rows) == N and all(r["extract_status"] == "done" for r in rows.values()), \
         {p: r["extract_status"] for p, r in rows.items()}
-    with d.db("notes") as c:
+    with closing(d.db("notes")) as c:
         chunks = c.execute("SELECT count(*) FROM embeddings").fetchone()[0]
         max_seq = c.execute("SELECT max(seq) FROM changes").fetchone()[0]
     s = d.status()
@@ -146,18 +148,32 @@ def test_lost_wal_after_a_crash_is_caught_up_and_the_index_not_left_ahead(daemon
     d.wait_idle(60)
     wait_until(lambda: all(d.search(f"heron{i}v1") for i in edited), 30, 0.3, "the edits")
     # the index file is flushed with an applied_seq that includes the edits
-    wait_until(lambda: not d.status()["index"]["notes"]["dirty"], 60, 0.3, "the index flush")
+    with closing(d.db("notes")) as c:
+        top = c.execute("SELECT max(seq) FROM changes").fetchone()[0]
+    assert top > 84
+
+    def flushed():
+        i = d.status()["index"]["notes"]
+        return i["applied_seq"] == top and not i["dirty"] and i["last_flush"] is not None
+    wait_until(flushed, 60, 0.3, "the index flush")
     d.kill9()
+    from ragweedd.index.fileformat import read_header
+    assert read_header(_rag(d).parent)["applied_seq"] == top
     wal = Path(str(_rag(d)) + "-wal")
     assert wal.exists() and wal.stat().st_size > 0
     wal.unlink()
+    # edited again while the daemon was down, shorter: the changes that follow are numbered below
+    # the index's old applied_seq, which must not make them skipped
+    for i in edited:
+        (root / f"n{i}.txt").write_text(_text(i, 2, paragraphs=8))
     d.start()
-    version = lambda i: 1 if i in edited else 0  # noqa: E731
+    version = lambda i: 2 if i in edited else 0  # noqa: E731
+    _consistent(d)
     _all_searchable(d, version)
     for i in edited:
-        hits = d.search(f"heron{i}v0", top_k=5)
-        assert not any(f"heron{i}v0" in h["text"] for h in hits), "old text returned as current"
-    _consistent(d)
+        for old in (0, 1):
+            hits = d.search(f"heron{i}v{old}", top_k=5)
+            assert not any(f"heron{i}v{old}" in h["text"] for h in hits), "old text returned as current"
     # changes after the repair reach the index (none is skipped as "already applied")
     for i in (4, 5):
         (root / f"n{i}.txt").write_text(_text(i, 2))

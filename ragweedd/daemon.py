@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ragweedd.errors import AlreadyRunningError
 from ragweedd.logging import get_logger
-from ragweedd.paths import Paths
+from ragweedd.paths import PRIVATE_UMASK, Paths
 
 log = get_logger("ragweedd.daemon")
 
@@ -76,9 +76,18 @@ def run_daemon(cfg, allow_remote: bool = False, *, embedder=None, extract=None, 
     """Run until SIGTERM/SIGINT; returns the exit code. ``embedder``, ``extract`` and
     ``watcher_factory`` replace the configured parts (see ragweedd.services.open_daemon)."""
     from ragweedd.api.server import ensure_token
+    from ragweedd.jobs.repair import check_and_repair
     from ragweedd.services import open_daemon
 
+    # Everything the daemon creates (databases and their -wal/-shm, index files, port file, uploads,
+    # scratch) is private whatever umask it was started with; what an older version left looser
+    # is tightened here, before anything is opened.
+    os.umask(PRIVATE_UMASK)
     paths = Paths.from_config(cfg).ensure()
+    tightened = paths.secure()
+    if tightened:
+        log.warning("permissions_tightened", count=len(tightened), examples=tightened[:5],
+                    reason="data, state and cache dirs are 0700 and their files 0600")
     lock = InstanceLock(paths.lock_file)
     lock.acquire()
     writer = data_writer_lock(paths)
@@ -86,7 +95,9 @@ def run_daemon(cfg, allow_remote: bool = False, *, embedder=None, extract=None, 
     try:
         writer.acquire()
         token = ensure_token(paths.token_file)
+        repairs = check_and_repair(paths, sorted(cfg.collections))
         core = open_daemon(cfg, embedder=embedder, extract=extract, watcher_factory=watcher_factory)
+        core.repaired = repairs  # status shows it (degraded while those collections are re-ingested)
         core.start()
         log.info("daemon_started", pid=os.getpid(), collections=sorted(core.collections.items),
                  embedder=core.embedder.id, data_dir=str(paths.data), state_dir=str(paths.state))

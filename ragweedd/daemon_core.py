@@ -56,6 +56,7 @@ class Core:
                                extract=extract)
         self.jobs: Any = None
         self.last_integrity: dict[str, Any] | None = None
+        self.repaired: dict[str, Any] = {}  # what the start-up check repaired (ragweedd/jobs/repair.py)
         self._scanner = threading.Thread(target=self._scan_loop, name="ragweedd-scan", daemon=True)
         self._roots = threading.Thread(target=self._roots_loop, name="ragweedd-roots", daemon=True)
         self._roots_stop = threading.Event()

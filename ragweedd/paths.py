@@ -3,11 +3,26 @@
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 APP = "ragweedd"
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
+PRIVATE_UMASK = 0o077  # what the daemon runs with: files 0600, directories 0700, whatever the user's
+
+
+def _tighten(p: Path, mode: int) -> list[str]:
+    try:
+        st = os.lstat(p)
+        if stat.S_ISLNK(st.st_mode) or not stat.S_IMODE(st.st_mode) & ~mode:
+            return []
+        os.chmod(p, stat.S_IMODE(st.st_mode) & mode, follow_symlinks=False)
+    except (FileNotFoundError, NotImplementedError):
+        return []  # gone meanwhile, or a platform that cannot chmod without following
+    return [str(p)]
 
 
 def _xdg(var: str, fallback: str) -> Path:
@@ -51,9 +66,27 @@ class Paths:
         return cls.resolve(cfg.data_dir, cfg.state_dir, cfg.cache_dir)
 
     def ensure(self) -> "Paths":
+        # 0700: rag.sqlite3 holds the full text of every document and history.sqlite3 every
+        # question; nobody else on the machine may list or read them (issue 12, item 12).
         for p in (self.data, self.state, self.cache, self.collections):
-            p.mkdir(parents=True, exist_ok=True)
+            p.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
         return self
+
+    def secure(self) -> list[str]:
+        """Tighten what an older version (or a loose umask) left: the data, state and cache dirs
+        and every directory below them to 0700, every file to 0600. Symlinks are neither followed
+        nor changed. Returns the paths whose mode was changed (for the start-up log)."""
+        changed: list[str] = []
+        for top in (self.data, self.state, self.cache):
+            if not top.is_dir() or top.is_symlink():
+                continue
+            changed += _tighten(top, PRIVATE_DIR)
+            for dirpath, dirnames, filenames in os.walk(top):  # os.walk does not follow links
+                for d in dirnames:
+                    changed += _tighten(Path(dirpath) / d, PRIVATE_DIR)
+                for f in filenames:
+                    changed += _tighten(Path(dirpath) / f, PRIVATE_FILE)
+        return changed
 
     @property
     def ingest_db(self) -> Path:

@@ -65,6 +65,14 @@ def build_status(core: Core, tools: list[MissingTool]) -> Status:
         by_state[shown] = by_state.get(shown, 0) + n
     cols = [collection_of(core, n) for n in sorted(core.collections.items)]
     degraded = list(core.collections.watcher.degraded.values())
+    full = core.workers.trouble()
+    if full:
+        degraded.append(full)
+    if core.queue.unwritten:
+        degraded.append(f"disk full: cannot write the data dir {core.paths.data} ({core.workers.free_mb()} MB "
+                        f"free); {core.queue.unwritten} file events wait in memory for the job queue in "
+                        f"{core.paths.ingest_db.name}; free space on that disk and they are queued within "
+                        f"seconds (a restart's scan would find them too)")
     for c in cols:
         if not c["available"]:
             degraded.append(f"collection '{c['name']}' is unavailable: a root folder is missing or an empty "
@@ -82,6 +90,20 @@ def build_status(core: Core, tools: list[MissingTool]) -> Status:
             degraded.append(f"collection '{name}' is being indexed again: it was embedded with {before} and "
                             f"embed.model is now {core.embedder.id}; its search results fill up as files "
                             f"are re-ingested")
+    # Databases repaired at start (ragweedd/jobs/repair.py): said while the files are re-ingested.
+    repaired = core.repaired
+    busy = any(d for d in (depth.get("queued", 0), depth.get("running", 0))) or any(
+        core.scan_pending(n) for n in core.collections.items)
+    if busy:
+        degraded.extend(repaired.get("ingest_db") or [])
+        for notes in (repaired.get("collections") or {}).values():
+            degraded.extend(notes)
+    last = core.last_integrity or {}
+    damage = list(last.get("ingest_db") or [])
+    for res in (last.get("collections") or {}).values():
+        if res.get("damaged"):
+            damage.extend(res.get("problems") or [])
+    degraded.extend(f"integrity check: {p}" for p in damage)
     for key in ("multi_embed_384", "multi_embed_1024"):
         if getattr(core.cfg, key):
             # The index layer has the extra passes (data_level0_384.bin, ...); ingest does not

@@ -136,7 +136,9 @@ def fsync_dir(directory) -> None:
 def _write_parts(path: Path, parts) -> tuple[int, int]:
     """Write buffers to ``path`` (a .tmp name), fsync; returns (size, crc32)."""
     crc, size = 0, 0
-    with open(path, "wb") as f:
+    # 0600: the level-0 file holds every chunk's vector; private like the databases (issue 12).
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with open(fd, "wb") as f:
         for p in parts:
             if isinstance(p, np.ndarray):
                 if p.size == 0:
@@ -229,7 +231,7 @@ def write_index(directory, d: IndexData, applied_seq: int, suffix: str = "") -> 
     """Flush ``d`` crash-safely; returns the new generation number."""
     _check_suffix(suffix)
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
         gen = read_header(directory, suffix)["generation"] + 1
     except (FileNotFoundError, CorruptIndexError):
@@ -248,7 +250,15 @@ def write_index(directory, d: IndexData, applied_seq: int, suffix: str = "") -> 
     for base in _FILES:
         final = _data_path(directory, base, suffix, gen)
         tmp = final.with_name(final.name + ".tmp")
-        sizes[base], crcs[base] = _write_parts(tmp, parts[base])
+        try:
+            sizes[base], crcs[base] = _write_parts(tmp, parts[base])
+        except OSError:
+            # A flush that fails half-way (ENOSPC) must not leave its partial file behind: the
+            # next try writes another generation, and the leftovers would keep the disk full
+            # after the user freed space (issue 12, item 3).
+            for p in directory.glob(f"*{suffix}.*.g{gen}*"):
+                p.unlink(missing_ok=True)
+            raise
         _fault(f"{base}_written")
         os.replace(tmp, final)
     _fault("data_renamed")
@@ -288,6 +298,7 @@ def _publish_plain_names(directory: Path, suffix: str, gen: int) -> None:
             import shutil
 
             shutil.copyfile(src, tmp)
+            os.chmod(tmp, 0o600)
             with open(tmp, "rb+") as f:
                 _fsync_file(f)
         os.replace(tmp, plain)

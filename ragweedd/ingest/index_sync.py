@@ -124,8 +124,15 @@ class IndexSync:
         min_seq = rag.min_seq()
         plan = m.plan(PRIMARY, max_seq, min_seq)
         if plan == "rebuild" or (m.status[PRIMARY] == "new" and max_seq > 0):
-            log.info("index_rebuild", collection=name, reason=m.status[PRIMARY], applied_seq=m.applied_seq[PRIMARY],
-                     log_seq=max_seq)
+            ahead = m.applied_seq[PRIMARY] > max_seq
+            log.info("index_rebuild", collection=name, reason="ahead of the change log" if ahead else m.status[PRIMARY],
+                     applied_seq=m.applied_seq[PRIMARY], log_seq=max_seq)
+            if ahead:
+                # The database lost its newest changes (a -wal deleted or damaged after a crash) and
+                # its log numbers them again from max_seq + 1. The rebuilt index holds exactly the
+                # log up to max_seq: keeping the old, higher applied_seq would skip the next changes
+                # for good (issue 12, item 4).
+                m.applied_seq[PRIMARY] = max_seq
             m.rebuild(PRIMARY, self._batches(rag), max_seq)
         return m, True
 

@@ -25,8 +25,13 @@ from typing import Callable
 
 from ragweedd.logging import get_logger
 from ragweedd.store.job_queue import Job, JobQueue
+from ragweedd.store.sqlite import is_disk_full
 
 log = get_logger("ragweedd.ingest")
+# Backoff of writes on a full disk: doubles from 1 s up to 30 s, so ingest resumes well within a
+# minute of space coming back, while a disk that stays full costs a try every 30 s.
+BACKOFF_START_S = 1.0
+BACKOFF_MAX_S = 30.0
 
 
 def make_extract(cfg):
@@ -126,6 +131,9 @@ class Workers:
         self._stop = threading.Event()
         self._busy = 0
         self._busy_lock = threading.Lock()
+        self.disk_full_since: float | None = None
+        self.disk_full_error = ""
+        self._backoff = BACKOFF_START_S
 
     def start(self) -> None:
         for i in range(self.cfg.ingest_workers):
@@ -152,7 +160,11 @@ class Workers:
         pipe = Pipeline(self.cfg, self.paths, self.embedder, extract=self.extract)
         try:
             while not self._stop.is_set():
-                job = self.queue.claim()
+                try:
+                    job = self.queue.claim()
+                except Exception as e:  # claiming is a write too: a full disk must not end the thread
+                    self._storage_trouble(e)
+                    continue
                 if job is None:
                     break
                 if self._stop.is_set():
@@ -161,7 +173,7 @@ class Workers:
                 with self._busy_lock:
                     self._busy += 1
                 try:
-                    self._one(pipe, job)
+                    pipe = self._run_job(pipe, job)
                 finally:
                     with self._busy_lock:
                         self._busy -= 1
@@ -169,6 +181,80 @@ class Workers:
                             self.progress.idle()
         finally:
             pipe.close()
+
+    def _run_job(self, pipe, job: Job):
+        """Run ``job``; on a full disk keep it and run it again with backoff until space is back
+        (a full disk says nothing about the file, so it costs the job no try). Nothing a job
+        raises ends the worker thread. Returns the pipeline to use next: after a full disk the
+        old one's connections are closed and new ones opened, because SQLite can keep a
+        connection that hit SQLITE_FULL failing even once space is back."""
+        while True:
+            try:
+                self._one(pipe, job)
+            except Exception as e:
+                if not is_disk_full(e):
+                    log.error("ingest_worker_error", collection=job.collection, path=job.path, error=str(e),
+                              error_type=type(e).__name__, exc_info=True)
+                    try:
+                        self.queue.fail(job, f"{type(e).__name__}: {e}", retryable=True)
+                    except Exception as e2:  # noqa: BLE001 - the row stays 'running'; a restart re-queues it
+                        log.error("ingest_job_not_recorded", path=job.path, error=str(e2))
+                    return pipe
+                pipe = self._fresh(pipe)
+                if self._storage_trouble(e):
+                    continue
+                try:  # stopping: give the job back if the disk lets us; else the next start re-queues it
+                    self.queue.release(job)
+                except Exception:  # noqa: BLE001
+                    pass
+                return pipe
+            if self.disk_full_since is not None:
+                log.info("disk_space_back", data_dir=str(self.paths.data),
+                         paused_s=round(time.monotonic() - self.disk_full_since, 1))
+                self.disk_full_since = None
+                self._backoff = BACKOFF_START_S
+            return pipe
+
+    def _fresh(self, pipe):
+        from ragweedd.ingest.pipeline import Pipeline
+
+        try:
+            pipe.close()
+        except Exception as e:  # noqa: BLE001 - closing a connection that hit a full disk may fail too
+            log.warning("pipeline_close_failed", error=str(e))
+        return Pipeline(self.cfg, self.paths, self.embedder, extract=self.extract)
+
+    def _storage_trouble(self, e: BaseException) -> bool:
+        """Wait before retrying after ``e``: backoff on a full disk (reported in status), a short
+        pause on anything else. Returns False when the daemon is stopping."""
+        if is_disk_full(e):
+            first = self.disk_full_since is None
+            if first:
+                self.disk_full_since = time.monotonic()
+            self.disk_full_error = f"{type(e).__name__}: {e}"
+            log.error("disk_full", data_dir=str(self.paths.data), free_mb=self.free_mb(), error=str(e),
+                      retry_in_s=self._backoff, exc_info=first)
+            delay = self._backoff
+            self._backoff = min(BACKOFF_MAX_S, self._backoff * 2)
+        else:
+            log.error("ingest_worker_error", error=str(e), error_type=type(e).__name__, exc_info=True)
+            delay = 1.0
+        return not self._stop.wait(delay)
+
+    def free_mb(self) -> float:
+        try:
+            return round(shutil.disk_usage(self.paths.data).free / 2**20, 1)
+        except OSError:
+            return -1.0
+
+    def trouble(self) -> str | None:
+        """What status shows under ``degraded`` while ingest is paused by a full disk."""
+        if self.disk_full_since is None:
+            return None
+        return (f"disk full: cannot write the data dir {self.paths.data} ({self.free_mb()} MB free); ingest is "
+                f"paused since {round(time.monotonic() - self.disk_full_since)} s and retried every "
+                f"{self._backoff:g} s at most; free space on that disk and it resumes by itself "
+                f"(last error: {self.disk_full_error})")
 
     def _one(self, pipe, job: Job) -> None:
         from ragweedd.watch.ignore import is_ignored
@@ -203,6 +289,8 @@ class Workers:
                 return
             out = pipe.ingest_file(job.collection, p, root)
         except Exception as e:  # one bad file never stops the worker
+            if is_disk_full(e):
+                raise  # not the file's fault: _run_job retries it once space is back
             retry = self.queue.fail(job, f"{type(e).__name__}: {e}", retryable=True)
             log.error("ingest_job_error", collection=job.collection, path=job.path, error=str(e),
                       error_type=type(e).__name__, retry=retry, exc_info=not hasattr(e, "to_dict"))

@@ -1,6 +1,12 @@
-"""The periodic integrity check: SQLite ``PRAGMA integrity_check`` of every database, FTS5's own
-'integrity-check', and count agreement between chunks, FTS rows, stored vectors and the vector
-index (when an index manager reports its count).
+"""The periodic integrity check: ``PRAGMA quick_check`` of every database, FTS5's own
+'integrity-check', count agreement between chunks, FTS rows, stored vectors and the vector index,
+each stored chunk text against the hash stored with it, and ingest_db's path -> md5 rows against
+each rag.sqlite3's documents (issue 12, item 4).
+
+It only reads and reports: it runs beside live connections, so it never moves a database. Every
+problem names its file and a step that repairs it; damage (a failing check, a changed chunk text,
+ingest and rag out of step) is repaired by the start-up check (ragweedd/jobs/repair.py), so its
+hint is a restart. Nothing a damaged file raises ends the job: the finding is reported instead.
 """
 
 from __future__ import annotations
@@ -8,39 +14,96 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from ragweedd.store.integrity import collection_counts
-from ragweedd.store.integrity import integrity_check as sqlite_integrity_check
+from ragweedd.store.ingest_db import IngestDB
+from ragweedd.store.integrity import collection_counts, quick_check
+from ragweedd.store.rag_db import RagDB
+
+RESTART = "restart ragweedd: at start it moves a damaged database aside and rebuilds it from your files"
+RESTART_FTS = "restart ragweedd: at start it rebuilds a keyword index that fails its check"
+REINGEST = ("restart ragweedd: at start it re-ingests from disk the files whose stored content is "
+            "missing or changed")
 
 
 def check_db(path: Path) -> list[str]:
-    return [f"{path}: {r}" for r in sqlite_integrity_check(path)]
+    return [f"{path}: damaged ({r}); {RESTART}" for r in quick_check(path)]
 
 
-def check_collection(path: Path, index_count: int | None = None) -> dict:
+def check_collection(path: Path, index_count: int | None = None, live: dict[str, str] | None = None) -> dict:
     problems = check_db(path)
-    c = collection_counts(path)
-    if c.fts_error is not None:
-        problems.append(f"{path}: FTS integrity-check failed: {c.fts_error}")
-    chunks, fts, vectors = c.chunks, c.fts_rows, c.vectors
-    if fts != chunks:
-        problems.append(f"{path}: {fts} keyword rows for {chunks} chunks (rebuild the keyword index)")
-    if vectors != chunks:
-        problems.append(f"{path}: {vectors} stored vectors for {chunks} chunks")
-    if index_count is not None and index_count != chunks:
-        problems.append(f"{path}: vector index holds {index_count} vectors for {chunks} chunks")
-    return {"chunks": chunks, "fts_rows": fts, "vectors": vectors, "index_count": index_count,
-            "problems": problems}
+    out: dict = {"chunks": None, "fts_rows": None, "vectors": None, "index_count": index_count,
+                 "problems": problems, "damaged": bool(problems)}
+    if problems:
+        return out  # counts of a damaged file mean nothing, and reading it may fail anyway
+    try:
+        c = collection_counts(path)
+        if c.fts_error is not None:
+            problems.append(f"{path}: FTS integrity-check failed: {c.fts_error}; {RESTART_FTS}")
+        chunks, fts, vectors = c.chunks, c.fts_rows, c.vectors
+        out.update(chunks=chunks, fts_rows=fts, vectors=vectors)
+        if fts != chunks:
+            problems.append(f"{path}: {fts} keyword rows for {chunks} chunks; {RESTART_FTS}")
+        if vectors != chunks:
+            problems.append(f"{path}: {vectors} stored vectors for {chunks} chunks; {REINGEST}")
+        if index_count is not None and index_count != chunks:
+            problems.append(f"{path}: vector index holds {index_count} vectors for {chunks} chunks (it catches up "
+                            f"from the change log; if this persists, stop ragweedd, delete the index files in "
+                            f"{path.parent} (data_level0*, link_lists*, header*, index_meta*) and start it: they "
+                            f"are rebuilt from the database)")
+        rag = RagDB(path, path.parent.name, readonly=True)
+        try:
+            bad = rag.chunk_text_mismatches()
+            if bad:
+                out["damaged"] = True
+                problems.append(f"{path}: the stored text of {len(bad)} documents no longer matches what was "
+                                f"indexed (files: {', '.join(sorted(rag.paths_of(sorted(bad)[0])))[:200]} ...); "
+                                f"{REINGEST}")
+            if live is not None:
+                held = {p: md5 for p, _rel, md5 in rag.document_paths()}
+                stale = sorted(p for p, md5 in live.items() if held.get(p) != md5)
+                if stale:
+                    out["damaged"] = True
+                    problems.append(f"{path}: {len(stale)} files recorded as indexed are missing or out of date "
+                                    f"there (e.g. {stale[0]}); {REINGEST}")
+        finally:
+            rag.close()
+    except Exception as e:  # noqa: BLE001 - a file that breaks the check is itself the finding
+        out["damaged"] = True
+        problems.append(f"{path}: the check failed: {type(e).__name__}: {e}; {RESTART}")
+    return out
 
 
 def integrity_check(paths, collections: list[str], index_count: Callable[[str], int | None] = lambda c: None) -> dict:
     out: dict = {"ok": True, "ingest_db": check_db(paths.ingest_db), "collections": {}}
     if out["ingest_db"]:
         out["ok"] = False
+    live_by_collection: dict[str, dict[str, str]] = {}
+    if not out["ingest_db"] and Path(paths.ingest_db).exists():
+        try:
+            ingest = IngestDB(paths.ingest_db, readonly=True)
+            try:
+                for name in collections:
+                    live_by_collection[name] = {r["source_file"]: r["md5"] for r in ingest.live_files(name)
+                                                if r["extract_status"] == "done" and r["md5"]}
+            finally:
+                ingest.close()
+        except Exception as e:  # noqa: BLE001
+            out["ok"] = False
+            out["ingest_db"].append(f"{paths.ingest_db}: cannot be read: {e}; {RESTART}")
     for name in collections:
         db = paths.rag_db(name)
+        live = live_by_collection.get(name)
         if not Path(db).exists():
+            if live:
+                out["ok"] = False
+                out["collections"][name] = {
+                    "chunks": 0, "fts_rows": 0, "vectors": 0, "index_count": index_count(name), "damaged": True,
+                    "problems": [f"{db} is missing while {len(live)} files are recorded as indexed; {REINGEST}"]}
             continue
-        res = check_collection(db, index_count(name))
+        try:
+            count = index_count(name)
+        except Exception:  # noqa: BLE001 - the index's own trouble is reported by the index layer
+            count = None
+        res = check_collection(db, count, live)
         out["collections"][name] = res
         if res["problems"]:
             out["ok"] = False

@@ -207,6 +207,47 @@ class IngestDB:
             )
             return row["md5"]
 
+    def forget_files(self, collection: str, source_files: Sequence[str]) -> int:
+        """Supersede the live rows of paths whose indexed content was lost or damaged, so the next
+        scan finds them as new and ingests them again from disk. Returns how many were live."""
+        n = 0
+        with transaction(self.conn):
+            for p in source_files:
+                n += self.conn.execute(
+                    "UPDATE ingest_files SET superseded=1, extract_status='deleted', updated_at=?"
+                    " WHERE collection=? AND source_file=? AND superseded=0", (time.time(), collection, p)).rowcount
+        return n
+
+    def collections_with_files(self) -> list[str]:
+        return [r[0] for r in self.conn.execute(
+            "SELECT DISTINCT collection FROM ingest_files WHERE superseded=0 ORDER BY collection")]
+
+    def copy_salvageable_from(self, damaged: Path | str) -> dict[str, int]:
+        """Copy what can still be read from a damaged ingest_db into this (new) one: the collections
+        added at run time and the embed cache. Everything else (paths, jobs) is rebuilt by the
+        start-up scan. Returns rows copied per table; a table that cannot be read is skipped."""
+        out: dict[str, int] = {}
+        src = connect(damaged, readonly=True)
+        try:
+            for table in ("daemon_collections", "embed_cache"):
+                try:
+                    cols = [r[1] for r in src.execute(f"PRAGMA table_info({table})")]
+                    mine = {r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")}
+                    cols = [c for c in cols if c in mine]
+                    if not cols:
+                        continue
+                    rows = src.execute(f"SELECT {','.join(cols)} FROM {table}").fetchall()
+                    with transaction(self.conn):
+                        self.conn.executemany(
+                            f"INSERT OR IGNORE INTO {table}({','.join(cols)}) VALUES ({','.join('?' * len(cols))})",
+                            [tuple(r) for r in rows])
+                    out[table] = len(rows)
+                except sqlite3.DatabaseError:
+                    out[table] = -1
+        finally:
+            src.close()
+        return out
+
     def counts_by_state(self, collection: str | None = None) -> dict[str, int]:
         q = "SELECT extract_status, count(*) FROM ingest_files WHERE superseded=0"
         args: tuple = ()

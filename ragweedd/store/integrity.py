@@ -4,11 +4,32 @@ them into problems)."""
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
 from ragweedd.store.rag_db import PRIMARY
 from ragweedd.store.sqlite import connect, transaction
+
+
+def quick_check(path: Path | str, max_rows: int = 5, *, recover: bool = False) -> list[str]:
+    """``PRAGMA quick_check`` findings, empty when the file is sound; a file SQLite cannot even
+    open or read is a finding too (never an exception: this runs to decide on a repair).
+
+    ``recover`` opens the file read-write, as its owner does at start: SQLite then rebuilds a
+    stale -shm and recovers what the -wal holds. A read-only handle cannot, and reports a sound
+    database whose -wal was deleted after a crash as a disk I/O error."""
+    try:
+        conn = connect(path, readonly=not recover)
+    except Exception as e:  # noqa: BLE001 - the finding is that it cannot be opened
+        return [f"cannot be opened: {getattr(e, 'message', None) or e}"]
+    try:
+        rows = [r[0] for r in conn.execute("PRAGMA quick_check")]
+        return [] if rows == ["ok"] else rows[:max_rows]
+    except sqlite3.DatabaseError as e:
+        return [f"cannot be read: {e}"]
+    finally:
+        conn.close()
 
 
 def integrity_check(path: Path | str, max_rows: int = 20) -> list[str]:

@@ -19,10 +19,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragweedd.store.sqlite import connect, migrate, transaction
+from ragweedd.store.sqlite import connect, is_disk_full, migrate, transaction
 
 BACKOFF_BASE_S = 2.0
 BACKOFF_MAX_S = 600.0
+PARKED_RETRY_S = 5.0  # how often events kept in memory on a full disk are written again
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class JobQueue:
         self._lock = threading.Lock()
         self._cond = threading.Condition()
         self._closed = False
+        self._parked: list[tuple[str, str, str, str | None]] = []
         with self._lock, transaction(self.conn):
             self.conn.execute("UPDATE jobs SET state='queued' WHERE state='running'")
 
@@ -66,8 +68,37 @@ class JobQueue:
         self.put_many([(collection, path, op, root)], delay_s=delay_s)
 
     def put_many(self, items: list[tuple[str, str, str, str | None]], *, delay_s: float = 0.0) -> int:
+        """Queue ``items``. On a full disk they are kept in memory (``unwritten``) instead of raising
+        into the watcher's thread, and written by the next put or claim once space is back; if the
+        daemon stops first, its start-up scan finds those files again."""
         if not items:
             return 0
+        with self._lock:
+            items = self._parked + list(items)
+            self._parked = []
+        try:
+            return self._put_many(items, delay_s)
+        except sqlite3.Error as e:
+            if not is_disk_full(e):
+                raise
+            with self._lock:
+                self._parked = items + self._parked
+            with self._cond:
+                self._cond.notify_all()  # a waiting claim() retries them after PARKED_RETRY_S
+            return 0
+
+    @property
+    def unwritten(self) -> int:
+        """Events kept in memory because the disk was full when they came."""
+        return len(self._parked)
+
+    def _write_parked(self) -> None:
+        with self._lock:
+            items, self._parked = self._parked, []
+        if items:
+            self.put_many(items)
+
+    def _put_many(self, items: list[tuple[str, str, str, str | None]], delay_s: float) -> int:
         now = time.time()
         with self._lock, transaction(self.conn):
             for collection, path, op, root in items:
@@ -97,10 +128,14 @@ class JobQueue:
             with self._cond:
                 if self._closed:
                     return None
+            if self._parked:
+                self._write_parked()
             job, next_at = self._try_claim()
             if job is not None:
                 return job
             wait = None if next_at is None else max(0.0, next_at - time.time())
+            if self._parked:
+                wait = PARKED_RETRY_S if wait is None else min(wait, PARKED_RETRY_S)
             if deadline is not None:
                 left = deadline - time.monotonic()
                 if left <= 0:

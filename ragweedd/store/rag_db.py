@@ -13,6 +13,7 @@ chunk's fts_chunks row; ``embedding_id`` is the text key "<md5>:<chunk_idx>".
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import time
@@ -87,6 +88,12 @@ CREATE TABLE embedders (
     dim INTEGER NOT NULL,
     since REAL NOT NULL
 );
+"""),
+    # SHA-256 of each chunk's text, written with the chunk, so the integrity check can tell a
+    # stored text that changed on disk (bit rot, a damaged page) from the text that was indexed.
+    # Rows from before this migration get theirs on the next check.
+    (2, "chunk_text_hash", """
+ALTER TABLE embeddings ADD COLUMN text_sha256 TEXT;
 """),
 ]
 
@@ -248,9 +255,9 @@ class RagDB:
             ids = []
             for n, c in enumerate(chunks):
                 cur = self.conn.execute(
-                    "INSERT INTO embeddings(collection_id, embedding_id, md5, chunk_idx, created_at)"
-                    " VALUES (?,?,?,?,?)",
-                    (self.collection_id, f"{md5}:{c['chunk_idx']}", md5, c["chunk_idx"], now))
+                    "INSERT INTO embeddings(collection_id, embedding_id, md5, chunk_idx, created_at, text_sha256)"
+                    " VALUES (?,?,?,?,?,?)",
+                    (self.collection_id, f"{md5}:{c['chunk_idx']}", md5, c["chunk_idx"], now, text_sha256(c["text"])))
                 cid = cur.lastrowid
                 ids.append(cid)
                 meta = dict(c["meta"])
@@ -268,6 +275,51 @@ class RagDB:
                                       (cid, space, embedders[space][0], vecs[n]))
                 self.conn.execute("INSERT INTO changes(op, id, at) VALUES ('add', ?, ?)", (cid, now))
             return ids
+
+    # --- integrity ---------------------------------------------------------------------------------
+    def chunk_text_mismatches(self, *, backfill: bool = False) -> set[str]:
+        """md5s of the documents whose stored chunk text (metadata or FTS row) no longer matches the
+        hash stored with it, or whose chunk lost its text, keyword row or vector. With
+        ``backfill``, chunks stored before hashes existed get theirs."""
+        bad: set[str] = set()
+        missing: list[tuple[str, int]] = []
+        rows = self.conn.execute(
+            "SELECT e.id, e.md5, e.text_sha256, m.string_value, f.content, v.id FROM embeddings e"
+            " LEFT JOIN embedding_metadata m ON m.id = e.id AND m.key = 'chroma:document'"
+            " LEFT JOIN fts_chunks f ON f.rowid = e.id"
+            " LEFT JOIN vectors v ON v.id = e.id AND v.space = ?", (PRIMARY,))
+        for cid, md5, stored, meta_text, fts_text, vec in rows:
+            if meta_text is None or fts_text is None or vec is None:
+                bad.add(md5)
+            elif stored is None:
+                if meta_text == fts_text:
+                    missing.append((text_sha256(meta_text), cid))
+                else:
+                    bad.add(md5)
+            elif text_sha256(meta_text) != stored or text_sha256(fts_text) != stored:
+                bad.add(md5)
+        if backfill and missing:
+            with transaction(self.conn):
+                self.conn.executemany("UPDATE embeddings SET text_sha256=? WHERE id=?", missing)
+        return bad
+
+    def drop_documents(self, md5s: Sequence[str]) -> tuple[list[str], list[int]]:
+        """Remove documents (their paths, chunks, FTS rows, vectors; deletes logged) so their files
+        are ingested again from disk. Returns (their paths, deleted chunk ids)."""
+        paths: list[str] = []
+        ids: list[int] = []
+        with transaction(self.conn):
+            for md5 in md5s:
+                paths += self.paths_of(md5)
+                self.conn.execute("DELETE FROM document_paths WHERE md5=?", (md5,))
+                ids += self._delete_document(md5)
+        return paths, ids
+
+    def rebuild_fts_index(self) -> None:
+        """FTS5's own 'rebuild': the keyword index is recomputed from the stored FTS rows (after a
+        row whose text had changed was removed with the wrong terms)."""
+        with transaction(self.conn):
+            self.conn.execute("INSERT INTO fts_chunks(fts_chunks) VALUES ('rebuild')")
 
     # --- reading -----------------------------------------------------------------------------------
     def max_seq(self) -> int:
@@ -347,6 +399,10 @@ class RagDB:
         for h in out.values():
             h.update(hit_fields(h.pop("_meta")))
         return out
+
+
+def text_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def keyword_match(conn: sqlite3.Connection, expr: str, limit: int) -> list[tuple[int, float]]:

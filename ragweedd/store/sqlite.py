@@ -63,7 +63,8 @@ def connect(path: Path | str, *, readonly: bool = False, timeout_s: float = 30.0
             conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout_s, check_same_thread=False,
                                    factory=Connection)
         else:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _create_private(path)
             conn = sqlite3.connect(str(path), timeout=timeout_s, check_same_thread=False, isolation_level=None,
                                    factory=Connection)
             conn.writer = writer_lock(path)
@@ -85,9 +86,20 @@ def connect(path: Path | str, *, readonly: bool = False, timeout_s: float = 30.0
     except sqlite3.DatabaseError as e:
         conn.close()
         raise StorageError(f"{path} is not a usable SQLite database: {e}",
-                           hint="move the file aside; ragweedd recreates it "
-                                "(indexes are rebuilt from your files)") from e
+                           hint="restart ragweedd: at start it checks its databases, moves a damaged one "
+                                "aside and rebuilds it from your files") from e
     return conn
+
+
+def _create_private(path: Path) -> None:
+    """Create a new database file 0600 before SQLite opens it: SQLite gives its -wal and -shm the
+    main file's mode, so the chunk text in them is never readable by others, whatever the umask."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600))
+    except FileExistsError:
+        pass
+    except OSError:
+        pass  # SQLite's own open reports what is wrong with the path, with its hint
 
 
 def _lock_of(conn: sqlite3.Connection) -> tuple[threading.RLock | None, float]:
@@ -116,13 +128,50 @@ def transaction(conn: sqlite3.Connection, *, immediate: bool = True) -> Iterator
         try:
             yield conn
         except BaseException:
-            conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
-        else:
+        try:
             conn.execute("COMMIT")
+        except BaseException:
+            # A COMMIT that fails (SQLITE_FULL on a full disk) leaves the transaction open: every
+            # later transaction() on this connection would join it and nothing would ever be
+            # committed again. Roll it back so the caller's retry starts clean.
+            _rollback(conn)
+            raise
     finally:
         if lock is not None:
             lock.release()
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    # SQLite may already have rolled back on its own (SQLITE_FULL, SQLITE_IOERR): a ROLLBACK then
+    # fails with "no transaction is active" and would hide the error that matters.
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+
+
+SQLITE_FULL = 13
+
+
+def is_disk_full(e: BaseException | None) -> bool:
+    """True when ``e`` (or what caused it) is a full disk or quota: SQLite's SQLITE_FULL or an
+    OSError ENOSPC/EDQUOT. Such a write is worth retrying once space comes back; it says nothing
+    about the file being ingested."""
+    import errno
+
+    seen = 0
+    while e is not None and seen < 10:
+        if isinstance(e, sqlite3.Error) and (getattr(e, "sqlite_errorcode", 0) & 0xFF == SQLITE_FULL
+                                             or "database or disk is full" in str(e)):
+            return True
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+            return True
+        e = e.__cause__ or e.__context__
+        seen += 1
+    return False
 
 
 def write(conn: sqlite3.Connection, sql: str, args: Sequence = ()) -> sqlite3.Cursor:

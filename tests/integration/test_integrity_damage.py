@@ -1,0 +1,79 @@
+"""Issue 12 item 4, the scheduled integrity job: on damaged databases it reports (never crashes),
+names the file, and hints at a step that repairs (a restart runs ragweedd/jobs/repair.py)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ragweedd.config import load_config
+from ragweedd.jobs.integrity import integrity_check
+from ragweedd.jobs.repair import check_and_repair
+from ragweedd.paths import Paths
+
+
+def _setup(tmp_path):
+    from ragweedd.embed.hashing import HashEmbedder
+    from ragweedd.ingest.pipeline import Pipeline
+
+    p = tmp_path / "cfg.toml"
+    p.write_text(f'data_dir = "{tmp_path / "data"}"\nstate_dir = "{tmp_path / "state"}"\n'
+                 f'cache_dir = "{tmp_path / "cache"}"\n')
+    cfg = load_config(p)
+    paths = Paths.from_config(cfg).ensure()
+    pipe = Pipeline(cfg, paths, HashEmbedder(32))
+    root = tmp_path / "docs"
+    root.mkdir()
+    for i in range(30):
+        (root / f"{i}.txt").write_text(" ".join(f"word{i}x{j} about herons and mills" for j in range(300)))
+        pipe.ingest_file("c", root / f"{i}.txt", root)
+    pipe.close()
+    for db in (paths.ingest_db, paths.rag_db("c")):
+        c = sqlite3.connect(db)
+        c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        c.close()
+    return paths, root
+
+
+def _flip(db, first=2, count=4):
+    with open(db, "r+b") as f:
+        for n in range(first, first + count):
+            f.seek(n * 4096)
+            f.write(bytes((n * 31 + k) % 253 for k in range(4096)))
+
+
+def test_integrity_job_reports_damaged_rag_db_with_a_repairing_hint(tmp_path):
+    paths, _ = _setup(tmp_path)
+    assert integrity_check(paths, ["c"])["ok"]
+    _flip(paths.rag_db("c"))
+    res = integrity_check(paths, ["c"])  # must not raise
+    assert not res["ok"] and res["collections"]["c"]["damaged"]
+    problems = res["collections"]["c"]["problems"]
+    assert problems and all(str(paths.rag_db("c")) in p and "restart ragweedd" in p for p in problems), problems
+    # ... and the step it names repairs it
+    check_and_repair(paths, ["c"])
+    assert integrity_check(paths, ["c"])["collections"].get("c") is None  # rebuilt by the scan from the files
+
+
+def test_integrity_job_reports_damaged_ingest_db(tmp_path):
+    paths, _ = _setup(tmp_path)
+    _flip(paths.ingest_db)
+    res = integrity_check(paths, ["c"])
+    assert not res["ok"]
+    assert res["ingest_db"] and all(str(paths.ingest_db) in p and "restart ragweedd" in p for p in res["ingest_db"])
+    check_and_repair(paths, ["c"])
+    assert integrity_check(paths, ["c"])["ok"]
+
+
+def test_integrity_job_reports_changed_chunk_text_and_a_missing_rag_db(tmp_path):
+    paths, _ = _setup(tmp_path)
+    c = sqlite3.connect(paths.rag_db("c"))
+    c.execute("UPDATE embedding_metadata SET string_value = string_value || 'x'"
+              " WHERE key = 'chroma:document' AND id = 3")
+    c.commit()
+    c.close()
+    res = integrity_check(paths, ["c"])
+    assert any("no longer matches" in p and "restart ragweedd" in p for p in res["collections"]["c"]["problems"])
+    for p in paths.rag_db("c").parent.glob("rag.sqlite3*"):
+        p.rename(tmp_path / p.name)
+    res = integrity_check(paths, ["c"])
+    assert not res["ok"] and "is missing while 30 files" in res["collections"]["c"]["problems"][0]

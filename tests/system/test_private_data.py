@@ -1,0 +1,63 @@
+"""Issue 12 item 12: the daemon's data, state and cache dirs are 0700 and every file in them 0600,
+whatever the umask it was started with, and looser modes left by an older version are tightened
+at start."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from tests.system.conftest import wait_until
+
+
+def _loose(base: Path) -> list[str]:
+    out = []
+    for top in ("data", "state", "cache"):
+        for dirpath, dirnames, filenames in os.walk(base / top):
+            for name, want in [(d, 0o700) for d in dirnames] + [(f, 0o600) for f in filenames] + [("", 0o700)]:
+                p = Path(dirpath) / name if name else Path(dirpath)
+                st = os.lstat(p)
+                if stat.S_ISLNK(st.st_mode):
+                    continue
+                if stat.S_IMODE(st.st_mode) & ~want:
+                    out.append(f"{p} {oct(stat.S_IMODE(st.st_mode))}")
+    return out
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o000])
+def test_private_modes_whatever_the_umask(daemon, tmp_path, umask):
+    root = tmp_path / "notes"
+    root.mkdir()
+    (root / "a.txt").write_text("private words about the secret garden\n" * 20)
+    old = os.umask(umask)
+    try:
+        d = daemon({"notes": [root]}, start=False)
+        # an older version left a world-readable data dir and database behind
+        (d.base / "data").mkdir(mode=0o755)
+        os.chmod(d.base / "data", 0o755)
+        (d.base / "data" / "leftover.json").write_text("{}")
+        os.chmod(d.base / "data" / "leftover.json", 0o644)
+        d.start()
+    finally:
+        os.umask(old)
+    wait_until(lambda: d.search("secret garden"), 60, 0.3, "the note to be searchable")
+    d.stop()
+    files = {p.name for top in ("data", "state") for p in (d.base / top).rglob("*")}
+    # every kind of private file the issue names exists, so the check below covers them
+    for name in ("ingest_db.sqlite3", "rag.sqlite3", "history.sqlite3", "token", "data_level0.bin", "header.bin"):
+        assert name in files, sorted(files)
+    assert _loose(d.base) == []
+    # and while it runs (-wal/-shm, the port file exist then)
+    old = os.umask(umask)
+    try:
+        d.start()
+    finally:
+        os.umask(old)
+    wait_until(lambda: (d.base / "state" / "port").exists(), 30, 0.1, "the port file")
+    assert d.search("secret garden")
+    names = {p.name for p in (d.base / "data").rglob("*")} | {p.name for p in (d.base / "state").rglob("*")}
+    assert "ingest_db.sqlite3-wal" in names and "port" in names, sorted(names)
+    assert _loose(d.base) == []

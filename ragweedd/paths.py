@@ -67,7 +67,7 @@ class Paths:
 
     def ensure(self) -> "Paths":
         # 0700: rag.sqlite3 holds the full text of every document and history.sqlite3 every
-        # question; nobody else on the machine may list or read them (issue 12, item 12).
+        # question; nobody else on the machine may list or read them.
         for p in (self.data, self.state, self.cache, self.collections):
             p.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
         return self

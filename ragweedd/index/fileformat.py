@@ -136,7 +136,7 @@ def fsync_dir(directory) -> None:
 def _write_parts(path: Path, parts) -> tuple[int, int]:
     """Write buffers to ``path`` (a .tmp name), fsync; returns (size, crc32)."""
     crc, size = 0, 0
-    # 0600: the level-0 file holds every chunk's vector; private like the databases (issue 12).
+    # 0600: the level-0 file holds every chunk's vector; private like the databases.
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with open(fd, "wb") as f:
         for p in parts:
@@ -255,7 +255,7 @@ def write_index(directory, d: IndexData, applied_seq: int, suffix: str = "") -> 
         except OSError:
             # A flush that fails half-way (ENOSPC) must not leave its partial file behind: the
             # next try writes another generation, and the leftovers would keep the disk full
-            # after the user freed space (issue 12, item 3).
+            # after the user freed space.
             for p in directory.glob(f"*{suffix}.*.g{gen}*"):
                 p.unlink(missing_ok=True)
             raise

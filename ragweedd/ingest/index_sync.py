@@ -131,7 +131,7 @@ class IndexSync:
                 # The database lost its newest changes (a -wal deleted or damaged after a crash) and
                 # its log numbers them again from max_seq + 1. The rebuilt index holds exactly the
                 # log up to max_seq: keeping the old, higher applied_seq would skip the next changes
-                # for good (issue 12, item 4).
+                # for good.
                 m.applied_seq[PRIMARY] = max_seq
             m.rebuild(PRIMARY, self._batches(rag), max_seq)
         return m, True

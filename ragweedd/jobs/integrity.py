@@ -1,7 +1,7 @@
 """The periodic integrity check: ``PRAGMA quick_check`` of every database, FTS5's own
 'integrity-check', count agreement between chunks, FTS rows, stored vectors and the vector index,
 each stored chunk text against the hash stored with it, and ingest_db's path -> md5 rows against
-each rag.sqlite3's documents (issue 12, item 4).
+each rag.sqlite3's documents.
 
 It only reads and reports: it runs beside live connections, so it never moves a database. Every
 problem names its file and a step that repairs it; damage (a failing check, a changed chunk text,

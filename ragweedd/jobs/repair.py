@@ -1,4 +1,4 @@
-"""Start-up check and repair of the databases (issue 12, item 4; DESIGN §3 durability rule).
+"""Start-up check and repair of the databases (DESIGN §3 durability rule).
 
 Run by the daemon after it holds the data dir's writer lock and before anything opens a database,
 so nothing else has a connection to a file this moves aside. The files on disk are what is true;

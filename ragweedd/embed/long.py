@@ -81,8 +81,16 @@ def _word_start(text: str, pos: int, limit: int) -> int:
     return m.end() if m else pos
 
 
-def embed_texts(embedder: "Embedder", texts: Sequence[str], batch_size: int = 32) -> "np.ndarray":
-    """(len(texts), embedder.dim) float32 unit rows, whatever the length of each text."""
+class EmbedStopped(Exception):
+    """``should_stop()`` said True between two batches; nothing of this call is returned."""
+
+
+def embed_texts(embedder: "Embedder", texts: Sequence[str], batch_size: int = 32,
+                should_stop: Callable[[], bool] | None = None) -> "np.ndarray":
+    """(len(texts), embedder.dim) float32 unit rows, whatever the length of each text.
+
+    ``should_stop()`` is asked before every batch after the first; when it says True,
+    :class:`EmbedStopped` is raised (a caller that caches per call loses at most this call)."""
     import numpy as np
 
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -105,6 +113,8 @@ def embed_texts(embedder: "Embedder", texts: Sequence[str], batch_size: int = 32
     order = sorted(range(len(flat)), key=lambda j: len(flat[j]))
     vecs: np.ndarray | None = None
     for b in range(0, len(order), batch_size):
+        if b and should_stop is not None and should_stop():
+            raise EmbedStopped(f"{embedder.id}: stopped after {b} of {len(order)} parts")
         idx = order[b:b + batch_size]
         out = np.asarray(embedder.embed_batch([flat[j] for j in idx]), dtype=np.float32)
         if vecs is None:

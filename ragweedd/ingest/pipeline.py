@@ -74,14 +74,24 @@ def in_process_extract(path: Path, settings: ExtractSettings) -> ExtractedDoc:
     return extract_file(path, settings)
 
 
+class Interrupted(Exception):
+    """Ingest of a file stopped between two embedding batches because the daemon is stopping.
+
+    Nothing about the file is wrong: its job goes back to the queue untouched, and the batches
+    already embedded are in the embed cache, so the next run embeds only the rest."""
+
+
 class Pipeline:
     """Ingests files of any collection. One Pipeline is the single writer of its databases."""
 
     def __init__(self, cfg, paths: Paths, embedder, *, extract: ExtractFn | None = None,
-                 before_open: Callable[[str], None] | None = None) -> None:
+                 before_open: Callable[[str], None] | None = None,
+                 should_stop: Callable[[], bool] | None = None) -> None:
         """``before_open(path)`` runs between the look at a path and its opening (the window in
-        which a path can be swapped for a symlink; tests swap it there)."""
+        which a path can be swapped for a symlink; tests swap it there). ``should_stop()`` is asked
+        between embedding batches; when it says True the ingest raises :class:`Interrupted`."""
         self.before_open = before_open
+        self.should_stop = should_stop
         self.cfg = cfg
         self.paths = paths.ensure()
         self.embedder = embedder
@@ -182,7 +192,14 @@ class Pipeline:
             return self._done(out, t0, collection)
 
         self.db.set_file(collection, src, md5=md5, status="embedding", tries=tries, **stat_kw)
-        vectors, embedded = self._vectors(result.chunks)
+        try:
+            vectors, embedded = self._vectors(result.chunks)
+        except Interrupted:
+            # Stopping is not a try: the row keeps the count it had; the job is given back.
+            self.db.set_file(collection, src, md5=md5, status="embedding", tries=tries - 1, **stat_kw)
+            log.info("ingest_interrupted", collection=collection, path=src,
+                     ms=round((time.monotonic() - t0) * 1000, 1))
+            raise
         rag.publish(md5=md5, source_file=src, rel_path=rel, kind=doc.kind, extractor=doc.extractor,
                     ocr_type=doc.ocr_type, title=doc.title, size_bytes=st.st_size, chunks=result.chunks,
                     vectors={PRIMARY: vectors}, embedders={PRIMARY: (self.embedder.id, self.embedder.dim)})
@@ -195,7 +212,7 @@ class Pipeline:
     def _vectors(self, chunks: list[dict]) -> tuple[list[bytes], int]:
         """Vectors for the chunks in order: from the embed cache where present, else embedded in
         batches, each batch cached (and so kept across a crash) as soon as it is computed."""
-        from ragweedd.embed.long import embed_texts
+        from ragweedd.embed.long import EmbedStopped, embed_texts
 
         eid = self.embedder.id
         hashes = [c["text_hash"] for c in chunks]
@@ -207,8 +224,14 @@ class Pipeline:
         items = list(todo.items())
         bs = self.cfg.embed_batch_size
         for i in range(0, len(items), bs):
+            if self.should_stop is not None and self.should_stop():
+                raise Interrupted(f"stopped after embedding {i} of {len(items)} texts")
             part = items[i:i + bs]
-            vecs = embed_texts(self.embedder, [t for _, t in part], batch_size=bs)
+            try:
+                vecs = embed_texts(self.embedder, [t for _, t in part], batch_size=bs,
+                                   should_stop=self.should_stop)
+            except EmbedStopped as e:
+                raise Interrupted(f"stopped after embedding {i} of {len(items)} texts") from e
             blobs = [(h, vecs[j].astype("float32").tobytes()) for j, (h, _) in enumerate(part)]
             self.db.store_vectors(eid, self.embedder.dim, blobs)
             have.update(blobs)

@@ -157,7 +157,7 @@ class Workers:
         from ragweedd.ingest.pipeline import Pipeline
 
         self.priority = lower_priority(self.cfg.ingest_nice)
-        pipe = Pipeline(self.cfg, self.paths, self.embedder, extract=self.extract)
+        pipe = Pipeline(self.cfg, self.paths, self.embedder, extract=self.extract, should_stop=self._stop.is_set)
         try:
             while not self._stop.is_set():
                 try:
@@ -184,13 +184,24 @@ class Workers:
 
     def _run_job(self, pipe, job: Job):
         """Run ``job``; on a full disk keep it and run it again with backoff until space is back
-        (a full disk says nothing about the file, so it costs the job no try). Nothing a job
+        (a full disk says nothing about the file, so it costs the job no try). A job interrupted
+        because the daemon is stopping goes back to the queue untouched (no try spent; its embedded
+        batches are in the embed cache). Nothing a job
         raises ends the worker thread. Returns the pipeline to use next: after a full disk the
         old one's connections are closed and new ones opened, because SQLite can keep a
         connection that hit SQLITE_FULL failing even once space is back."""
+        from ragweedd.ingest.pipeline import Interrupted
+
         while True:
             try:
                 self._one(pipe, job)
+            except Interrupted as e:
+                log.info("ingest_job_released", collection=job.collection, path=job.path, reason=str(e))
+                try:
+                    self.queue.release(job)
+                except Exception as e2:  # noqa: BLE001 - the row stays 'running'; a restart re-queues it
+                    log.error("ingest_job_not_released", path=job.path, error=str(e2))
+                return pipe
             except Exception as e:
                 if not is_disk_full(e):
                     log.error("ingest_worker_error", collection=job.collection, path=job.path, error=str(e),
@@ -222,7 +233,7 @@ class Workers:
             pipe.close()
         except Exception as e:  # noqa: BLE001 - closing a connection that hit a full disk may fail too
             log.warning("pipeline_close_failed", error=str(e))
-        return Pipeline(self.cfg, self.paths, self.embedder, extract=self.extract)
+        return Pipeline(self.cfg, self.paths, self.embedder, extract=self.extract, should_stop=self._stop.is_set)
 
     def _storage_trouble(self, e: BaseException) -> bool:
         """Wait before retrying after ``e``: backoff on a full disk (reported in status), a short
@@ -257,6 +268,7 @@ class Workers:
                 f"(last error: {self.disk_full_error})")
 
     def _one(self, pipe, job: Job) -> None:
+        from ragweedd.ingest.pipeline import Interrupted
         from ragweedd.watch.ignore import is_ignored
         from ragweedd.watch.reconcile import root_state
 
@@ -289,7 +301,7 @@ class Workers:
                 return
             out = pipe.ingest_file(job.collection, p, root)
         except Exception as e:  # one bad file never stops the worker
-            if is_disk_full(e):
+            if is_disk_full(e) or isinstance(e, Interrupted):
                 raise  # not the file's fault: _run_job retries it once space is back
             retry = self.queue.fail(job, f"{type(e).__name__}: {e}", retryable=True)
             log.error("ingest_job_error", collection=job.collection, path=job.path, error=str(e),

@@ -1,10 +1,11 @@
 """Runs the real daemon (``ragweedd.daemon.run_daemon``) with test parts handed to the composition
 root, never through the environment:
 
-    python tests/system/daemon_main.py --config CFG [--embed-log FILE] [--fail-watch ROOT]
+    python tests/system/daemon_main.py --config CFG [--embed-log FILE] [--fail-watch ROOT] [--slow-embed S]
 
 --embed-log   every embedding call appends one line with its number of texts (to count re-embeds)
 --fail-watch  the native watch of ROOT fails as if inotify were out of watches (ENOSPC)
+--slow-embed  every embedding call sleeps S seconds after it is logged (a slow model)
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import errno
 import functools
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,18 @@ class CountingEmbedder:
     def embed_batch(self, texts):
         with open(self._log, "a", encoding="utf-8") as f:
             f.write(f"{len(texts)}\n")
+        return self._inner.embed_batch(texts)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class SlowEmbedder:
+    def __init__(self, inner: Any, seconds: float) -> None:
+        self._inner, self._seconds = inner, seconds
+
+    def embed_batch(self, texts):
+        time.sleep(self._seconds)
         return self._inner.embed_batch(texts)
 
     def __getattr__(self, name: str) -> Any:
@@ -50,6 +64,7 @@ def main() -> int:
     ap.add_argument("--config", required=True)
     ap.add_argument("--embed-log")
     ap.add_argument("--fail-watch")
+    ap.add_argument("--slow-embed", type=float, default=0.0)
     a = ap.parse_args()
 
     from ragweedd.cli.common import load
@@ -64,6 +79,8 @@ def main() -> int:
     configure(cfg.log_level, stream=sys.stdout)
     setup_for(Paths.from_config(cfg).ensure())
     embedder = make_embedder(cfg.embed_model, cfg)
+    if a.slow_embed > 0:
+        embedder = SlowEmbedder(embedder, a.slow_embed)
     if a.embed_log:
         embedder = CountingEmbedder(embedder, Path(a.embed_log))
     watcher_factory = None

@@ -29,6 +29,7 @@ from ragweedd.store.rag_db import PRIMARY, RagDB
 log = get_logger("ragweedd.ingest")
 
 ExtractFn = Callable[[Path, ExtractSettings], ExtractedDoc]
+EMPTY_MD5 = hashlib.md5(b"", usedforsecurity=False).hexdigest()
 
 
 @dataclass
@@ -42,6 +43,7 @@ class FileOutcome:
     error: str | None = None
     retryable: bool = False
     seconds: float = 0.0
+    index_changed: bool = True  # False: nothing in the collection's index changed (no change-log entry)
 
 
 def file_md5(path: Path, bufsize: int = 1 << 20) -> str:
@@ -150,8 +152,11 @@ class Pipeline:
                 and row["size_bytes"] == st.st_size and row["mtime_ns"] == st.st_mtime_ns
                 and row["inode"] == st.st_ino):
             return FileOutcome(src, "unchanged", md5=row["md5"], chunks=row["chunks"])
-        md5 = fd_md5(fd)
         stat_kw = dict(size=st.st_size, mtime_ns=st.st_mtime_ns, inode=st.st_ino, root=str(root) if root else None)
+        skip = self._skip_from_stat(src, st.st_size)
+        if skip is not None:
+            return self._skip_cheaply(collection, src, row, skip, stat_kw, t0)
+        md5 = fd_md5(fd)
         rag = self.rag(collection)
         if row is not None and row["md5"] == md5 and row["extract_status"] in ("done", "skipped") and not force:
             self.db.set_file(collection, src, md5=md5, status=row["extract_status"], chunks=row["chunks"],
@@ -208,6 +213,38 @@ class Pipeline:
         out = FileOutcome(src, "indexed", md5=md5, chunks=len(result.chunks), embedded=embedded,
                           dropped=result.dropped)
         return self._done(out, t0, collection)
+
+    @staticmethod
+    def _skip_from_stat(src: str, size: int) -> tuple[str | None, str] | None:
+        """(md5, reason) when the stat alone says the file has nothing to index, else None: an empty
+        file (its md5 is known), or a type no extractor reads (its bytes are never read)."""
+        from ragweedd.extract.registry import extractor_for
+
+        p = Path(src)
+        if extractor_for(p) is None:
+            return None, f"{src}: unsupported file type {p.suffix or '(no extension)'!r}; skipped"
+        if size == 0:
+            return EMPTY_MD5, f"{src}: empty file (0 bytes)"
+        return None
+
+    def _skip_cheaply(self, collection: str, src: str, row, skip: tuple[str | None, str], stat_kw: dict,
+                      t0: float) -> FileOutcome:
+        """Record a skip decided from the stat: one row, no read, copy, extraction or index work,
+        unless the path held indexed content before (then that content leaves the index)."""
+        md5, reason = skip
+        changed = False
+        if row is not None and row["extract_status"] != "skipped":
+            changed = bool(self.remove_file_content(collection, src))
+        self.db.set_file(collection, src, md5=md5, status="skipped", error=reason, **stat_kw)
+        out = FileOutcome(src, "skipped", md5=md5, error=reason, index_changed=changed)
+        return self._done(out, t0, collection)
+
+    def remove_file_content(self, collection: str, src: str) -> list[int]:
+        """The path's indexed content (if any) leaves the index; its ingest row stays."""
+        md5, ids = self.rag(collection).remove_path(src)
+        if ids and md5:
+            self.db.forget_collection_chunks(collection, md5)
+        return ids
 
     def _vectors(self, chunks: list[dict]) -> tuple[list[bytes], int]:
         """Vectors for the chunks in order: from the embed cache where present, else embedded in

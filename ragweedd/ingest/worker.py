@@ -317,7 +317,7 @@ class Workers:
         else:
             self.queue.done(job)
             self.progress.record(out.chunks if out.status == "indexed" else 0, out.embedded, False)
-        if out.status in ("indexed", "linked", "failed", "skipped"):
+        if out.status in ("indexed", "linked", "failed", "skipped") and out.index_changed:
             self.on_changes(job.collection)
 
 

@@ -106,6 +106,9 @@ CREATE TABLE daemon_collections (
     added_at REAL NOT NULL
 );
 """),
+    (3, "jobs_claim_order", """
+CREATE INDEX jobs_next ON jobs(state, op = 'delete', id);
+"""),
 ]
 
 # File states a user sees (status, documents listing).

@@ -22,6 +22,11 @@ from pathlib import Path
 from ragweedd.store.sqlite import connect, is_disk_full, migrate, transaction
 
 BACKOFF_BASE_S = 2.0
+# The next ready job, upserts before deletes: it walks the jobs_next index in order and stops at the
+# first row that is ready (``+not_before`` keeps SQLite from picking the not_before index, which
+# would sort every queued job on each claim: quadratic over a 50,000-file drop).
+CLAIM_SQL = ("SELECT * FROM jobs WHERE state='queued' AND +not_before <= ?"
+             " ORDER BY op = 'delete', id LIMIT 1")
 BACKOFF_MAX_S = 600.0
 PARKED_RETRY_S = 5.0  # how often events kept in memory on a full disk are written again
 
@@ -149,9 +154,7 @@ class JobQueue:
     def _try_claim(self) -> tuple[Job | None, float | None]:
         now = time.time()
         with self._lock, transaction(self.conn):
-            row = self.conn.execute(
-                "SELECT * FROM jobs WHERE state='queued' AND not_before <= ?"
-                " ORDER BY op = 'delete', id LIMIT 1", (now,)).fetchone()
+            row = self.conn.execute(CLAIM_SQL, (now,)).fetchone()
             if row is None:
                 nxt = self.conn.execute("SELECT min(not_before) FROM jobs WHERE state='queued'").fetchone()[0]
                 return None, nxt

@@ -115,3 +115,15 @@ def test_close_waiters_releases_blocked_claims(qpath):
     q.close_waiters()
     t.join(5)
     assert got == [None]
+
+
+def test_a_claim_walks_the_claim_index_instead_of_sorting_the_queue(tmp_path):
+    from ragweedd.store.job_queue import CLAIM_SQL
+
+    q = JobQueue(tmp_path / "ingest_db.sqlite3")
+    q.put_many([("c", f"/r/f{i}", "delete" if i % 3 else "upsert", "/r") for i in range(3000)])
+    plan = " ".join(str(r[3]) for r in q.conn.execute("EXPLAIN QUERY PLAN " + CLAIM_SQL, (time.time(),)))
+    assert "jobs_next" in plan and "TEMP B-TREE" not in plan, plan
+    first = q.claim(timeout_s=0)
+    assert first is not None and first.op == "upsert" and first.path == "/r/f0"
+    q.close()

@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from ragweedd.contract import iso
 from ragweedd.errors import NotFoundError, RequestError, StorageError
 from ragweedd.logging import get_logger
 from ragweedd.store.history_db import HistoryDB
@@ -24,14 +25,6 @@ KINDS = ("search", "ask")
 MAX_LIMIT = 1000
 # Columns of the listing; everything else lives in body_json.
 _COLUMNS = ("id", "kind", "query", "created_at")
-
-
-def iso(t: float | None) -> str | None:
-    if t is None:
-        return None
-    from datetime import datetime, timezone
-
-    return datetime.fromtimestamp(t, timezone.utc).isoformat()
 
 
 class HistoryStore:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ragweedd.config import Config, load_config
-from ragweedd.paths import Paths, default_config_file
+from ragweedd.paths import default_config_file
 
 
 def load(config_path: str | None) -> Config:
@@ -22,15 +22,6 @@ def make_embedder(cfg: Config):
     from ragweedd.embed.factory import make_embedder as make
 
     return make(cfg.embed_model, cfg)
-
-
-def paths_for(cfg: Config) -> Paths:
-    from ragweedd.index.numba_env import setup_for
-
-    paths = Paths.from_config(cfg).ensure()
-    # Before anything imports numba: compiled HNSW kernels live in the cache dir (DESIGN §7).
-    setup_for(paths)
-    return paths
 
 
 def where(hit: dict[str, Any]) -> str:

@@ -198,6 +198,11 @@ def migrate(conn: sqlite3.Connection, migrations: Sequence[Migration], *, db_nam
             continue
         try:
             with transaction(conn):
+                # Another connection (a second thread opening the same new collection, or another
+                # process) may have applied it since ``done`` was read; the IMMEDIATE transaction
+                # holds the write lock, so this re-check is the one that counts.
+                if conn.execute("SELECT 1 FROM schema_migrations WHERE number = ?", (number,)).fetchone():
+                    continue
                 for stmt in _statements(script):
                     conn.execute(stmt)
                 conn.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (number, name, time.time()))

@@ -44,6 +44,23 @@ def test_newer_database_is_refused(tmp_path):
         migrate(conn, [(1, "a", "CREATE TABLE t(x)")], db_name="x")
 
 
+def test_migration_applied_meanwhile_by_another_connection_is_not_run_twice(tmp_path):
+    # Two threads opening the same new collection both read "nothing applied" before either takes
+    # the write lock; the second must not run the script again ("table already exists").
+    class StaleReader(sqlite3.Connection):
+        def execute(self, sql, *args):
+            if sql == "SELECT number FROM schema_migrations":
+                return iter(())
+            return super().execute(sql, *args)
+
+    migrations = [(1, "a", "CREATE TABLE t(x)"), (2, "b", "CREATE TABLE u(x)")]
+    first = connect(tmp_path / "x.sqlite3")
+    assert migrate(first, migrations[:1], db_name="x") == [1]
+    late = sqlite3.connect(tmp_path / "x.sqlite3", isolation_level=None, factory=StaleReader)
+    assert migrate(late, migrations, db_name="x") == [2]
+    assert [r[0] for r in first.execute("SELECT number FROM schema_migrations ORDER BY 1")] == [1, 2]
+
+
 def test_failed_migration_rolls_back_whole(tmp_path):
     conn = connect(tmp_path / "x.sqlite3")
     with pytest.raises(StorageError, match="migration 1"):

@@ -168,9 +168,14 @@ class JobRun(TypedDict):
 
 
 class IntegrityReport(TypedDict):
+    """The last integrity check. ``repaired`` lists what the daemon did about ``problems`` right
+    after that check (a damaged database moved aside and rebuilt, files re-ingested); empty when
+    nothing needed it."""
+
     ok: bool
     at: str
     problems: list[str]
+    repaired: list[str]
 
 
 class MissingTool(TypedDict):

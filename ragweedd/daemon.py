@@ -11,6 +11,10 @@ durable queue, running jobs finish (bounded), the indexes are flushed, the lock 
 not yet run stay in the queue for the next start. After ``kill -9`` the next start recovers the
 same way: queue rows left ``running`` are re-queued and the start-up scan enqueues whatever
 changed or was left unfinished.
+
+When the scheduled integrity check finds a damaged database, the daemon repairs it without a
+restart: the API answers 503 "repairing" for those seconds, the core stops, the start-up repair
+(ragweedd/jobs/repair.py) runs, and a new core starts and re-ingests what was lost.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import fcntl
 import os
 import signal
 from pathlib import Path
+from typing import Any, Callable
 
 from ragweedd.errors import AlreadyRunningError
 from ragweedd.logging import get_logger
@@ -91,40 +96,90 @@ def run_daemon(cfg, allow_remote: bool = False, *, embedder=None, extract=None, 
     lock = InstanceLock(paths.lock_file)
     lock.acquire()
     writer = data_writer_lock(paths)
-    core = None
+    cores: list = []  # the running core; a live repair replaces it
+
+    def open_core(repairs: dict) -> Any:
+        core = open_daemon(cfg, embedder=embedder, extract=extract, watcher_factory=watcher_factory)
+        cores[:] = [core]
+        core.repaired = repairs  # status shows it (degraded while those collections are re-ingested)
+        core.start()
+        return core
+
+    def repair_live(old: Any) -> Any:
+        """Stop the core, run the start-up repair, start a new core: what a restart does, without
+        dropping the API. The collections added at run time are in ingest_db, which the repair
+        reads, so they come back too."""
+        old.stop()
+        cores.clear()
+        repairs = check_and_repair(paths, sorted(set(cfg.collections) | set(old.collections.items)))
+        log.error("daemon_repaired_live", repairs=repairs)
+        new = open_core(repairs)
+        notes = list(repairs.get("ingest_db") or [])
+        for more in (repairs.get("collections") or {}).values():
+            notes.extend(more)
+        # the check that found the damage stays visible, with what was done about it
+        new.last_integrity = {**(old.last_integrity or {}), "repaired": notes or ["nothing needed repair"]}
+        return new
+
     try:
         writer.acquire()
         token = ensure_token(paths.token_file)
-        repairs = check_and_repair(paths, sorted(cfg.collections))
-        core = open_daemon(cfg, embedder=embedder, extract=extract, watcher_factory=watcher_factory)
-        core.repaired = repairs  # status shows it (degraded while those collections are re-ingested)
-        core.start()
+        core = open_core(check_and_repair(paths, sorted(cfg.collections)))
         log.info("daemon_started", pid=os.getpid(), collections=sorted(core.collections.items),
                  embedder=core.embedder.id, data_dir=str(paths.data), state_dir=str(paths.state))
-        asyncio.run(_serve(core, cfg, paths, token, allow_remote or cfg.allow_remote_bind))
+        asyncio.run(_serve(core, cfg, paths, token, allow_remote or cfg.allow_remote_bind, repair_live))
         return 0
     finally:
-        if core is not None:
+        for core in cores:
             core.stop()
         writer.release()
         lock.release()
 
 
-async def _serve(core, cfg, paths: Paths, token: str, allow_remote: bool) -> None:
+async def _serve(core, cfg, paths: Paths, token: str, allow_remote: bool,
+                 repair_live: Callable[[Any], Any]) -> None:
     from ragweedd.api.server import ApiServer
     from ragweedd.engine import DaemonEngine
 
     stop = asyncio.Event()
+    damaged = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    server = ApiServer(DaemonEngine(core), token=token, listen=cfg.listen, allow_remote=allow_remote,
+    engine = DaemonEngine(core)
+
+    def on_damage(res: dict) -> None:
+        loop.call_soon_threadsafe(damaged.set)
+
+    core.on_damage = on_damage
+
+    def check_now() -> None:
+        # SIGUSR2: run the integrity check now (an operator who suspects damage need not wait hours)
+        if engine.repairing is None and engine.core.jobs is not None:
+            log.info("integrity_check_requested", reason="SIGUSR2")
+            engine.core.jobs.run_now("integrity_check")
+
+    loop.add_signal_handler(signal.SIGUSR2, check_now)  # SIGUSR1 dumps stacks
+
+    def swap(old: Any) -> Any:
+        new = repair_live(old)
+        new.on_damage = on_damage
+        return new
+
+    server = ApiServer(engine, token=token, listen=cfg.listen, allow_remote=allow_remote,
                        port_file=paths.port_file, max_body_bytes=cfg.max_body_mb * 2**20,
                        max_concurrent_answers=cfg.max_concurrent_answers, idle_timeout=cfg.http_idle_timeout_s,
                        body_timeout=cfg.http_body_timeout_s, write_timeout=cfg.http_write_timeout_s)
     await server.start()
     try:
-        await stop.wait()
+        while not stop.is_set():
+            waits = {asyncio.ensure_future(stop.wait()), asyncio.ensure_future(damaged.wait())}
+            _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            for w in pending:
+                w.cancel()
+            if damaged.is_set() and not stop.is_set():
+                damaged.clear()
+                await engine.replace_core(swap, "a damaged database is moved aside and rebuilt from your files")
         log.info("daemon_stopping", reason="signal")
     finally:
         await server.stop()

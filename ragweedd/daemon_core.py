@@ -57,6 +57,9 @@ class Core:
         self.jobs: Any = None
         self.last_integrity: dict[str, Any] | None = None
         self.repaired: dict[str, Any] = {}  # what the start-up check repaired (ragweedd/jobs/repair.py)
+        # Called (from the scheduler's thread) when the integrity check finds damage only the
+        # start-up repair can mend; the daemon then replaces this core (ragweedd/daemon.py).
+        self.on_damage: Callable[[dict[str, Any]], None] | None = None
         self._scanner = threading.Thread(target=self._scan_loop, name="ragweedd-scan", daemon=True)
         self._roots = threading.Thread(target=self._roots_loop, name="ragweedd-roots", daemon=True)
         self._roots_stop = threading.Event()
@@ -174,7 +177,9 @@ class Core:
         self.last_integrity = {**res, "at": time.time()}
         if not res["ok"]:
             log.warning("integrity_problems", result=res)
-        return {"ok": res["ok"]}
+        if res["repair"] and self.on_damage is not None:
+            self.on_damage(res)
+        return {"ok": res["ok"], "repair": res["repair"]}
 
     def reanalyze_all(self) -> dict[str, Any]:
         return {name: self.reanalyze(name) for name in list(self.collections.items)}

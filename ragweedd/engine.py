@@ -3,6 +3,11 @@ and every other face call.
 
 The event loop only awaits here: every call that takes a subsystem lock, reads or writes SQLite,
 walks a folder or runs a search goes to a worker thread (``asyncio.to_thread``).
+
+When the integrity check finds a damaged database the daemon repairs it live (ragweedd/daemon.py):
+the core is stopped, the start-up repair runs and a new core starts. Meanwhile every call answers
+``RepairingError`` (503) instead of reaching a core whose connections are being closed; calls
+already running are waited for (up to ``REPAIR_DRAIN_S``) before the old core stops.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any, AsyncIterator, cast
+from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar, cast
 
 from ragweedd.answer import history as hist
 from ragweedd.contract import (
@@ -36,24 +41,64 @@ from ragweedd.contract import (
     place_uri,
 )
 from ragweedd.daemon_core import Core
-from ragweedd.errors import NotFoundError, RequestError
+from ragweedd.errors import NotFoundError, RepairingError, RequestError
 from ragweedd.logging import get_logger
 from ragweedd.status import build_status, collection_of, missing_tools
 
 log = get_logger("ragweedd.engine")
 TOOLS_TTL_S = 60.0  # missing external tools are looked up again at most this often
 _DOC_KEY = re.compile(r"[0-9]{1,18}")  # ASCII digits only: str.isdigit() accepts '¹' and '١'
+REPAIR_DRAIN_S = 30.0  # how long a live repair waits for calls already running on the old core
+_F = TypeVar("_F", bound=Callable[..., Awaitable[Any]])
+
+
+def _on_core(fn: _F) -> _F:
+    """Refuse the call while the core is being replaced, and count it while it runs so the repair
+    can wait for it. Streams (ask) are counted until their events are handed over."""
+    import functools
+
+    @functools.wraps(fn)
+    async def call(self: "DaemonEngine", *args: Any, **kwargs: Any) -> Any:
+        if self.repairing is not None:
+            raise RepairingError(f"ragweedd is repairing its databases ({self.repairing})",
+                                 hint="retry in a few seconds; status shows what was repaired")
+        self._inflight += 1
+        try:
+            return await fn(self, *args, **kwargs)
+        finally:
+            self._inflight -= 1
+
+    return cast(_F, call)
 
 
 class DaemonEngine:
     def __init__(self, core: Core) -> None:
         self.core = core
-        self.services = core.services
         self.cfg, self.paths = core.cfg, core.paths
+        self.repairing: str | None = None  # why, while the core is being replaced
+        self._inflight = 0
         self._tools: list[MissingTool] = []
         self._tools_at = -TOOLS_TTL_S
 
+    @property
+    def services(self) -> Any:
+        return self.core.services
+
+    async def replace_core(self, swap: Callable[[Core], Core], reason: str) -> None:
+        """Hand the core to ``swap`` (which stops it and returns a started replacement) with no
+        call running on it. If ``swap`` fails the error propagates: the daemon then exits and its
+        next start runs the same repair."""
+        self.repairing = reason
+        deadline = time.monotonic() + REPAIR_DRAIN_S
+        while self._inflight and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        try:
+            self.core = await asyncio.to_thread(swap, self.core)
+        finally:
+            self.repairing = None
+
     # --- status and collections ------------------------------------------------------------------
+    @_on_core
     async def status(self) -> Status:
         return await asyncio.to_thread(self._status)
 
@@ -63,10 +108,12 @@ class DaemonEngine:
             self._tools, self._tools_at = missing_tools(self.cfg), now
         return build_status(self.core, self._tools)
 
+    @_on_core
     async def list_collections(self) -> list[Collection]:
         return await asyncio.to_thread(
             lambda: [collection_of(self.core, n) for n in sorted(self.core.collections.items)])
 
+    @_on_core
     async def add_collection(self, name: str, paths: list[str], ignore: list[str] | None = None,
                              topic: str = "") -> Collection:
         def add() -> Collection:
@@ -76,10 +123,12 @@ class DaemonEngine:
 
         return await asyncio.to_thread(add)
 
+    @_on_core
     async def remove_collection(self, name: str) -> Removed:
         res = await asyncio.to_thread(self.core.remove_collection, name)
         return {"name": res["name"], "removed": bool(res["removed"])}
 
+    @_on_core
     async def scan(self, name: str) -> Queued:
         def queue() -> Queued:
             self.core.collections.get(name)
@@ -88,6 +137,7 @@ class DaemonEngine:
 
         return await asyncio.to_thread(queue)
 
+    @_on_core
     async def reanalyze(self, name: str) -> Queued:
         def queue() -> Queued:
             self.core.collections.get(name)
@@ -96,6 +146,7 @@ class DaemonEngine:
 
         return await asyncio.to_thread(queue)
 
+    @_on_core
     async def rebuild_fts(self, name: str) -> Queued:
         def rebuild() -> Queued:
             self.core.collections.get(name)
@@ -105,6 +156,7 @@ class DaemonEngine:
         return await asyncio.to_thread(rebuild)
 
     # --- documents ---------------------------------------------------------------------------------
+    @_on_core
     async def list_documents(self, collection: str | None = None, state: str | None = None,
                              path_glob: str | None = None, offset: int = 0, limit: int = 50) -> DocumentPage:
         raw: list[str] | None = None
@@ -122,6 +174,7 @@ class DaemonEngine:
 
         return await asyncio.to_thread(page)
 
+    @_on_core
     async def get_document(self, doc_key: str) -> DocumentDetail:
         if not _DOC_KEY.fullmatch(str(doc_key)):
             raise NotFoundError(f"document '{str(doc_key)[:80]}' does not exist",
@@ -150,6 +203,7 @@ class DaemonEngine:
         doc = _document(r)
         return {**doc, "chunks_detail": detail}  # type: ignore[typeddict-item]
 
+    @_on_core
     async def upload(self, collection: str, filename: str, data: bytes) -> Uploaded:
         def write() -> Uploaded:
             self.core.collections.get(collection)
@@ -172,6 +226,7 @@ class DaemonEngine:
         res["retrieval_meta"]["total_ms"] = round((time.perf_counter() - t0) * 1000, 2)
         return res
 
+    @_on_core
     async def search(self, query: str, collections: list[str] | None = None, top_k: int | None = None,
                      path_glob: str | None = None, file_type: str | None = None,
                      doc_id: str | None = None) -> SearchResult:
@@ -180,6 +235,7 @@ class DaemonEngine:
                                                     hist.search_record(dict(res)))
         return res
 
+    @_on_core
     async def ask(self, query: str, collections: list[str] | None = None, top_k: int | None = None,
                   path_glob: str | None = None, file_type: str | None = None,
                   doc_id: str | None = None) -> AsyncIterator[AskEvent]:
@@ -187,13 +243,16 @@ class DaemonEngine:
         res = await self._search(query, collections, top_k, path_glob, file_type, doc_id)
         return await self.services.ask_flow.ask(query, res)
 
+    @_on_core
     async def ask_continue(self, history_id: str) -> AsyncIterator[AskEvent]:
         _, events = await self.services.ask_flow.resume(history_id)
         return events
 
+    @_on_core
     async def history_list(self, offset: int = 0, limit: int = 50) -> HistoryPage:
         return cast(HistoryPage, await asyncio.to_thread(self.services.history.list, offset, limit))
 
+    @_on_core
     async def history_show(self, history_id: str) -> HistoryEntry:
         return cast(HistoryEntry, await asyncio.to_thread(self.services.history.show, history_id))
 

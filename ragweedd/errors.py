@@ -24,7 +24,8 @@ wrong, with which file or key, and what to do. ``exit_code`` is what the CLI exi
     ├── NotFoundError                collection / document / history entry does not exist   (404)
     ├── RequestError                 a bad API or CLI request                               (400)
     └── DaemonError                  daemon-level problems (token file, listen address)
-        └── AlreadyRunningError
+        ├── AlreadyRunningError
+        └── RepairingError           the daemon is rebuilding a damaged database; retry shortly (503)
 """
 
 from __future__ import annotations
@@ -142,3 +143,8 @@ class DaemonError(RagweedError):
 
 class AlreadyRunningError(DaemonError):
     code = "already_running"
+
+
+class RepairingError(DaemonError):
+    http_status = 503
+    code = "repairing"

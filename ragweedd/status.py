@@ -103,7 +103,8 @@ def build_status(core: Core, tools: list[MissingTool]) -> Status:
     for res in (last.get("collections") or {}).values():
         if res.get("damaged"):
             damage.extend(res.get("problems") or [])
-    degraded.extend(f"integrity check: {p}" for p in damage)
+    if not last.get("repaired"):  # once repaired, the notes above say what is still going on
+        degraded.extend(f"integrity check: {p}" for p in damage)
     for key in ("multi_embed_384", "multi_embed_1024"):
         if getattr(core.cfg, key):
             # The index layer has the extra passes (data_level0_384.bin, ...); ingest does not
@@ -184,4 +185,5 @@ def _integrity(last: dict[str, Any] | None) -> IntegrityReport | None:
     problems: list[str] = list(last.get("ingest_db") or [])
     for res in (last.get("collections") or {}).values():
         problems.extend(res.get("problems") or [])
-    return {"ok": bool(last.get("ok")), "at": iso(last.get("at")) or "", "problems": problems}
+    return {"ok": bool(last.get("ok")), "at": iso(last.get("at")) or "", "problems": problems,
+            "repaired": list(last.get("repaired") or [])}

@@ -3,10 +3,12 @@
 each stored chunk text against the hash stored with it, and ingest_db's path -> md5 rows against
 each rag.sqlite3's documents.
 
-It only reads and reports: it runs beside live connections, so it never moves a database. Every
-problem names its file and a step that repairs it; damage (a failing check, a changed chunk text,
-ingest and rag out of step) is repaired by the start-up check (ragweedd/jobs/repair.py), so its
-hint is a restart. Nothing a damaged file raises ends the job: the finding is reported instead.
+It only reads: it runs beside live connections, so it never moves a database itself. Every
+problem names its file; damage (a failing check, a changed or missing chunk text, a keyword index or
+vector rows out of step, ingest and rag out of step) sets ``repair`` in the result, and the daemon
+then repairs it live by the start-up repair (ragweedd/jobs/repair.py): it stops its ingest side,
+moves the damaged file aside, and re-ingests from disk. Nothing a damaged file raises ends the job:
+the finding is reported instead.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ from ragweedd.store.ingest_db import IngestDB
 from ragweedd.store.integrity import collection_counts, quick_check
 from ragweedd.store.rag_db import RagDB
 
-RESTART = "restart ragweedd: at start it moves a damaged database aside and rebuilds it from your files"
-RESTART_FTS = "restart ragweedd: at start it rebuilds a keyword index that fails its check"
-REINGEST = ("restart ragweedd: at start it re-ingests from disk the files whose stored content is "
-            "missing or changed")
+RESTART = ("ragweedd moves the damaged database aside and rebuilds it from your files now (a restart "
+           "does the same)")
+RESTART_FTS = "ragweedd rebuilds the keyword index from the stored chunk text now (a restart does the same)"
+REINGEST = ("ragweedd re-ingests from disk the files whose stored content is missing or changed now "
+            "(a restart does the same)")
 
 
 def check_db(path: Path) -> list[str]:
@@ -40,9 +43,12 @@ def check_collection(path: Path, index_count: int | None = None, live: dict[str,
             problems.append(f"{path}: FTS integrity-check failed: {c.fts_error}; {RESTART_FTS}")
         chunks, fts, vectors = c.chunks, c.fts_rows, c.vectors
         out.update(chunks=chunks, fts_rows=fts, vectors=vectors)
+        if c.fts_error is not None or fts != chunks:
+            out["damaged"] = True
         if fts != chunks:
             problems.append(f"{path}: {fts} keyword rows for {chunks} chunks; {RESTART_FTS}")
         if vectors != chunks:
+            out["damaged"] = True
             problems.append(f"{path}: {vectors} stored vectors for {chunks} chunks; {REINGEST}")
         if index_count is not None and index_count != chunks:
             problems.append(f"{path}: vector index holds {index_count} vectors for {chunks} chunks (it catches up "
@@ -73,7 +79,8 @@ def check_collection(path: Path, index_count: int | None = None, live: dict[str,
 
 
 def integrity_check(paths, collections: list[str], index_count: Callable[[str], int | None] = lambda c: None) -> dict:
-    out: dict = {"ok": True, "ingest_db": check_db(paths.ingest_db), "collections": {}}
+    """Check every database; ``repair`` in the result says the start-up repair should run now."""
+    out: dict = {"ok": True, "repair": False, "ingest_db": check_db(paths.ingest_db), "collections": {}}
     if out["ingest_db"]:
         out["ok"] = False
     live_by_collection: dict[str, dict[str, str]] = {}
@@ -107,4 +114,5 @@ def integrity_check(paths, collections: list[str], index_count: Callable[[str], 
         out["collections"][name] = res
         if res["problems"]:
             out["ok"] = False
+    out["repair"] = bool(out["ingest_db"]) or any(c.get("damaged") for c in out["collections"].values())
     return out

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from ragweedd.contract import place_uri
+from ragweedd.errors import StorageError
 from ragweedd.store.sqlite import Migration, connect, migrate, transaction, write
 
 MIGRATIONS: list[Migration] = [
@@ -108,9 +109,15 @@ class RagDB:
         if not readonly:
             migrate(self.conn, MIGRATIONS, db_name=str(self.path))
             write(self.conn, "INSERT OR IGNORE INTO collections(name, topic) VALUES (?, ?)", (collection, topic))
-        self.collection_id = self.conn.execute(
-            "SELECT id FROM collections WHERE name=?", (collection,)
-        ).fetchone()[0]
+        try:
+            row = self.conn.execute("SELECT id FROM collections WHERE name=?", (collection,)).fetchone()
+        except sqlite3.OperationalError:
+            row = None  # a reader that came before the writer's first migration: no tables yet
+        if row is None:
+            self.conn.close()
+            raise StorageError(f"{self.path} does not hold collection '{collection}' yet",
+                               hint="it is still being created by the ingest side; this resolves itself")
+        self.collection_id = row[0]
 
     def close(self) -> None:
         self.conn.close()

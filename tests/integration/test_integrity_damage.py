@@ -48,7 +48,9 @@ def test_integrity_job_reports_damaged_rag_db_with_a_repairing_hint(tmp_path):
     res = integrity_check(paths, ["c"])  # must not raise
     assert not res["ok"] and res["collections"]["c"]["damaged"]
     problems = res["collections"]["c"]["problems"]
-    assert problems and all(str(paths.rag_db("c")) in p and "restart ragweedd" in p for p in problems), problems
+    assert res["repair"], "the daemon repairs it live"
+    assert problems and all(str(paths.rag_db("c")) in p and "rebuilds it from your files" in p for p in problems), \
+        problems
     # ... and the step it names repairs it
     check_and_repair(paths, ["c"])
     assert integrity_check(paths, ["c"])["collections"].get("c") is None  # rebuilt by the scan from the files
@@ -59,7 +61,8 @@ def test_integrity_job_reports_damaged_ingest_db(tmp_path):
     _flip(paths.ingest_db)
     res = integrity_check(paths, ["c"])
     assert not res["ok"]
-    assert res["ingest_db"] and all(str(paths.ingest_db) in p and "restart ragweedd" in p for p in res["ingest_db"])
+    assert res["repair"] and res["ingest_db"]
+    assert all(str(paths.ingest_db) in p and "rebuilds it from your files" in p for p in res["ingest_db"])
     check_and_repair(paths, ["c"])
     assert integrity_check(paths, ["c"])["ok"]
 
@@ -72,8 +75,9 @@ def test_integrity_job_reports_changed_chunk_text_and_a_missing_rag_db(tmp_path)
     c.commit()
     c.close()
     res = integrity_check(paths, ["c"])
-    assert any("no longer matches" in p and "restart ragweedd" in p for p in res["collections"]["c"]["problems"])
+    assert res["repair"]
+    assert any("no longer matches" in p and "re-ingests from disk" in p for p in res["collections"]["c"]["problems"])
     for p in paths.rag_db("c").parent.glob("rag.sqlite3*"):
         p.rename(tmp_path / p.name)
     res = integrity_check(paths, ["c"])
-    assert not res["ok"] and "is missing while 30 files" in res["collections"]["c"]["problems"][0]
+    assert not res["ok"] and res["repair"] and "is missing while 30 files" in res["collections"]["c"]["problems"][0]

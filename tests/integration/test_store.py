@@ -61,6 +61,15 @@ def test_migration_applied_meanwhile_by_another_connection_is_not_run_twice(tmp_
     assert [r[0] for r in first.execute("SELECT number FROM schema_migrations ORDER BY 1")] == [1, 2]
 
 
+def test_a_reader_before_the_writer_gets_a_clear_error(tmp_path):
+    connect(tmp_path / "rag.sqlite3").close()  # the file exists, the first migration has not run
+    with pytest.raises(StorageError, match="does not hold collection 'c' yet"):
+        RagDB(tmp_path / "rag.sqlite3", "c", readonly=True)
+    RagDB(tmp_path / "rag.sqlite3", "other").close()
+    with pytest.raises(StorageError, match="does not hold collection 'c' yet"):
+        RagDB(tmp_path / "rag.sqlite3", "c", readonly=True)
+
+
 def test_failed_migration_rolls_back_whole(tmp_path):
     conn = connect(tmp_path / "x.sqlite3")
     with pytest.raises(StorageError, match="migration 1"):

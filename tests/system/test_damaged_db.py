@@ -5,9 +5,12 @@ must serve the files' true text again, say what it did, and keep indexing afterw
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
 from contextlib import closing
 from pathlib import Path
+
+import pytest
 
 from tests.system.conftest import wait_until
 
@@ -138,7 +141,20 @@ def test_bit_rot_in_a_stored_chunk_is_repaired(daemon, tmp_path):
     assert d.events("chunk_text_mismatch")
 
 
-def test_lost_wal_after_a_crash_is_caught_up_and_the_index_not_left_ahead(daemon, tmp_path):
+def _damage_wal(wal: Path, how: str) -> None:
+    if how == "deleted":
+        wal.unlink()
+    elif how == "truncated":  # cut in the middle of a frame: that frame and all after it are lost
+        with open(wal, "r+b") as f:
+            f.truncate(wal.stat().st_size // 2 + 1000)
+    else:  # the first frame's page bytes flipped: its checksum fails, so no frame after it counts
+        with open(wal, "r+b") as f:
+            f.seek(32 + 24 + 100)
+            f.write(bytes(255 - b for b in f.read(64)))
+
+
+@pytest.mark.parametrize("how", ["deleted", "truncated", "first_frame_flipped"])
+def test_lost_wal_after_a_crash_is_caught_up_and_the_index_not_left_ahead(daemon, tmp_path, how):
     d, root = _setup(daemon, tmp_path)
     d.stop()  # checkpointed: what follows lives only in the -wal
     d.start()
@@ -146,7 +162,8 @@ def test_lost_wal_after_a_crash_is_caught_up_and_the_index_not_left_ahead(daemon
     for i in edited:
         (root / f"n{i}.txt").write_text(_text(i, 1))
     d.wait_idle(60)
-    wait_until(lambda: all(d.search(f"heron{i}v1") for i in edited), 30, 0.3, "the edits")
+    wait_until(lambda: all(any(f"heron{i}v1" in h["text"] for h in d.search(f"heron{i}v1", top_k=20))
+                           for i in edited), 30, 0.3, "the edits")
     # the index file is flushed with an applied_seq that includes the edits
     with closing(d.db("notes")) as c:
         top = c.execute("SELECT max(seq) FROM changes").fetchone()[0]
@@ -161,7 +178,7 @@ def test_lost_wal_after_a_crash_is_caught_up_and_the_index_not_left_ahead(daemon
     assert read_header(_rag(d).parent)["applied_seq"] == top
     wal = Path(str(_rag(d)) + "-wal")
     assert wal.exists() and wal.stat().st_size > 0
-    wal.unlink()
+    _damage_wal(wal, how)
     # edited again while the daemon was down, shorter: the changes that follow are numbered below
     # the index's old applied_seq, which must not make them skipped
     for i in edited:
@@ -169,6 +186,7 @@ def test_lost_wal_after_a_crash_is_caught_up_and_the_index_not_left_ahead(daemon
     d.start()
     version = lambda i: 2 if i in edited else 0  # noqa: E731
     _consistent(d)
+    assert d.events("ingest_rag_mismatch"), "the lost edits were found and ingested again"
     _all_searchable(d, version)
     for i in edited:
         for old in (0, 1):
@@ -196,3 +214,61 @@ def test_flipped_pages_in_ingest_db_are_repaired_at_start(daemon, tmp_path):
     assert _quick_check(ingest) == "ok"
     assert list(ingest.parent.glob("ingest_db.sqlite3.damaged-*"))
     assert d.ingest_embedded() == embedded, "content already in the collection is not embedded again"
+
+
+# --- found by the integrity check while the daemon runs: repaired without a restart ---------------
+
+def _check_now_and_wait_for_repair(d) -> None:
+    pid = d.proc.pid
+    d.proc.send_signal(signal.SIGUSR2)  # run the integrity check now
+    wait_until(lambda: d.events("daemon_repaired_live"), 60, 0.2, "the live repair")
+    # meanwhile calls get 503 "repairing"; then the new core answers
+    wait_until(lambda: d.api("GET", "/v1/status").status_code == 200, 60, 0.1, "status after the repair")
+    assert d.proc.pid == pid and d.proc.poll() is None, "repaired without a restart"
+
+
+def test_bit_rot_found_by_the_integrity_check_is_repaired_live(daemon, tmp_path):
+    d, root = _setup(daemon, tmp_path)
+    with closing(sqlite3.connect(_rag(d), timeout=30)) as c, c:
+        changed = c.execute("UPDATE embedding_metadata SET string_value = replace(string_value, "
+                            "'heron5v0 counts pebbles 507', 'heron5v0 counts pebbles 509') "
+                            "WHERE key = 'chroma:document' AND string_value LIKE '%pebbles 507 %'").rowcount
+    assert changed >= 1  # overlapping chunks may both hold the sentence
+    _check_now_and_wait_for_repair(d)
+    _consistent(d)
+    texts = [h["text"] for h in d.search("heron5v0 pebbles", top_k=50)]
+    assert any("pebbles 507 beside" in t for t in texts) and not any("pebbles 509 beside" in t for t in texts)
+    assert d.events("chunk_text_mismatch")
+    # status says what was repaired, and ingest keeps working afterwards
+    integrity = d.status()["integrity"]
+    assert integrity["problems"] and any("no longer matched" in r for r in integrity["repaired"]), integrity
+    assert not any("integrity check" in r for r in d.status()["degraded"]), d.status()["degraded"]
+    (root / "n0.txt").write_text(_text(0, 3))
+    d.wait_idle(60)
+    _all_searchable(d, lambda i: 3 if i == 0 else 0)
+
+
+def test_flipped_pages_in_rag_db_found_live_are_repaired_without_a_restart(daemon, tmp_path):
+    d, root = _setup(daemon, tmp_path)
+    _flip_pages(_rag(d))
+    assert _quick_check(_rag(d)) != "ok"
+    _check_now_and_wait_for_repair(d)
+    _consistent(d)
+    _all_searchable(d)
+    assert _quick_check(_rag(d)) == "ok"
+    assert list(_rag(d).parent.glob("rag.sqlite3.damaged-*"))
+
+
+def test_flipped_pages_in_ingest_db_found_live_are_repaired_without_a_restart(daemon, tmp_path):
+    d, root = _setup(daemon, tmp_path)
+    ingest = d.base / "data" / "ingest_db.sqlite3"
+    _flip_pages(ingest)
+    assert _quick_check(ingest) != "ok"
+    _check_now_and_wait_for_repair(d)
+    _consistent(d)
+    _all_searchable(d)
+    assert _quick_check(ingest) == "ok"
+    assert list(ingest.parent.glob("ingest_db.sqlite3.damaged-*"))
+    (root / "n1.txt").write_text(_text(1, 4))
+    d.wait_idle(60)
+    _all_searchable(d, lambda i: 4 if i == 1 else 0)

@@ -114,7 +114,7 @@ def run_daemon(cfg, allow_remote: bool = False, *, embedder=None, extract=None, 
         repairs = check_and_repair(paths, sorted(set(cfg.collections) | set(old.collections.items)))
         log.error("daemon_repaired_live", repairs=repairs)
         new = open_core(repairs)
-        notes = list(repairs.get("ingest_db") or [])
+        notes = list(repairs.get("ingest_db") or []) + list(repairs.get("history") or [])
         for more in (repairs.get("collections") or {}).values():
             notes.extend(more)
         # the check that found the damage stays visible, with what was done about it

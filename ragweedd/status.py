@@ -96,10 +96,11 @@ def build_status(core: Core, tools: list[MissingTool]) -> Status:
         core.scan_pending(n) for n in core.collections.items)
     if busy:
         degraded.extend(repaired.get("ingest_db") or [])
+        degraded.extend(repaired.get("history") or [])
         for notes in (repaired.get("collections") or {}).values():
             degraded.extend(notes)
     last = core.last_integrity or {}
-    damage = list(last.get("ingest_db") or [])
+    damage = list(last.get("ingest_db") or []) + list(last.get("history") or [])
     for res in (last.get("collections") or {}).values():
         if res.get("damaged"):
             damage.extend(res.get("problems") or [])
@@ -182,7 +183,7 @@ def _job(v: dict[str, Any]) -> JobRun:
 def _integrity(last: dict[str, Any] | None) -> IntegrityReport | None:
     if last is None:
         return None
-    problems: list[str] = list(last.get("ingest_db") or [])
+    problems: list[str] = list(last.get("ingest_db") or []) + list(last.get("history") or [])
     for res in (last.get("collections") or {}).values():
         problems.extend(res.get("problems") or [])
     return {"ok": bool(last.get("ok")), "at": iso(last.get("at")) or "", "problems": problems,

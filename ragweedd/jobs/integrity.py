@@ -27,8 +27,12 @@ REINGEST = ("ragweedd re-ingests from disk the files whose stored content is mis
             "(a restart does the same)")
 
 
-def check_db(path: Path) -> list[str]:
-    return [f"{path}: damaged ({r}); {RESTART}" for r in quick_check(path)]
+HISTORY = ("ragweedd moves the damaged history aside now and keeps the entries that can still be read "
+           "(a restart does the same)")
+
+
+def check_db(path: Path, hint: str = RESTART) -> list[str]:
+    return [f"{path}: damaged ({r}); {hint}" for r in quick_check(path)]
 
 
 def check_collection(path: Path, index_count: int | None = None, live: dict[str, str] | None = None) -> dict:
@@ -80,8 +84,9 @@ def check_collection(path: Path, index_count: int | None = None, live: dict[str,
 
 def integrity_check(paths, collections: list[str], index_count: Callable[[str], int | None] = lambda c: None) -> dict:
     """Check every database; ``repair`` in the result says the start-up repair should run now."""
-    out: dict = {"ok": True, "repair": False, "ingest_db": check_db(paths.ingest_db), "collections": {}}
-    if out["ingest_db"]:
+    out: dict = {"ok": True, "repair": False, "ingest_db": check_db(paths.ingest_db), "collections": {},
+                 "history": check_db(paths.history_db, HISTORY) if Path(paths.history_db).exists() else []}
+    if out["ingest_db"] or out["history"]:
         out["ok"] = False
     live_by_collection: dict[str, dict[str, str]] = {}
     if not out["ingest_db"] and Path(paths.ingest_db).exists():
@@ -114,5 +119,6 @@ def integrity_check(paths, collections: list[str], index_count: Callable[[str], 
         out["collections"][name] = res
         if res["problems"]:
             out["ok"] = False
-    out["repair"] = bool(out["ingest_db"]) or any(c.get("damaged") for c in out["collections"].values())
+    out["repair"] = bool(out["ingest_db"] or out["history"]) or any(
+        c.get("damaged") for c in out["collections"].values())
     return out

@@ -19,6 +19,9 @@ in "ingest these files again", which the start-up scan then does:
    vector); a document with a changed or incomplete chunk leaves rag and its files are ingested
    again. A keyword index that fails FTS5's own check is rebuilt from the stored texts.
 
+5. ``history.sqlite3`` (not derived from the files: the user's searches and answers) fails the
+   check: it is moved aside likewise and a new one gets every entry that can still be read.
+
 An index whose ``applied_seq`` is ahead of the change log is rebuilt by the index layer
 (ragweedd/ingest/index_sync.py). What was found and done is returned for the log and status.
 """
@@ -30,6 +33,7 @@ import time
 from pathlib import Path
 
 from ragweedd.logging import get_logger
+from ragweedd.store.history_db import HistoryDB
 from ragweedd.store.ingest_db import IngestDB
 from ragweedd.store.integrity import collection_counts, quick_check
 from ragweedd.store.rag_db import RagDB
@@ -70,8 +74,10 @@ def remove_index_files(directory: Path) -> None:
 
 def check_and_repair(paths, collections: list[str] | None = None) -> dict:
     """Check both databases and repair what is damaged or out of step. Returns
-    ``{"ingest_db": [notes], "collections": {name: [notes]}, "rebuilt": [collection names]}``."""
-    out: dict = {"ingest_db": [], "collections": {}, "rebuilt": []}
+    ``{"ingest_db": [notes], "collections": {name: [notes]}, "rebuilt": [collection names],
+    "history": [notes]}``."""
+    out: dict = {"ingest_db": [], "collections": {}, "rebuilt": [], "history": []}
+    _check_history(paths, out["history"])
     if paths.ingest_db.exists():
         drop_shm(paths.ingest_db)
         problems = quick_check(paths.ingest_db, recover=True)
@@ -167,3 +173,22 @@ def _check_collection(paths, ingest: IngestDB, name: str) -> list[str]:
     finally:
         rag.close()
     return notes
+
+
+def _check_history(paths, notes: list[str]) -> None:
+    db = paths.history_db
+    if not db.exists():
+        return
+    drop_shm(db)
+    problems = quick_check(db, recover=True)
+    if not problems:
+        return
+    aside = move_aside(db)
+    history = HistoryDB(db)
+    try:
+        kept = history.copy_salvageable_from(aside)
+    finally:
+        history.close()
+    notes.append(f"{db} was damaged ({'; '.join(problems)}); it was moved aside to {aside.name} and a new "
+                 f"history keeps the {kept} entries that could still be read")
+    log.error("database_repaired", database=str(db), problems=problems, moved_to=str(aside), salvaged=kept)

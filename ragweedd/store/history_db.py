@@ -38,6 +38,9 @@ MIGRATIONS: list[Migration] = [
 ]
 
 
+_SALVAGE = "SELECT id, kind, query, created_at, body_json FROM history WHERE rowid"
+
+
 class HistoryDB:
     def __str__(self) -> str:  # error messages name the file
         return str(self.path)
@@ -50,7 +53,8 @@ class HistoryDB:
         except sqlite3.DatabaseError as e:
             # connect() switches to WAL, which is where a file that is not SQLite shows itself
             raise StorageError(f"history database {self.path} cannot be opened: {e}",
-                               hint="move the file aside; ragweedd starts a new, empty history") from e
+                               hint="restart ragweedd: at start it moves a damaged history aside, keeps "
+                                    "the entries it can still read and starts a new file") from e
         try:
             migrate(self.conn, MIGRATIONS, db_name=f"history database {self.path}")
         except BaseException:
@@ -60,6 +64,47 @@ class HistoryDB:
     def close(self) -> None:
         with self._lock:
             self.conn.close()
+
+    def copy_salvageable_from(self, damaged: Path | str) -> int:
+        """Copy the entries that can still be read from a damaged history file into this (new)
+        one. Rows are read in small rowid ranges, so a bad page costs only the rows on it, not the
+        scan of everything after it. Returns how many were kept."""
+        src = connect(damaged, readonly=True)
+        copied = 0
+        try:
+            top = self._highest_rowid(src)
+            for lo in range(0, top + 1, 32):
+                try:
+                    rows = src.execute(_SALVAGE + " BETWEEN ? AND ?", (lo, lo + 31)).fetchall()
+                except (sqlite3.DatabaseError, UnicodeDecodeError):
+                    rows = []  # one bad page in the range: take the rows one by one
+                    for rowid in range(lo, lo + 32):
+                        try:
+                            rows.extend(src.execute(_SALVAGE + " = ?", (rowid,)).fetchall())
+                        except (sqlite3.DatabaseError, UnicodeDecodeError):
+                            continue
+                with self._lock, transaction(self.conn):
+                    for row in rows:
+                        self.conn.execute("INSERT OR IGNORE INTO history(id, kind, query, created_at, body_json)"
+                                          " VALUES (?,?,?,?,?)", tuple(row))
+                copied += len(rows)
+        finally:
+            src.close()
+        return copied
+
+    @staticmethod
+    def _highest_rowid(src: sqlite3.Connection) -> int:
+        # max(rowid) walks the right edge of the table; when that is damaged, the indexes on
+        # created_at still hold every rowid
+        for sql in ("SELECT max(rowid) FROM history", "SELECT max(rowid) FROM history INDEXED BY history_created",
+                    "SELECT max(rowid) FROM history INDEXED BY history_kind_created"):
+            try:
+                top = src.execute(sql).fetchone()[0]
+                if top is not None:
+                    return int(top)
+            except sqlite3.DatabaseError:
+                continue
+        return 0
 
     # --- writing ----------------------------------------------------------------------------------
     def insert(self, hid: str, kind: str, query: str, created_at: float, body_json: str, *,

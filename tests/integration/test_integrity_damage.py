@@ -81,3 +81,27 @@ def test_integrity_job_reports_changed_chunk_text_and_a_missing_rag_db(tmp_path)
         p.rename(tmp_path / p.name)
     res = integrity_check(paths, ["c"])
     assert not res["ok"] and res["repair"] and "is missing while 30 files" in res["collections"]["c"]["problems"][0]
+
+
+def test_integrity_job_finds_a_damaged_history_and_the_repair_keeps_what_it_can(tmp_path):
+    from ragweedd.store.history_db import HistoryDB
+
+    paths, _ = _setup(tmp_path)
+    h = HistoryDB(paths.history_db)
+    for i in range(200):
+        h.insert(f"h{i:03d}", "search", f"query {i}", float(i), '{"results": "' + "x" * 2000 + '"}')
+    h.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    h.close()
+    assert integrity_check(paths, ["c"])["ok"]
+    _flip(paths.history_db, first=paths.history_db.stat().st_size // 4096 // 2, count=2)
+    res = integrity_check(paths, ["c"])
+    assert not res["ok"] and res["repair"] and str(paths.history_db) in res["history"][0]
+    out = check_and_repair(paths, ["c"])
+    assert out["history"] and "entries that could still be read" in out["history"][0]
+    h = HistoryDB(paths.history_db)
+    try:
+        kept = h.conn.execute("SELECT count(*) FROM history").fetchone()[0]
+    finally:
+        h.close()
+    assert 190 <= kept < 200, kept  # two bad pages hold a few entries; everything else is kept
+    assert integrity_check(paths, ["c"])["ok"]

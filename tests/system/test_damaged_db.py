@@ -272,3 +272,23 @@ def test_flipped_pages_in_ingest_db_found_live_are_repaired_without_a_restart(da
     (root / "n1.txt").write_text(_text(1, 4))
     d.wait_idle(60)
     _all_searchable(d, lambda i: 4 if i == 1 else 0)
+
+
+def test_damaged_history_is_moved_aside_keeping_what_can_be_read(daemon, tmp_path):
+    d, root = _setup(daemon, tmp_path)
+    for i in range(60):
+        d.search(f"heron{i % N}v0 pebbles {i}")
+    assert d.api("GET", "/v1/history?limit=100").json()["total"] >= 60
+    d.stop()
+    history = d.base / "state" / "history.sqlite3"
+    _checkpoint(history)
+    _flip_pages(history, first=history.stat().st_size // 4096 // 2, count=2)  # leaf pages of entries
+    assert _quick_check(history) != "ok"
+    d.start()
+    page = d.api("GET", "/v1/history?limit=100")
+    assert page.status_code == 200, page.text
+    assert 0 < page.json()["total"] < 60 + 1, "entries on the damaged pages are lost, the others kept"
+    assert _quick_check(history) == "ok" and list(history.parent.glob("history.sqlite3.damaged-*"))
+    d.search("heron1v0")
+    assert d.api("GET", "/v1/history?limit=1").json()["items"][0]["query"] == "heron1v0"
+    assert [e for e in d.events("database_repaired") if e["database"] == str(history)]

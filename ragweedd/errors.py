@@ -7,7 +7,8 @@ wrong, with which file or key, and what to do. ``exit_code`` is what the CLI exi
     RagweedError
     ├── ConfigError                  bad key / type / value in the TOML file or RAGWEED_* env  (exit 2)
     ├── StorageError                 SQLite problems: locked, migration failed, integrity check failed
-    │   └── CorruptIndexError        an index file failed validation (magic, version, size, checksum)
+    │   ├── CorruptIndexError        an index file failed validation (magic, version, size, checksum)
+    │   └── NotCreatedYetError       a reader opened a collection database its writer has not set up yet
     ├── ExtractionError              a file could not be turned into text  -> file state "failed"
     │   ├── ExtractionSkipped        not an error of the file: unsupported/binary/empty -> state "skipped"
     │   ├── ArchiveLimitError        a zip member broke a cap (bytes, ratio, depth, count, path)
@@ -60,6 +61,10 @@ class StorageError(RagweedError):
 
 class CorruptIndexError(StorageError):
     code = "corrupt_index"
+
+
+class NotCreatedYetError(StorageError):
+    code = "storage"
 
 
 class InvalidVectorError(RagweedError):

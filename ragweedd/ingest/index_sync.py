@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from ragweedd.errors import NotCreatedYetError
 from ragweedd.contract import IndexInfo, iso
 from ragweedd.index.managed import ManagedIndex
 from ragweedd.logging import get_logger
@@ -152,7 +153,10 @@ class IndexSync:
         db = self.paths.rag_db(name)
         if not Path(db).exists():
             return 0
-        rag = RagDB(db, name, readonly=True)
+        try:
+            rag = RagDB(db, name, readonly=True)
+        except NotCreatedYetError:
+            return 0  # its writer is creating it; the change that follows notifies this again
         try:
             m, _ = self._manager(name, rag)
             total = 0

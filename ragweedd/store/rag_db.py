@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from ragweedd.contract import place_uri
-from ragweedd.errors import StorageError
+from ragweedd.errors import NotCreatedYetError
 from ragweedd.store.sqlite import Migration, connect, migrate, transaction, write
 
 MIGRATIONS: list[Migration] = [
@@ -115,7 +115,7 @@ class RagDB:
             row = None  # a reader that came before the writer's first migration: no tables yet
         if row is None:
             self.conn.close()
-            raise StorageError(f"{self.path} does not hold collection '{collection}' yet",
+            raise NotCreatedYetError(f"{self.path} does not hold collection '{collection}' yet",
                                hint="it is still being created by the ingest side; this resolves itself")
         self.collection_id = row[0]
 

@@ -158,3 +158,37 @@ def test_client_that_stops_reading_is_disconnected():
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
         loop.close()
+
+
+def test_a_stalled_answer_reader_frees_its_slot_on_the_real_engine(tmp_path):
+    """The real engine streams a long answer (the OpenAI SDK against the wire-protocol test
+    server) to a client that reads nothing: once the socket buffers are full the write times out,
+    the stream ends and the only answer slot is free again for the next ask."""
+    from tests.fakes.llm_server import API_KEY, FakeLLMServer
+
+    def reply(provider, messages):  # a long answer for the stalled reader, short ones for the probes
+        return "purring cats " * 80000 if "marathon" in messages[-1]["content"] else "Short [1]."
+
+    with FakeLLMServer(reply=reply, piece_chars=5) as llm:
+        toml = "\n".join(["[llm]", 'synthesis = "openai:test-model"', f'openai_base_url = "{llm.url}/v1"',
+                          f'openai_api_key = "{API_KEY}"', "max_retries = 0", "timeout_s = 20",
+                          "context_tokens = 400000"])
+        with running_api(tmp_path, extra_toml=toml, top_toml="max_tokens = 200000", max_concurrent_answers=1,
+                         server_kwargs=TIMEOUTS) as a:
+            body = json.dumps({"query": "attention token marathon"}).encode()
+            with socket.socket() as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                s.connect(("127.0.0.1", a.port))
+                s.sendall(f"POST /v1/ask HTTP/1.1\r\nHost: 127.0.0.1:{a.port}\r\nAuthorization: Bearer {a.token}"
+                          f"\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+                          + body)
+                time.sleep(0.5)
+                held = a.request("POST", "/v1/ask?stream=false", {"query": "attention token"})[0]
+                assert held == 429, "the stalled stream holds the only slot (the case under test)"
+                deadline = time.monotonic() + 30
+                while True:
+                    code = a.request("POST", "/v1/ask?stream=false", {"query": "attention token"}, timeout=60)[0]
+                    if code == 200:
+                        break
+                    assert code == 429 and time.monotonic() < deadline, f"slot never freed (last {code})"
+                    time.sleep(0.5)

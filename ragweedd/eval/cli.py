@@ -1,5 +1,5 @@
-"""`ragweedd eval beir DIR [--split train] [--json] [--limit N]` (argparse only at import: the CLI
-imports this module at start-up)."""
+"""`ragweedd eval beir DIR [--split train] [--json] [--limit N]` and `ragweedd eval questions FILE
+--collection NAME` (argparse only at import: the CLI imports this module at start-up)."""
 
 from __future__ import annotations
 
@@ -20,9 +20,22 @@ def add_parser(sub) -> None:
     b.add_argument("--modes", default="dense,keyword,hybrid", help="comma-separated subset of dense,keyword,hybrid")
     b.add_argument("--depth", type=int, default=300, help="candidate chunks per mode (>= 100 for Recall@100)")
     b.add_argument("--workdir", help="scratch folder for the ingested corpus (default: under the cache dir)")
+    q = es.add_parser("questions", help="document and page hit rates of a question set (JSONL) over an indexed "
+                                        "collection")
+    q.add_argument("file", help='JSONL: {"query", "relevant": [{"file", "page"?}]} per line, or FinanceBench\'s '
+                                "questions.jsonl")
+    q.add_argument("--collection", action="append", required=True,
+                   help="collection to search (repeat for several)")
+    q.add_argument("--mode", choices=("hybrid", "dense", "keyword"), default="hybrid",
+                   help="which search to measure (default: hybrid, what the daemon serves)")
+    q.add_argument("--limit", type=int, help="evaluate only the first N questions")
+    q.add_argument("--json", action="store_true", help="print the full result (with each question's ranks) as JSON")
+    q.add_argument("--out", help="also write the full result as JSON to this file")
 
 
 def run(cfg, args) -> int:
+    if args.eval_cmd == "questions":
+        return _run_questions(cfg, args)
     from pathlib import Path
 
     from ragweedd.cli import common
@@ -56,4 +69,38 @@ def run(cfg, args) -> int:
         sys.stdout.write("\n")
     else:
         print(beir.table(res))
+    return 0
+
+
+def _run_questions(cfg, args) -> int:
+    from pathlib import Path
+
+    from ragweedd.cli import common
+    from ragweedd.errors import RequestError
+    from ragweedd.eval import questions
+    from ragweedd.services import open_oneshot
+
+    qs = questions.load(args.file)
+    if args.limit is not None:
+        if args.limit < 1:
+            raise RequestError(f"--limit must be at least 1, not {args.limit}")
+        qs = qs[: args.limit]
+    services = open_oneshot(cfg, embedder=common.make_embedder(cfg))
+    try:
+        services.searchable(args.collection)  # a name that does not exist fails before any search
+
+        def search(query: str) -> list:
+            return list(services.search(query, args.collection, max(questions.KS), mode=args.mode)["results"])
+
+        res = questions.evaluate(qs, search, progress=lambda m: print(m, file=sys.stderr, flush=True))
+    finally:
+        services.close()
+    res.update(file=str(args.file), collections=args.collection, mode=args.mode)
+    if args.out:
+        Path(args.out).write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")
+    if args.json:
+        json.dump(res, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(questions.table(res))
     return 0

@@ -51,10 +51,12 @@ def _questions(path: Path, rows: list[dict]) -> Path:
 def test_hit_rates_in_our_layout(indexed):
     base, cfg = indexed
     qs = _questions(base / "q.jsonl", [
-        {"id": "a2", "query": "walnut orchards quarterly revenue", "relevant": [{"file": "ALPHA_2023_10K.pdf", "page": 2}]},
+        {"id": "a2", "query": "walnut orchards quarterly revenue",
+         "relevant": [{"file": "ALPHA_2023_10K.pdf", "page": 2}]},
         {"id": "b3", "query": "copper wire tariffs", "relevant": [{"file": "BETA_2023_10K", "page": 3}]},
         # the right file but the wrong page: a document hit, not a page hit
-        {"id": "wrong-page", "query": "lighthouse lamp maintenance", "relevant": [{"file": "BETA_2023_10K.pdf", "page": 1}]},
+        {"id": "wrong-page", "query": "lighthouse lamp maintenance",
+         "relevant": [{"file": "BETA_2023_10K.pdf", "page": 1}]},
         # no page given: counts for the document metrics only
         {"id": "no-page", "query": "glacier melting rates", "relevant": [{"file": "ALPHA_2023_10K.pdf"}]},
     ])
@@ -80,8 +82,9 @@ def test_hit_rates_in_our_layout(indexed):
 def test_financebench_layout_is_read_with_its_zero_based_pages(indexed):
     base, cfg = indexed
     qs = _questions(base / "fb.jsonl", [
-        {"financebench_id": "fb1", "company": "Alpha", "doc_name": "ALPHA_2023_10K", "question": "zebra savanna grazing",
-         "answer": "x", "evidence": [{"doc_name": "ALPHA_2023_10K", "evidence_page_num": 0, "evidence_text": "..."}]},
+        {"financebench_id": "fb1", "company": "Alpha", "doc_name": "ALPHA_2023_10K",
+         "question": "zebra savanna grazing", "answer": "x",
+         "evidence": [{"doc_name": "ALPHA_2023_10K", "evidence_page_num": 0, "evidence_text": "..."}]},
     ])
     r = _run(cfg, "eval", "questions", str(qs), "--collection", "filings", "--json")
     assert r.returncode == 0, r.stderr

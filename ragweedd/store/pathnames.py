@@ -1,0 +1,60 @@
+"""File names as the databases hold them.
+
+A Linux file name is bytes, and not every name is UTF-8 (old Latin-1 archives: ``caf\\xe9.txt``).
+Python hands such a name over as a str whose undecodable bytes are lone surrogates U+DC80..U+DCFF
+(surrogateescape), but SQLite text must be valid UTF-8. Every store method that writes a path
+passes it through ``to_db`` and every one that reads a path back passes it through ``from_db``, so
+the rest of ragweedd sees the same str that ``os.listdir`` gave and opens the same file with it.
+
+The stored form writes each undecodable byte as NUL followed by its two lower-case hex digits
+(``caf\\x00e9.txt``). A file name can never contain NUL, so no other name has that form: the
+mapping is injective and reversible, and a name that is valid UTF-8 is stored exactly as before
+(no migration). Each escape is three characters of its own and ``/`` is never escaped, so a
+folder's stored form is a prefix of its children's stored forms (``live_paths_under`` relies on it).
+SQL's LIKE and GLOB stop at a NUL, so no query matches a stored path with them (see
+``ingest_db.py``): comparisons and ranges compare the bytes and are safe.
+
+What a user sees is a third form, ``contract.shown_path``: the bytes as ``\\xNN``, valid Unicode.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+ESCAPE = "\x00"
+_TO_DB = {0xDC00 + b: f"{ESCAPE}{b:02x}" for b in range(0x80, 0x100)}
+PATH_COLUMNS = ("source_file", "root", "path", "rel_path")
+
+
+def to_db(path: str) -> str:
+    """The stored form of a path (``str`` from the file system, surrogateescape)."""
+    if path.isascii():
+        return path
+    return path.translate(_TO_DB)
+
+
+def from_db(text: str) -> str:
+    """The path a stored form stands for (inverse of ``to_db``)."""
+    if ESCAPE not in text:
+        return text
+    head, *rest = text.split(ESCAPE)
+    return head + "".join(chr(0xDC00 + int(part[:2], 16)) + part[2:] for part in rest)
+
+
+def maybe_from_db(text: str | None) -> str | None:
+    return None if text is None else from_db(text)
+
+
+def row(r: Any) -> Any:
+    """A row whose path columns are given back as paths: the row itself when none is escaped
+    (nearly always), else a dict with the decoded values."""
+    if r is None:
+        return None
+    keys = r.keys()
+    if not any(k in keys and isinstance(r[k], str) and ESCAPE in r[k] for k in PATH_COLUMNS):
+        return r
+    out = dict(r)
+    for k in PATH_COLUMNS:
+        if isinstance(out.get(k), str):
+            out[k] = from_db(out[k])
+    return out

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ragweedd.contract import shown_path
-from ragweedd.store.pathnames import from_db, to_db
+from ragweedd.store.pathnames import from_db, shown_stored_path, to_db
 from ragweedd.store.pathnames import row as path_row
 from ragweedd.store.sqlite import Migration, connect, migrate, transaction, write
 
@@ -122,6 +122,7 @@ class IngestDB:
     def __init__(self, path: Path | str, *, readonly: bool = False) -> None:
         self.path = Path(path)
         self.conn = connect(self.path, readonly=readonly)
+        self.conn.create_function("shown_path", 1, shown_stored_path, deterministic=True)
         if not readonly:
             migrate(self.conn, MIGRATIONS, db_name=str(self.path))
 
@@ -330,8 +331,10 @@ class IngestDB:
             args.extend(states)
         if path_glob:
             g = path_glob.replace("[!", "[^")  # fnmatch's negated class is GLOB's [^...]
-            # matched against the name as shown (bytes as \\xNN): GLOB would stop at a stored NUL
-            where.append("(replace(source_file, char(0), '\\x') GLOB ? OR replace(source_file, char(0), '\\x') GLOB ?)")
+            # A stored name with escaped bytes (a NUL, found by instr on its bytes) is matched as it
+            # is shown (\\xNN): GLOB would stop at the NUL.
+            name = "CASE WHEN instr(CAST(source_file AS BLOB), x'00') THEN shown_path(source_file) ELSE source_file END"
+            where.append(f"({name} GLOB ? OR {name} GLOB ?)")
             args.extend([g, "*/" + g])
         cond = " AND ".join(where)
         total = self.conn.execute(f"SELECT count(*) FROM ingest_files WHERE {cond}", args).fetchone()[0]

@@ -11,8 +11,9 @@ The stored form writes each undecodable byte as NUL followed by its two lower-ca
 mapping is injective and reversible, and a name that is valid UTF-8 is stored exactly as before
 (no migration). Each escape is three characters of its own and ``/`` is never escaped, so a
 folder's stored form is a prefix of its children's stored forms (``live_paths_under`` relies on it).
-SQL's LIKE and GLOB stop at a NUL, so no query matches a stored path with them (see
-``ingest_db.py``): comparisons and ranges compare the bytes and are safe.
+SQL's LIKE, GLOB, replace() and length() stop at a NUL, so no query matches a stored path with
+them as it is: comparisons and ranges compare the bytes and are safe (``live_paths_under``), and a
+glob over names is matched against ``shown_stored_path`` of the escaped ones (``live_files_page``).
 
 What a user sees is a third form, ``contract.shown_path``: the bytes as ``\\xNN``, valid Unicode.
 """
@@ -20,6 +21,8 @@ What a user sees is a third form, ``contract.shown_path``: the bytes as ``\\xNN`
 from __future__ import annotations
 
 from typing import Any
+
+from ragweedd.contract import shown_path
 
 ESCAPE = "\x00"
 _TO_DB = {0xDC00 + b: f"{ESCAPE}{b:02x}" for b in range(0x80, 0x100)}
@@ -43,6 +46,12 @@ def from_db(text: str) -> str:
 
 def maybe_from_db(text: str | None) -> str | None:
     return None if text is None else from_db(text)
+
+
+def shown_stored_path(text: str | None) -> str | None:
+    """The shown form (``contract.shown_path``) of a stored path, for SQL that matches names as a
+    user sees them (registered as the SQL function ``shown_path``)."""
+    return None if text is None else shown_path(from_db(text))
 
 
 def row(r: Any) -> Any:

@@ -231,6 +231,9 @@ class Status(TypedDict):
 
 # --------------------------------------------------------------------------- documents
 class Document(TypedDict):
+    """One file of a collection. ``source_file`` and ``filename`` are shown names (``shown_path``:
+    bytes that are not UTF-8 as ``\\xNN``); ``uri`` holds the real bytes and ``doc_key`` is exact."""
+
     doc_key: str
     collection: str
     source_file: str
@@ -286,7 +289,8 @@ class Removed(TypedDict):
 # --------------------------------------------------------------------------- search
 class Hit(TypedDict):
     """One ranked chunk: where it is (file, page, section, span, time, member, ``uri`` that opens
-    the place) and how it scored."""
+    the place) and how it scored. Names (``source_file``, ``filename``, ``source_rel_path``) are
+    shown names (``shown_path``); ``uri`` percent-encodes the real bytes."""
 
     embedding_id: int
     collection: str

@@ -56,7 +56,7 @@ def test_a_file_that_ends_the_worker_loop_is_failed_with_the_reason_and_the_rest
         (notes / f"ok{n}.txt").write_text(f"platypus{n} is fine")
     d = daemon({"notes": [notes]}, launcher_args=["--exit-on-file", "exit.txt"])
     for n in range(3):
-        wait_until(lambda: d.ingests(notes / f"ok{n}.txt"), 60, what=f"ok{n}.txt indexed")
+        wait_until(lambda n=n: d.ingests(notes / f"ok{n}.txt"), 60, what=f"ok{n}.txt indexed")
 
     def failed():
         return [j for j in d.status()["failed_jobs"] if j["path"] == str(notes / "exit.txt")]

@@ -143,7 +143,7 @@ class IngestDB:
     def live_stats(self, collection: str) -> dict[str, sqlite3.Row]:
         """path -> (source_file, size_bytes, mtime_ns, inode, extract_status) of every live row: what
         a reconciliation scan compares the disk with, read in one query."""
-        return {from_db(r["source_file"]): path_row(r) for r in self.conn.execute(
+        return {from_db(r["source_file"]): path_row(r, ("source_file",)) for r in self.conn.execute(
             "SELECT source_file, size_bytes, mtime_ns, inode, extract_status FROM ingest_files"
             " WHERE collection=? AND superseded=0", (collection,))}
 

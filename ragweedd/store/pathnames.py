@@ -26,7 +26,6 @@ from ragweedd.contract import shown_path
 
 ESCAPE = "\x00"
 _TO_DB = {0xDC00 + b: f"{ESCAPE}{b:02x}" for b in range(0x80, 0x100)}
-PATH_COLUMNS = ("source_file", "root", "path", "rel_path")
 
 
 def to_db(path: str) -> str:
@@ -54,16 +53,17 @@ def shown_stored_path(text: str | None) -> str | None:
     return None if text is None else shown_path(from_db(text))
 
 
-def row(r: Any) -> Any:
-    """A row whose path columns are given back as paths: the row itself when none is escaped
-    (nearly always), else a dict with the decoded values."""
+def row(r: Any, columns: tuple[str, ...] = ("source_file", "root")) -> Any:
+    """A row whose path ``columns`` are given back as paths: the row itself when none is escaped
+    (nearly always: this runs for every row a scan compares), else a dict with decoded values."""
     if r is None:
         return None
-    keys = r.keys()
-    if not any(k in keys and isinstance(r[k], str) and ESCAPE in r[k] for k in PATH_COLUMNS):
-        return r
-    out = dict(r)
-    for k in PATH_COLUMNS:
-        if isinstance(out.get(k), str):
-            out[k] = from_db(out[k])
-    return out
+    for k in columns:
+        v = r[k]
+        if v is not None and ESCAPE in v:
+            out = dict(r)
+            for c in columns:
+                if out[c] is not None:
+                    out[c] = from_db(out[c])
+            return out
+    return r

@@ -162,8 +162,8 @@ class Core:
         workers = getattr(self.workers, "_threads", [])
         if workers and not any(t.is_alive() for t in workers):
             threads.append(("ingest workers (nothing is indexed)", False))
-        sync = getattr(self.index, "_thread", None)
-        if sync is not None and not sync.is_alive():
+        alive = getattr(self.index, "alive", None)
+        if alive is not None and not alive():
             threads.append(("index sync (searches use the stored vectors exactly)", False))
         out = [f"the {what} thread stopped; restart ragweedd and report the error in its log"
                for what, alive in threads if not alive]

@@ -54,6 +54,9 @@ class IndexSync:
             self._idle.clear()
             self._cv.notify()
 
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
     def wait_idle(self, timeout_s: float | None = None) -> bool:
         return self._idle.wait(timeout_s)
 

@@ -38,8 +38,7 @@ class IndexSync:
         self._idle.set()
         self._lock = threading.Lock()
         self._doing: set[str] = set()  # what the sync thread is applying now
-        self.supervisor = Supervisor("index sync", "new and deleted chunks reach searches only exactly, from the "
-                                     "stored vectors")
+        self.supervisor = Supervisor("index sync", "the live vector index lags the stored chunks")
         self._thread = threading.Thread(target=lambda: self.supervisor.run(self._run, after_failure=self._again),
                                         name="ragweedd-index-sync", daemon=True)
 

@@ -44,6 +44,31 @@ def place_uri(source_file: str, *, pages: list[int] | None = None, member: str |
     return uri
 
 
+def shown_path(path: str) -> str:
+    """A file name as every face shows it: valid Unicode, each byte that is not UTF-8 written as
+    ``\\xNN`` (``caf\\xe9.txt``); a name that is valid UTF-8 is shown exactly. Linux names are
+    bytes, which Python hands over with lone surrogates (surrogateescape); JSON and terminals take
+    only real characters. The shown name is for reading: ``uri`` (the real bytes, percent-encoded)
+    opens the file, and ``doc_key`` addresses the document exactly."""
+    if path.isascii():
+        return path
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        return "".join(f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF
+                       else f"\\u{ord(c):04x}" if 0xD800 <= ord(c) <= 0xDFFF else c for c in path)
+
+
+def shown_hit(hit: dict) -> dict:
+    """A hit with its name fields shown (``shown_path``); its ``uri`` already holds the real bytes."""
+    for k in ("source_file", "filename", "source_rel_path"):
+        v = hit.get(k)
+        if isinstance(v, str) and not v.isascii():
+            hit[k] = shown_path(v)
+    return hit
+
+
 # --------------------------------------------------------------------------- errors
 ErrorCode = str  # "bad_request", "not_found", "too_many_answers", "internal", ...
 
@@ -211,6 +236,9 @@ class Status(TypedDict):
 
 # --------------------------------------------------------------------------- documents
 class Document(TypedDict):
+    """One file of a collection. ``source_file`` and ``filename`` are shown names (``shown_path``:
+    bytes that are not UTF-8 as ``\\xNN``); ``uri`` holds the real bytes and ``doc_key`` is exact."""
+
     doc_key: str
     collection: str
     source_file: str
@@ -266,7 +294,8 @@ class Removed(TypedDict):
 # --------------------------------------------------------------------------- search
 class Hit(TypedDict):
     """One ranked chunk: where it is (file, page, section, span, time, member, ``uri`` that opens
-    the place) and how it scored."""
+    the place) and how it scored. Names (``source_file``, ``filename``, ``source_rel_path``) are
+    shown names (``shown_path``); ``uri`` percent-encodes the real bytes."""
 
     embedding_id: int
     collection: str

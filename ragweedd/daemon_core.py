@@ -165,8 +165,17 @@ class Core:
         workers = getattr(self.workers, "_threads", [])
         if workers and not any(t.is_alive() for t in workers):
             threads.append(("ingest workers (nothing is indexed)", False))
-        return [f"the {what} thread stopped; restart ragweedd and report the error in its log"
-                for what, alive in threads if not alive]
+        alive = getattr(self.index, "alive", None)
+        if alive is not None and not alive():
+            threads.append(("index sync (searches use the stored vectors exactly)", False))
+        out = [f"the {what} thread stopped; restart ragweedd and report the error in its log"
+               for what, alive in threads if not alive]
+        # Threads that are restarted after a failure say so while the failure is recent.
+        for sup in (getattr(self.workers, "supervisor", None), getattr(self.index, "supervisor", None)):
+            problem = sup.problem() if sup is not None else None
+            if problem:
+                out.append(problem)
+        return out
 
     # --- jobs --------------------------------------------------------------------------------------
     def integrity_check(self) -> dict[str, Any]:

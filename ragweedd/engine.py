@@ -31,6 +31,7 @@ from ragweedd.contract import (
     DocumentPage,
     HistoryEntry,
     HistoryPage,
+    Hit,
     MissingTool,
     Queued,
     Removed,
@@ -39,6 +40,8 @@ from ragweedd.contract import (
     Uploaded,
     iso,
     place_uri,
+    shown_hit,
+    shown_path,
 )
 from ragweedd.daemon_core import Core
 from ragweedd.errors import NotFoundError, RepairingError, RequestError
@@ -224,6 +227,8 @@ class DaemonEngine:
         res = await asyncio.to_thread(self.services.search, query, collections, top_k or 10,
                                       path_glob=path_glob, file_type=file_type, doc_id=doc_id)
         res["retrieval_meta"]["total_ms"] = round((time.perf_counter() - t0) * 1000, 2)
+        # names are shown from here on (history, answers, every face); uri opens the real file
+        res["results"] = [cast(Hit, shown_hit(dict(h))) for h in res["results"]]
         return res
 
     @_on_core
@@ -258,8 +263,8 @@ class DaemonEngine:
 
 
 def _document(r: Any) -> Document:
-    return {"doc_key": str(r["id"]), "collection": r["collection"], "source_file": r["source_file"],
-            "filename": os.path.basename(r["source_file"]), "uri": place_uri(r["source_file"]),
+    return {"doc_key": str(r["id"]), "collection": r["collection"], "source_file": shown_path(r["source_file"]),
+            "filename": shown_path(os.path.basename(r["source_file"])), "uri": place_uri(r["source_file"]),
             "state": FILE_STATE_SHOWN.get(r["extract_status"], "queued"), "size_bytes": r["size_bytes"] or 0,
             "chunks": r["chunks"], "error": r["error"], "updated_at": iso(r["updated_at"])}
 

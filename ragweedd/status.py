@@ -23,6 +23,7 @@ from ragweedd.contract import (
     ScanSummary,
     Status,
     iso,
+    shown_path,
 )
 
 if TYPE_CHECKING:
@@ -81,9 +82,6 @@ def build_status(core: Core, tools: list[MissingTool]) -> Status:
     if core.debouncer.last_error:
         degraded.append(f"file change events could not be queued ({core.debouncer.last_error}); the next "
                         f"reconciliation scan picks the files up")
-    for name, (count, example) in _bad_names(core).items():
-        degraded.append(f"collection '{name}': {count} file name(s) are not valid UTF-8 and are not indexed, "
-                        f"e.g. {example}; rename them")
     for name, before in core.reindexed.items():
         d = core.read(functools.partial(_depth_of, name))
         if d.get("queued", 0) + d.get("running", 0) or core.scan_pending(name):
@@ -144,20 +142,6 @@ def build_status(core: Core, tools: list[MissingTool]) -> Status:
     }
 
 
-def _bad_names(core: Core) -> dict[str, tuple[int, str]]:
-    """collection -> (how many, one example shown safely) of names that cannot be stored, from its
-    last scan and from watcher events since."""
-    out: dict[str, tuple[int, str]] = {}
-    for name, st in list(core.collections.items.items()):
-        scan = st.last_scan or {}
-        if scan.get("bad_names"):
-            out[name] = (int(scan["bad_names"]), scan["bad_name_examples"][0])
-    for shown, name in list(core.debouncer.refused.items()):
-        if name not in out:
-            out[name] = (sum(1 for c in core.debouncer.refused.values() if c == name), shown)
-    return out
-
-
 def _depth_of(collection: str, db: Any) -> dict[str, int]:
     return db.job_depth(collection)  # type: ignore[no-any-return]
 
@@ -172,7 +156,8 @@ def _progress(core: Core, queued: int) -> IngestProgress:
 
 
 def _failed(j: dict[str, Any]) -> FailedJob:
-    return {"collection": j["collection"], "path": j["path"], "op": j["op"], "tries": j["tries"], "error": j["error"]}
+    return {"collection": j["collection"], "path": shown_path(j["path"]), "op": j["op"], "tries": j["tries"],
+            "error": j["error"]}
 
 
 def _job(v: dict[str, Any]) -> JobRun:

@@ -19,12 +19,12 @@ The request body has its own deadline in the routes (``read_body``).
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
+from ragweedd.api.jsontext import dumps
 from ragweedd.logging import get_logger
 
 log = get_logger("ragweedd.api")
@@ -50,7 +50,7 @@ class ApiRequestHandler(RequestHandler):
             err = {"code": "bad_request", "message": f"the HTTP request could not be parsed: {why}",
                    "hint": "send one HTTP/1.1 request with exactly one Host header (localhost:PORT), "
                            "a request line under 64 KiB and headers under 16 KiB each"}
-        resp = web.Response(status=status, body=json.dumps({"error": err}).encode(),
+        resp = web.Response(status=status, body=dumps({"error": err}).encode(),
                             content_type="application/json",
                             headers={"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"})
         resp.force_close()

@@ -15,6 +15,7 @@ from aiohttp import BodyPartReader, web
 
 from ragweedd import __version__
 from ragweedd.api import openapi
+from ragweedd.api.jsontext import dumps
 from ragweedd.api.security import STATE_KEY, ApiState, error_response
 from ragweedd.errors import RequestError
 
@@ -26,7 +27,7 @@ def _st(request: web.Request) -> ApiState:
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
-    return web.json_response(data, status=status, dumps=lambda o: json.dumps(o, ensure_ascii=False))
+    return web.json_response(data, status=status, dumps=dumps)
 
 
 async def _body(request: web.Request, schema_name: str) -> dict:
@@ -288,7 +289,7 @@ async def _collect(first: dict | None, events: AsyncIterator[dict]) -> dict:
 
 
 def _sse_frame(ev: dict) -> bytes:
-    data = json.dumps(ev, ensure_ascii=False)
+    data = dumps(ev)
     return f"event: {ev.get('type', 'message')}\ndata: {data}\n\n".encode()
 
 

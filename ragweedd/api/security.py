@@ -24,6 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
+from ragweedd.api.jsontext import dumps
 from ragweedd.errors import RagweedError
 
 PUBLIC_ROUTES = {("GET", "/v1/health")}
@@ -78,7 +79,7 @@ def error_response(status: int, code: str, message: str, hint: str | None = None
     err: dict[str, Any] = {"code": code, "message": message}
     if hint:
         err["hint"] = hint
-    return web.json_response({"error": err}, status=status, headers=headers)
+    return web.json_response({"error": err}, status=status, headers=headers, dumps=dumps)
 
 
 def _from_http_exception(request: web.Request, exc: web.HTTPException, st: ApiState) -> web.Response:

@@ -55,6 +55,9 @@ def snippet(text: str, width: int = 160) -> str:
 
 
 def print_hits(hits: list[dict[str, Any]], as_json: bool, extra: dict | None = None) -> None:
+    from ragweedd.contract import shown_hit
+
+    hits = [shown_hit(dict(h)) for h in hits]  # a name that is not UTF-8 cannot be printed as it is
     if as_json:
         json.dump({"results": hits, **(extra or {})}, sys.stdout, ensure_ascii=False, default=str)
         sys.stdout.write("\n")

@@ -19,6 +19,7 @@ from pathlib import Path
 from ragweedd.errors import NotCreatedYetError
 from ragweedd.contract import IndexInfo, iso
 from ragweedd.index.managed import ManagedIndex
+from ragweedd.ingest.supervise import Supervisor
 from ragweedd.logging import get_logger
 from ragweedd.store.rag_db import PRIMARY
 
@@ -37,7 +38,10 @@ class IndexSync:
         self._idle = threading.Event()
         self._idle.set()
         self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, name="ragweedd-index-sync", daemon=True)
+        self._doing: set[str] = set()  # what the sync thread is applying now
+        self.supervisor = Supervisor("index sync", "the live vector index lags the stored chunks")
+        self._thread = threading.Thread(target=lambda: self.supervisor.run(self._run, after_failure=self._again),
+                                        name="ragweedd-index-sync", daemon=True)
 
     def start(self, collections) -> None:
         with self._cv:
@@ -49,6 +53,9 @@ class IndexSync:
             self._dirty.add(collection)
             self._idle.clear()
             self._cv.notify()
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
 
     def wait_idle(self, timeout_s: float | None = None) -> bool:
         return self._idle.wait(timeout_s)
@@ -77,6 +84,7 @@ class IndexSync:
         with self._cv:
             self._stop = True
             self._cv.notify_all()
+        self.supervisor.stop()
         if self._thread.is_alive():
             self._thread.join(60)
         with self._lock:
@@ -104,6 +112,7 @@ class IndexSync:
                     self._idle.set()
                     return
                 todo, self._dirty = self._dirty, set()
+                self._doing = todo
             for name in sorted(todo):
                 try:
                     self.sync(name)
@@ -111,6 +120,13 @@ class IndexSync:
                 except Exception as e:  # a broken collection must not stop the others' indexes
                     self.errors[name] = f"{type(e).__name__}: {e}"
                     log.error("index_sync_failed", collection=name, error=str(e), exc_info=True)
+
+    def _again(self, e: BaseException) -> None:
+        # After the loop failed: what it was applying, and every index it holds, is synced again on
+        # the restart (a notify that came meanwhile is already in _dirty).
+        with self._cv:
+            self._dirty.update(self._doing)
+            self._dirty.update(self.managers)
 
     def _manager(self, name: str, rag):
         m = self.managers.get(name)

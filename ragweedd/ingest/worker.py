@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ragweedd.ingest.supervise import Supervisor
 from ragweedd.logging import get_logger
 from ragweedd.store.job_queue import Job, JobQueue
 from ragweedd.store.sqlite import is_disk_full
@@ -134,16 +135,19 @@ class Workers:
         self.disk_full_since: float | None = None
         self.disk_full_error = ""
         self._backoff = BACKOFF_START_S
+        self.supervisor = Supervisor("ingest worker", "files wait in the queue")
+        self._held = threading.local()  # the job a worker thread has claimed and not yet finished
 
     def start(self) -> None:
         for i in range(self.cfg.ingest_workers):
-            t = threading.Thread(target=self._run, name=f"ragweedd-ingest-{i}", daemon=True)
+            t = threading.Thread(target=self._supervised, name=f"ragweedd-ingest-{i}", daemon=True)
             t.start()
             self._threads.append(t)
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Let running jobs finish (bounded), then return; unfinished jobs stay in the queue."""
         self._stop.set()
+        self.supervisor.stop()
         self.queue.close_waiters()
         end = time.monotonic() + timeout_s
         for t in self._threads:
@@ -152,6 +156,16 @@ class Workers:
     @property
     def busy(self) -> int:
         return self._busy
+
+    def _supervised(self) -> None:
+        self.supervisor.run(self._run, after_failure=self._give_back)
+
+    def _give_back(self, e: BaseException) -> None:
+        """After the worker loop failed: the job it held is failed with the reason (a try spent, so
+        a file that keeps killing the loop ends up 'failed' instead of looping forever)."""
+        job, self._held.job = getattr(self._held, "job", None), None
+        if job is not None:
+            self.queue.fail(job, f"the ingest worker failed on this file: {type(e).__name__}: {e}", retryable=True)
 
     def _run(self) -> None:
         from ragweedd.ingest.pipeline import Pipeline
@@ -173,7 +187,9 @@ class Workers:
                 with self._busy_lock:
                     self._busy += 1
                 try:
+                    self._held.job = job
                     pipe = self._run_job(pipe, job)
+                    self._held.job = None
                 finally:
                     with self._busy_lock:
                         self._busy -= 1

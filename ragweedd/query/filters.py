@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from ragweedd.contract import shown_path
 from ragweedd.errors import RequestError
 
 _EXT = re.compile(r"^[A-Za-z0-9_+-]{1,16}$")
@@ -74,8 +75,10 @@ class Filters:
         if self.path_glob or self.file_types:
             ok: set[str] = set()
             for src, rel, md5 in rag.document_paths():
-                if self.path_glob and not (fnmatch.fnmatchcase(src, self.path_glob)
-                                           or fnmatch.fnmatchcase(rel or "", self.path_glob)):
+                # as the documents listing does: a name is matched as it is shown (bytes that are
+                # not UTF-8 as \xNN, the only way a client can write them)
+                if self.path_glob and not (fnmatch.fnmatchcase(shown_path(src), self.path_glob)
+                                           or fnmatch.fnmatchcase(shown_path(rel or ""), self.path_glob)):
                     continue
                 if self.file_types:
                     name = src.rsplit("/", 1)[-1]

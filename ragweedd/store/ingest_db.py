@@ -20,6 +20,9 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from ragweedd.contract import shown_path
+from ragweedd.store.pathnames import from_db, shown_stored_path, to_db
+from ragweedd.store.pathnames import row as path_row
 from ragweedd.store.sqlite import Migration, connect, migrate, transaction, write
 
 MIGRATIONS: list[Migration] = [
@@ -119,6 +122,7 @@ class IngestDB:
     def __init__(self, path: Path | str, *, readonly: bool = False) -> None:
         self.path = Path(path)
         self.conn = connect(self.path, readonly=readonly)
+        self.conn.create_function("shown_path", 1, shown_stored_path, deterministic=True)
         if not readonly:
             migrate(self.conn, MIGRATIONS, db_name=str(self.path))
 
@@ -127,34 +131,35 @@ class IngestDB:
 
     # --- files ----------------------------------------------------------------------------
     def live_file(self, collection: str, source_file: str) -> sqlite3.Row | None:
-        return self.conn.execute(
+        return path_row(self.conn.execute(
             "SELECT * FROM ingest_files WHERE collection=? AND source_file=? AND superseded=0",
-            (collection, source_file),
-        ).fetchone()
+            (collection, to_db(source_file)),
+        ).fetchone())
 
     def live_files(self, collection: str) -> list[sqlite3.Row]:
-        return self.conn.execute(
-            "SELECT * FROM ingest_files WHERE collection=? AND superseded=0", (collection,)
-        ).fetchall()
+        return [path_row(r) for r in self.conn.execute(
+            "SELECT * FROM ingest_files WHERE collection=? AND superseded=0", (collection,))]
 
     def live_stats(self, collection: str) -> dict[str, sqlite3.Row]:
         """path -> (source_file, size_bytes, mtime_ns, inode, extract_status) of every live row: what
         a reconciliation scan compares the disk with, read in one query."""
-        return {r["source_file"]: r for r in self.conn.execute(
+        return {from_db(r["source_file"]): path_row(r, ("source_file",)) for r in self.conn.execute(
             "SELECT source_file, size_bytes, mtime_ns, inode, extract_status FROM ingest_files"
             " WHERE collection=? AND superseded=0", (collection,))}
 
     def live_paths_under(self, collection: str, prefix: str) -> list[str]:
         """Live paths strictly inside folder ``prefix``."""
-        like = prefix.rstrip(os.sep).replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + os.sep + "%"
-        return [r[0] for r in self.conn.execute(
+        # A range of stored forms, not LIKE: LIKE stops at the NUL of an escaped name and ignores
+        # case; every stored path that starts with "<folder>/" sorts in ["<folder>/", "<folder>0").
+        base = to_db(prefix.rstrip(os.sep))
+        return [from_db(r[0]) for r in self.conn.execute(
             "SELECT source_file FROM ingest_files WHERE collection=? AND superseded=0"
-            " AND source_file LIKE ? ESCAPE '\\'", (collection, like))]
+            " AND source_file >= ? AND source_file < ?", (collection, base + os.sep, base + chr(ord(os.sep) + 1)))]
 
     def is_live(self, collection: str, source_file: str) -> bool:
         return self.conn.execute(
             "SELECT 1 FROM ingest_files WHERE collection=? AND source_file=? AND superseded=0",
-            (collection, source_file)).fetchone() is not None
+            (collection, to_db(source_file))).fetchone() is not None
 
     def done_count(self, collection: str) -> int:
         """Live files of the collection that are indexed."""
@@ -163,20 +168,22 @@ class IngestDB:
 
     def file_by_id(self, file_id: int) -> sqlite3.Row | None:
         """One ingest_files row (live or not) by its id: the document key of the API."""
-        return self.conn.execute("SELECT * FROM ingest_files WHERE id=?", (file_id,)).fetchone()
+        return path_row(self.conn.execute("SELECT * FROM ingest_files WHERE id=?", (file_id,)).fetchone())
 
     def live_paths_for_md5(self, collection: str, md5: str) -> list[str]:
         rows = self.conn.execute(
             "SELECT source_file FROM ingest_files WHERE collection=? AND md5=? AND superseded=0 "
             "AND extract_status='done'", (collection, md5),
         )
-        return [r[0] for r in rows]
+        return [from_db(r[0]) for r in rows]
 
     def set_file(self, collection: str, source_file: str, *, md5: str | None, size: int | None,
                  mtime_ns: int | None, inode: int | None, status: str, chunks: int = 0,
                  error: str | None = None, root: str | None = None, tries: int | None = None) -> None:
         """Record the live state of a path; a different md5 supersedes the old row."""
         now = time.time()
+        stored, root = to_db(source_file), None if root is None else to_db(root)
+        error = None if error is None else shown_path(error)  # a message may quote an odd name
         with transaction(self.conn):
             row = self.live_file(collection, source_file)
             if row is not None and row["md5"] is not None and md5 is not None and row["md5"] != md5:
@@ -187,7 +194,7 @@ class IngestDB:
                     "INSERT INTO ingest_files(collection, source_file, md5, size_bytes, first_seen, last_seen,"
                     " chunks, extract_status, mtime_ns, inode, error, tries, root, updated_at)"
                     " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (collection, source_file, md5, size, now, now, chunks, status, mtime_ns, inode, error,
+                    (collection, stored, md5, size, now, now, chunks, status, mtime_ns, inode, error,
                      tries or 0, root, now),
                 )
             else:
@@ -218,7 +225,8 @@ class IngestDB:
             for p in source_files:
                 n += self.conn.execute(
                     "UPDATE ingest_files SET superseded=1, extract_status='deleted', updated_at=?"
-                    " WHERE collection=? AND source_file=? AND superseded=0", (time.time(), collection, p)).rowcount
+                    " WHERE collection=? AND source_file=? AND superseded=0",
+                    (time.time(), collection, to_db(p))).rowcount
         return n
 
     def collections_with_files(self) -> list[str]:
@@ -323,12 +331,15 @@ class IngestDB:
             args.extend(states)
         if path_glob:
             g = path_glob.replace("[!", "[^")  # fnmatch's negated class is GLOB's [^...]
-            where.append("(source_file GLOB ? OR source_file GLOB ?)")
+            # A stored name with escaped bytes (a NUL, found by instr on its bytes) is matched as it
+            # is shown (\\xNN): GLOB would stop at the NUL.
+            name = "CASE WHEN instr(CAST(source_file AS BLOB), x'00') THEN shown_path(source_file) ELSE source_file END"
+            where.append(f"({name} GLOB ? OR {name} GLOB ?)")
             args.extend([g, "*/" + g])
         cond = " AND ".join(where)
         total = self.conn.execute(f"SELECT count(*) FROM ingest_files WHERE {cond}", args).fetchone()[0]
-        rows = self.conn.execute(f"SELECT * FROM ingest_files WHERE {cond} ORDER BY collection, source_file"
-                                 " LIMIT ? OFFSET ?", [*args, limit, offset]).fetchall()
+        rows = [path_row(r) for r in self.conn.execute(f"SELECT * FROM ingest_files WHERE {cond} ORDER BY collection,"
+                                                  " source_file LIMIT ? OFFSET ?", [*args, limit, offset])]
         return rows, total
 
     def job_depth(self, collection: str | None = None) -> dict[str, int]:

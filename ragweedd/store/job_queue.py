@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ragweedd.contract import shown_path
+from ragweedd.store.pathnames import from_db, maybe_from_db, to_db
 from ragweedd.store.sqlite import connect, is_disk_full, migrate, transaction
 
 BACKOFF_BASE_S = 2.0
@@ -118,7 +120,7 @@ class JobQueue:
                     " tries=CASE WHEN state='running' THEN tries ELSE 0 END,"
                     " not_before=excluded.not_before, error=NULL, updated_at=excluded.updated_at,"
                     " enqueued_at=CASE WHEN state='running' THEN -1 ELSE enqueued_at END",
-                    (collection, path, root, op, now + delay_s, now, now))
+                    (collection, to_db(path), None if root is None else to_db(root), op, now + delay_s, now, now))
         with self._cond:
             self._cond.notify_all()
         return len(items)
@@ -160,7 +162,8 @@ class JobQueue:
                 return None, nxt
             self.conn.execute("UPDATE jobs SET state='running', updated_at=?, enqueued_at=abs(enqueued_at)"
                               " WHERE id=?", (now, row["id"]))
-            return Job(row["id"], row["collection"], row["path"], row["root"], row["op"], row["tries"]), None
+            return Job(row["id"], row["collection"], from_db(row["path"]), maybe_from_db(row["root"]), row["op"],
+                       row["tries"]), None
 
     def done(self, job: Job) -> None:
         """Finished: the row goes, unless a newer event arrived while it ran (then it runs again)."""
@@ -177,6 +180,7 @@ class JobQueue:
     def fail(self, job: Job, error: str, *, retryable: bool = True) -> bool:
         """Record a failure; returns True when the job will be retried (after a backoff)."""
         tries = job.tries + 1
+        error = shown_path(error)  # a message may quote an odd name
         retry = retryable and tries < self.max_tries
         now = time.time()
         with self._lock, transaction(self.conn):
@@ -208,7 +212,7 @@ class JobQueue:
 
     def pending_paths(self, collection: str) -> set[str]:
         with self._lock:
-            return {r[0] for r in self.conn.execute(
+            return {from_db(r[0]) for r in self.conn.execute(
                 "SELECT path FROM jobs WHERE collection=? AND state != 'failed'", (collection,))}
 
     def failed(self, limit: int = 50) -> list[dict]:
@@ -232,6 +236,6 @@ def job_depth(conn: sqlite3.Connection, collection: str | None = None) -> dict[s
 
 
 def failed_jobs(conn: sqlite3.Connection, limit: int) -> list[dict]:
-    return [dict(r) for r in conn.execute(
+    return [{**dict(r), "path": from_db(r["path"])} for r in conn.execute(
         "SELECT collection, path, op, tries, error FROM jobs WHERE state='failed' ORDER BY id LIMIT ?", (limit,))]
 

@@ -22,6 +22,7 @@ from typing import Any, Iterator, Sequence
 
 from ragweedd.contract import place_uri
 from ragweedd.errors import NotCreatedYetError
+from ragweedd.store.pathnames import from_db, maybe_from_db, to_db
 from ragweedd.store.sqlite import Migration, connect, migrate, transaction, write
 
 MIGRATIONS: list[Migration] = [
@@ -138,23 +139,28 @@ class RagDB:
         return self.conn.execute("SELECT 1 FROM documents WHERE md5=?", (md5,)).fetchone() is not None
 
     def paths_of(self, md5: str) -> list[str]:
+        return [from_db(p) for p in self._stored_paths_of(md5)]
+
+    def _stored_paths_of(self, md5: str) -> list[str]:
         return [r[0] for r in self.conn.execute(
             "SELECT source_file FROM document_paths WHERE md5=? ORDER BY added_at, source_file", (md5,))]
 
     def md5_of_path(self, source_file: str) -> str | None:
-        row = self.conn.execute("SELECT md5 FROM document_paths WHERE source_file=?", (source_file,)).fetchone()
+        row = self.conn.execute("SELECT md5 FROM document_paths WHERE source_file=?",
+                                (to_db(source_file),)).fetchone()
         return row[0] if row else None
 
     def _add_path(self, md5: str, source_file: str, rel_path: str) -> None:
         self.conn.execute(
             "INSERT OR REPLACE INTO document_paths(source_file, md5, rel_path, added_at) VALUES (?,?,?,?)",
-            (source_file, md5, rel_path, time.time()),
+            (to_db(source_file), md5, to_db(rel_path), time.time()),
         )
         self._refresh_display_path(md5)
 
     def _refresh_display_path(self, md5: str) -> None:
         # FTS and metadata carry one display path per chunk; keep it pointing at a live path.
-        paths = self.paths_of(md5)
+        # Everything here stays in the stored form (see store/pathnames.py).
+        paths = self._stored_paths_of(md5)
         if not paths:
             return
         shown = paths[0]
@@ -203,7 +209,8 @@ class RagDB:
 
     def document_paths(self) -> list[tuple[str, str, str]]:
         """(source_file, rel_path, md5) of every path that holds content here."""
-        return [(r[0], r[1], r[2]) for r in self.conn.execute("SELECT source_file, rel_path, md5 FROM document_paths")]
+        return [(from_db(r[0]), from_db(r[1]), r[2])
+                for r in self.conn.execute("SELECT source_file, rel_path, md5 FROM document_paths")]
 
     def remove_path(self, source_file: str) -> tuple[str | None, list[int]]:
         """Forget a path. When no other path holds its content, the content's chunks leave FTS and
@@ -215,7 +222,7 @@ class RagDB:
         md5 = self.md5_of_path(source_file)
         if md5 is None:
             return None, []
-        self.conn.execute("DELETE FROM document_paths WHERE source_file=?", (source_file,))
+        self.conn.execute("DELETE FROM document_paths WHERE source_file=?", (to_db(source_file),))
         if self.paths_of(md5):
             self._refresh_display_path(md5)
             return md5, []
@@ -241,6 +248,7 @@ class RagDB:
         transaction. If ``source_file`` held other content, that content leaves in the same
         transaction (unless another path still holds it). Idempotent: content already present only
         gains the path. Returns the new chunk ids."""
+        stored, stored_rel = to_db(source_file), to_db(rel_path)
         with transaction(self.conn):
             if replaces_path:
                 old = self.md5_of_path(source_file)
@@ -255,7 +263,7 @@ class RagDB:
                 " VALUES (?,?,?,?,?,?,?,?)", (md5, kind, extractor, ocr_type, title, size_bytes, len(chunks), now))
             self.conn.execute(
                 "INSERT OR REPLACE INTO document_paths(source_file, md5, rel_path, added_at) VALUES (?,?,?,?)",
-                (source_file, md5, rel_path, now))
+                (stored, md5, stored_rel, now))
             for space, (eid, dim) in embedders.items():
                 if self.embedder(space) is None:
                     self.set_embedder(eid, dim, space)
@@ -268,15 +276,15 @@ class RagDB:
                 cid = cur.lastrowid
                 ids.append(cid)
                 meta = dict(c["meta"])
-                meta.update({"chroma:document": c["text"], "source_file_name": source_file,
-                             "source_md5": md5, "source_rel_path": rel_path, "size_bytes": size_bytes})
+                meta.update({"chroma:document": c["text"], "source_file_name": stored,
+                             "source_md5": md5, "source_rel_path": stored_rel, "size_bytes": size_bytes})
                 if ocr_type and "ocr_type" not in meta:
                     meta["ocr_type"] = ocr_type
                 self.conn.executemany(
                     "INSERT INTO embedding_metadata(id, key, string_value, int_value, float_value) VALUES (?,?,?,?,?)",
                     [(cid, k, *_typed(v)) for k, v in meta.items() if v is not None])
                 self.conn.execute("INSERT INTO fts_chunks(rowid, embedding_id, content, source_file) VALUES (?,?,?,?)",
-                                  (cid, f"{md5}:{c['chunk_idx']}", c["text"], source_file))
+                                  (cid, f"{md5}:{c['chunk_idx']}", c["text"], stored))
                 for space, vecs in vectors.items():
                     self.conn.execute("INSERT INTO vectors(id, space, embedder_id, vec) VALUES (?,?,?,?)",
                                       (cid, space, embedders[space][0], vecs[n]))
@@ -427,14 +435,14 @@ def _change_counts_after(conn: sqlite3.Connection, seq: int) -> tuple[int, int]:
 
 def hit_fields(meta: dict[str, Any]) -> dict[str, Any]:
     """The public fields of a search hit from a chunk's metadata rows."""
-    src = meta.get("source_file_name") or ""
+    src = from_db(meta.get("source_file_name") or "")
     pages = json.loads(meta["pages"]) if meta.get("pages") else None
     return {
         "source_file": src,
         "filename": Path(src).name,
         "uri": place_uri(src, pages=pages, member=meta.get("ole_parent_name"), t_start=meta.get("t_start"),
                          t_end=meta.get("t_end")),
-        "source_rel_path": meta.get("source_rel_path"),
+        "source_rel_path": maybe_from_db(meta.get("source_rel_path")),
         "text": meta.get("chroma:document", ""),
         "page_label": meta.get("page_label"),
         "pages": pages,

@@ -8,9 +8,9 @@ backup rename, JetBrains' ``___jb_old___`` dance, Office's temp-and-rename) the 
 one modify.
 
 One thread sleeps on a condition until the earliest deadline: nothing polls while nothing happens.
-That thread must outlive any one event: a name that cannot be stored (undecodable bytes, see
-watch/names.py) is refused at the door and remembered for status, and a sink that raises loses
-only that batch (logged; the next reconciliation scan finds those files again).
+That thread must outlive any one event: a sink that raises loses only that batch (logged; the
+next reconciliation scan finds those files again). Names that are not UTF-8 pass like any other
+(store/pathnames.py stores them).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ragweedd.logging import get_logger
-from ragweedd.watch.names import shown, storable
 
 log = get_logger("ragweedd.watch")
 Item = tuple[str, str, str, "str | None"]  # (collection, path, op, root) as JobQueue.put_many takes
@@ -57,7 +56,6 @@ class Debouncer:
         self._cond = threading.Condition()
         self._stop = False
         self._thread = threading.Thread(target=self._run, name="ragweedd-debounce", daemon=True)
-        self.refused: dict[str, str] = {}  # shown(path) -> collection: names that cannot be stored
         self.last_error: str | None = None  # the sink's last failure, for status
 
     def start(self) -> "Debouncer":
@@ -92,14 +90,6 @@ class Debouncer:
         return self._thread.is_alive()
 
     def _put(self, collection: str, path: str, op: str, root: str | None, wait: float, st) -> None:
-        if not storable(path):
-            name = shown(path)
-            if name not in self.refused:
-                log.warning("file_name_not_utf8", collection=collection, path=name,
-                            action="not indexed; rename the file to a UTF-8 name")
-                if len(self.refused) < 1000:
-                    self.refused[name] = collection
-            return
         deadline = time.monotonic() + wait
         with self._cond:
             p = self._pending.get(path)

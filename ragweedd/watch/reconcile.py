@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from ragweedd.watch.ignore import walk_files
-from ragweedd.watch.names import shown, storable
 
 FINISHED = ("done", "skipped", "failed")
 
@@ -44,11 +43,9 @@ class ScanResult:
     deletes: list[str] = field(default_factory=list)
     unavailable_roots: list[str] = field(default_factory=list)
     seconds: float = 0.0
-    bad_names: list[str] = field(default_factory=list)  # shown(): names that cannot be stored
 
     def summary(self) -> dict:
-        return {"bad_names": len(self.bad_names), "bad_name_examples": self.bad_names[:5],
-                "collection": self.collection, "files_seen": self.files_seen, "upserts": len(self.upserts),
+        return {"collection": self.collection, "files_seen": self.files_seen, "upserts": len(self.upserts),
                 "deletes": len(self.deletes), "unavailable_roots": self.unavailable_roots,
                 "seconds": round(self.seconds, 3)}
 
@@ -78,9 +75,6 @@ def scan(db, collection: str, roots: Iterable[str], ignore: Iterable[str] = (), 
         available.append(root)
         for f in walk_files(Path(root), ignore):
             p = str(f)
-            if not storable(p):
-                res.bad_names.append(shown(p))
-                continue
             try:
                 st = f.stat()
             except OSError:

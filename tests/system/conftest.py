@@ -35,7 +35,7 @@ def free_port() -> int:
 class Daemon:
     def __init__(self, base: Path, collections: dict[str, list[str]], *, debounce_s: float = 0.3,
                  delete_hold_s: float = 0.3, extra: str = "", env: dict | None = None,
-                 fail_watch: Path | None = None) -> None:
+                 fail_watch: Path | None = None, launcher_args: list[str] | None = None) -> None:
         self.base = base
         base.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
@@ -49,6 +49,7 @@ class Daemon:
             lines.append(f"[collections.{name}]\npaths = {json.dumps([str(p) for p in paths])}")
         self.cfg.write_text("\n".join(lines) + "\n")
         self.fail_watch = fail_watch
+        self.launcher_args = list(launcher_args or [])  # more options of daemon_main.py
         self.env = {**os.environ, "RAGWEED_EMBED_MODEL": "hash:64",
                     "PYTHONUNBUFFERED": "1", **(env or {})}
         self.proc: subprocess.Popen | None = None
@@ -61,6 +62,7 @@ class Daemon:
                 "--embed-log", str(self.embed_log)]
         if self.fail_watch is not None:
             argv += ["--fail-watch", str(self.fail_watch)]
+        argv += self.launcher_args
         self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=self.env, cwd=str(ROOT))
         out.close()
         if wait:

@@ -6,6 +6,11 @@ root, never through the environment:
 --embed-log   every embedding call appends one line with its number of texts (to count re-embeds)
 --fail-watch  the native watch of ROOT fails as if inotify were out of watches (ENOSPC)
 --slow-embed  every embedding call sleeps S seconds after it is logged (a slow model)
+--fail-worker-start N   the first N ingest pipelines fail to open (the embedder raises when asked its
+              chunk size), so the first N runs of the worker loop end by an exception
+--fail-index-sync N     the first N index syncs end the sync loop with SystemExit (what a library
+              calling sys.exit does; ``except Exception`` does not catch it)
+--exit-on-file NAME     extracting a file named NAME calls sys.exit inside the ingest worker
 """
 
 from __future__ import annotations
@@ -47,6 +52,38 @@ class SlowEmbedder:
         return getattr(self._inner, name)
 
 
+class FailingStartEmbedder:
+    """Raises when a pipeline asks its preferred chunk size, the first ``n`` times."""
+
+    def __init__(self, inner: Any, n: int) -> None:
+        self._inner, self._left = inner, n
+
+    @property
+    def preferred_chunk_tokens(self) -> int:
+        if self._left > 0:
+            self._left -= 1
+            raise RuntimeError("the embedder is not ready (test)")
+        return getattr(self._inner, "preferred_chunk_tokens", 256)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def fail_index_sync(n: int) -> None:
+    from ragweedd.ingest.index_sync import IndexSync
+
+    real = IndexSync.sync
+    left = [n]
+
+    def sync(self, name: str) -> int:
+        if left[0] > 0:
+            left[0] -= 1
+            raise SystemExit("a library called sys.exit (test)")
+        return real(self, name)
+
+    IndexSync.sync = sync  # type: ignore[method-assign]
+
+
 def failing_observer(root: str):
     from watchdog.observers import Observer
 
@@ -65,6 +102,9 @@ def main() -> int:
     ap.add_argument("--embed-log")
     ap.add_argument("--fail-watch")
     ap.add_argument("--slow-embed", type=float, default=0.0)
+    ap.add_argument("--fail-worker-start", type=int, default=0)
+    ap.add_argument("--fail-index-sync", type=int, default=0)
+    ap.add_argument("--exit-on-file")
     a = ap.parse_args()
 
     from ragweedd.cli.common import load
@@ -83,10 +123,24 @@ def main() -> int:
         embedder = SlowEmbedder(embedder, a.slow_embed)
     if a.embed_log:
         embedder = CountingEmbedder(embedder, Path(a.embed_log))
+    if a.fail_worker_start:
+        embedder = FailingStartEmbedder(embedder, a.fail_worker_start)
+    if a.fail_index_sync:
+        fail_index_sync(a.fail_index_sync)
     watcher_factory = None
     if a.fail_watch:
         watcher_factory = functools.partial(Watcher, native_observer=functools.partial(failing_observer, a.fail_watch))
-    return run_daemon(cfg, embedder=embedder, watcher_factory=watcher_factory)
+    extract = None
+    if a.exit_on_file:
+        from ragweedd.ingest.worker import make_extract
+
+        inner = make_extract(cfg)
+
+        def extract(path, settings):
+            if Path(path).name == a.exit_on_file:
+                sys.exit(f"an extractor called sys.exit on {a.exit_on_file} (test)")
+            return inner(path, settings)
+    return run_daemon(cfg, embedder=embedder, watcher_factory=watcher_factory, extract=extract)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,74 @@
+"""Restart of a daemon thread whose loop ended by an exception.
+
+The ingest workers and the index-sync thread each catch what one file or one collection can raise;
+this is the net under that: whatever still escapes (a bug, a library calling ``sys.exit``, a
+database that cannot be opened when the loop starts) is logged with its traceback, counted, and the
+loop is run again after a backoff (1 s, doubling to 60 s; back to 1 s after a minute of running).
+While a failure is recent, ``problem()`` says so for status' ``degraded``, with the reason: a thread
+never stops silently, and one that keeps failing keeps saying why.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+from ragweedd.logging import get_logger
+
+log = get_logger("ragweedd.daemon")
+RESTART_START_S = 1.0
+RESTART_MAX_S = 60.0
+HEALTHY_AFTER_S = 60.0  # a loop that ran this long before failing restarts after the shortest wait
+REPORT_FOR_S = 600.0  # how long a failure stays under ``degraded`` after the last one
+
+
+class Supervisor:
+    def __init__(self, what: str, effect: str) -> None:
+        self.what, self.effect = what, effect  # "ingest worker", "nothing is indexed while it waits"
+        self.failures = 0
+        self.last_error: str | None = None
+        self.last_at: float | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        """No more restarts; a backoff wait in progress ends at once."""
+        self._stop.set()
+
+    def run(self, loop: Callable[[], None], *, after_failure: Callable[[BaseException], None] | None = None) -> None:
+        """Run ``loop`` until it returns; when it raises, record it, call ``after_failure`` (give back
+        what the loop held) and run it again after the backoff, unless stopping."""
+        wait = RESTART_START_S
+        while not self._stop.is_set():
+            t0 = time.monotonic()
+            try:
+                loop()
+                return
+            except BaseException as e:  # noqa: BLE001 - SystemExit too: a thread must not end silently
+                error = f"{type(e).__name__}: {e}"
+                with self._lock:
+                    self.failures += 1
+                    self.last_error, self.last_at = error, time.time()
+                if time.monotonic() - t0 >= HEALTHY_AFTER_S:
+                    wait = RESTART_START_S
+                log.error("thread_failed", thread=threading.current_thread().name, what=self.what, error=error,
+                          failures=self.failures, restart_in_s=wait, exc_info=True)
+                if after_failure is not None:
+                    try:
+                        after_failure(e)
+                    except Exception as e2:  # noqa: BLE001 - the restart matters more
+                        log.error("thread_cleanup_failed", what=self.what, error=str(e2))
+            if self._stop.wait(wait):
+                return
+            wait = min(RESTART_MAX_S, wait * 2)
+            log.info("thread_restarted", thread=threading.current_thread().name, what=self.what)
+
+    def problem(self) -> str | None:
+        """What ``degraded`` says while the last failure is recent (None otherwise)."""
+        with self._lock:
+            if self.last_at is None or time.time() - self.last_at > REPORT_FOR_S:
+                return None
+            n, error, at = self.failures, self.last_error, self.last_at
+        return (f"the {self.what} thread failed {n} time(s), last {round(time.time() - at)} s ago ({error}); "
+                f"it is restarted with a backoff ({self.effect} meanwhile); see the daemon log")

@@ -70,12 +70,23 @@ def _quick_check(p: Path) -> str:
         c.close()
 
 
-def _all_searchable(d, version_of=lambda i: 0) -> None:
-    for i in (0, N // 2, N - 1):
+def _all_searchable(d, version_of=lambda i: 0, which=(0, N // 2, N - 1)) -> None:
+    for i in which:
         word = f"heron{i}v{version_of(i)}"
         hits = d.search(word, top_k=20)
         assert any(h["source_file"].endswith(f"n{i}.txt") and word in h["text"] for h in hits), \
             (i, [(h["source_file"][-7:], h["text"][:40]) for h in hits])
+
+
+def _wait_searchable(d, version_of, which=(0, N // 2, N - 1)) -> None:
+    """An edit just written: the watcher may not have seen it yet, so an empty queue proves nothing."""
+    def ok():
+        try:
+            _all_searchable(d, version_of, which)
+            return True
+        except AssertionError:
+            return False
+    wait_until(ok, 60, 0.3, "the edit to be searchable")
 
 
 def _consistent(d) -> None:
@@ -195,7 +206,7 @@ def test_lost_wal_after_a_crash_is_caught_up_and_the_index_not_left_ahead(daemon
     # changes after the repair reach the index (none is skipped as "already applied")
     for i in (4, 5):
         (root / f"n{i}.txt").write_text(_text(i, 2))
-    d.wait_idle(60)
+    _wait_searchable(d, lambda i: 2 if i in (1, 2, 3, 4, 5) else 0, which=(0, 4, 5))
     _consistent(d)
 
 
@@ -244,8 +255,7 @@ def test_bit_rot_found_by_the_integrity_check_is_repaired_live(daemon, tmp_path)
     assert integrity["problems"] and any("no longer matched" in r for r in integrity["repaired"]), integrity
     assert not any("integrity check" in r for r in d.status()["degraded"]), d.status()["degraded"]
     (root / "n0.txt").write_text(_text(0, 3))
-    d.wait_idle(60)
-    _all_searchable(d, lambda i: 3 if i == 0 else 0)
+    _wait_searchable(d, lambda i: 3 if i == 0 else 0)
 
 
 def test_flipped_pages_in_rag_db_found_live_are_repaired_without_a_restart(daemon, tmp_path):
@@ -270,8 +280,7 @@ def test_flipped_pages_in_ingest_db_found_live_are_repaired_without_a_restart(da
     assert _quick_check(ingest) == "ok"
     assert list(ingest.parent.glob("ingest_db.sqlite3.damaged-*"))
     (root / "n1.txt").write_text(_text(1, 4))
-    d.wait_idle(60)
-    _all_searchable(d, lambda i: 4 if i == 1 else 0)
+    _wait_searchable(d, lambda i: 4 if i == 1 else 0)
 
 
 def test_damaged_history_is_moved_aside_keeping_what_can_be_read(daemon, tmp_path):

@@ -176,7 +176,7 @@ def test_multipart_upload_over_cap_is_413(api):
 
 def test_concurrent_answers_are_capped(tmp_path):
     """Two answers whose LLM is slow hold both slots; a third is refused with 429 at once."""
-    with FakeLLMServer(models=("test-model",), reply=lambda p, m: "Graphs [1].", delay_s=1.5) as llm, \
+    with FakeLLMServer(models=("test-model",), reply=lambda p, m: "Graphs [1].", delay_s=6) as llm, \
             running_api(tmp_path, extra_toml=API_KEY_LLM_TOML(llm), max_concurrent_answers=2) as a:
         results = []
 
@@ -191,7 +191,8 @@ def test_concurrent_answers_are_capped(tmp_path):
         t0 = time.monotonic()
         status, hdrs, body = a.request("POST", "/v1/ask", body={"query": "hnsw", "stream": False})
         assert status == 429 and body["error"]["code"] == "too_many_answers"
-        assert hdrs.get("Retry-After") and time.monotonic() - t0 < 1.0, "refused at once, not queued"
+        # a queued request would wait for a slot (6 s); under load a refusal may still take a moment
+        assert hdrs.get("Retry-After") and time.monotonic() - t0 < 3.0, "refused at once, not queued"
         # searches are not answers: they are never capped
         assert a.request("POST", "/v1/search", body={"query": "hnsw"})[0] == 200
         for t in threads:

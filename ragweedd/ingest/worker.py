@@ -208,12 +208,13 @@ class Workers:
                 with self._busy_lock:
                     self._busy += 1
                 if not small:
-                    self._started[me] = time.monotonic()
+                    with self._lane_lock:
+                        self._started[me] = time.monotonic()
                 try:
                     pipe = self._run_job(pipe, job)
                 finally:
-                    self._started.pop(me, None)
                     with self._lane_lock:
+                        self._started.pop(me, None)
                         self._big.discard(job.id)
                     with self._busy_lock:
                         self._busy -= 1
@@ -224,7 +225,8 @@ class Workers:
 
     def _someone_slow(self) -> bool:
         now = time.monotonic()
-        return any(now - t >= SLOW_AFTER_S for t in list(self._started.values()))
+        with self._lane_lock:
+            return any(now - t >= SLOW_AFTER_S for t in self._started.values())
 
     def _too_big(self, job: Job) -> bool:
         """Whether the small-file lane leaves ``job`` to the regular workers."""

@@ -161,3 +161,28 @@ def test_stopping_the_daemon_kills_its_sandbox_child_and_gives_the_job_back(daem
     with d.db() as c:  # given back untouched: no try spent, tried again at the next start
         assert [tuple(r) for r in c.execute("SELECT state, tries FROM jobs WHERE path=?", (str(page),))] == [
             ("queued", 0)]
+
+
+def test_parser_killed_at_its_wall_time_is_not_retried(daemon, tmp_path):
+    """Quadratic HTML killed at the (here 2 s) wall-time cap: one try, the job fails for good, and
+    saving the same bytes again does not run the parser on them again."""
+    folder = tmp_path / "web"
+    folder.mkdir()
+    d = daemon({"web": [folder]}, extra="extract_timeout_s = 2\nextract_max_tries = 3")
+    page = folder / "deep.html"
+    _deep_html(page, depth=50_000)  # about 10 s of parsing
+
+    def failed_rows():
+        with d.db() as c:
+            return [tuple(r) for r in c.execute("SELECT state, tries FROM jobs WHERE path=?", (str(page),))]
+
+    wait_until(lambda: failed_rows() == [("failed", 1)], 20, 0.1, "the job to fail")
+    time.sleep(3)  # a retry (backoff 2 s) would have started by now
+    assert failed_rows() == [("failed", 1)]
+    [ev] = d.ingests(page, "failed")
+    assert "killed after 2 s wall time" in ev["error"]
+    page.write_bytes(page.read_bytes())  # saved again, unchanged
+    wait_until(lambda: len(d.ingests(page, "failed")) == 2, 15, 0.1, "the saved file's job")
+    again = d.ingests(page, "failed")[-1]
+    assert again["ms"] < 1000, again  # told from its MD5, no sandbox run
+    assert d.live_rows("web")[str(page)]["extract_status"] == "failed"

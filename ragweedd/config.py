@@ -176,6 +176,9 @@ KEYS: tuple[KeySpec, ...] = (
     K("", "extract_cpu_s", int, 300, "CPU-time cap (RLIMIT_CPU) of one extraction subprocess.", _range(1, 86400)),
     K("", "extract_memory_mb", int, 2048, "Memory cap (RLIMIT_AS / watched RSS) of one extraction subprocess.", _range(64, 1_000_000)),
     K("", "extract_max_tries", int, 3, "Tries before a file is marked failed.", _range(1, 100)),
+    K("", "ingest_max_text_mb", int, 64, "Text-like files (plain text, markdown, code, HTML, JSON, CSV, SVG, TeX, RTF) larger than this many MiB, and any file whose extracted text is larger, are skipped with the reason.", _range(1, 1_000_000)),
+    K("", "ingest_max_file_mb", int, 2048, "Files of any other format (PDF, office, archives, audio/video) larger than this many MiB are skipped with the reason.", _range(1, 10_000_000)),
+    K("", "ingest_small_file_mb", float, 1.0, "While an ingest worker has been busy on one file for 2 s, a small-file lane takes only files up to this many MiB, so they never wait behind a big or slow one; 0 = no such lane.", _range(0.0, 1_000_000.0)),
     K("", "zip_max_depth", int, 3, "Deepest nesting of archives inside archives.", _range(0, 32)),
     K("", "zip_max_members", int, 10000, "Most members read from one archive.", _range(1, 10**7)),
     K("", "zip_max_total_mb", int, 512, "Most uncompressed MiB read from one archive.", _range(1, 10**6)),
@@ -284,6 +287,9 @@ class Config:
     extract_cpu_s: int = 300
     extract_memory_mb: int = 2048
     extract_max_tries: int = 3
+    ingest_max_text_mb: int = 64
+    ingest_max_file_mb: int = 2048
+    ingest_small_file_mb: float = 1.0
     zip_max_depth: int = 3
     zip_max_members: int = 10000
     zip_max_total_mb: int = 512

@@ -78,7 +78,8 @@ class ExtractionError(RagweedError):
     http_status = 422
     code = "extraction_failed"
     # Whether trying the same file again may succeed (the ingest queue reads this). Broken files,
-    # caps and missing tools fail the same way every time; a wall-time kill under load may not.
+    # caps (the extractor's or a tool's wall time included) and missing tools fail the same way
+    # every time; a file that changed while it was read may not.
     retryable = False
 
 
@@ -92,7 +93,7 @@ class ArchiveLimitError(ExtractionError):
 
 class SandboxLimitError(ExtractionError):
     code = "sandbox_limit"
-    retryable = True  # instances set False for deterministic caps (memory, CPU)
+    retryable = False  # every cap (wall time, memory, CPU) fails the same way on the same content
 
 
 class ToolMissingError(ExtractionError):

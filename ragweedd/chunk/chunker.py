@@ -10,10 +10,10 @@ from __future__ import annotations
 import hashlib
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 from ragweedd.chunk.entropy import shannon_entropy, verdict, word_count
-from ragweedd.chunk.splitter import chunk_chars_for, split_spans
+from ragweedd.chunk.splitter import chunk_chars_for, iter_spans
 from ragweedd.extract.base import ExtractedDoc, Region
 
 
@@ -91,27 +91,34 @@ def provenance(regions: list[Region]) -> dict[str, Any]:
 
 
 def chunk_document(doc: ExtractedDoc, params: ChunkParams) -> ChunkResult:
-    chars = chunk_chars_for(doc.kind, params.chunk_tokens, params.pdf_tokens, params.av_tokens)
-    overlap = chars * params.overlap_pct // 100
-    index = _RegionIndex(doc.regions)
     result = ChunkResult()
-    text = doc.text
-    for start, end in split_spans(text, chars, overlap):
-        while start < end and text[start].isspace():
-            start += 1
-        while end > start and text[end - 1].isspace():
-            end -= 1
-        if start >= end:
+    result.chunks = list(iter_chunks([doc.text], doc.kind, doc.regions, params, result.dropped))
+    return result
+
+
+def iter_chunks(pieces: Iterable[str], kind: str, regions: list[Region], params: ChunkParams,
+                dropped: dict[str, int]) -> Iterator[dict[str, Any]]:
+    """The chunk records of the text that ``pieces`` make up, one at a time (a large file is
+    chunked without holding its text); chunks the entropy filter drops are counted in ``dropped``.
+    ``chunk_document`` is this over one piece, so both give the same chunks."""
+    chars = chunk_chars_for(kind, params.chunk_tokens, params.pdf_tokens, params.av_tokens)
+    overlap = chars * params.overlap_pct // 100
+    index = _RegionIndex(regions)
+    n = 0
+    for start, end, span in iter_spans(pieces, chars, overlap):
+        body = span.strip()
+        if not body:
             continue
-        body = text[start:end]
+        # strip() and str.isspace() agree on what whitespace is, so this is the span trimmed
+        start += len(span) - len(span.lstrip())
+        end = start + len(body)
         h = shannon_entropy(body)
         words = word_count(body)
         why = verdict(h, words, entropy_max=params.entropy_max, entropy_min=params.entropy_min)
         if why:
-            result.dropped[why] = result.dropped.get(why, 0) + 1
+            dropped[why] = dropped.get(why, 0) + 1
             continue
         meta = provenance(index.overlapping(start, end))
         meta.update({"char_start": start, "char_end": end, "text_entropy": round(h, 4), "word_count": words})
-        result.chunks.append({"chunk_idx": len(result.chunks), "text": body, "text_hash": text_hash(body),
-                              "meta": meta})
-    return result
+        yield {"chunk_idx": n, "text": body, "text_hash": text_hash(body), "meta": meta}
+        n += 1

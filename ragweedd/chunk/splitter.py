@@ -14,6 +14,8 @@ start one character later.
 
 from __future__ import annotations
 
+from typing import Iterable, Iterator
+
 SENTENCE_ENDS = ".!?\n"
 SENTENCE_LOOKBACK = 200
 WHITESPACE_LOOKBACK = 50
@@ -38,21 +40,49 @@ def find_boundary(text: str, pos: int, end: int, floor: int = 0) -> int:
 
 def split_spans(text: str, chunk_chars: int, overlap_chars: int) -> list[tuple[int, int]]:
     """Character spans [start, end) of the chunks of ``text``."""
+    return [(start, end) for start, end, _ in iter_spans([text], chunk_chars, overlap_chars)]
+
+
+def iter_spans(pieces: Iterable[str], chunk_chars: int, overlap_chars: int) -> Iterator[tuple[int, int, str]]:
+    """(start, end, text[start:end]) of each chunk of the text that ``pieces`` make up when joined.
+
+    The one implementation of the rule above, for a text in memory (one piece) and for a file read
+    piece by piece: it keeps only the text from the current window's start to one character past
+    its end (to know whether the window reaches the end of the text), so memory stays at about two
+    windows plus one piece whatever the size of the text, and the spans are the same however the
+    text is cut into pieces."""
     if chunk_chars < 1:
         raise ValueError("chunk_chars must be >= 1")
     overlap_chars = max(0, min(overlap_chars, chunk_chars - 1))
-    n = len(text)
-    spans: list[tuple[int, int]] = []
+    it = iter(pieces)
+    buf, base, eof = "", 0, False  # buf holds text[base:base + len(buf)]
     pos = prev = 0
-    while pos < n:
-        end = min(pos + chunk_chars, n)
-        boundary = find_boundary(text, pos, end, prev)
+    while True:
+        if not eof and base + len(buf) <= pos + chunk_chars:
+            more = [buf]
+            have = base + len(buf)
+            while have <= pos + chunk_chars:
+                piece = next(it, None)
+                if piece is None:
+                    eof = True
+                    break
+                more.append(piece)
+                have += len(piece)
+            buf = "".join(more)
+        known = base + len(buf)
+        if pos >= known:
+            return
+        end = min(pos + chunk_chars, known)
+        # Not at the end of the text, buf reaches past ``end``, so find_boundary cuts as it would on
+        # the whole text; at the end, buf ends where the text ends.
+        boundary = find_boundary(buf, pos - base, end - base, prev - base) + base
         prev = boundary
-        spans.append((pos, boundary))
-        if boundary >= n:
-            break
+        yield pos, boundary, buf[pos - base:boundary - base]
+        if eof and boundary >= known:
+            return
         pos = max(pos + 1, boundary - overlap_chars)
-    return spans
+        if pos - base > max(chunk_chars, len(buf) // 2):  # drop text no window will see again
+            buf, base = buf[pos - base:], pos
 
 
 def chunk_chars_for(kind: str, chunk_tokens: int, pdf_tokens: int, av_tokens: int) -> int:

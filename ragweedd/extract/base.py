@@ -95,6 +95,7 @@ class ExtractSettings:
     scratch_dir: str = ""  # temp files of extractors go under here; empty = the system temp dir
     tool_timeout_s: float = 600.0  # one run of an external tool (unrtf, pdftoppm, tesseract, ffmpeg)
     ocr_dpi: int = 200
+    max_text_chars: int = 0  # extracted text longer than this is skipped (ingest_max_text_mb); 0 = no cap
 
     @classmethod
     def from_config(cls, cfg: Any) -> "ExtractSettings":
@@ -110,4 +111,5 @@ class ExtractSettings:
             zip_max_ratio=cfg.zip_max_ratio,
             scratch_dir=scratch,
             tool_timeout_s=min(600.0, float(cfg.extract_timeout_s)),
+            max_text_chars=cfg.ingest_max_text_mb << 20,
         )

@@ -99,6 +99,13 @@ def extract_file(path: Path, settings: ExtractSettings | None = None) -> Extract
         raise ExtractionSkipped(f"{path}: unsupported file type {path.suffix or '(no extension)'!r}; skipped")
     t0 = time.perf_counter()
     doc = ex.extract(path, settings)
+    if settings.max_text_chars and len(doc.text) > settings.max_text_chars:
+        # A small archive or PDF can hold far more text than its size says; the daemon must never
+        # receive, chunk and embed hundreds of MB of it for one file.
+        raise ExtractionSkipped(
+            f"{path}: its extracted text ({len(doc.text) / 2**20:.1f} M characters) is larger than "
+            f"ingest_max_text_mb ({settings.max_text_chars >> 20} MiB); skipped",
+            hint="raise ingest_max_text_mb to index it, then touch the file")
     if not doc.text.strip():  # an extractor bug must not index nothing in silence
         raise ExtractionSkipped(f"{path}: the {ex.name} extractor found no text")
     doc.extractor = doc.extractor or ex.name

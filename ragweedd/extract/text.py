@@ -7,8 +7,10 @@ Markdown ATX/setext headings and rst underlined titles become ``section`` region
 
 from __future__ import annotations
 
+import codecs
 import re
 from pathlib import Path
+from typing import Iterable, Iterator
 
 from ragweedd.errors import ExtractionSkipped
 from ragweedd.extract.sniff import decode_text, looks_binary, read_head, require_nonempty
@@ -32,53 +34,134 @@ _ATX = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$", re.M)
 _RST_UNDERLINE = set("=-~^\"'`#*+:._")
 
 
+# A line longer than this is never a heading (nor a setext/rst title): no real heading is that
+# long, and it lets a file be scanned for headings without holding any one huge line.
+MAX_HEADING_LINE = 4096
+# Text files larger than this are read, chunked and published piece by piece (ingest/pipeline.py).
+STREAM_ABOVE_BYTES = 4 << 20
+_PIECE_BYTES = 1 << 20
+_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # where str.splitlines() cuts
+
+
 def read_text_file(path: Path, max_bytes: int | None = None) -> str:
-    require_nonempty(path)
-    head = read_head(path)
-    why = looks_binary(head)
-    if why:
-        raise ExtractionSkipped(f"binary file {path}: {why}; it is not indexed as text")
+    require_text(path)
     data = path.read_bytes() if max_bytes is None else open(path, "rb").read(max_bytes)
     return decode_text(data)
 
 
+def require_text(path: Path) -> None:
+    """ExtractionSkipped for an empty file or one that looks binary."""
+    require_nonempty(path)
+    why = looks_binary(read_head(path))
+    if why:
+        raise ExtractionSkipped(f"binary file {path}: {why}; it is not indexed as text")
+
+
+def iter_text_pieces(path: Path, piece_bytes: int = _PIECE_BYTES) -> Iterator[str]:
+    """The decoded text of ``path`` in pieces of about ``piece_bytes``: the same text as
+    ``decode_text(path.read_bytes())`` (an incremental decoder of the same codec, so a character
+    cut between two reads decodes as if it were not), without holding the whole file."""
+    with open(path, "rb") as f:
+        data = f.read(max(piece_bytes, 2))  # the whole BOM, if any
+        codec = "utf-16" if data.startswith((b"\xff\xfe", b"\xfe\xff")) else "utf-8-sig"
+        dec = codecs.getincrementaldecoder(codec)(errors="replace")
+        while data:
+            text = dec.decode(data)
+            if text:
+                yield text
+            data = f.read(piece_bytes)
+        text = dec.decode(b"", final=True)
+        if text:
+            yield text
+
+
+def iter_lines(pieces: Iterable[str]) -> Iterator[tuple[int, str, bool]]:
+    """(length, text, too_long) of each line of the joined pieces, cut as
+    ``str.splitlines(keepends=True)`` cuts; a line longer than MAX_HEADING_LINE keeps only its first
+    MAX_HEADING_LINE characters in ``text`` (and ``too_long`` is True)."""
+    pend: list | None = None  # [length, text] of a line that may go on in the next piece
+    pend_cr = False  # the pending line ends with "\r": complete unless the next piece starts with "\n"
+
+    def grown(line: list, more: str) -> list:
+        room = MAX_HEADING_LINE + 1 - len(line[1])
+        return [line[0] + len(more), line[1] + more[:room] if room > 0 else line[1]]
+
+    def out(line: list) -> tuple[int, str, bool]:
+        n, text = line
+        return n, text[:MAX_HEADING_LINE], n > MAX_HEADING_LINE
+
+    for piece in pieces:
+        parts = piece.splitlines(keepends=True)
+        for i, part in enumerate(parts):
+            if pend is not None:
+                if pend_cr:
+                    done, pend, pend_cr = pend, None, False
+                    if part.startswith("\n"):  # "\r" + "\n" cut apart by the read: one break
+                        yield out(grown(done, "\n"))
+                        part = part[1:]
+                        if not part:
+                            continue
+                    else:
+                        yield out(done)
+                    line = [len(part), part[:MAX_HEADING_LINE + 1]]
+                else:
+                    line, pend = grown(pend, part), None
+            else:
+                line = [len(part), part[:MAX_HEADING_LINE + 1]]
+            last = i == len(parts) - 1
+            if last and (part[-1] not in _BREAKS or part[-1] == "\r"):
+                pend, pend_cr = line, part[-1] == "\r"
+            else:
+                yield out(line)
+    if pend is not None:
+        yield out(pend)
+
+
 def markdown_sections(text: str) -> list[Region]:
+    return markdown_sections_of([text])
+
+
+def markdown_sections_of(pieces: Iterable[str]) -> list[Region]:
     marks: list[tuple[int, str]] = []
     in_fence = False
     pos = 0
-    lines = text.splitlines(keepends=True)
-    for i, line in enumerate(lines):
+    prev: tuple[int, str, bool] | None = None
+    for n, line, too_long in iter_lines(pieces):
         stripped = line.strip()
         if stripped.startswith(("```", "~~~")):
             in_fence = not in_fence
-        elif not in_fence:
+        elif not in_fence and not too_long:
             m = _ATX.match(line.rstrip("\r\n"))
             if m:
                 marks.append((pos, m.group(2).strip()))
-            elif i > 0 and stripped and set(stripped) <= {"="} | {"-"} and len(set(stripped)) == 1 \
-                    and lines[i - 1].strip() and not lines[i - 1].lstrip().startswith(("-", "*", "#")):
+            elif prev is not None and stripped and set(stripped) <= {"="} | {"-"} and len(set(stripped)) == 1 \
+                    and not prev[2] and prev[1].strip() and not prev[1].lstrip().startswith(("-", "*", "#")):
                 # setext heading: the previous line is the title
                 if len(stripped) >= 2:
-                    marks.append((pos - len(lines[i - 1]), lines[i - 1].strip()))
-        pos += len(line)
-    return _regions(marks, len(text))
+                    marks.append((pos - prev[0], prev[1].strip()))
+        pos += n
+        prev = (n, line, too_long)
+    return _regions(marks, pos)
 
 
 def rst_sections(text: str) -> list[Region]:
+    return rst_sections_of([text])
+
+
+def rst_sections_of(pieces: Iterable[str]) -> list[Region]:
     marks: list[tuple[int, str]] = []
-    lines = text.splitlines(keepends=True)
-    offsets = []
     pos = 0
-    for line in lines:
-        offsets.append(pos)
-        pos += len(line)
-    for i in range(1, len(lines)):
-        under = lines[i].rstrip("\r\n")
-        title = lines[i - 1].strip()
-        if (title and under and len(set(under)) == 1 and under[0] in _RST_UNDERLINE
-                and len(under) >= len(title) and len(under) >= 2 and not set(title) <= _RST_UNDERLINE):
-            marks.append((offsets[i - 1], title))
-    return _regions(marks, len(text))
+    prev: tuple[int, str, bool] | None = None
+    for n, line, too_long in iter_lines(pieces):
+        if prev is not None and not too_long and not prev[2]:
+            under = line.rstrip("\r\n")
+            title = prev[1].strip()
+            if (title and under and len(set(under)) == 1 and under[0] in _RST_UNDERLINE
+                    and len(under) >= len(title) and len(under) >= 2 and not set(title) <= _RST_UNDERLINE):
+                marks.append((pos - prev[0], title))
+        pos += n
+        prev = (n, line, too_long)
+    return _regions(marks, pos)
 
 
 def _regions(marks: list[tuple[int, str]], n: int) -> list[Region]:
@@ -87,6 +170,29 @@ def _regions(marks: list[tuple[int, str]], n: int) -> list[Region]:
         end = marks[k + 1][0] if k + 1 < len(marks) else n
         out.append(Region(start, end, {"section": title}))
     return out
+
+
+class TextStream:
+    """A text file to be chunked piece by piece: what ``TextExtractor.extract`` gives (its regions,
+    title, kind), with the text re-read from the file on each ``pieces()`` instead of held."""
+
+    kind = "text"
+    extractor = "text"
+    ocr_type = None
+
+    def __init__(self, path: Path) -> None:
+        require_text(path)
+        self.path = path
+        ext = path.suffix.lower()
+        self.regions: list[Region] = []
+        if ext in MARKDOWN_EXT:
+            self.regions = markdown_sections_of(self.pieces())
+        elif ext in RST_EXT:
+            self.regions = rst_sections_of(self.pieces())
+        self.title = self.regions[0].meta["section"] if self.regions else None
+
+    def pieces(self) -> Iterator[str]:
+        return iter_text_pieces(self.path)
 
 
 class TextExtractor:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Iterator
@@ -22,6 +24,34 @@ TOOL_PACKAGES = {
     "ffmpeg": "ffmpeg (apt, brew)",
     "whisper-cli": "whisper.cpp (brew) or build from github.com/ggerganov/whisper.cpp",
 }
+
+
+PR_SET_PDEATHSIG = 1
+_prctl = None
+if sys.platform.startswith("linux"):
+    try:
+        import ctypes
+
+        # looked up once here: preexec_fn runs between fork and exec, where loading a library is unsafe
+        _prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        _prctl = None
+
+
+def die_with_parent(parent_pid: int | None = None) -> bool:
+    """Have the kernel SIGKILL this process when the thread that started it dies (Linux
+    PR_SET_PDEATHSIG), so no extractor or tool outlives the daemon, even one killed with SIGKILL.
+    With ``parent_pid``, exit at once when the parent already died before the request was set
+    (then nothing would deliver the signal). Returns whether the kernel took the request."""
+    if _prctl is None or _prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
+        return False
+    if parent_pid is not None and os.getppid() != parent_pid:
+        os._exit(1)
+    return True
+
+
+def _tool_preexec() -> None:
+    die_with_parent()
 
 
 def tool_path(name: str) -> str | None:
@@ -43,12 +73,16 @@ def run_tool(argv: list[str], *, path: Path, settings: ExtractSettings, stdin: b
              cwd: str | None = None) -> bytes:
     """Run an external tool; its stdout, or ExtractionError naming the tool, file and stderr."""
     try:
+        # A tool dies with the extractor that started it: the sandbox kills its process group on a cap
+        # or a stop, and when the extractor is killed some other way the kernel kills the tool too.
         proc = subprocess.run(argv, input=stdin, capture_output=True, timeout=settings.tool_timeout_s,
-                              cwd=cwd, stdin=None if stdin is not None else subprocess.DEVNULL)
+                              cwd=cwd, stdin=None if stdin is not None else subprocess.DEVNULL,
+                              preexec_fn=_tool_preexec if _prctl is not None else None)
     except subprocess.TimeoutExpired:
-        err = ExtractionError(f"{path}: {os.path.basename(argv[0])} did not finish in {settings.tool_timeout_s:.0f} s")
-        err.retryable = True
-        raise err from None
+        # like the sandbox's wall-time kill: the same content would take as long again, so it is
+        # not retried (it is tried again when the file changes)
+        raise ExtractionError(f"{path}: {os.path.basename(argv[0])} did not finish in {settings.tool_timeout_s:.0f} s",
+                              hint="raise extract_timeout_s if files like it need longer") from None
     except OSError as e:
         raise ExtractionError(f"{path}: could not run {argv[0]}: {e}") from None
     if proc.returncode != 0:

@@ -11,11 +11,13 @@ with only the missing chunks.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from ragweedd.chunk.chunker import ChunkParams, chunk_document
 from ragweedd.errors import ExtractionError, ExtractionSkipped
@@ -66,7 +68,7 @@ def extract_settings(cfg, paths: Paths) -> ExtractSettings:
         tess_bin=cfg.tess_bin, whisper_model=cfg.whisper_model,
         zip_max_depth=cfg.zip_max_depth, zip_max_members=cfg.zip_max_members,
         zip_max_total_bytes=cfg.zip_max_total_mb * 1024 * 1024, zip_max_ratio=cfg.zip_max_ratio,
-        scratch_dir=str(paths.scratch),
+        scratch_dir=str(paths.scratch), max_text_chars=cfg.ingest_max_text_mb << 20,
     )
 
 
@@ -74,6 +76,19 @@ def in_process_extract(path: Path, settings: ExtractSettings) -> ExtractedDoc:
     from ragweedd.extract.registry import extract_file
 
     return extract_file(path, settings)
+
+
+# Extractors whose input is the text itself: their cap is ingest_max_text_mb (every other format's
+# is ingest_max_file_mb).
+TEXT_LIKE = frozenset({"text", "html", "svg", "json", "csv", "tex", "rtf"})
+
+
+def _streams(src: str, size: int) -> bool:
+    """Whether the file is read, chunked and published piece by piece (a large plain-text file)."""
+    from ragweedd.extract.registry import extractor_for
+    from ragweedd.extract.text import STREAM_ABOVE_BYTES, TextExtractor
+
+    return size > STREAM_ABOVE_BYTES and isinstance(extractor_for(Path(src)), TextExtractor)
 
 
 class Interrupted(Exception):
@@ -153,7 +168,7 @@ class Pipeline:
                 and row["inode"] == st.st_ino):
             return FileOutcome(src, "unchanged", md5=row["md5"], chunks=row["chunks"])
         stat_kw = dict(size=st.st_size, mtime_ns=st.st_mtime_ns, inode=st.st_ino, root=str(root) if root else None)
-        skip = self._skip_from_stat(src, st.st_size)
+        skip = self._skip_from_stat(src, st.st_size, self.cfg)
         if skip is not None:
             return self._skip_cheaply(collection, src, row, skip, stat_kw, t0)
         md5 = fd_md5(fd)
@@ -162,6 +177,13 @@ class Pipeline:
             self.db.set_file(collection, src, md5=md5, status=row["extract_status"], chunks=row["chunks"],
                              error=row["error"], **stat_kw)
             return self._done(FileOutcome(src, "unchanged", md5=md5, chunks=row["chunks"]), t0, collection)
+        if (row is not None and row["md5"] == md5 and row["extract_status"] == "failed" and not force
+                and (row["tries"] or 0) >= self.cfg.extract_max_tries):
+            # This content already failed for good (a broken file, a cap, a parser killed at its wall
+            # time): trying it again would fail the same way, so only new content is tried again.
+            self.db.set_file(collection, src, md5=md5, status="failed", error=row["error"], tries=row["tries"],
+                             **stat_kw)
+            return self._done(FileOutcome(src, "failed", md5=md5, error=row["error"]), t0, collection)
         if rag.has_document(md5):
             rag.link_path(md5, src, rel)
             n = rag.chunks_of(md5)
@@ -170,6 +192,7 @@ class Pipeline:
 
         tries = (row["tries"] if row is not None and row["md5"] == md5 else 0) + 1
         self.db.set_file(collection, src, md5=md5, status="extracting", tries=tries, **stat_kw)
+        streamed = _streams(src, st.st_size)
         try:
             with private_copy(fd, os.path.basename(src), self.settings.scratch_dir) as (copy, copy_md5):
                 if copy_md5 != md5:
@@ -178,9 +201,16 @@ class Pipeline:
                     err.retryable = True
                     raise err
                 try:
+                    if streamed:
+                        return self._ingest_streamed(collection, src, rel, copy, md5, tries, st.st_size,
+                                                     stat_kw, t0)
                     doc = self.extract(copy, self.settings)
                 except ExtractionError as e:
                     raise _renamed(e, str(copy), src) from None
+                except Interrupted:
+                    # Stopping is not a try: the row keeps the count it had; the job is given back.
+                    self.db.set_file(collection, src, md5=md5, status="extracting", tries=tries - 1, **stat_kw)
+                    raise
             if not doc.text.strip():
                 raise ExtractionSkipped(f"{src}: no text could be extracted")
             result = chunk_document(doc, self.params)
@@ -192,6 +222,8 @@ class Pipeline:
             status = "skipped" if isinstance(e, ExtractionSkipped) else "failed"
             # The path's old content (if any) no longer describes the file: it leaves the index.
             rag.remove_path(src)
+            if status == "failed" and not getattr(e, "retryable", False):
+                tries = max(tries, self.cfg.extract_max_tries)  # failed for good: see the check above
             self.db.set_file(collection, src, md5=md5, status=status, error=str(e), tries=tries, **stat_kw)
             out = FileOutcome(src, status, md5=md5, error=str(e), retryable=getattr(e, "retryable", False))
             return self._done(out, t0, collection)
@@ -214,17 +246,95 @@ class Pipeline:
                           dropped=result.dropped)
         return self._done(out, t0, collection)
 
+    def _ingest_streamed(self, collection: str, src: str, rel: str, copy: Path, md5: str, tries: int,
+                         size: int, stat_kw: dict, t0: float) -> FileOutcome:
+        """A large text file in bounded memory, in two passes over the private copy: the first
+        chunks it and embeds the chunk texts missing from the embed cache batch by batch (each batch
+        cached at once), the second chunks it again and publishes chunk by chunk with the cached
+        vectors. Neither pass holds the text, its chunks or their vectors: memory stays at a few
+        pieces and one batch whatever the size (the file itself is capped by ingest_max_text_mb).
+        The chunks are those ``chunk_document`` makes of the whole text (the same splitter)."""
+        from ragweedd.chunk.chunker import iter_chunks
+        from ragweedd.extract.text import TextStream
+
+        stream = TextStream(copy)
+        dropped: dict[str, int] = {}
+        n = embedded = 0
+        batch: list[dict] = []
+        step = max(1, self.cfg.embed_batch_size) * 16
+        self.db.set_file(collection, src, md5=md5, status="embedding", tries=tries, **stat_kw)
+        for c in iter_chunks(stream.pieces(), stream.kind, stream.regions, self.params, dropped):
+            batch.append(c)
+            if len(batch) >= step:
+                embedded += self._vectors(batch)[1]
+                n += len(batch)
+                batch = []
+        if batch:
+            embedded += self._vectors(batch)[1]
+            n += len(batch)
+        if not n:
+            if dropped:
+                raise ExtractionSkipped(f"{src}: every chunk was dropped by the entropy filter {dropped}",
+                                        hint="the file holds no readable text")
+            raise ExtractionSkipped(f"{src}: no text could be extracted")
+        chunks, vectors = self._cached_pairs(iter_chunks(stream.pieces(), stream.kind, stream.regions,
+                                                         self.params, {}))
+        self.rag(collection).publish(
+            md5=md5, source_file=src, rel_path=rel, kind=stream.kind, extractor=stream.extractor,
+            ocr_type=stream.ocr_type, title=stream.title, size_bytes=size, chunks=chunks,
+            vectors={PRIMARY: vectors}, embedders={PRIMARY: (self.embedder.id, self.embedder.dim)})
+        self.db.record_collection_chunks(collection, md5, n)
+        self.db.set_file(collection, src, md5=md5, status="done", chunks=n, tries=tries, **stat_kw)
+        out = FileOutcome(src, "indexed", md5=md5, chunks=n, embedded=embedded, dropped=dropped)
+        return self._done(out, t0, collection)
+
+    def _cached_pairs(self, chunks: Iterator[dict], batch: int = 500) -> tuple[Iterator[dict], Iterator[bytes]]:
+        """Two iterators for ``RagDB.publish``: the chunks, and their vectors from the embed cache,
+        looked up a batch at a time as the chunks are drawn (publish draws a chunk, then its
+        vector)."""
+        eid = self.embedder.id
+        ready: deque[bytes] = deque()
+
+        def chunk_iter() -> Iterator[dict]:
+            part: list[dict] = []
+            for c in itertools.chain(chunks, [None]):
+                if c is not None:
+                    part.append(c)
+                if part and (c is None or len(part) >= batch):
+                    have = self.db.cached_vectors(eid, [x["text_hash"] for x in part])
+                    missing = [x["chunk_idx"] for x in part if x["text_hash"] not in have]
+                    if missing:
+                        err = ExtractionError(f"chunk {missing[0]} has no cached vector on the second pass")
+                        err.retryable = True
+                        raise err
+                    ready.extend(have[x["text_hash"]] for x in part)
+                    yield from part
+                    part = []
+
+        def vector_iter() -> Iterator[bytes]:
+            while True:  # never empty when drawn: its chunk was drawn first, with its whole batch
+                yield ready.popleft()
+
+        return chunk_iter(), vector_iter()
+
     @staticmethod
-    def _skip_from_stat(src: str, size: int) -> tuple[str | None, str] | None:
-        """(md5, reason) when the stat alone says the file has nothing to index, else None: an empty
-        file (its md5 is known), or a type no extractor reads (its bytes are never read)."""
+    def _skip_from_stat(src: str, size: int, cfg) -> tuple[str | None, str] | None:
+        """(md5, reason) when the stat alone says the file is not to be indexed, else None: an empty
+        file (its md5 is known), a type no extractor reads, or a file over its size cap (their
+        bytes are never read)."""
         from ragweedd.extract.registry import extractor_for
 
         p = Path(src)
-        if extractor_for(p) is None:
+        ex = extractor_for(p)
+        if ex is None:
             return None, f"{src}: unsupported file type {p.suffix or '(no extension)'!r}; skipped"
         if size == 0:
             return EMPTY_MD5, f"{src}: empty file (0 bytes)"
+        key, cap = (("ingest_max_text_mb", cfg.ingest_max_text_mb) if ex.name in TEXT_LIKE
+                    else ("ingest_max_file_mb", cfg.ingest_max_file_mb))
+        if size > cap << 20:
+            return None, (f"{src}: larger than {key} ({cap} MiB): {size / 2**20:.1f} MiB; skipped "
+                          f"(raise {key} to index it, then touch the file)")
         return None
 
     def _skip_cheaply(self, collection: str, src: str, row, skip: tuple[str | None, str], stat_kw: dict,

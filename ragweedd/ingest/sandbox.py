@@ -6,6 +6,15 @@ where the OS honours them. The parent watches the child's wall time, resident me
 when a cap is hit, raising SandboxLimitError that says which cap and how to raise it. Errors raised
 in the child come back as the same exception classes with their messages and ``retryable`` flags.
 
+A wall-time kill is not retried: a parser that needs more than ``extract_timeout_s`` for this content
+(say quadratic time on 500,000 nested tags) will need it again, and retrying would hold the worker
+for several times the cap. The file stays failed until its content changes.
+
+No child outlives the daemon: the child asks the kernel to SIGKILL it when the daemon thread that
+started it dies (PR_SET_PDEATHSIG, so even a SIGKILLed daemon takes it along), and when the daemon
+stops (``should_stop()`` turns true) the child's whole process group is killed at once and the
+job is given back to the queue (:class:`~ragweedd.ingest.pipeline.Interrupted`).
+
 The child's peak RSS (from wait4) is recorded in ``doc.stats["peak_rss_mb"]`` or, on failure, in the
 exception's ``peak_rss_mb`` attribute.
 """
@@ -22,6 +31,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 import ragweedd.errors as errors
 from ragweedd.errors import ExtractionError, SandboxLimitError
@@ -97,8 +107,10 @@ def _limit_error(msg: str, limit: str, retryable: bool, peak: float | None, hint
 
 
 def extract_sandboxed(path: Path, settings: ExtractSettings | None = None, *, timeout_s: float = 300.0,
-                      cpu_s: int = 300, memory_mb: int = 2048) -> ExtractedDoc:
-    """Extract ``path`` in a subprocess with wall-time, CPU-time and memory caps."""
+                      cpu_s: int = 300, memory_mb: int = 2048,
+                      should_stop: Callable[[], bool] | None = None) -> ExtractedDoc:
+    """Extract ``path`` in a subprocess with wall-time, CPU-time and memory caps. When
+    ``should_stop()`` turns true the child is killed and Interrupted is raised."""
     path = Path(path).resolve()
     settings = settings or ExtractSettings()
     from ragweedd.extract.registry import plugin_specs
@@ -109,7 +121,8 @@ def extract_sandboxed(path: Path, settings: ExtractSettings | None = None, *, ti
                           "plugins": list(plugin_specs())}).encode()
     t0 = time.monotonic()
     with tempfile.TemporaryFile() as errf, tempfile.TemporaryDirectory(prefix="ragweed-sbx-") as cwd:
-        proc = subprocess.Popen([sys.executable, "-m", "ragweedd.ingest.sandbox_child"], stdin=subprocess.PIPE,
+        proc = subprocess.Popen([sys.executable, "-m", "ragweedd.ingest.sandbox_child", str(os.getpid())],
+                                stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=errf, cwd=cwd, env=_child_env(),
                                 start_new_session=True)
         out_chunks: list[bytes] = []
@@ -129,6 +142,7 @@ def extract_sandboxed(path: Path, settings: ExtractSettings | None = None, *, ti
         except BrokenPipeError:
             pass
         killed: SandboxLimitError | None = None
+        stopped = False
         watched_peak = 0.0
         status = rusage = None
         while True:
@@ -142,10 +156,15 @@ def extract_sandboxed(path: Path, settings: ExtractSettings | None = None, *, ti
                 rss = mem[0]
                 watched_peak = max(watched_peak, mem[1])
             cpu = _proc_cpu_s(proc.pid)
-            if killed is None:
+            if not stopped and killed is None and should_stop is not None and should_stop():
+                stopped = True
+                _kill_group(proc)
+            if killed is None and not stopped:
                 if elapsed > timeout_s:
-                    killed = _limit_error(f"{path}: extractor killed after {timeout_s:g} s wall time", "wall",
-                                          True, None, "raise extract_timeout_s for very large files")
+                    killed = _limit_error(
+                        f"{path}: extractor killed after {timeout_s:g} s wall time", "wall", False, None,
+                        "it is not tried again until the file changes; raise extract_timeout_s if files like "
+                        "it need longer to parse")
                 elif rss is not None and rss > memory_mb:
                     killed = _limit_error(f"{path}: extractor killed at {rss:.0f} MB resident memory, over the "
                                           f"{memory_mb} MB cap", "memory", False, None,
@@ -164,6 +183,10 @@ def extract_sandboxed(path: Path, settings: ExtractSettings | None = None, *, ti
         # the child's own VmHWM from /proc, and fall back to rusage where there is no /proc
         peak = round(watched_peak if watched_peak > 0 else _maxrss_mb(rusage.ru_maxrss), 1)
         wall = round(time.monotonic() - t0, 3)
+        if stopped:
+            from ragweedd.ingest.pipeline import Interrupted
+
+            raise Interrupted(f"extraction of {path} stopped after {wall:g} s: the daemon is stopping")
         if killed is not None:
             killed.peak_rss_mb = peak
             raise killed

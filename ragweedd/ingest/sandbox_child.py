@@ -1,7 +1,9 @@
-"""The extraction subprocess: ``python -m ragweedd.ingest.sandbox_child``.
+"""The extraction subprocess: ``python -m ragweedd.ingest.sandbox_child PARENT_PID``.
 
-Reads one JSON request {path, settings, cpu_s, memory_mb, plugins} on stdin, caps itself (RLIMIT_AS,
-RLIMIT_CPU, no core dumps), runs ``extract_file`` and writes one JSON reply on the *original*
+Before anything else it asks the kernel to kill it when the daemon dies (PR_SET_PDEATHSIG on
+Linux; it exits at once if PARENT_PID is already gone). Then it reads one JSON request {path,
+settings, cpu_s, memory_mb, plugins} on stdin, caps itself (RLIMIT_AS, RLIMIT_CPU, no core dumps),
+runs ``extract_file`` and writes one JSON reply on the *original*
 stdout. File descriptor 1 is pointed at stderr first, so a parser or C library printing to stdout
 cannot corrupt the reply. The reply is JSON, not pickle: a parser exploited by a hostile file must
 not be able to run code in the daemon through what it sends back.
@@ -69,6 +71,11 @@ def _error_reply(err: BaseException, memory_mb: int, path: str) -> dict:
 
 
 def main() -> int:
+    from ragweedd.extract.tools import die_with_parent
+
+    # First of all: this process must not outlive the daemon (a SIGKILLed daemon cannot kill it).
+    if len(sys.argv) > 1:
+        die_with_parent(int(sys.argv[1]))
     reply_fd = os.dup(1)
     os.dup2(2, 1)
     req = json.loads(sys.stdin.buffer.read())

@@ -6,6 +6,13 @@ connections are its own. Plain-text formats are read in-process: their extractor
 with no parser to exploit, and a subprocess per note would cost more than the note. Every other
 format is extracted in the capped sandbox subprocess (DESIGN §4).
 
+The small-file lane: a big or slow file (a 60 MB log, a PDF to OCR, an extractor that runs to its
+wall-time cap) holds its worker for minutes. So once a worker has been on one job for
+``SLOW_AFTER_S``, one more thread takes jobs, but only deletes and files of at most
+``ingest_small_file_mb``; a bigger file it meets is handed back for the regular workers and passed
+over from then on. A small file dropped behind a big one is indexed within seconds, while the
+machine runs at most one extra ingest thread, and only while something is slow.
+
 Deletes are guarded: a delete runs only while the file's collection root exists and the path is
 still absent; a root that vanished deletes nothing (the reconciliation scan settles it on return).
 """
@@ -33,10 +40,14 @@ log = get_logger("ragweedd.ingest")
 # minute of space coming back, while a disk that stays full costs a try every 30 s.
 BACKOFF_START_S = 1.0
 BACKOFF_MAX_S = 30.0
+# A job running this long opens the small-file lane; how often the idle lane looks.
+SLOW_AFTER_S = 2.0
+LANE_POLL_S = 0.5
 
 
-def make_extract(cfg):
-    """The extract function the daemon's pipelines use: in-process for plain text, sandboxed else."""
+def make_extract(cfg, should_stop: Callable[[], bool] | None = None):
+    """The extract function the daemon's pipelines use: in-process for plain text, sandboxed else.
+    ``should_stop`` (the workers' stop flag) kills a running sandbox child when the daemon stops."""
     from ragweedd.extract.registry import extract_file, extractor_for
     from ragweedd.extract.text import TextExtractor
     from ragweedd.ingest.sandbox import extract_sandboxed
@@ -46,7 +57,7 @@ def make_extract(cfg):
         if ex is None or isinstance(ex, TextExtractor):
             return extract_file(path, settings)
         return extract_sandboxed(path, settings, timeout_s=cfg.extract_timeout_s, cpu_s=cfg.extract_cpu_s,
-                                 memory_mb=cfg.extract_memory_mb)
+                                 memory_mb=cfg.extract_memory_mb, should_stop=should_stop)
 
     return extract
 
@@ -124,14 +135,17 @@ class Workers:
                  on_changes: Callable[[str], None], on_root_missing: Callable[[str, str], None],
                  extract: Callable | None = None) -> None:
         self.cfg, self.paths, self.queue, self.embedder = cfg, paths, queue, embedder
-        self.extract = extract or make_extract(cfg)
+        self._stop = threading.Event()
+        self.extract = extract or make_extract(cfg, should_stop=self._stop.is_set)
         self.resolve, self.on_changes, self.on_root_missing = resolve, on_changes, on_root_missing
         self.progress = Progress()
         self.priority: dict[str, bool] = {}
         self._threads: list[threading.Thread] = []
-        self._stop = threading.Event()
         self._busy = 0
         self._busy_lock = threading.Lock()
+        self._started: dict[int, float] = {}  # regular worker thread -> when its current job began
+        self._big: set[int] = set()  # jobs the small-file lane found too big; they wait for a regular worker
+        self._lane_lock = threading.Lock()
         self.disk_full_since: float | None = None
         self.disk_full_error = ""
         self._backoff = BACKOFF_START_S
@@ -141,6 +155,10 @@ class Workers:
     def start(self) -> None:
         for i in range(self.cfg.ingest_workers):
             t = threading.Thread(target=self._supervised, name=f"ragweedd-ingest-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        if self.cfg.ingest_small_file_mb > 0:
+            t = threading.Thread(target=self._supervised, args=(True,), name="ragweedd-ingest-small", daemon=True)
             t.start()
             self._threads.append(t)
 
@@ -157,8 +175,8 @@ class Workers:
     def busy(self) -> int:
         return self._busy
 
-    def _supervised(self) -> None:
-        self.supervisor.run(self._run, after_failure=self._give_back)
+    def _supervised(self, small: bool = False) -> None:
+        self.supervisor.run(lambda: self._run(small), after_failure=self._give_back)
 
     def _give_back(self, e: BaseException) -> None:
         """After the worker loop failed: the job it held is failed with the reason (a try spent, so
@@ -167,36 +185,73 @@ class Workers:
         if job is not None:
             self.queue.fail(job, f"the ingest worker failed on this file: {type(e).__name__}: {e}", retryable=True)
 
-    def _run(self) -> None:
+    def _run(self, small: bool = False) -> None:
+        """A regular worker, or with ``small`` the small-file lane (see the module docstring)."""
         from ragweedd.ingest.pipeline import Pipeline
 
         self.priority = lower_priority(self.cfg.ingest_nice)
         pipe = Pipeline(self.cfg, self.paths, self.embedder, extract=self.extract, should_stop=self._stop.is_set)
+        me = threading.get_ident()
         try:
             while not self._stop.is_set():
+                if small and not self._someone_slow():
+                    self._stop.wait(LANE_POLL_S)
+                    continue
                 try:
-                    job = self.queue.claim()
+                    if small:
+                        with self._lane_lock:
+                            skip = set(self._big)
+                        job = self.queue.claim(LANE_POLL_S, skip=skip)
+                    else:
+                        job = self.queue.claim()
                 except Exception as e:  # claiming is a write too: a full disk must not end the thread
                     self._storage_trouble(e)
                     continue
                 if job is None:
+                    if small:
+                        continue
                     break
                 if self._stop.is_set():
                     self.queue.release(job)
                     break
+                if small and self._too_big(job):
+                    with self._lane_lock:
+                        self._big.add(job.id)
+                    self.queue.release(job)
+                    continue
                 with self._busy_lock:
                     self._busy += 1
+                if not small:
+                    with self._lane_lock:
+                        self._started[me] = time.monotonic()
                 try:
                     self._held.job = job
                     pipe = self._run_job(pipe, job)
                     self._held.job = None
                 finally:
+                    with self._lane_lock:
+                        self._started.pop(me, None)
+                        self._big.discard(job.id)
                     with self._busy_lock:
                         self._busy -= 1
                         if self._busy == 0 and not self.queue.depth().get("queued"):
                             self.progress.idle()
         finally:
             pipe.close()
+
+    def _someone_slow(self) -> bool:
+        now = time.monotonic()
+        with self._lane_lock:
+            return any(now - t >= SLOW_AFTER_S for t in self._started.values())
+
+    def _too_big(self, job: Job) -> bool:
+        """Whether the small-file lane leaves ``job`` to the regular workers."""
+        if job.op == "delete":
+            return False
+        try:
+            return os.stat(job.path).st_size > self.cfg.ingest_small_file_mb * 2**20
+        except OSError:
+            return False  # gone or unreadable: the pipeline settles that in no time
 
     def _run_job(self, pipe, job: Job):
         """Run ``job``; on a full disk keep it and run it again with backoff until space is back

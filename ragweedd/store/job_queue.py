@@ -13,9 +13,11 @@ re-added, and nothing is re-embedded.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +31,9 @@ BACKOFF_BASE_S = 2.0
 # would sort every queued job on each claim: quadratic over a 50,000-file drop).
 CLAIM_SQL = ("SELECT * FROM jobs WHERE state='queued' AND +not_before <= ?"
              " ORDER BY op = 'delete', id LIMIT 1")
+# The same, passing over the jobs a caller cannot take (the small-file lane skips big files).
+CLAIM_SKIP_SQL = ("SELECT * FROM jobs WHERE state='queued' AND +not_before <= ?"
+                  " AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY op = 'delete', id LIMIT 1")
 BACKOFF_MAX_S = 600.0
 PARKED_RETRY_S = 5.0  # how often events kept in memory on a full disk are written again
 
@@ -126,10 +131,10 @@ class JobQueue:
         return len(items)
 
     # --- consumers ---------------------------------------------------------------------------
-    def claim(self, timeout_s: float | None = None) -> Job | None:
-        """The next ready job (marked running), waiting up to ``timeout_s`` for one. Waits on a
-        condition, never by polling: producers notify, and a backing-off job's not_before bounds
-        the wait."""
+    def claim(self, timeout_s: float | None = None, skip: Collection[int] = ()) -> Job | None:
+        """The next ready job (marked running) whose id is not in ``skip``, waiting up to
+        ``timeout_s`` for one. Waits on a condition, never by polling: producers notify, and a
+        backing-off job's not_before bounds the wait."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
             with self._cond:
@@ -137,7 +142,7 @@ class JobQueue:
                     return None
             if self._parked:
                 self._write_parked()
-            job, next_at = self._try_claim()
+            job, next_at = self._try_claim(skip)
             if job is not None:
                 return job
             wait = None if next_at is None else max(0.0, next_at - time.time())
@@ -153,12 +158,21 @@ class JobQueue:
                     return None
                 self._cond.wait(wait)
 
-    def _try_claim(self) -> tuple[Job | None, float | None]:
+    def _try_claim(self, skip: Collection[int] = ()) -> tuple[Job | None, float | None]:
         now = time.time()
+        skipped = json.dumps(sorted(skip)) if skip else None
         with self._lock, transaction(self.conn):
-            row = self.conn.execute(CLAIM_SQL, (now,)).fetchone()
+            if skipped is None:
+                row = self.conn.execute(CLAIM_SQL, (now,)).fetchone()
+            else:
+                row = self.conn.execute(CLAIM_SKIP_SQL, (now, skipped)).fetchone()
             if row is None:
-                nxt = self.conn.execute("SELECT min(not_before) FROM jobs WHERE state='queued'").fetchone()[0]
+                if skipped is None:
+                    nxt = self.conn.execute("SELECT min(not_before) FROM jobs WHERE state='queued'").fetchone()[0]
+                else:
+                    nxt = self.conn.execute(
+                        "SELECT min(not_before) FROM jobs WHERE state='queued'"
+                        " AND id NOT IN (SELECT value FROM json_each(?))", (skipped,)).fetchone()[0]
                 return None, nxt
             self.conn.execute("UPDATE jobs SET state='running', updated_at=?, enqueued_at=abs(enqueued_at)"
                               " WHERE id=?", (now, row["id"]))

@@ -18,7 +18,7 @@ import json
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from ragweedd.contract import place_uri
 from ragweedd.errors import NotCreatedYetError
@@ -241,13 +241,14 @@ class RagDB:
         return ids
 
     def publish(self, *, md5: str, source_file: str, rel_path: str, kind: str, extractor: str,
-                ocr_type: str | None, title: str | None, size_bytes: int, chunks: Sequence[dict],
-                vectors: dict[str, Sequence[bytes]], embedders: dict[str, tuple[str, int]],
+                ocr_type: str | None, title: str | None, size_bytes: int, chunks: Iterable[dict],
+                vectors: dict[str, Iterable[bytes]], embedders: dict[str, tuple[str, int]],
                 replaces_path: bool = True) -> list[int]:
         """Add one document's chunks, metadata, FTS rows, vectors and change entries in one
         transaction. If ``source_file`` held other content, that content leaves in the same
         transaction (unless another path still holds it). Idempotent: content already present only
-        gains the path. Returns the new chunk ids."""
+        gains the path. Returns the new chunk ids. ``chunks`` and each space's ``vectors`` are
+        read in step, once, so a large file's may be generators (drawn chunk, then its vectors)."""
         stored, stored_rel = to_db(source_file), to_db(rel_path)
         with transaction(self.conn):
             if replaces_path:
@@ -260,7 +261,7 @@ class RagDB:
             now = time.time()
             self.conn.execute(
                 "INSERT INTO documents(md5, kind, extractor, ocr_type, title, size_bytes, chunks, added_at)"
-                " VALUES (?,?,?,?,?,?,?,?)", (md5, kind, extractor, ocr_type, title, size_bytes, len(chunks), now))
+                " VALUES (?,?,?,?,?,?,?,?)", (md5, kind, extractor, ocr_type, title, size_bytes, 0, now))
             self.conn.execute(
                 "INSERT OR REPLACE INTO document_paths(source_file, md5, rel_path, added_at) VALUES (?,?,?,?)",
                 (stored, md5, stored_rel, now))
@@ -268,7 +269,8 @@ class RagDB:
                 if self.embedder(space) is None:
                     self.set_embedder(eid, dim, space)
             ids = []
-            for n, c in enumerate(chunks):
+            vec_iters = {space: iter(vecs) for space, vecs in vectors.items()}
+            for c in chunks:
                 cur = self.conn.execute(
                     "INSERT INTO embeddings(collection_id, embedding_id, md5, chunk_idx, created_at, text_sha256)"
                     " VALUES (?,?,?,?,?,?)",
@@ -285,10 +287,11 @@ class RagDB:
                     [(cid, k, *_typed(v)) for k, v in meta.items() if v is not None])
                 self.conn.execute("INSERT INTO fts_chunks(rowid, embedding_id, content, source_file) VALUES (?,?,?,?)",
                                   (cid, f"{md5}:{c['chunk_idx']}", c["text"], stored))
-                for space, vecs in vectors.items():
+                for space, vecs in vec_iters.items():
                     self.conn.execute("INSERT INTO vectors(id, space, embedder_id, vec) VALUES (?,?,?,?)",
-                                      (cid, space, embedders[space][0], vecs[n]))
+                                      (cid, space, embedders[space][0], next(vecs)))
                 self.conn.execute("INSERT INTO changes(op, id, at) VALUES ('add', ?, ?)", (cid, now))
+            self.conn.execute("UPDATE documents SET chunks=? WHERE md5=?", (len(ids), md5))
             return ids
 
     # --- integrity ---------------------------------------------------------------------------------

@@ -127,3 +127,20 @@ def test_a_claim_walks_the_claim_index_instead_of_sorting_the_queue(tmp_path):
     first = q.claim(timeout_s=0)
     assert first is not None and first.op == "upsert" and first.path == "/r/f0"
     q.close()
+
+
+def test_claim_passes_over_skipped_jobs_and_waits_instead_of_spinning(qpath):
+    """The small-file lane skips the jobs it handed back (too big for it): it gets the next one, and
+    with only skipped jobs ready it waits out its timeout (no busy loop on their past not_before)."""
+    q = JobQueue(qpath)
+    q.put_many([("c", "/r/big.log", "upsert", "/r"), ("c", "/r/note.md", "upsert", "/r")])
+    big = q.claim(0)
+    assert big.path == "/r/big.log"
+    q.release(big)
+    small = q.claim(0, skip={big.id})
+    assert small.path == "/r/note.md"
+    q.done(small)
+    t0 = time.monotonic()
+    assert q.claim(0.3, skip={big.id}) is None
+    assert time.monotonic() - t0 >= 0.29
+    assert q.claim(0).id == big.id  # a regular worker still gets it

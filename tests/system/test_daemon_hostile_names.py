@@ -91,7 +91,7 @@ def test_an_undecodable_name_and_deep_folders_do_not_stop_the_daemon(daemon, tmp
     # the watching of the other roots.
     _deep(notes / "grown", 1000)
     (notes / "after.txt").write_text("afterdeep platypus")
-    wait_until(lambda: d.ingests(notes / "after.txt"), 120, what="a file written after the deep folder grew")
+    wait_until(lambda: d.ingests(notes / "after.txt"), 300, what="a file written after the deep folder grew")
     d.wait_idle()
     st = d.status()
     assert not [m for m in st["degraded"] if "thread stopped" in m], st["degraded"]

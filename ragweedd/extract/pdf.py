@@ -1,4 +1,5 @@
-"""PDF: pypdf text layer page by page; pages whose layer is empty or garbage are OCR'd (DESIGN §5).
+"""PDF: the text layer page by page (pdfium, pypdf as fallback: pdf_text.py); a page whose layer is
+unreadable, or missing on a page that holds an image, is OCR'd (DESIGN §5; the measure: text_quality.py).
 
 OCR renders one page at a time (``pdftoppm -r DPI -f N -l N``) into a scratch directory and reads
 it with tesseract, so a mixed PDF (typed pages + scanned pages) keeps both, and memory stays at one
@@ -8,11 +9,13 @@ page image. Every page becomes a region ``{"page": n}`` (plus ``"ocr": True`` wh
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ragweedd.errors import ExtractionError, ExtractionSkipped
+from ragweedd.extract.pdf_text import read_pdf_text
 from ragweedd.extract.sniff import require_nonempty
 from ragweedd.extract.text_builder import TextBuilder, finish
-from ragweedd.extract.text_quality import is_garbage_text
+from ragweedd.extract.text_quality import TextQuality, assess
 from ragweedd.extract.tools import TOOL_PACKAGES, run_tool, scratch_dir, tool_path
 from ragweedd.extract.base import ExtractedDoc, ExtractSettings, ToolRequirement
 from ragweedd.logging import lazy_logger
@@ -20,34 +23,10 @@ from ragweedd.logging import lazy_logger
 log = lazy_logger(__name__)
 
 
-def _open_reader(path: Path):
-    import pypdf
-    from pypdf.errors import PdfReadError
-
-    try:
-        reader = pypdf.PdfReader(str(path), strict=False)
-        encrypted = reader.is_encrypted
-    except (PdfReadError, ValueError, KeyError, TypeError, IndexError, AssertionError) as e:
-        raise ExtractionError(f"{path}: not a readable PDF ({type(e).__name__}: {e})",
-                              hint="the file is damaged or truncated; re-download or re-export it") from None
-    if encrypted:
-        try:
-            ok = reader.decrypt("")  # owner-password-only PDFs open with an empty user password
-        except Exception as e:  # noqa: BLE001 - pypdf raises assorted types for unsupported crypto
-            raise ExtractionError(f"{path}: encrypted PDF that cannot be opened ({e})",
-                                  hint="remove the password (e.g. `qpdf --decrypt`) to index it") from None
-        if not ok:
-            raise ExtractionError(f"{path}: encrypted PDF needs a password",
-                                  hint="remove the password (e.g. `qpdf --decrypt in.pdf out.pdf`) to index it")
-    return reader
-
-
-def _page_text(page, path: Path, n: int) -> str:
-    try:
-        return page.extract_text() or ""
-    except Exception as e:  # noqa: BLE001 - one broken content stream must not lose the other pages
-        log.warning("pdf_page_text_failed", file=str(path), page=n, error=f"{type(e).__name__}: {e}")
-        return ""
+def _wants_ocr(q: TextQuality, has_image: bool | None) -> bool:
+    """An unreadable layer is always worth OCR (the glyphs render fine); a missing one only when the
+    page holds an image, or when we could not tell: a blank or one-line page has nothing to read."""
+    return q.unreadable or (q.missing and has_image is not False)
 
 
 def ocr_page(path: Path, page_no: int, settings: ExtractSettings, work: Path) -> str:
@@ -71,23 +50,23 @@ class PdfExtractor:
 
     def extract(self, path: Path, settings: ExtractSettings) -> ExtractedDoc:
         require_nonempty(path)
-        reader = _open_reader(path)
-        try:
-            pages = reader.pages
-            n_pages = len(pages)
-        except Exception as e:  # noqa: BLE001
-            raise ExtractionError(f"{path}: PDF page tree is damaged ({type(e).__name__}: {e})") from None
+        layer = read_pdf_text(path)
+        texts = layer.texts
+        n_pages = len(texts)
         if n_pages == 0:
             raise ExtractionSkipped(f"{path}: PDF has no pages")
-        texts = [_page_text(pages[i], path, i + 1) for i in range(n_pages)]
-        need = [i for i, t in enumerate(texts) if is_garbage_text(t)]
+        quality = [assess(t) for t in texts]
+        need = [i for i, q in enumerate(quality) if _wants_ocr(q, layer.has_image[i])]
         ocr_done: set[int] = set()
+        ocr_tried = 0
         can_ocr = settings.ocr_enabled and tool_path("pdftoppm") and tool_path(settings.tess_bin)
         if need and can_ocr:
             with scratch_dir(settings, "ragweed-ocr-") as work:
                 for i in need:
                     got = ocr_page(path, i + 1, settings, work)
-                    if got.strip():
+                    ocr_tried += 1
+                    # OCR replaces the layer only when it reads better (text_quality.score).
+                    if assess(got).score > quality[i].score:
                         texts[i] = got
                         ocr_done.add(i)
         elif need and settings.ocr_enabled:
@@ -101,28 +80,28 @@ class PdfExtractor:
                                        f"({', '.join(missing)} missing)",
                                        hint=f"install {pkgs} (or point tess_bin at tesseract)")
         tb = TextBuilder()
+        dropped = 0
         for i, t in enumerate(texts):
-            if i in need and i not in ocr_done:
-                continue  # garbage text layer we could not replace: leave it out of the index
-            meta = {"page": i + 1}
+            if i not in ocr_done and quality[i].unreadable:
+                dropped += 1
+                continue  # an unreadable layer OCR could not replace: indexing it would only add noise
+            meta: dict[str, Any] = {"page": i + 1}
             if i in ocr_done:
                 meta["ocr"] = True
             tb.add(t.strip(), meta, sep="\n\n")
         ocr_type = None
         if ocr_done:
             ocr_type = "tesseract" if len(ocr_done) == n_pages else "tesseract:partial"
-        title = None
-        try:
-            meta = reader.metadata
-            title = (meta.title or None) if meta else None
-        except Exception:  # noqa: BLE001 - metadata is decoration
-            pass
-        doc = ExtractedDoc(text=tb.text(), kind="pdf", regions=tb.regions, ocr_type=ocr_type, title=title,
-                           extractor=self.name, stats={"pages": n_pages, "pages_ocr": len(ocr_done)})
+        stats = {"pages": n_pages, "pages_need_ocr": len(need), "pages_ocr_tried": ocr_tried,
+                 "pages_ocr": len(ocr_done), "pages_dropped": dropped, "pdf_engine": layer.engine, **layer.stats}
+        doc = ExtractedDoc(text=tb.text(), kind="pdf", regions=tb.regions, ocr_type=ocr_type, title=layer.title,
+                           extractor=self.name, stats=stats)
         return finish(doc, path, "text (text layer empty and OCR found nothing)")
 
     def requirements(self) -> list[ToolRequirement]:
         return [
+            ToolRequirement("pypdfium2", "pypdfium2 (pip; installed with ragweedd)", optional=True, kind="python",
+                            purpose="fast PDF text (without it pypdf reads PDFs, about ten times slower)"),
             ToolRequirement("pdftoppm", TOOL_PACKAGES["pdftoppm"], optional=True, purpose="OCR of scanned pages"),
             ToolRequirement("tesseract", TOOL_PACKAGES["tesseract"], optional=True, purpose="OCR of scanned pages"),
         ]

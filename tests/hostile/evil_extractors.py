@@ -76,8 +76,8 @@ class Modules(_Base):
     extensions = (".modules",)
 
     def extract(self, path: Path, settings) -> ExtractedDoc:
-        heavy = [m for m in ("numpy", "numba", "onnxruntime", "faster_whisper", "ctranslate2", "pypdf", "openpyxl",
-                             "rich") if m in sys.modules]
+        heavy = [m for m in ("numpy", "numba", "onnxruntime", "faster_whisper", "ctranslate2", "pypdf", "pypdfium2",
+                             "openpyxl", "rich") if m in sys.modules]
         return ExtractedDoc(text="loaded: " + (" ".join(heavy) or "none"), extractor=self.name)
 
 

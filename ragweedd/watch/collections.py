@@ -4,19 +4,26 @@ Collections come from the config file plus those added through the API (persiste
 ``daemon_collections`` table of ingest_db). Each root is watched while it exists; a root that
 disappears (unmounted, renamed away, deleted) is unwatched and its collection reported unavailable,
 nothing is deleted; when it returns it is watched again and scanned.
+
+Scans and watcher events queue only the files that need the pipeline, and queue them first; files
+skipped from their stat (empty, or a type no extractor reads) get their rows written here in
+batches, without a job each (watch/skipped.py says why and how that stays exact).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ragweedd.config import CollectionConfig
 from ragweedd.errors import ConfigError, NotFoundError, RequestError
 from ragweedd.logging import get_logger
-from ragweedd.store.ingest_db import IngestDB
+from ragweedd.store.ingest_db import IngestDB, SkippedFile
+from ragweedd.watch import skipped
 from ragweedd.watch.reconcile import root_state, scan
 
 log = get_logger("ragweedd.watch")
@@ -43,8 +50,12 @@ class Collections:
         # while it walks the disk (minutes on a large folder; a listing must not wait for it).
         self.db = IngestDB(paths.ingest_db)
         self._scan_db = IngestDB(paths.ingest_db)
+        # Skipped rows for watcher events are written through a connection of their own, so the
+        # watcher's lookups (self.db) and a long scan (_scan_db) never wait for each other.
+        self._event_db = IngestDB(paths.ingest_db)
         self._lock = threading.RLock()
         self._scan_lock = threading.Lock()
+        self._event_lock = threading.Lock()
         self._life = threading.Lock()  # a scan's enqueue vs. the removal of its collection
         self.watcher = watcher_factory(self)
         self.items: dict[str, CollectionState] = {}
@@ -93,6 +104,8 @@ class Collections:
             self.db.close()
         with self._scan_lock:
             self._scan_db.close()
+        with self._event_lock:
+            self._event_db.close()
 
     # --- lookup ----------------------------------------------------------------------------------
     def get(self, name: str) -> CollectionState:
@@ -191,9 +204,60 @@ class Collections:
                     return {**res.summary(), "at": time.time(), "cancelled": True}
                 self.queue.put_many([(name, p, "upsert", root_of[p]) for p in res.upserts]
                                     + [(name, p, "delete", root_of[p]) for p in res.deletes])
+            self._record_skipped(self._scan_db, name, gone,
+                                 [f._replace(root=_root(f.path, roots)) for f in res.skipped])
         st.last_scan = {**res.summary(), "at": time.time()}
         log.info("scan_done", **res.summary())
         return st.last_scan
+
+    def _record_skipped(self, db: IngestDB, name: str, gone: Callable[[], bool], files: list[SkippedFile]) -> int:
+        """Write skipped rows in batches, each while the collection cannot be removed (a removal
+        drops its rows after the batch, or the batch never runs); queue what only the pipeline may
+        settle. Returns the rows written."""
+        def write_allowed(write):
+            with self._life:
+                return None if gone() else write()
+
+        written, late = skipped.record(db, name, files, write_allowed=write_allowed)
+        if late:
+            self.queue.put_many([(name, f.path, "upsert", f.root) for f in late])
+        return written
+
+    def take_events(self, items: list[tuple[str, str, str, str | None]]) -> None:
+        """The debouncer's sink: upserts of files skipped from their stat become rows (as in a
+        scan), every other event a job, queued before those rows are written."""
+        jobs: list[tuple[str, str, str, str | None]] = []
+        skips: dict[str, list[SkippedFile]] = {}
+        roots: dict[str, list[str]] = {}
+        state: dict[str, str] = {}
+        for item in items:
+            name, path, op, _ = item
+            f = None
+            if op == "upsert" and name in self.items:
+                rs = roots.get(name)
+                if rs is None:
+                    rs = roots[name] = self.roots_of(name)
+                root = _root(path, rs)
+                if root is not None and state.setdefault(root, root_state(root)) == "ok":
+                    try:
+                        f = skipped.skipped_file(path, root, os.lstat(path))
+                    except OSError:
+                        f = None
+            if f is None:
+                jobs.append(item)
+            else:
+                skips.setdefault(name, []).append(f)
+        self.queue.put_many(jobs)
+        for name, files in skips.items():
+            st = self.items.get(name)
+            if st is None:
+                continue  # removed meanwhile: its jobs would have been dropped too
+            with self._event_lock:
+                self._record_skipped(self._event_db, name, functools.partial(self._replaced, name, st), files)
+
+    def _replaced(self, name: str, st: CollectionState) -> bool:
+        """The collection ``st`` was removed (or removed and added again) since it was looked up."""
+        return self.items.get(name) is not st
 
     def scan_all(self) -> list[dict]:
         out = []

@@ -3,9 +3,12 @@
 Watchers lose events (overflow, watch limits, network mounts, the daemon being stopped), so the
 daemon scans at start, periodically and after an overflow. A scan stats every file under the
 collection's available roots and compares (size, mtime_ns, inode) with the live ingest_files row;
-only differences become jobs: new or changed paths, paths whose ingest never finished, and deletes
-for rows whose file is gone. A root that is missing, or has become an empty mount point (a disk
-that was not mounted), contributes no deletes: its rows are kept until it returns.
+only differences count: new or changed paths, paths whose ingest never finished, and deletes for
+rows whose file is gone. A new or changed file that the stat alone says is skipped (empty, or a
+type no extractor reads) and that holds no indexed content is listed apart (``skipped``): its row
+is written without a job (watch/skipped.py); every other difference becomes a job. A root that is
+missing, or has become an empty mount point (a disk that was not mounted), contributes no deletes:
+its rows are kept until it returns.
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
+from ragweedd.store.ingest_db import SkippedFile
 from ragweedd.watch.ignore import walk_files
 from ragweedd.watch.names import shown, storable
+from ragweedd.watch.skipped import skipped_file
 
 FINISHED = ("done", "skipped", "failed")
 
@@ -42,6 +47,7 @@ class ScanResult:
     files_seen: int = 0
     upserts: list[str] = field(default_factory=list)
     deletes: list[str] = field(default_factory=list)
+    skipped: list[SkippedFile] = field(default_factory=list)  # rows to write without a job
     unavailable_roots: list[str] = field(default_factory=list)
     seconds: float = 0.0
     bad_names: list[str] = field(default_factory=list)  # shown(): names that cannot be stored
@@ -49,7 +55,7 @@ class ScanResult:
     def summary(self) -> dict:
         return {"bad_names": len(self.bad_names), "bad_name_examples": self.bad_names[:5],
                 "collection": self.collection, "files_seen": self.files_seen, "upserts": len(self.upserts),
-                "deletes": len(self.deletes), "unavailable_roots": self.unavailable_roots,
+                "skipped": len(self.skipped), "deletes": len(self.deletes), "unavailable_roots": self.unavailable_roots,
                 "seconds": round(self.seconds, 3)}
 
 
@@ -92,7 +98,12 @@ def scan(db, collection: str, roots: Iterable[str], ignore: Iterable[str] = (), 
             row = rows.pop(p, None)
             if (row is None or row["extract_status"] not in FINISHED or row["size_bytes"] != st.st_size
                     or row["mtime_ns"] != st.st_mtime_ns or row["inode"] != st.st_ino):
-                res.upserts.append(p)
+                # A path with content in the index goes through the pipeline, which removes it.
+                sk = skipped_file(p, root, st) if row is None or row["extract_status"] == "skipped" else None
+                if sk is not None:
+                    res.skipped.append(sk)
+                else:
+                    res.upserts.append(p)
     for p in rows:
         if any(_under(p, r) for r in res.unavailable_roots):
             continue  # never delete what an absent root holds

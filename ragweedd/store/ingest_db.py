@@ -252,6 +252,25 @@ class IngestDB:
                         (f.md5, f.size, now, f.mtime_ns, f.inode, f.reason, f.root, now, row["id"]))
         return held
 
+    def forget_skipped(self, collection: str, source_files: Sequence[str]) -> list[str]:
+        """Mark the live 'skipped' rows of paths that are gone as deleted, in one transaction, as the
+        pipeline would (such a row has no content in the index to remove). Returns the paths left to
+        the pipeline: a job exists for the path, or it has no live row or one that is not a skip."""
+        held: list[str] = []
+        now = time.time()
+        with transaction(self.conn):
+            for p in source_files:
+                if has_job(self.conn, collection, p):
+                    held.append(p)
+                    continue
+                row = self.live_file(collection, p)
+                if row is None or row["extract_status"] != "skipped":
+                    held.append(p)
+                    continue
+                self.conn.execute("UPDATE ingest_files SET superseded=1, extract_status='deleted', updated_at=?"
+                                  " WHERE id=?", (now, row["id"]))
+        return held
+
     def mark_deleted(self, collection: str, source_file: str) -> str | None:
         """Supersede the live row of a path; returns its md5."""
         with transaction(self.conn):

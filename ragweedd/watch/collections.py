@@ -204,56 +204,73 @@ class Collections:
                     return {**res.summary(), "at": time.time(), "cancelled": True}
                 self.queue.put_many([(name, p, "upsert", root_of[p]) for p in res.upserts]
                                     + [(name, p, "delete", root_of[p]) for p in res.deletes])
-            self._record_skipped(self._scan_db, name, gone,
-                                 [f._replace(root=_root(f.path, roots)) for f in res.skipped])
+            self._settle_skipped(self._scan_db, name, gone,
+                                 [f._replace(root=_root(f.path, roots)) for f in res.skipped],
+                                 [(p, _root(p, roots)) for p in res.skipped_gone])
         st.last_scan = {**res.summary(), "at": time.time()}
         log.info("scan_done", **res.summary())
         return st.last_scan
 
-    def _record_skipped(self, db: IngestDB, name: str, gone: Callable[[], bool], files: list[SkippedFile]) -> int:
-        """Write skipped rows in batches, each while the collection cannot be removed (a removal
-        drops its rows after the batch, or the batch never runs); queue what only the pipeline may
-        settle. Returns the rows written."""
+    def _settle_skipped(self, db: IngestDB, name: str, gone: Callable[[], bool], files: list[SkippedFile],
+                        vanished: list[tuple[str, str | None]]) -> None:
+        """Write skipped rows, and mark deleted those of skipped files that are gone, in batches,
+        each while the collection cannot be removed (a removal drops its rows after the batch, or
+        the batch never runs); queue what only the pipeline may settle."""
         def write_allowed(write):
             with self._life:
                 return None if gone() else write()
 
-        written, late = skipped.record(db, name, files, write_allowed=write_allowed)
+        late: list[tuple[str, str, str, str | None]] = []
+        if files:
+            _, held = skipped.record(db, name, files, write_allowed=write_allowed)
+            late += [(name, f.path, "upsert", f.root) for f in held]
+        if vanished:
+            _, back = skipped.forget(db, name, vanished, write_allowed=write_allowed)
+            late += [(name, p, op, root) for p, root, op in back]
         if late:
-            self.queue.put_many([(name, f.path, "upsert", f.root) for f in late])
-        return written
+            self.queue.put_many(late)
 
     def take_events(self, items: list[tuple[str, str, str, str | None]]) -> None:
-        """The debouncer's sink: upserts of files skipped from their stat become rows (as in a
-        scan), every other event a job, queued before those rows are written."""
+        """The debouncer's sink, settling events as a scan does: an upsert of a file skipped from its
+        stat becomes its row, a delete of a path that is gone marks its row deleted when that row
+        is a skip; every other event is a job, queued before those rows are written."""
         jobs: list[tuple[str, str, str, str | None]] = []
         skips: dict[str, list[SkippedFile]] = {}
+        vanished: dict[str, list[tuple[str, str | None]]] = {}
         roots: dict[str, list[str]] = {}
         state: dict[str, str] = {}
         for item in items:
             name, path, op, _ = item
             f = None
-            if op == "upsert" and name in self.items:
+            root = None
+            if name in self.items:
                 rs = roots.get(name)
                 if rs is None:
                     rs = roots[name] = self.roots_of(name)
                 root = _root(path, rs)
-                if root is not None and state.setdefault(root, root_state(root)) == "ok":
-                    try:
-                        f = skipped.skipped_file(path, root, os.lstat(path))
-                    except OSError:
-                        f = None
-            if f is None:
-                jobs.append(item)
-            else:
-                skips.setdefault(name, []).append(f)
+                if root is not None and state.setdefault(root, root_state(root)) != "ok":
+                    root = None  # nothing is settled under a root that is not there: the worker decides
+            if root is not None and op == "upsert":
+                try:
+                    f = skipped.skipped_file(path, root, os.lstat(path))
+                except OSError:
+                    f = None
+                if f is not None:
+                    skips.setdefault(name, []).append(f)
+                    continue
+            elif root is not None and op == "delete" and not os.path.lexists(path):
+                # Only a skipped row is settled here; forget_skipped hands any other back.
+                vanished.setdefault(name, []).append((path, root))
+                continue
+            jobs.append(item)
         self.queue.put_many(jobs)
-        for name, files in skips.items():
+        for name in {**skips, **vanished}:
             st = self.items.get(name)
             if st is None:
                 continue  # removed meanwhile: its jobs would have been dropped too
             with self._event_lock:
-                self._record_skipped(self._event_db, name, functools.partial(self._replaced, name, st), files)
+                self._settle_skipped(self._event_db, name, functools.partial(self._replaced, name, st),
+                                     skips.get(name, []), vanished.get(name, []))
 
     def _replaced(self, name: str, st: CollectionState) -> bool:
         """The collection ``st`` was removed (or removed and added again) since it was looked up."""

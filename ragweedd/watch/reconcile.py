@@ -6,7 +6,8 @@ collection's available roots and compares (size, mtime_ns, inode) with the live 
 only differences count: new or changed paths, paths whose ingest never finished, and deletes for
 rows whose file is gone. A new or changed file that the stat alone says is skipped (empty, or a
 type no extractor reads) and that holds no indexed content is listed apart (``skipped``): its row
-is written without a job (watch/skipped.py); every other difference becomes a job. A root that is
+is written without a job (watch/skipped.py), and a skipped row whose file is gone is listed apart
+too (``skipped_gone``); every other difference becomes a job. A root that is
 missing, or has become an empty mount point (a disk that was not mounted), contributes no deletes:
 its rows are kept until it returns.
 """
@@ -48,6 +49,7 @@ class ScanResult:
     upserts: list[str] = field(default_factory=list)
     deletes: list[str] = field(default_factory=list)
     skipped: list[SkippedFile] = field(default_factory=list)  # rows to write without a job
+    skipped_gone: list[str] = field(default_factory=list)  # skipped rows whose file is gone: no job either
     unavailable_roots: list[str] = field(default_factory=list)
     seconds: float = 0.0
     bad_names: list[str] = field(default_factory=list)  # shown(): names that cannot be stored
@@ -55,7 +57,8 @@ class ScanResult:
     def summary(self) -> dict:
         return {"bad_names": len(self.bad_names), "bad_name_examples": self.bad_names[:5],
                 "collection": self.collection, "files_seen": self.files_seen, "upserts": len(self.upserts),
-                "skipped": len(self.skipped), "deletes": len(self.deletes), "unavailable_roots": self.unavailable_roots,
+                "skipped": len(self.skipped), "deletes": len(self.deletes),
+                "skipped_gone": len(self.skipped_gone), "unavailable_roots": self.unavailable_roots,
                 "seconds": round(self.seconds, 3)}
 
 
@@ -108,7 +111,11 @@ def scan(db, collection: str, roots: Iterable[str], ignore: Iterable[str] = (), 
         if any(_under(p, r) for r in res.unavailable_roots):
             continue  # never delete what an absent root holds
         # Gone, or present but no longer walked (now ignored, a symlink, outside every root): the
-        # worker removes it unless it finds an indexable file there when the job runs.
-        res.deletes.append(p)
+        # worker removes it unless it finds an indexable file there when the job runs. A skipped
+        # row of a path that is simply gone has nothing in the index: its row is settled directly.
+        if rows[p]["extract_status"] == "skipped" and not os.path.lexists(p):
+            res.skipped_gone.append(p)
+        else:
+            res.deletes.append(p)
     res.seconds = time.monotonic() - t0
     return res

@@ -16,6 +16,9 @@ stat), and nothing may go stale or be counted twice:
   between the first look and the commit (its event may have been handled before the row existed)
   is queued as an upsert, and the worker settles it from what is on disk then. A change after
   that second look produces an event that finds the row.
+- A skipped file that is gone has its row marked deleted the same way (``forget``): only when
+  the path is absent and its row is a skip with no job (``IngestDB.forget_skipped`` hands back
+  anything else); a path back on disk after its batch is queued as an upsert.
 - A crash loses at most the batch being written; the start-up scan finds those files again.
 """
 
@@ -26,7 +29,7 @@ import hashlib
 import os
 import stat as stat_mod
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, TypeVar
 
 from ragweedd.store.ingest_db import IngestDB, SkippedFile
 from ragweedd.store.sqlite import is_disk_full
@@ -68,29 +71,64 @@ def _changed_since(f: SkippedFile) -> bool:
             or st.st_ino != f.inode)
 
 
-def record(db: IngestDB, collection: str, files: Sequence[SkippedFile], *,
-           write_allowed: Callable[[Callable[[], list[str]]], list[str] | None]) -> tuple[int, list[SkippedFile]]:
+T = TypeVar("T")
+WriteAllowed = Callable[[Callable[[], list[str]]], "list[str] | None"]
+
+
+def _batches(write_part: Callable[[list[T]], list[str]], items: list[T], key: Callable[[T], str], *,
+             write_allowed: WriteAllowed) -> Iterator[tuple[list[T], set[str]]]:
+    """(batch, paths held back by the store) for each batch written; stops once the collection is
+    removed. A full disk holds back the whole batch (the queue keeps it in memory until space is
+    back)."""
+    for i in range(0, len(items), BATCH):
+        part = items[i:i + BATCH]
+        try:
+            held = write_allowed(functools.partial(write_part, part))
+        except Exception as e:
+            if not is_disk_full(e):
+                raise
+            held = [key(x) for x in part]
+        if held is None:
+            return
+        yield part, set(held)
+
+
+def record(db: IngestDB, collection: str, files: list[SkippedFile], *,
+           write_allowed: WriteAllowed) -> tuple[int, list[SkippedFile]]:
     """Write ``files`` as skipped rows in batches. ``write_allowed(write)`` runs one batch's
     ``write`` while the collection cannot be removed, or returns None (without running it) once it
     has been: the rest is dropped. Returns (rows written or already current, files the pipeline
     must settle: held by ``record_skipped`` or changed since their stat)."""
     done = 0
     to_queue: list[SkippedFile] = []
-    for i in range(0, len(files), BATCH):
-        part = files[i:i + BATCH]
-        try:
-            held = write_allowed(functools.partial(db.record_skipped, collection, part))
-        except Exception as e:
-            if not is_disk_full(e):
-                raise
-            # The queue keeps what it cannot write in memory until space is back; so do these.
-            held = [f.path for f in part]
-        if held is None:
-            break
-        held_set = set(held)
+    write = functools.partial(db.record_skipped, collection)
+    for part, held in _batches(write, files, lambda f: f.path, write_allowed=write_allowed):
         for f in part:
-            if f.path in held_set or _changed_since(f):
+            if f.path in held or _changed_since(f):
                 to_queue.append(f)
             else:
                 done += 1
     return done, to_queue
+
+
+def forget(db: IngestDB, collection: str, gone: list[tuple[str, str | None]], *,
+           write_allowed: WriteAllowed) -> tuple[int, list[tuple[str, str | None, str]]]:
+    """Mark the skipped rows of ``gone`` (path, root) -- paths found absent -- deleted, in batches,
+    without a job each. Returns (rows settled, (path, root, op) the pipeline must settle: held by
+    ``forget_skipped`` (op 'delete'), or back on disk since (op 'upsert'))."""
+    done = 0
+    to_queue: list[tuple[str, str | None, str]] = []
+    write = functools.partial(_forget_paths, db, collection)
+    for part, held in _batches(write, gone, lambda g: g[0], write_allowed=write_allowed):
+        for path, root in part:
+            if path in held:
+                to_queue.append((path, root, "delete"))
+            elif os.path.lexists(path):
+                to_queue.append((path, root, "upsert"))
+            else:
+                done += 1
+    return done, to_queue
+
+
+def _forget_paths(db: IngestDB, collection: str, part: list[tuple[str, str | None]]) -> list[str]:
+    return db.forget_skipped(collection, [p for p, _ in part])

@@ -179,8 +179,10 @@ def test_skipped_files_edited_renamed_or_deleted_settle_as_before_through_a_scan
     assert rows[str(root / "renamed.txt")]["extract_status"] == "skipped"
     assert rows[str(root / "renamed.bin")]["extract_status"] == "skipped"
     assert {r["extract_status"] for p, r in rows.items() if p != str(edited)} == {"skipped"}
-    # The edit and the three old paths' deletes; not one pipeline run for a skipped file.
-    assert workers.progress.done == 4
+    # The edit only: not one pipeline run for a skipped file, found, renamed or deleted.
+    assert workers.progress.done == 1
+    assert sum(1 for r in queue.conn.execute("SELECT 1 FROM ingest_files WHERE collection='c' AND superseded=1"
+                                             " AND extract_status='deleted'")) == 3
 
 
 def test_watcher_events_write_skipped_rows_and_queue_real_files_first(env, tmp_path, monkeypatch):
@@ -237,9 +239,9 @@ def test_watcher_events_write_skipped_rows_and_queue_real_files_first(env, tmp_p
         deb.stop()
     rows = _live(paths, "c")
     assert rows[str(root / "renamed.txt")]["extract_status"] == "skipped"
-    # Jobs only for what needs the pipeline: the real note, the edit, the old paths' deletes.
-    assert queued == {(str(real), "upsert"), (str(files[0]), "upsert"), (str(files[2]), "delete"),
-                      (str(files[4]), "delete")}
+    # Jobs only for what needs the pipeline: the real note and the edit. The rename's old path and
+    # the deleted file held skipped rows: those are marked deleted without a job.
+    assert queued == {(str(real), "upsert"), (str(files[0]), "upsert")}
 
 
 def test_rows_that_only_the_pipeline_may_settle_are_left_to_it(env, tmp_path):
@@ -277,6 +279,17 @@ def test_rows_that_only_the_pipeline_may_settle_are_left_to_it(env, tmp_path):
         assert db.live_file("c", str(current))["updated_at"] == before  # already current: untouched
         assert db.live_file("c", str(moved))["mtime_ns"] == 1
         assert db.live_file("c", str(fresh))["extract_status"] == "skipped"
+        assert db.live_file("c", str(indexed))["extract_status"] == "done"
+        # Deletes: only a skipped row of a path that is gone is settled without the pipeline.
+        for p in (current, moved, indexed):
+            p.unlink()
+        moved.touch()  # back on disk after it was found gone
+        never = str(root / "never-seen.txt")
+        done, back = skipped.forget(db, "c", [(str(p), str(root)) for p in (current, moved, indexed, queued)]
+                                    + [(never, str(root))], write_allowed=lambda write: write())
+        assert done == 1 and db.live_file("c", str(current)) is None
+        assert sorted(back) == sorted([(str(moved), str(root), "upsert"), (str(indexed), str(root), "delete"),
+                                       (str(queued), str(root), "delete"), (never, str(root), "delete")])
         assert db.live_file("c", str(indexed))["extract_status"] == "done"
     finally:
         db.close()

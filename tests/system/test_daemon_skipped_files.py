@@ -60,6 +60,8 @@ def test_skipped_files_cost_a_row_not_a_pipeline_run(daemon, tmp_path):
     d.wait_idle()
     rows = d.live_rows("docs")
     assert rows[str(root / "renamed.txt")]["extract_status"] == "skipped"
+    # The rename's old path and the deleted file held skipped rows: marked deleted without a job.
+    assert {e["path"] for e in d.events("ingest_file")} == {str(real), str(real2), str(found[0])}
     assert rows[str(found[0])]["extract_status"] == "done"
     assert any("puffins" in h["text"] for h in d.search("puffins nesting on the cliffs"))
     with d.db() as c:

@@ -13,7 +13,9 @@ With ``--live`` the daemon starts on an empty folder and the N files are created
 (the reported case: inotify's queue overflows, default fs.inotify.max_queued_events = 16384, and
 each overflow asks for a rescan of the root); times then count from the first file created, and
 ``overflows`` / ``scans`` count the daemon's ``watch_overflow`` and ``scan_done`` log lines.
-``documents_max_during_ms`` is the slowest first-page listing sampled while the files settle.
+``documents_p95_during_ms`` / ``documents_max_during_ms`` are first-page listings sampled while the
+files settle. Last, every skipped file is deleted while the daemon watches: ``delete_all_s`` is the
+time until no skipped row is left and the queue is empty.
 
     .venv/bin/python benchmarks/skipped_files.py [--files 50000] [--live] [--timeout 900]
 """
@@ -80,6 +82,7 @@ def main() -> int:
     ap.add_argument("--model", default="hash:64")
     ap.add_argument("--out", default="skipped_files")
     ap.add_argument("--live", action="store_true", help="create the files while the daemon watches the folder")
+    ap.add_argument("--keep-log", help="copy the daemon's log here before its temporary folder goes")
     a = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="rw-skip-") as tmp:
@@ -125,15 +128,34 @@ def main() -> int:
             settle_s = time.monotonic() - t0
             first = timed_get(d, "/v1/documents?limit=50", 20)
             deep = timed_get(d, f"/v1/documents?limit=50&offset={max(0, a.files - 100)}", 20)
+            # Then every skipped file is deleted while the daemon watches: their rows must go as fast.
+            t = time.monotonic()
+            for f in root.iterdir():
+                if f.name != NEW_FILE:
+                    f.unlink()
+            gone_ok = False
+            while time.monotonic() - t < a.timeout:
+                s = requests.get(d.url("/v1/status"), headers=d.h, timeout=60).json()
+                q = s["queue"]
+                if (not s["files_by_state"].get("skipped") and not q.get("queued") and not q.get("running")
+                        and not q.get("debouncing")):
+                    gone_ok = True
+                    break
+                time.sleep(0.25)
+            delete_s = time.monotonic() - t
         finally:
             if maker is not None:
                 maker.join()
             d.stop()
             events = (base / "daemon.log").read_text(errors="replace")
+            if a.keep_log:
+                Path(a.keep_log).write_text(events)
     row = {"files": a.files, "live": a.live, "settled": ok, "settle_s": round(settle_s, 1),
            "create_files_s": round(made_s, 1),
            "overflows": events.count('"watch_overflow"'), "scans": events.count('"scan_done"'),
            "documents_max_during_ms": round(max(during), 1) if during else None,
+           "documents_p95_during_ms": round(sorted(during)[int(0.95 * (len(during) - 1))], 1) if during else None,
+           "delete_all_s": round(delete_s, 1) if gone_ok else None,
            "new_file_s": None if new_file_s is None else round(new_file_s, 1),
            "files_seen_at_drop": seen_at_drop, "load_avg_1m": round(os.getloadavg()[0], 2),
            "files_by_state": last.get("files_by_state"),
@@ -141,11 +163,12 @@ def main() -> int:
            "documents_p95_ms": round(sorted(first)[int(0.95 * (len(first) - 1))], 1),
            "documents_deep_p50_ms": round(statistics.median(deep), 1)}
     print(table([row], ["files", "live", "settled", "settle_s", "create_files_s", "new_file_s", "overflows",
-                        "scans", "documents_max_during_ms", "documents_p50_ms", "documents_p95_ms",
+                        "scans", "delete_all_s", "documents_p95_during_ms", "documents_max_during_ms",
+                        "documents_p50_ms", "documents_p95_ms",
                         "documents_deep_p50_ms", "load_avg_1m"]))
     print(f"files_by_state: {row['files_by_state']}")
     print(f"wrote {write_json(a.out, row)}")
-    return 0 if ok and new_file_s is not None else 1
+    return 0 if ok and new_file_s is not None and gone_ok else 1
 
 
 if __name__ == "__main__":

@@ -12,7 +12,9 @@ benchmarks/results/skipped_files.json). Target: under 60 s for 50,000 files, lis
 With ``--live`` the daemon starts on an empty folder and the N files are created while it watches
 (the reported case: inotify's queue overflows, default fs.inotify.max_queued_events = 16384, and
 each overflow asks for a rescan of the root); times then count from the first file created, and
-``overflows`` / ``scans`` count the daemon's ``watch_overflow`` and ``scan_done`` log lines.
+``overflows`` / ``scans`` count the daemon's ``watch_overflow`` and ``scan_done`` log lines (over
+the whole run, the deletes at the end included), and ``polled`` says whether the folder ended up
+polled instead of watched (status ``degraded``, read when the files had settled).
 ``documents_p95_during_ms`` / ``documents_max_during_ms`` are first-page listings sampled while the
 files settle. Last, every skipped file is deleted while the daemon watches: ``delete_all_s`` is the
 time until no skipped row is left and the queue is empty.
@@ -159,11 +161,12 @@ def main() -> int:
            "new_file_s": None if new_file_s is None else round(new_file_s, 1),
            "files_seen_at_drop": seen_at_drop, "load_avg_1m": round(os.getloadavg()[0], 2),
            "files_by_state": last.get("files_by_state"),
+           "polled": any("polling" in m for m in last.get("degraded") or []), "degraded": last.get("degraded"),
            "documents_p50_ms": round(statistics.median(first), 1),
            "documents_p95_ms": round(sorted(first)[int(0.95 * (len(first) - 1))], 1),
            "documents_deep_p50_ms": round(statistics.median(deep), 1)}
     print(table([row], ["files", "live", "settled", "settle_s", "create_files_s", "new_file_s", "overflows",
-                        "scans", "delete_all_s", "documents_p95_during_ms", "documents_max_during_ms",
+                        "scans", "polled", "delete_all_s", "documents_p95_during_ms", "documents_max_during_ms",
                         "documents_p50_ms", "documents_p95_ms",
                         "documents_deep_p50_ms", "load_avg_1m"]))
     print(f"files_by_state: {row['files_by_state']}")

@@ -114,6 +114,11 @@ CREATE TABLE daemon_collections (
     (3, "jobs_claim_order", """
 CREATE INDEX jobs_next ON jobs(state, op = 'delete', id);
 """),
+    # Status counts live files by state on every call (and each collection's indexed ones): with
+    # 200,000 skipped rows that was a scan of the table, 170 + 80 ms; this index answers both.
+    (4, "files_by_state", """
+CREATE INDEX ingest_files_state ON ingest_files(extract_status, collection) WHERE superseded = 0;
+"""),
 ]
 
 # File states a user sees (status, documents listing).

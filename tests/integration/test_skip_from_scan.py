@@ -21,7 +21,7 @@ from ragweedd.embed.hashing import HashEmbedder
 from ragweedd.ingest.pipeline import Pipeline
 from ragweedd.ingest.worker import Workers
 from ragweedd.paths import Paths
-from ragweedd.store.ingest_db import IngestDB
+from ragweedd.store.ingest_db import IngestDB, SkippedFile
 from ragweedd.store.job_queue import JobQueue
 from ragweedd.watch.collections import Collections
 from ragweedd.watch.debounce import Debouncer
@@ -299,7 +299,7 @@ _CRASHER = r"""
 import sys, time
 from ragweedd.config import load_config
 from ragweedd.paths import Paths
-from ragweedd.store.ingest_db import IngestDB
+from ragweedd.store.ingest_db import IngestDB, SkippedFile
 from ragweedd.store.job_queue import JobQueue
 from ragweedd.watch import skipped
 from ragweedd.watch.collections import Collections
@@ -362,3 +362,24 @@ def test_kill_9_while_skipped_rows_are_written_then_a_scan_converges(env, tmp_pa
     n = queue.conn.execute("SELECT count(*) FROM ingest_files WHERE collection='c'").fetchone()[0]
     assert n == len(files)
     assert _jobs(queue) == []
+
+
+def test_status_counts_walk_the_state_index_not_the_table(env, tmp_path):
+    """Status counts live files by state, and each collection's indexed ones, on every call: with
+    200,000 skipped rows that was a scan of the whole table (170 + 80 ms a status)."""
+    _, paths, _, _ = env
+    db = IngestDB(paths.ingest_db)
+    try:
+        db.record_skipped("c", [SkippedFile(f"/r/f{i}.bin", "/r", 3, 1, i, None, "unsupported") for i in range(3000)])
+        seen: list[str] = []
+        db.conn.set_trace_callback(seen.append)
+        assert db.done_count("c") == 0
+        assert db.counts_by_state() == {"skipped": 3000}
+        db.conn.set_trace_callback(None)
+        plans = {q: " ".join(str(r[3]) for r in db.conn.execute("EXPLAIN QUERY PLAN " + q)) for q in seen}
+    finally:
+        db.close()
+    assert len(plans) == 2, plans
+    for q, plan in plans.items():
+        assert "ingest_files_state" in plan, (q, plan)
+    assert any("SEARCH" in p for p in plans.values()), plans  # done_count: a range, not a scan

@@ -36,7 +36,10 @@ class Core:
         self.cfg, self.paths, self.embedder, self.index = cfg, paths, embedder, index
         self.started_at = time.time()
         self.queue = JobQueue(paths.ingest_db, max_tries=cfg.extract_max_tries)
-        self.debouncer = Debouncer(self.queue.put_many, debounce_s=cfg.debounce_s, delete_hold_s=cfg.delete_hold_s)
+        # Events go to the collections, which queue what needs the pipeline and write the rows of
+        # files skipped from their stat themselves (watch/skipped.py).
+        self.debouncer = Debouncer(lambda items: self.collections.take_events(items), debounce_s=cfg.debounce_s,
+                                   delete_hold_s=cfg.delete_hold_s)
         self._scan_wanted: set[str] = set()
         self._scan_cv = threading.Condition()
         self._stopping = False

@@ -27,11 +27,11 @@ from ragweedd.logging import get_logger
 from ragweedd.paths import Paths
 from ragweedd.store.ingest_db import IngestDB
 from ragweedd.store.rag_db import PRIMARY, RagDB
+from ragweedd.watch.skipped import cap_lifted, skip_reason
 
 log = get_logger("ragweedd.ingest")
 
 ExtractFn = Callable[[Path, ExtractSettings], ExtractedDoc]
-EMPTY_MD5 = hashlib.md5(b"", usedforsecurity=False).hexdigest()
 
 
 @dataclass
@@ -78,9 +78,6 @@ def in_process_extract(path: Path, settings: ExtractSettings) -> ExtractedDoc:
     return extract_file(path, settings)
 
 
-# Extractors whose input is the text itself: their cap is ingest_max_text_mb (every other format's
-# is ingest_max_file_mb).
-TEXT_LIKE = frozenset({"text", "html", "svg", "json", "csv", "tex", "rtf"})
 
 
 def _streams(src: str, size: int) -> bool:
@@ -165,7 +162,7 @@ class Pipeline:
         row = self.db.live_file(collection, src)
         if (not force and row is not None and row["extract_status"] in ("done", "skipped")
                 and row["size_bytes"] == st.st_size and row["mtime_ns"] == st.st_mtime_ns
-                and row["inode"] == st.st_ino):
+                and row["inode"] == st.st_ino and not cap_lifted(row, src, st.st_size, self.cfg)):
             return FileOutcome(src, "unchanged", md5=row["md5"], chunks=row["chunks"])
         stat_kw = dict(size=st.st_size, mtime_ns=st.st_mtime_ns, inode=st.st_ino, root=str(root) if root else None)
         skip = self._skip_from_stat(src, st.st_size, self.cfg)
@@ -319,23 +316,7 @@ class Pipeline:
 
     @staticmethod
     def _skip_from_stat(src: str, size: int, cfg) -> tuple[str | None, str] | None:
-        """(md5, reason) when the stat alone says the file is not to be indexed, else None: an empty
-        file (its md5 is known), a type no extractor reads, or a file over its size cap (their
-        bytes are never read)."""
-        from ragweedd.extract.registry import extractor_for
-
-        p = Path(src)
-        ex = extractor_for(p)
-        if ex is None:
-            return None, f"{src}: unsupported file type {p.suffix or '(no extension)'!r}; skipped"
-        if size == 0:
-            return EMPTY_MD5, f"{src}: empty file (0 bytes)"
-        key, cap = (("ingest_max_text_mb", cfg.ingest_max_text_mb) if ex.name in TEXT_LIKE
-                    else ("ingest_max_file_mb", cfg.ingest_max_file_mb))
-        if size > cap << 20:
-            return None, (f"{src}: larger than {key} ({cap} MiB): {size / 2**20:.1f} MiB; skipped "
-                          f"(raise {key} to index it, then touch the file)")
-        return None
+        return skip_reason(src, size, cfg)
 
     def _skip_cheaply(self, collection: str, src: str, row, skip: tuple[str | None, str], stat_kw: dict,
                       t0: float) -> FileOutcome:

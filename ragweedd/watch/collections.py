@@ -4,19 +4,26 @@ Collections come from the config file plus those added through the API (persiste
 ``daemon_collections`` table of ingest_db). Each root is watched while it exists; a root that
 disappears (unmounted, renamed away, deleted) is unwatched and its collection reported unavailable,
 nothing is deleted; when it returns it is watched again and scanned.
+
+Scans and watcher events queue only the files that need the pipeline, and queue them first; files
+skipped from their stat (empty, or a type no extractor reads) get their rows written here in
+batches, without a job each (watch/skipped.py says why and how that stays exact).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ragweedd.config import CollectionConfig
 from ragweedd.errors import ConfigError, NotFoundError, RequestError
 from ragweedd.logging import get_logger
-from ragweedd.store.ingest_db import IngestDB
+from ragweedd.store.ingest_db import IngestDB, SkippedFile
+from ragweedd.watch import skipped
 from ragweedd.watch.reconcile import root_state, scan
 
 log = get_logger("ragweedd.watch")
@@ -43,8 +50,12 @@ class Collections:
         # while it walks the disk (minutes on a large folder; a listing must not wait for it).
         self.db = IngestDB(paths.ingest_db)
         self._scan_db = IngestDB(paths.ingest_db)
+        # Skipped rows for watcher events are written through a connection of their own, so the
+        # watcher's lookups (self.db) and a long scan (_scan_db) never wait for each other.
+        self._event_db = IngestDB(paths.ingest_db)
         self._lock = threading.RLock()
         self._scan_lock = threading.Lock()
+        self._event_lock = threading.Lock()
         self._life = threading.Lock()  # a scan's enqueue vs. the removal of its collection
         self.watcher = watcher_factory(self)
         self.items: dict[str, CollectionState] = {}
@@ -93,6 +104,8 @@ class Collections:
             self.db.close()
         with self._scan_lock:
             self._scan_db.close()
+        with self._event_lock:
+            self._event_db.close()
 
     # --- lookup ----------------------------------------------------------------------------------
     def get(self, name: str) -> CollectionState:
@@ -182,7 +195,8 @@ class Collections:
         skip = [r for r, s in st.roots.items() if s != "ok"]
         gone = lambda: self.items.get(name) is not st  # noqa: E731 - removed (or re-added) meanwhile
         with self._scan_lock:
-            res = scan(self._scan_db, name, roots, self.ignore_of(name), skip_roots=skip, cancelled=gone)
+            res = scan(self._scan_db, name, roots, self.ignore_of(name), skip_roots=skip, cancelled=gone,
+                       cfg=self.cfg)
             root_of = {p: _root(p, roots) for p in res.upserts + res.deletes}
             with self._life:
                 if gone():
@@ -191,9 +205,77 @@ class Collections:
                     return {**res.summary(), "at": time.time(), "cancelled": True}
                 self.queue.put_many([(name, p, "upsert", root_of[p]) for p in res.upserts]
                                     + [(name, p, "delete", root_of[p]) for p in res.deletes])
+            self._settle_skipped(self._scan_db, name, gone,
+                                 [f._replace(root=_root(f.path, roots)) for f in res.skipped],
+                                 [(p, _root(p, roots)) for p in res.skipped_gone])
         st.last_scan = {**res.summary(), "at": time.time()}
         log.info("scan_done", **res.summary())
         return st.last_scan
+
+    def _settle_skipped(self, db: IngestDB, name: str, gone: Callable[[], bool], files: list[SkippedFile],
+                        vanished: list[tuple[str, str | None]]) -> None:
+        """Write skipped rows, and mark deleted those of skipped files that are gone, in batches,
+        each while the collection cannot be removed (a removal drops its rows after the batch, or
+        the batch never runs); queue what only the pipeline may settle."""
+        def write_allowed(write):
+            with self._life:
+                return None if gone() else write()
+
+        late: list[tuple[str, str, str, str | None]] = []
+        if files:
+            _, held = skipped.record(db, name, files, write_allowed=write_allowed)
+            late += [(name, f.path, "upsert", f.root) for f in held]
+        if vanished:
+            _, back = skipped.forget(db, name, vanished, write_allowed=write_allowed)
+            late += [(name, p, op, root) for p, root, op in back]
+        if late:
+            self.queue.put_many(late)
+
+    def take_events(self, items: list[tuple[str, str, str, str | None]]) -> None:
+        """The debouncer's sink, settling events as a scan does: an upsert of a file skipped from its
+        stat becomes its row, a delete of a path that is gone marks its row deleted when that row
+        is a skip; every other event is a job, queued before those rows are written."""
+        jobs: list[tuple[str, str, str, str | None]] = []
+        skips: dict[str, list[SkippedFile]] = {}
+        vanished: dict[str, list[tuple[str, str | None]]] = {}
+        roots: dict[str, list[str]] = {}
+        state: dict[str, str] = {}
+        for item in items:
+            name, path, op, _ = item
+            f = None
+            root = None
+            if name in self.items:
+                rs = roots.get(name)
+                if rs is None:
+                    rs = roots[name] = self.roots_of(name)
+                root = _root(path, rs)
+                if root is not None and state.setdefault(root, root_state(root)) != "ok":
+                    root = None  # nothing is settled under a root that is not there: the worker decides
+            if root is not None and op == "upsert":
+                try:
+                    f = skipped.skipped_file(path, root, os.lstat(path))
+                except OSError:
+                    f = None
+                if f is not None:
+                    skips.setdefault(name, []).append(f)
+                    continue
+            elif root is not None and op == "delete" and not os.path.lexists(path):
+                # Only a skipped row is settled here; forget_skipped hands any other back.
+                vanished.setdefault(name, []).append((path, root))
+                continue
+            jobs.append(item)
+        self.queue.put_many(jobs)
+        for name in {**skips, **vanished}:
+            st = self.items.get(name)
+            if st is None:
+                continue  # removed meanwhile: its jobs would have been dropped too
+            with self._event_lock:
+                self._settle_skipped(self._event_db, name, functools.partial(self._replaced, name, st),
+                                     skips.get(name, []), vanished.get(name, []))
+
+    def _replaced(self, name: str, st: CollectionState) -> bool:
+        """The collection ``st`` was removed (or removed and added again) since it was looked up."""
+        return self.items.get(name) is not st
 
     def scan_all(self) -> list[dict]:
         out = []

@@ -3,9 +3,13 @@
 Watchers lose events (overflow, watch limits, network mounts, the daemon being stopped), so the
 daemon scans at start, periodically and after an overflow. A scan stats every file under the
 collection's available roots and compares (size, mtime_ns, inode) with the live ingest_files row;
-only differences become jobs: new or changed paths, paths whose ingest never finished, and deletes
-for rows whose file is gone. A root that is missing, or has become an empty mount point (a disk
-that was not mounted), contributes no deletes: its rows are kept until it returns.
+only differences count: new or changed paths, paths whose ingest never finished, and deletes for
+rows whose file is gone. A new or changed file that the stat alone says is skipped (empty, or a
+type no extractor reads) and that holds no indexed content is listed apart (``skipped``): its row
+is written without a job (watch/skipped.py), and a skipped row whose file is gone is listed apart
+too (``skipped_gone``); every other difference becomes a job. A root that is
+missing, or has become an empty mount point (a disk that was not mounted), contributes no deletes:
+its rows are kept until it returns.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
+from ragweedd.store.ingest_db import SkippedFile
 from ragweedd.watch.ignore import walk_files
+from ragweedd.watch.skipped import cap_lifted, skipped_file
 
 FINISHED = ("done", "skipped", "failed")
 
@@ -41,12 +47,15 @@ class ScanResult:
     files_seen: int = 0
     upserts: list[str] = field(default_factory=list)
     deletes: list[str] = field(default_factory=list)
+    skipped: list[SkippedFile] = field(default_factory=list)  # rows to write without a job
+    skipped_gone: list[str] = field(default_factory=list)  # skipped rows whose file is gone: no job either
     unavailable_roots: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     def summary(self) -> dict:
         return {"collection": self.collection, "files_seen": self.files_seen, "upserts": len(self.upserts),
-                "deletes": len(self.deletes), "unavailable_roots": self.unavailable_roots,
+                "skipped": len(self.skipped), "deletes": len(self.deletes),
+                "skipped_gone": len(self.skipped_gone), "unavailable_roots": self.unavailable_roots,
                 "seconds": round(self.seconds, 3)}
 
 
@@ -55,11 +64,12 @@ def _under(path: str, root: str) -> bool:
 
 
 def scan(db, collection: str, roots: Iterable[str], ignore: Iterable[str] = (), *,
-         skip_roots: Iterable[str] = (), cancelled: Callable[[], bool] = lambda: False) -> ScanResult:
+         skip_roots: Iterable[str] = (), cancelled: Callable[[], bool] = lambda: False, cfg=None) -> ScanResult:
     """Differences between disk and the ingest_files rows of ``collection`` (``db``: an IngestDB).
     Roots in ``skip_roots`` are treated like unavailable ones (their rows are left alone). The walk
     stops early, with a partial result, once ``cancelled()`` is true (the collection was removed). The rows
-    are read once, before the walk, so nothing is held while the disk is read."""
+    are read once, before the walk, so nothing is held while the disk is read. With ``cfg``, a file
+    skipped for a size cap that has since been raised is read again."""
     t0 = time.monotonic()
     roots = [str(r) for r in roots]
     ignore = tuple(ignore)
@@ -86,12 +96,23 @@ def scan(db, collection: str, roots: Iterable[str], ignore: Iterable[str] = (), 
             row = rows.pop(p, None)
             if (row is None or row["extract_status"] not in FINISHED or row["size_bytes"] != st.st_size
                     or row["mtime_ns"] != st.st_mtime_ns or row["inode"] != st.st_ino):
+                # A path with content in the index goes through the pipeline, which removes it.
+                sk = skipped_file(p, root, st) if row is None or row["extract_status"] == "skipped" else None
+                if sk is not None:
+                    res.skipped.append(sk)
+                else:
+                    res.upserts.append(p)
+            elif cfg is not None and cap_lifted(row, p, st.st_size, cfg):
                 res.upserts.append(p)
     for p in rows:
         if any(_under(p, r) for r in res.unavailable_roots):
             continue  # never delete what an absent root holds
         # Gone, or present but no longer walked (now ignored, a symlink, outside every root): the
-        # worker removes it unless it finds an indexable file there when the job runs.
-        res.deletes.append(p)
+        # worker removes it unless it finds an indexable file there when the job runs. A skipped
+        # row of a path that is simply gone has nothing in the index: its row is settled directly.
+        if rows[p]["extract_status"] == "skipped" and not os.path.lexists(p):
+            res.skipped_gone.append(p)
+        else:
+            res.deletes.append(p)
     res.seconds = time.monotonic() - t0
     return res

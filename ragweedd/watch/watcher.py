@@ -125,6 +125,11 @@ class _Entry:
 
 OVERFLOW_LIMIT = 5  # overflows of one root within OVERFLOW_WINDOW_S before it is polled instead
 OVERFLOW_WINDOW_S = 600.0
+# Overflows of a root within this long of the last one counted are one burst and count once: one
+# big copy (50,000 files unpacked at once) overflows inotify's queue several times in a few seconds,
+# and the rescan it asks for covers them all; a root that keeps overflowing for minutes still
+# reaches the limit. Without this, a single copy moved the root to polling for good.
+OVERFLOW_BURST_S = 30.0
 
 
 class Watcher:
@@ -136,7 +141,7 @@ class Watcher:
     one root share it: unwatching one removes only its handler while another still uses the root.
     ``check()`` (called every few seconds) notices an observer thread that died (e.g. on a folder
     too deep to walk) and sets its watches again, or reports them; it also moves a root that keeps
-    overflowing to polling."""
+    overflowing (OVERFLOW_LIMIT bursts within OVERFLOW_WINDOW_S) to polling."""
 
     def __init__(self, debouncer: Debouncer, *, known_under: Callable[[str, str], list[str]],
                  is_known: Callable[[str, str], bool], on_root_event: Callable[[str, str], None],
@@ -257,7 +262,9 @@ class Watcher:
         now = time.monotonic()
         with self._lock:
             names = sorted({c for (c, r) in self._watches if r == path})
-            recent = [t for t in self._overflows.get(path, []) if now - t < OVERFLOW_WINDOW_S] + [now]
+            recent = [t for t in self._overflows.get(path, []) if now - t < OVERFLOW_WINDOW_S]
+            if not recent or now - recent[-1] >= OVERFLOW_BURST_S:
+                recent.append(now)
             self._overflows[path] = recent
             if len(recent) >= OVERFLOW_LIMIT:
                 self._poll_wanted.add(path)

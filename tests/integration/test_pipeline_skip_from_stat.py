@@ -11,7 +11,8 @@ import pytest
 
 from ragweedd.config import load_config
 from ragweedd.embed.hashing import HashEmbedder
-from ragweedd.ingest.pipeline import EMPTY_MD5, Pipeline, in_process_extract
+from ragweedd.ingest.pipeline import Pipeline, in_process_extract
+from ragweedd.watch.skipped import EMPTY_MD5
 from ragweedd.paths import Paths
 
 

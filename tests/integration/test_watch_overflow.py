@@ -21,7 +21,10 @@ def _overflow(root) -> None:
         "Inotify queue overflowed; reconciling recursive watches below %r", os.fsencode(str(root)))
 
 
-def test_overflow_rescans_only_its_root_and_a_root_that_keeps_overflowing_is_polled(tmp_path):
+def test_overflow_rescans_only_its_root_and_a_root_that_keeps_overflowing_is_polled(tmp_path, monkeypatch):
+    import ragweedd.watch.watcher as watcher
+
+    monkeypatch.setattr(watcher, "OVERFLOW_BURST_S", 0.0)  # every overflow its own burst (see below)
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
     b.mkdir()
@@ -53,3 +56,31 @@ def test_overflow_rescans_only_its_root_and_a_root_that_keeps_overflowing_is_pol
     finally:
         w.stop()
         d.stop()
+
+
+def test_one_burst_of_overflows_rescans_but_does_not_move_the_root_to_polling(tmp_path, monkeypatch):
+    """50,000 files unpacked at once overflow inotify's queue several times within seconds: that is
+    one burst, its rescan covers it, and the root stays natively watched (before, the copy moved
+    it to polling for good). Bursts that go on for minutes still move it to polling."""
+    import ragweedd.watch.watcher as watcher
+
+    a = tmp_path / "a"
+    a.mkdir()
+    rescans: list[list[str]] = []
+    d = Debouncer(lambda batch: None, debounce_s=0.05, delete_hold_s=0.05)
+    w = Watcher(d, known_under=lambda c, p: [], is_known=lambda c, p: False, on_root_event=lambda c, r: None,
+                on_overflow=rescans.append)
+    try:
+        assert w.watch("a", str(a)) == "native"
+        for _ in range(OVERFLOW_LIMIT * 2):  # one burst: well within OVERFLOW_BURST_S
+            _overflow(a)
+        assert rescans == [["a"]] * (OVERFLOW_LIMIT * 2)  # each asks; the daemon coalesces the scans
+        assert w.check() == [] and w.mode("a", str(a)) == "native"
+        assert not w.degraded
+        # The same root overflowing again and again, each time a burst of its own.
+        monkeypatch.setattr(watcher, "OVERFLOW_BURST_S", 0.0)
+        for _ in range(OVERFLOW_LIMIT - 1):
+            _overflow(a)
+        assert w.check() == ["a"] and w.mode("a", str(a)) == "polling"
+    finally:
+        w.stop()

@@ -106,6 +106,13 @@ def test_file_over_the_size_cap_is_listed_as_skipped_with_the_reason(daemon, tmp
     assert item["source_file"] == str(big) and item["state"] == "skipped"
     assert "larger than ingest_max_text_mb (1 MiB)" in item["error"], item
     assert d.status()["files_by_state"].get("skipped") == 1
+    # The cap raised and the daemon restarted: the file, unchanged on disk, is read now.
+    d.stop()
+    d.cfg.write_text(d.cfg.read_text().replace("ingest_max_text_mb = 1", "ingest_max_text_mb = 4"))
+    d.start()
+    wait_until(lambda: d.ingests(big), 60, what="the file read once its cap was raised")
+    d.wait_idle(60)
+    assert d.status()["files_by_state"].get("skipped", 0) == 0
 
 
 def test_sandbox_child_dies_when_the_daemon_is_sigkilled(daemon, tmp_path):

@@ -105,7 +105,8 @@ def extract_file(path: Path, settings: ExtractSettings | None = None) -> Extract
         raise ExtractionSkipped(
             f"{path}: its extracted text ({len(doc.text) / 2**20:.1f} M characters) is larger than "
             f"ingest_max_text_mb ({settings.max_text_chars >> 20} MiB); skipped",
-            hint="raise ingest_max_text_mb to index it, then touch the file")
+            hint="to index it, raise ingest_max_text_mb and touch the file (its bytes were read, so only "
+                 "a change makes the scan read it again)")
     if not doc.text.strip():  # an extractor bug must not index nothing in silence
         raise ExtractionSkipped(f"{path}: the {ex.name} extractor found no text")
     doc.extractor = doc.extractor or ex.name

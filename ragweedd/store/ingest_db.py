@@ -28,7 +28,8 @@ from ragweedd.store.sqlite import Migration, connect, migrate, transaction, writ
 
 def has_job(conn: sqlite3.Connection, collection: str, path: str) -> bool:
     """A job (queued, running or failed) exists for the path (the jobs table shares this file)."""
-    return conn.execute("SELECT 1 FROM jobs WHERE collection=? AND path=?", (collection, path)).fetchone() is not None
+    return conn.execute("SELECT 1 FROM jobs WHERE collection=? AND path=?",
+                        (collection, to_db(path))).fetchone() is not None
 
 MIGRATIONS: list[Migration] = [
     (1, "initial", """
@@ -255,13 +256,15 @@ class IngestDB:
                         "INSERT INTO ingest_files(collection, source_file, md5, size_bytes, first_seen, last_seen,"
                         " chunks, extract_status, mtime_ns, inode, error, tries, root, updated_at)"
                         " VALUES (?,?,?,?,?,?,0,'skipped',?,?,?,0,?,?)",
-                        (collection, f.path, f.md5, f.size, now, now, f.mtime_ns, f.inode, f.reason, f.root, now))
+                        (collection, to_db(f.path), f.md5, f.size, now, now, f.mtime_ns, f.inode,
+                         shown_path(f.reason), None if f.root is None else to_db(f.root), now))
                 else:
                     self.conn.execute(
                         "UPDATE ingest_files SET md5=coalesce(?, md5), size_bytes=?, last_seen=?, chunks=0,"
                         " extract_status='skipped', mtime_ns=?, inode=?, error=?, root=coalesce(?, root),"
                         " updated_at=? WHERE id=?",
-                        (f.md5, f.size, now, f.mtime_ns, f.inode, f.reason, f.root, now, row["id"]))
+                        (f.md5, f.size, now, f.mtime_ns, f.inode, shown_path(f.reason),
+                         None if f.root is None else to_db(f.root), now, row["id"]))
         return held
 
     def forget_skipped(self, collection: str, source_files: Sequence[str]) -> list[str]:

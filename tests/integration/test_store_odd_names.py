@@ -57,6 +57,25 @@ def test_ingest_db_rows_of_an_odd_name(tmp_path):
     assert db.forget_files("c", [inner]) == 1 and db.live_paths_under("c", ODD_DIR) == []
 
 
+def test_skipped_rows_of_odd_names_written_and_forgotten_without_a_job(tmp_path):
+    from ragweedd.store.ingest_db import SkippedFile
+
+    db = IngestDB(tmp_path / "ingest_db.sqlite3")
+    q = JobQueue(tmp_path / "ingest_db.sqlite3", max_tries=1)
+    bin_name = ODD_DIR + "/" + os.fsdecode(b"d\xe4ta.bin")
+    held_name = ODD_DIR + "/" + os.fsdecode(b"h\xe9ld.bin")
+    q.put("c", held_name, "upsert", ODD_DIR)
+    files = [SkippedFile(p, ODD_DIR, 5, 1, 1, None, f"{p}: unsupported file type '.bin'; skipped")
+             for p in (bin_name, held_name)]
+    assert db.record_skipped("c", files) == [held_name]  # a job exists: the pipeline settles it
+    row = db.live_file("c", bin_name)
+    assert row["extract_status"] == "skipped" and row["root"] == ODD_DIR
+    assert row["error"] == shown_path(bin_name) + ": unsupported file type '.bin'; skipped"
+    assert db.forget_skipped("c", [bin_name, held_name]) == [held_name]
+    assert not db.is_live("c", bin_name)
+    q.close()
+
+
 def test_job_queue_gives_back_the_same_path(tmp_path):
     q = JobQueue(tmp_path / "ingest_db.sqlite3", max_tries=1)
     q.put("c", LATIN, "upsert", ODD_DIR)

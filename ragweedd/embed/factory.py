@@ -1,10 +1,11 @@
 """``make_embedder(spec, cfg)``: from a configuration string to an Embedder.
 
-Forms: ``local:all-minilm-l6-v2`` (the embedded default: the upstream weights, linear layers in
-int8; ``local:all-minilm-l6-v2-f32`` keeps them float32 for exact upstream vectors,
-``local:all-minilm-l6-v2-int8`` runs the int8-stored ONNX export), ``ollama:NAME`` (NAME may carry a tag,
-``ollama:nomic-embed-text:v1.5``) and ``hash:DIM`` (deterministic, for tests). Importing this module
-is cheap: the embedder modules, and numpy/onnxruntime with them, load when an embedder is made.
+Forms: ``local:all-minilm-l6-v2`` (the embedded default: linear layers in int8, weights from the
+int8 ONNX export; ``local:all-minilm-l6-v2-f32`` runs the upstream float32 weights for exact upstream
+vectors, ``local:all-minilm-l6-v2-int8`` runs the int8-stored ONNX export as it is),
+``ollama:NAME`` (NAME may carry a tag, ``ollama:nomic-embed-text:v1.5``) and ``hash:DIM``
+(deterministic, for tests). Importing this module is cheap: the embedder modules, and
+numpy/onnxruntime with them, load when an embedder is made.
 """
 
 from __future__ import annotations

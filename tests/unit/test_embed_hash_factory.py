@@ -64,7 +64,9 @@ def test_factory_makes_each_kind_without_loading_models():
     h = make_embedder("hash:64", cfg)
     assert h.dim == 64
     loc = make_embedder("local:all-minilm-l6-v2", cfg)
-    assert loc.id == "local:all-minilm-l6-v2@q8-53aa5117" and loc.variant == "q8"
+    # built from the int8 ONNX export: its id names that file, so collections embedded from the
+    # float32 safetensors (@q8-53aa5117) are re-embedded rather than mixed
+    assert loc.id == "local:all-minilm-l6-v2@q8-8199be6f" and loc.variant == "q8"
     assert (loc.dim, loc.max_input_tokens, loc.threads, loc.batch_size) == (384, 256, 1, 8)
     assert loc._session is None  # lazy: nothing loaded yet
     f32 = make_embedder("local:all-minilm-l6-v2-f32", cfg)

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from ragweedd.embed.checksums import verify_file
+from ragweedd.checksums import verify_file
 from ragweedd.errors import EmbedderError
 from ragweedd.logging import get_logger
 

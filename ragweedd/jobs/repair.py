@@ -101,13 +101,28 @@ def check_and_repair(paths, collections: list[str] | None = None) -> dict:
         if paths.collections.is_dir():
             names |= {p.name for p in paths.collections.iterdir() if p.is_dir()}
         for name in sorted(names):
-            notes = _check_collection(paths, ingest, name)
+            try:
+                notes = _check_collection(paths, ingest, name)
+            except Exception as e:  # noqa: BLE001 - whatever the repair meets must not stop the daemon
+                notes = _rebuild_collection(paths, ingest, name, f"its repair failed: {type(e).__name__}: {e}")
             if notes:
                 out["collections"][name] = notes
                 out["rebuilt"].append(name)
     finally:
         ingest.close()
     return out
+
+
+def _rebuild_collection(paths, ingest: IngestDB, name: str, why: str) -> list[str]:
+    """The last resort: the collection's database is moved aside and rebuilt from its files."""
+    db = paths.rag_db(name)
+    aside = move_aside(db) if db.exists() else None
+    if paths.collection_dir(name).is_dir():
+        remove_index_files(paths.collection_dir(name))
+    ingest.forget_collection_files(name)
+    log.error("database_repaired", database=str(db), problems=[why], moved_to=str(aside) if aside else None)
+    return [f"{db}: {why}; it was moved aside{f' to {aside.name}' if aside else ''} and collection '{name}' "
+            f"is being indexed again from its files"]
 
 
 def _check_collection(paths, ingest: IngestDB, name: str) -> list[str]:
@@ -147,6 +162,10 @@ def _check_collection(paths, ingest: IngestDB, name: str) -> list[str]:
                       chunks=counts.chunks)
         bad = rag.chunk_text_mismatches(backfill=True)
         if bad:
+            # The changed text may sit in a table row whose index entry (or FTS5 terms) still hold
+            # the old text: make both agree with the stored rows first, or removing them fails.
+            rag.reindex()
+            rag.rebuild_fts_index()
             gone, _ = rag.drop_documents(sorted(bad))
             # FTS5 removes a row's terms by re-reading its text: for a changed text it removed the
             # wrong ones, so the keyword index is rebuilt from the (now sound) stored texts.

@@ -333,6 +333,13 @@ class RagDB:
                 ids += self._delete_document(md5)
         return paths, ids
 
+    def reindex(self) -> None:
+        """Rebuild every ordinary index from its table. A chunk text changed in the table but not
+        in the index on (key, string_value) (bit rot, an edit under SQLite's feet) passes
+        quick_check, but deleting that row then fails as "malformed"; after REINDEX it does not."""
+        with transaction(self.conn):
+            self.conn.execute("REINDEX")
+
     def rebuild_fts_index(self) -> None:
         """FTS5's own 'rebuild': the keyword index is recomputed from the stored FTS rows (after a
         row whose text had changed was removed with the wrong terms)."""

@@ -131,16 +131,45 @@ def test_rag_db_moved_aside_is_rebuilt_from_the_files(daemon, tmp_path):
     assert d.events("database_missing")
 
 
-def test_bit_rot_in_a_stored_chunk_is_repaired(daemon, tmp_path):
+def _flip_table_row_only(rag: Path, needle: bytes, bad: bytes) -> None:
+    """Change the chunk's text in its table row only, in the file's bytes: the index on
+    (key, string_value) and the keyword row keep the old text (what bit rot does)."""
+    with closing(sqlite3.connect(rag)) as c:
+        pages = {n for (n,) in c.execute("SELECT pageno FROM dbstat WHERE name = 'embedding_metadata'")}
+    data = bytearray(rag.read_bytes())
+    at = -1
+    while True:
+        at = data.find(needle, at + 1)
+        assert at >= 0, "no table row holds the text"
+        if at // 4096 + 1 in pages and (at + len(needle) - 1) // 4096 + 1 in pages:
+            break
+    data[at:at + len(needle)] = bad
+    rag.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("copies", ["all", "keyword_row", "chunk_text", "table_row_only"])
+def test_bit_rot_in_a_stored_chunk_is_repaired(daemon, tmp_path, copies):
     d, root = _setup(daemon, tmp_path)
     d.stop()
     rag = _rag(d)
     _checkpoint(rag)
-    data = bytearray(rag.read_bytes())
     needle = b"heron5v0 counts pebbles 507"
-    assert data.count(needle) >= 2  # the chunk's text and its keyword (FTS) row
-    # the same byte of every stored copy: "pebbles 509", a text that is not in the file
-    rag.write_bytes(bytes(data).replace(needle, needle[:-1] + b"9"))
+    bad = needle[:-1] + b"9"  # "pebbles 509": a text that is not in the file
+    if copies == "all":  # the same byte of every stored copy, in the file's pages
+        data = rag.read_bytes()
+        assert data.count(needle) >= 2  # the chunk's text and its keyword (FTS) row
+        rag.write_bytes(data.replace(needle, bad))
+    elif copies == "table_row_only":
+        _flip_table_row_only(rag, needle, bad)
+    else:
+        # one copy only, under SQLite's feet: the keyword row's stored text (its index still has
+        # the old words, so FTS5 cannot delete the row the usual way), or the chunk's text
+        table, column = (("fts_chunks_content", "c1") if copies == "keyword_row"
+                         else ("embedding_metadata", "string_value"))
+        with closing(sqlite3.connect(rag)) as c, c:
+            n = c.execute(f"UPDATE {table} SET {column} = replace({column}, ?, ?) WHERE {column} LIKE ?",
+                          (needle.decode(), bad.decode(), f"%{needle.decode()}%")).rowcount
+        assert n >= 1
     d.start()
     d.wait_idle(60)
     for h in d.search("heron5v0 pebbles", top_k=50):

@@ -68,10 +68,34 @@ def _on_core(fn: _F) -> _F:
         self._inflight += 1
         try:
             return await fn(self, *args, **kwargs)
+        except Exception as e:
+            damage = _damage_in(e)
+            if damage is None:
+                raise
+            self._check_now(damage)
+            raise RepairingError(f"a database of ragweedd is damaged ({damage}); the integrity check runs now "
+                                 "and repairs it from your files",
+                                 hint="retry in a minute; status shows what was found and repaired") from e
         finally:
             self._inflight -= 1
 
     return cast(_F, call)
+
+
+_DAMAGE = ("malformed", "not a database", "disk i/o error", "database corrupt", "file is not a database")
+
+
+def _damage_in(e: BaseException | None) -> str | None:
+    """The SQLite error that says a database file is damaged, if ``e`` is (or was caused by) one."""
+    import sqlite3
+
+    seen = 0
+    while e is not None and seen < 10:
+        if isinstance(e, sqlite3.DatabaseError) and any(m in str(e).lower() for m in _DAMAGE):
+            return str(e)
+        e = e.__cause__ or e.__context__
+        seen += 1
+    return None
 
 
 class DaemonEngine:
@@ -80,12 +104,23 @@ class DaemonEngine:
         self.cfg, self.paths = core.cfg, core.paths
         self.repairing: str | None = None  # why, while the core is being replaced
         self._inflight = 0
+        self._damage_check_at = -60.0
         self._tools: list[MissingTool] = []
         self._tools_at = -TOOLS_TTL_S
 
     @property
     def services(self) -> Any:
         return self.core.services
+
+    def _check_now(self, damage: str) -> None:
+        """A request met a damaged database: run the integrity check (and so the live repair) now
+        instead of at its next scheduled time; once per minute at most."""
+        now = time.monotonic()
+        if now - self._damage_check_at < 60 or self.core.jobs is None:
+            return
+        self._damage_check_at = now
+        log.error("damage_seen", error=damage, action="integrity check now")
+        self.core.jobs.run_now("integrity_check")
 
     async def replace_core(self, swap: Callable[[Core], Core], reason: str) -> None:
         """Hand the core to ``swap`` (which stops it and returns a started replacement) with no

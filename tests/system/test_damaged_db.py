@@ -330,3 +330,22 @@ def test_damaged_history_is_moved_aside_keeping_what_can_be_read(daemon, tmp_pat
     d.search("heron1v0")
     assert d.api("GET", "/v1/history?limit=1").json()["items"][0]["query"] == "heron1v0"
     assert [e for e in d.events("database_repaired") if e["database"] == str(history)]
+
+
+def test_a_search_that_meets_live_damage_gets_503_and_starts_the_repair(daemon, tmp_path):
+    d, root = _setup(daemon, tmp_path)
+    _flip_pages(_rag(d), first=2, count=9)
+    codes = []
+
+    def search_until_repaired():
+        r = d.api("POST", "/v1/search", json={"query": "heron3v0 pebbles"})
+        codes.append(r.status_code)
+        if r.status_code == 503:
+            err = r.json()["error"]
+            assert err["code"] == "repairing" and err["hint"], err
+        return bool(d.events("daemon_repaired_live"))
+    wait_until(search_until_repaired, 60, 0.2, "the repair a failed search starts (no SIGUSR2 sent)")
+    assert 500 not in codes and 503 in codes, codes
+    wait_until(lambda: d.api("GET", "/v1/status").status_code == 200, 60, 0.1, "status after the repair")
+    _consistent(d)
+    _all_searchable(d)

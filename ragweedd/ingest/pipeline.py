@@ -298,6 +298,9 @@ class Pipeline:
                 if c is not None:
                     part.append(c)
                 if part and (c is None or len(part) >= batch):
+                    if self.should_stop is not None and self.should_stop():
+                        # inside publish's transaction: raising rolls back what was written
+                        raise Interrupted("stopped while publishing a large file")
                     have = self.db.cached_vectors(eid, [x["text_hash"] for x in part])
                     missing = [x["chunk_idx"] for x in part if x["text_hash"] not in have]
                     if missing:

@@ -68,3 +68,32 @@ def test_sigterm_while_embedding_stops_fast_and_resumes_from_cache(daemon, tmp_p
     # Every distinct chunk text was embedded exactly once over both runs: nothing cached is redone.
     assert d.embed_calls() == chunks
     assert ev["embedded"] == chunks - first_run
+
+
+def test_sigterm_while_publishing_a_streamed_large_file_stops_fast(daemon, tmp_path):
+    """A text file over 4 MiB is embedded in a first pass and published in a second one (one
+    transaction); a stop during that second pass rolls it back and gives the job back."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    d = daemon({"notes": [folder]})
+    big = folder / "big.txt"
+    big.write_text(_big_text(2_500_000))  # about 17 MB: tens of thousands of chunks
+
+    def first_pass_done():
+        n = d.embed_calls()
+        time.sleep(1.0)
+        return n > 1000 and d.embed_calls() == n  # embedding has stopped: publishing is under way
+    wait_until(first_pass_done, 300, 0.2, "the first pass (embedding) of the big file to end")
+    assert not d.ingests(big), "the file was published before the signal: make it bigger"
+    t0 = time.monotonic()
+    d.proc.send_signal(signal.SIGTERM)
+    rc = d.proc.wait(60)
+    took = time.monotonic() - t0
+    assert rc == 0, d.out.read_text()[-3000:]
+    assert took < 5, f"stopping took {took:.1f} s"
+    assert not d.ingests(big)
+    with d.db() as c:
+        rows = c.execute("SELECT state, tries FROM jobs WHERE path=?", (str(big),)).fetchall()
+    assert [tuple(r) for r in rows] == [("queued", 0)]
+    with d.db("notes") as c:  # the rolled-back publish left nothing behind
+        assert c.execute("SELECT count(*) FROM embeddings").fetchone()[0] == 0

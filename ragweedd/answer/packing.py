@@ -23,11 +23,19 @@ def _clock(t: float) -> str:
     return f"{t // 3600:d}:{t % 3600 // 60:02d}:{t % 60:02d}" if t >= 3600 else f"{t // 60:d}:{t % 60:02d}"
 
 
+def _one_line(name: object) -> str:
+    # A label is one line of the answer text and of the prompt: a newline or another control
+    # character in a file name must neither break that layout nor reach a terminal.
+    named = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+    return "".join(c if c.isprintable() else named.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 256 else
+                                                              f"\\u{ord(c):04x}") for c in str(name))
+
+
 def source_label(hit: dict) -> str:
-    """``collection/filename [p.PAGE]`` (page and timestamp only when known)."""
-    label = f"{hit.get('collection') or '?'}/{hit.get('filename') or hit.get('source_file') or '?'}"
+    """``collection/filename [p.PAGE]`` (page and timestamp only when known), on one line."""
+    label = _one_line(f"{hit.get('collection') or '?'}/{hit.get('filename') or hit.get('source_file') or '?'}")
     if hit.get("member"):
-        label += f"!{hit['member']}"
+        label += f"!{_one_line(hit['member'])}"
     if hit.get("page_label"):
         label += f" [p.{hit['page_label']}]"
     if hit.get("t_start") is not None:

@@ -90,6 +90,7 @@ def print_sources(rec: dict, out: TextIO) -> None:
     """The numbered sources behind the answer: for an LLM answer the ones it cited (their numbers
     are the [N] in the text), for the passages answer every passage shown."""
     from ragweedd.cli.common import where
+    from ragweedd.cli.ctl import safe
 
     sources = rec.get("sources") or []
     cited = set(rec.get("cited_numbers") or [])
@@ -98,12 +99,12 @@ def print_sources(rec: dict, out: TextIO) -> None:
         out.write("\nSources:\n")
     for s in shown:
         place = where(s)
-        name = f"{s.get('collection')}/{s.get('source_rel_path') or s.get('filename')}"
+        name = safe(f"{s.get('collection')}/{s.get('source_rel_path') or s.get('filename')}")
         score = s.get("score")
         out.write(f"[{s.get('n')}] {name}" + (f"  [{place}]" if place else "")
                   + (f"  score {score:.3f}" if isinstance(score, (int, float)) else "") + "\n")
         if s.get("source_file"):
-            out.write(f"    {s['source_file']}\n")
+            out.write(f"    {safe(s['source_file'])}\n")
     left = len(sources) - len(shown)
     if rec.get("mode") == "llm" and left > 0:
         out.write(f"({left} more source{'s' if left != 1 else ''} given to the model but not cited; "

@@ -190,7 +190,8 @@ EVIL = "evil\x1b]0;pwned\x07\x1b[2J\x1b]52;c;ZXZpbA==\x07\x9b31m\u202e.txt"
 
 
 def test_escape_sequences_never_reach_the_terminal(tmp_path):
-    files = {EVIL: "wombats dig burrows \x1b]0;title\x07 at night\n", "plain.txt": "wombats sleep by day\n"}
+    files = {EVIL: "wombats dig burrows \x1b]0;title\x07 at night\n", "plain.txt": "wombats sleep by day\n",
+             "two\nlines.txt": "wombats nest in pairs\n"}
     with running_api(tmp_path, files=files) as api:
         state = api.state_dir
         outputs = []
@@ -205,6 +206,10 @@ def test_escape_sequences_never_reach_the_terminal(tmp_path):
             for bad in ("\x1b", "\x07", "\x9b", "\u202e"):
                 assert bad not in text, (bad, text)
         assert "evil\\x1b]0;pwned\\x07" in outputs[0] and "\\u202e" in outputs[0]
+        # a newline in a name is shown escaped (a name never spans two lines), in ask's sources too
+        assert not any("two\nlines" in text for text in outputs)
+        assert "two\\nlines.txt" in outputs[0] and "two\\nlines.txt" in outputs[2], outputs[2]
+        assert "[2] notes/two\\nlines.txt" in outputs[2] or "[1] notes/two\\nlines.txt" in outputs[2], outputs[2]
         # --json is the daemon's answer, unchanged
         code, out, _, _ = run(state, "--json", "search", "wombats")
         assert code == 0 and EVIL in {h["filename"] for h in json.loads(out)["results"]}

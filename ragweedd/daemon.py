@@ -23,6 +23,7 @@ import asyncio
 import fcntl
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -102,6 +103,15 @@ def run_daemon(cfg, allow_remote: bool = False, *, embedder=None, extract=None, 
         core = open_daemon(cfg, embedder=embedder, extract=extract, watcher_factory=watcher_factory)
         cores[:] = [core]
         core.repaired = repairs  # status shows it (degraded while those collections are re-ingested)
+        notes = _repair_notes(repairs)
+        if notes:
+            # status keeps the record after the re-ingest is done, as the integrity report of the
+            # start-up check (what it found, and what was done about it)
+            core.last_integrity = {
+                "ok": False, "at": time.time(), "ingest_db": list(repairs.get("ingest_db") or []),
+                "history": list(repairs.get("history") or []), "repaired": notes,
+                "collections": {n: {"problems": v, "damaged": True}
+                                for n, v in (repairs.get("collections") or {}).items()}}
         core.start()
         return core
 
@@ -114,11 +124,9 @@ def run_daemon(cfg, allow_remote: bool = False, *, embedder=None, extract=None, 
         repairs = check_and_repair(paths, sorted(set(cfg.collections) | set(old.collections.items)))
         log.error("daemon_repaired_live", repairs=repairs)
         new = open_core(repairs)
-        notes = list(repairs.get("ingest_db") or []) + list(repairs.get("history") or [])
-        for more in (repairs.get("collections") or {}).values():
-            notes.extend(more)
         # the check that found the damage stays visible, with what was done about it
-        new.last_integrity = {**(old.last_integrity or {}), "repaired": notes or ["nothing needed repair"]}
+        new.last_integrity = {**(old.last_integrity or {}),
+                              "repaired": _repair_notes(repairs) or ["nothing needed repair"]}
         return new
 
     try:
@@ -134,6 +142,13 @@ def run_daemon(cfg, allow_remote: bool = False, *, embedder=None, extract=None, 
             core.stop()
         writer.release()
         lock.release()
+
+
+def _repair_notes(repairs: dict) -> list[str]:
+    notes = list(repairs.get("ingest_db") or []) + list(repairs.get("history") or [])
+    for more in (repairs.get("collections") or {}).values():
+        notes.extend(more)
+    return notes
 
 
 async def _serve(core, cfg, paths: Paths, token: str, allow_remote: bool,

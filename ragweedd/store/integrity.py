@@ -12,7 +12,7 @@ from ragweedd.store.rag_db import PRIMARY
 from ragweedd.store.sqlite import connect, transaction
 
 
-def quick_check(path: Path | str, max_rows: int = 5, *, recover: bool = False) -> list[str]:
+def quick_check(path: Path | str, max_rows: int = 3, *, recover: bool = False) -> list[str]:
     """``PRAGMA quick_check`` findings, empty when the file is sound; a file SQLite cannot even
     open or read is a finding too (never an exception: this runs to decide on a repair).
 
@@ -25,11 +25,21 @@ def quick_check(path: Path | str, max_rows: int = 5, *, recover: bool = False) -
         return [f"cannot be opened: {getattr(e, 'message', None) or e}"]
     try:
         rows = [r[0] for r in conn.execute("PRAGMA quick_check")]
-        return [] if rows == ["ok"] else rows[:max_rows]
+        return [] if rows == ["ok"] else _brief(rows, max_rows)
     except sqlite3.DatabaseError as e:
         return [f"cannot be read: {e}"]
     finally:
         conn.close()
+
+
+def _brief(rows: list[str], max_rows: int) -> list[str]:
+    """SQLite's findings, a few lines of them: one damaged file can yield hundreds ("On tree page
+    N ..."), which would bury the file name and the action in status and the log."""
+    lines = [ln for r in rows for ln in str(r).splitlines() if ln.strip() and not ln.startswith("*** in database")]
+    out = lines[:max_rows]
+    if len(lines) > max_rows:
+        out.append(f"... and {len(lines) - max_rows} more findings")
+    return out
 
 
 def integrity_check(path: Path | str, max_rows: int = 20) -> list[str]:

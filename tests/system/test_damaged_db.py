@@ -118,6 +118,10 @@ def test_flipped_pages_in_rag_db_are_repaired_at_start(daemon, tmp_path):
     assert _quick_check(_rag(d)) == "ok"
     assert list(_rag(d).parent.glob("rag.sqlite3.damaged-*")), "the damaged file is kept aside"
     assert d.events("database_repaired")
+    # status keeps a record of the start-up repair after the re-ingest is over, in a few lines
+    integrity = d.status()["integrity"]
+    assert integrity and not integrity["ok"] and any("moved aside" in r for r in integrity["repaired"]), integrity
+    assert all(len(p) < 2000 and p.count("\n") < 6 for p in integrity["problems"]), integrity["problems"]
 
 
 def test_rag_db_moved_aside_is_rebuilt_from_the_files(daemon, tmp_path):

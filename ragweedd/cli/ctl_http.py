@@ -300,7 +300,7 @@ class Client:
             raise CtlError(
                 f"the server on {self.hostport} did not prove it knows the API token in {self.token_file}, "
                 "so the token was not sent: the token file is not the running daemon's, or another program "
-                "holds the port (restart ragweedd to rewrite both files)", EXIT_USAGE,
+                "holds the port (restart ragweedd to rewrite both files)", EXIT_ERROR,
                 {"error": {"code": "unverified_server", "message": "the server did not prove it knows the token"}})
         self.verified = True
 

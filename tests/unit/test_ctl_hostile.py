@@ -69,7 +69,7 @@ def test_server_that_cannot_prove_the_token_never_receives_it(tmp_path, behaviou
         srv.write_files(tmp_path, TOKEN)
         for argv in (["status"], ["search", "x"], ["--json", "ask", "x"]):
             code, _, err, _ = run(tmp_path, *argv)
-            assert code == 2 and "did not prove it knows the API token" in err, err
+            assert code == 1 and "did not prove it knows the API token" in err, err
         assert srv.received and not any(TOKEN.encode() in r for r in srv.received)
 
 

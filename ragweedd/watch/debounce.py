@@ -1,9 +1,10 @@
 """Per-path debounce and coalescing of watcher events (DESIGN §4).
 
 Every (collection, path) has at most one pending entry: two collections whose roots overlap (the
-same folder, or one inside the other) each get their own event for a shared file. An upsert (create, modify, move target) is emitted once
-the path has been quiet for ``debounce_s`` *and* its (size, mtime_ns) is the same as at the last
-event: a file still being written is looked at again instead of read half-done. A delete is held
+same folder, or one inside the other) each get their own event for a shared file. An upsert
+(create, modify, move target) is emitted once the path has been quiet for ``debounce_s`` *and* its
+(size, mtime_ns) is the same as at the last event: a file still being written is looked at again
+instead of read half-done. A delete is held
 for ``max(delete_hold_s, debounce_s)``; if the path reappears meanwhile (editor save patterns: vim's
 backup rename, JetBrains' ``___jb_old___`` dance, Office's temp-and-rename) the delete turns into
 one modify.

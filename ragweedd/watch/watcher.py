@@ -38,6 +38,7 @@ log = get_logger("ragweedd.watch")
 WALK_DEPTH = 64  # levels below an appearing folder that its event walks
 WALK_ENTRIES = 20_000  # entries an appearing folder's event walk lists at most
 WALK_COVER_S = 5.0  # how long a walk's listing stands for folders that did not change since
+WALK_REMEMBERED = 64  # recent walks kept per handler: each event compares its folder with them
 # Filesystem timestamps come from a coarse clock that may lag time.time_ns() by a tick: a folder
 # changed just after a walk started can carry a stamp slightly before the start.
 STAMP_SLACK_NS = 50_000_000
@@ -80,6 +81,7 @@ class _Handler:
         deep = [c for c in cut if c.count(os.sep) - folder.count(os.sep) >= WALK_DEPTH]
         if len(deep) == len(cut):  # every folder above WALK_DEPTH levels was listed
             self._walked.append(_Walked(folder, started, time.monotonic()))
+            del self._walked[:-WALK_REMEMBERED]
         if cut:
             self.w.walk_cut(self.collection, self.root, folder, cut, deep)
 

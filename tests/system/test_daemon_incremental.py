@@ -113,3 +113,37 @@ def test_rename_1000_file_folder_embeds_nothing(daemon, tmp_path):
     with d.db("vault") as c:
         assert c.execute("SELECT count(*) FROM embeddings").fetchone()[0] == 1000
         assert c.execute("SELECT count(*) FROM changes WHERE seq > 1000").fetchone()[0] == 0  # nothing removed/re-added
+
+
+def test_collections_sharing_a_folder_each_index_every_change(daemon, tmp_path):
+    """A second collection on the same folder, and a third on its parent, added at run time: a new
+    file, an edit and a delete reach all three; removing one leaves the others whole. Before, the
+    watcher's debouncer kept one event per path and only the last collection to report it got it."""
+    parent = tmp_path / "x"
+    docs = parent / "docs"
+    docs.mkdir(parents=True)
+    (docs / "old.txt").write_text("An old note about tide pools and their anemones.")
+    d = daemon({"c1": [docs]})
+    wait_until(lambda: str(docs / "old.txt") in d.live_rows("c1"), 30, what="the first note")
+    for name, root in (("b2", docs), ("whole", parent)):
+        r = d.api("POST", "/v1/collections", json={"name": name, "paths": [str(root)]})
+        assert r.status_code in (200, 201), r.text
+    names = ("c1", "b2", "whole")
+    wait_until(lambda: all(str(docs / "old.txt") in d.live_rows(n) for n in names), 30, what="the start scans")
+    both = docs / "both.txt"
+    both.write_text("Both collections must see this note about lichen on granite.")
+
+    def md5s():
+        return [(d.live_rows(n).get(str(both)) or {"md5": None})["md5"] for n in names]
+    wait_until(lambda: all(md5s()), 30, what="the new file in every collection")
+    first = md5s()
+    both.write_text("Edited: lichen grows slowly on granite, a millimetre a year.")
+    wait_until(lambda: all(m and m != first[0] for m in md5s()), 30, what="the edit in every collection")
+    both.unlink()
+    wait_until(lambda: not any(str(both) in d.live_rows(n) for n in names), 30, what="the delete in every collection")
+    r = d.api("DELETE", "/v1/collections/b2")
+    assert r.status_code == 200, r.text
+    after = docs / "after.txt"
+    after.write_text("Written after b2 was removed, about moss on north faces.")
+    wait_until(lambda: all(str(after) in d.live_rows(n) for n in ("c1", "whole")), 30,
+               what="a new file in the collections that remain")

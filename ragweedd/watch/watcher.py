@@ -38,6 +38,7 @@ log = get_logger("ragweedd.watch")
 WALK_DEPTH = 64  # levels below an appearing folder that its event walks
 WALK_ENTRIES = 20_000  # entries an appearing folder's event walk lists at most
 WALK_COVER_S = 5.0  # how long a walk's listing stands for folders that did not change since
+WALK_HANDLED = 20_000  # folders whose appearance was handled, remembered for WALK_COVER_S
 WALK_REMEMBERED = 64  # recent walks kept per handler: each event compares its folder with them
 # Filesystem timestamps come from a coarse clock that may lag time.time_ns() by a tick: a folder
 # changed just after a walk started can carry a stamp slightly before the start.
@@ -57,6 +58,7 @@ class _Handler:
     def __init__(self, watcher: "Watcher", collection: str, root: str, ignore: tuple[str, ...]) -> None:
         self.w, self.collection, self.root, self.ignore = watcher, collection, root, ignore
         self._walked: list[_Walked] = []  # recent complete walks (only the dispatch thread uses it)
+        self._handled: dict[str, float] = {}  # folder -> when its appearance was last handled
 
     def _rel(self, path: str) -> str | None:
         if not path or not (path == self.root or path.startswith(self.root + os.sep)):
@@ -69,7 +71,7 @@ class _Handler:
 
     def _upsert_files_under(self, folder: str) -> None:
         rel = self._rel(folder)
-        if rel is None or self._covered(folder):
+        if rel is None or self._repeated(folder) or self._covered(folder):
             return
         base = "" if rel == "." else rel.replace(os.sep, "/") + "/"
         started = time.time_ns()
@@ -84,6 +86,19 @@ class _Handler:
             del self._walked[:-WALK_REMEMBERED]
         if cut:
             self.w.walk_cut(self.collection, self.root, folder, cut, deep)
+
+    def _repeated(self, folder: str) -> bool:
+        """This folder's appearance was handled moments ago. watchdog reports a folder that appears
+        again for every folder above it that appears with it (it lists each new folder's subtree), so
+        a chain N levels deep can report its deepest folder N times. Every report comes after the
+        folder is watched, so what was added to it since the first one has events of its own."""
+        now = time.monotonic()
+        last = self._handled.get(folder)
+        self._handled[folder] = now
+        if len(self._handled) > WALK_HANDLED:
+            for k in list(self._handled)[:len(self._handled) // 2]:
+                del self._handled[k]
+        return last is not None and now - last < WALK_COVER_S
 
     def _covered(self, folder: str) -> bool:
         """A walk that started moments ago listed ``folder`` (it lies fewer than WALK_DEPTH levels
@@ -331,6 +346,11 @@ class Watcher:
         ``degraded`` until they are gone (``check``)."""
         log.warning("watch_walk_cut", collection=collection, folder=folder, unlisted=len(cut), too_deep=len(deep),
                     action="reconciliation scan of the collection")
+        if deep:
+            with self._deep_lock:
+                if any(c == collection and (folder == f or folder.startswith(f + os.sep))
+                       for c, _, f in self._too_deep):
+                    deep = []  # reported already, with a folder above it
         if deep:
             with self._deep_lock:
                 self._too_deep[(collection, root, folder)] = (

@@ -11,6 +11,7 @@ import time
 from ragweedd.watch.debounce import Debouncer
 from ragweedd.watch.ignore import is_ignored, walk_files
 from ragweedd.watch.watcher import WALK_DEPTH, Watcher
+from tests.tools import folder_chain, remove_folder_chain
 
 LEVELS = 1000
 
@@ -29,37 +30,6 @@ class Sink:
             return self.cv.wait_for(lambda: any(p == path for _, p, _, _ in self.items), timeout)
 
 
-def _chain(parent: str, first: str, levels: int) -> int:
-    """mkdir parent/first/d/d/... one level at a time through dir_fd (the paths get too long for
-    the path API); returns an open fd of the deepest folder."""
-    fd = os.open(parent, os.O_RDONLY)
-    for name in [first] + ["d"] * levels:
-        os.mkdir(name, dir_fd=fd)
-        nfd = os.open(name, os.O_RDONLY, dir_fd=fd)
-        os.close(fd)
-        fd = nfd
-    return fd
-
-
-def _remove_chain(parent: str, first: str) -> None:
-    """Remove what _chain made, bottom up (shutil.rmtree recurses and fails at this depth)."""
-    fds = [os.open(parent, os.O_RDONLY)]
-    names = [first]
-    while True:
-        fds.append(os.open(names[-1], os.O_RDONLY, dir_fd=fds[-1]))
-        subs = [e for e in os.listdir(fds[-1])]
-        for n in subs:
-            if n != "d":
-                os.unlink(n, dir_fd=fds[-1])
-        if "d" not in subs:
-            break
-        names.append("d")
-    os.close(fds.pop())
-    while names:
-        os.rmdir(names.pop(), dir_fd=fds[-1])
-        os.close(fds.pop())
-
-
 def test_a_thousand_level_folder_created_while_watching_does_not_stall_new_files(tmp_path):
     root = tmp_path / "docs"
     root.mkdir()
@@ -71,7 +41,7 @@ def test_a_thousand_level_folder_created_while_watching_does_not_stall_new_files
     try:
         assert w.watch("c", str(root)) == "native"
         time.sleep(0.3)
-        fd = _chain(str(root), "deep", LEVELS)
+        fd = folder_chain(str(root), "deep", LEVELS, pause_s=0.001)
         try:
             with open(os.open("bottom.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "w") as f:
                 f.write("at the bottom")
@@ -87,16 +57,39 @@ def test_a_thousand_level_folder_created_while_watching_does_not_stall_new_files
         bottom = str(root / "deep" / os.sep.join(["d"] * LEVELS) / "bottom.txt")
         # Written into a watched folder after it appeared: its own event reports it.
         assert sink.wait_for_path(bottom, 30), "the file at the bottom of the chain was not reported"
-        # The chain is deeper than an appearing folder's walk lists: a scan of the collection was
-        # asked for and the folder is reported until it is gone.
-        assert ["c"] in rescans
-        notes = [n for n in w.degraded.values() if "levels deep" in n]
-        assert notes and f"more than {WALK_DEPTH} levels" in notes[0], w.degraded
-        assert w.degraded.get(("c", str(root / "deep"))) or any(str(root / "deep") in n for n in notes)
     finally:
         w.stop()
         d.stop()
-        _remove_chain(str(root), "deep")
+        remove_folder_chain(str(root), "deep")
+
+
+def test_a_folder_deeper_than_the_walk_moved_in_asks_for_a_scan_and_is_reported(tmp_path):
+    root = tmp_path / "docs"
+    root.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.close(folder_chain(str(outside), "deep", WALK_DEPTH + 20))
+    sink = Sink()
+    rescans: list[list[str]] = []
+    d = Debouncer(sink, debounce_s=0.1, delete_hold_s=0.1).start()
+    w = Watcher(d, known_under=lambda c, p: [], is_known=lambda c, p: False, on_root_event=lambda c, r: None,
+                on_overflow=lambda names: None, on_rescan=rescans.append)
+    try:
+        assert w.watch("c", str(root)) == "native"
+        time.sleep(0.3)
+        os.rename(outside / "deep", root / "deep")
+        deadline = time.monotonic() + 10
+        while not rescans and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ["c"] in rescans  # the part the walk did not list is left to a reconciliation scan
+        notes = [n for n in w.degraded.values() if "levels deep" in n]
+        assert len(notes) == 1 and f"more than {WALK_DEPTH} levels" in notes[0], w.degraded
+        os.rename(root / "deep", outside / "deep")
+        w.check()
+        assert not w.degraded  # reported until it is gone
+    finally:
+        w.stop()
+        d.stop()
 
 
 def test_a_bounded_walk_prunes_like_is_ignored_and_reports_what_it_cut(tmp_path):

@@ -8,6 +8,7 @@ import time
 
 
 from tests.system.conftest import wait_until
+from tests.tools import folder_chain, remove_folder_chain
 
 
 def _paragraphs(n: int, marker_at: int, marker: str) -> str:
@@ -147,3 +148,19 @@ def test_collections_sharing_a_folder_each_index_every_change(daemon, tmp_path):
     after.write_text("Written after b2 was removed, about moss on north faces.")
     wait_until(lambda: all(str(after) in d.live_rows(n) for n in ("c1", "whole")), 30,
                what="a new file in the collections that remain")
+
+
+def test_a_thousand_level_folder_made_while_running_does_not_delay_new_files(daemon, tmp_path):
+    """Before, each level's event walked the whole chain below it on the watcher's thread: a file
+    written after a 1,000-level chain was still not indexed after 3 minutes."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    d = daemon({"docs": [docs]})
+    try:
+        os.close(folder_chain(str(docs), "deep", 1000, pause_s=0.001))
+        fresh = docs / "fresh.txt"
+        fresh.write_text("Written right after a very deep folder, about barnacles.")
+        wait_until(lambda: str(fresh) in d.live_rows("docs"), 30, what="the new file")
+    finally:
+        d.stop()
+        remove_folder_chain(str(docs), "deep")

@@ -47,7 +47,8 @@ class Core:
         make_watcher = watcher_factory or Watcher
         self.collections = Collections(cfg, paths, self.queue, self.debouncer, lambda c: make_watcher(
             self.debouncer, known_under=c.known_under, is_known=c.is_known,
-            on_root_event=lambda coll, root: self._root_event(), on_overflow=self._overflow))
+            on_root_event=lambda coll, root: self._root_event(), on_overflow=self._overflow,
+            on_rescan=lambda names: self.scan_async(*names)))
         self.services = Services(cfg, paths, embedder=embedder, indexes=index,
                                  collection_names=lambda: list(self.collections.items))
         self.reader = IngestDB(paths.ingest_db, readonly=True)  # listings and status: never writes

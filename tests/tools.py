@@ -32,3 +32,36 @@ def wait_until(pred, timeout: float, interval: float = 0.1, what: str = "conditi
             return last
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout} s waiting for {what} (last value {last!r})")
+
+
+def folder_chain(parent: str, first: str, levels: int, pause_s: float = 0.0) -> int:
+    """mkdir parent/first/d/d/... one level at a time through dir_fd (the paths get too long for
+    the path API); returns an open fd of the deepest folder."""
+    fd = os.open(parent, os.O_RDONLY)
+    for name in [first] + ["d"] * levels:
+        os.mkdir(name, dir_fd=fd)
+        if pause_s:
+            time.sleep(pause_s)
+        nfd = os.open(name, os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = nfd
+    return fd
+
+
+def remove_folder_chain(parent: str, first: str) -> None:
+    """Remove what folder_chain made, bottom up (shutil.rmtree recurses and fails at this depth)."""
+    fds = [os.open(parent, os.O_RDONLY)]
+    names = [first]
+    while True:
+        fds.append(os.open(names[-1], os.O_RDONLY, dir_fd=fds[-1]))
+        subs = [e for e in os.listdir(fds[-1])]
+        for n in subs:
+            if n != "d":
+                os.unlink(n, dir_fd=fds[-1])
+        if "d" not in subs:
+            break
+        names.append("d")
+    os.close(fds.pop())
+    while names:
+        os.rmdir(names.pop(), dir_fd=fds[-1])
+        os.close(fds.pop())

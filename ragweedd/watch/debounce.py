@@ -1,8 +1,10 @@
 """Per-path debounce and coalescing of watcher events (DESIGN §4).
 
-Every path has at most one pending entry. An upsert (create, modify, move target) is emitted once
-the path has been quiet for ``debounce_s`` *and* its (size, mtime_ns) is the same as at the last
-event: a file still being written is looked at again instead of read half-done. A delete is held
+Every (collection, path) has at most one pending entry: two collections whose roots overlap (the
+same folder, or one inside the other) each get their own event for a shared file. An upsert
+(create, modify, move target) is emitted once the path has been quiet for ``debounce_s`` *and* its
+(size, mtime_ns) is the same as at the last event: a file still being written is looked at again
+instead of read half-done. A delete is held
 for ``max(delete_hold_s, debounce_s)``; if the path reappears meanwhile (editor save patterns: vim's
 backup rename, JetBrains' ``___jb_old___`` dance, Office's temp-and-rename) the delete turns into
 one modify.
@@ -51,8 +53,8 @@ class Debouncer:
         self.sink = sink
         self.debounce_s = debounce_s
         self.delete_hold_s = max(delete_hold_s, debounce_s)
-        self._pending: dict[str, _Pending] = {}
-        self._heap: list[tuple[float, str]] = []
+        self._pending: dict[tuple[str, str], _Pending] = {}  # (collection, path) -> its event
+        self._heap: list[tuple[float, tuple[str, str]]] = []
         self._cond = threading.Condition()
         self._stop = False
         self._thread = threading.Thread(target=self._run, name="ragweedd-debounce", daemon=True)
@@ -65,7 +67,7 @@ class Debouncer:
     def stop(self, flush: bool = False) -> None:
         with self._cond:
             self._stop = True
-            items = [(p.collection, path, p.op, p.root) for path, p in self._pending.items()] if flush else []
+            items = [(p.collection, path, p.op, p.root) for (_, path), p in self._pending.items()] if flush else []
             self._pending.clear()
             self._cond.notify_all()
         self._thread.join(5)
@@ -81,7 +83,7 @@ class Debouncer:
 
     def delete(self, collection: str, path: str, root: str | None = None) -> None:
         with self._cond:
-            cur = self._pending.get(path)
+            cur = self._pending.get((collection, path))
         # A delete right after a create of a path never indexed is still a delete: the queue's
         # worker finds no row and does nothing.
         self._put(collection, path, "delete", root, self.delete_hold_s, None if cur is None else cur.stat)
@@ -91,15 +93,16 @@ class Debouncer:
 
     def _put(self, collection: str, path: str, op: str, root: str | None, wait: float, st) -> None:
         deadline = time.monotonic() + wait
+        key = (collection, path)
         with self._cond:
-            p = self._pending.get(path)
+            p = self._pending.get(key)
             if p is None:
-                self._pending[path] = _Pending(collection, root, op, deadline, st)
+                self._pending[key] = _Pending(collection, root, op, deadline, st)
             else:
-                p.op, p.deadline, p.stat, p.collection = op, deadline, st, collection
+                p.op, p.deadline, p.stat = op, deadline, st
                 p.root = root or p.root
-            heapq.heappush(self._heap, (deadline, path))
-            if self._heap[0][1] == path:
+            heapq.heappush(self._heap, (deadline, key))
+            if self._heap[0][1] == key:
                 self._cond.notify()
 
     # --- the timer thread ------------------------------------------------------------------------
@@ -111,8 +114,9 @@ class Debouncer:
                     return
                 now = time.monotonic()
                 while self._heap and self._heap[0][0] <= now:
-                    deadline, path = heapq.heappop(self._heap)
-                    p = self._pending.get(path)
+                    deadline, key = heapq.heappop(self._heap)
+                    path = key[1]
+                    p = self._pending.get(key)
                     if p is None or p.deadline != deadline:
                         continue  # superseded by a later event for the path
                     if p.op == "upsert":
@@ -120,9 +124,9 @@ class Debouncer:
                         if st is not None and st != p.stat:
                             # Changed since the last look: still being written; look again shortly.
                             p.stat, p.deadline = st, now + min(RECHECK_S, max(self.debounce_s, 0.05))
-                            heapq.heappush(self._heap, (p.deadline, path))
+                            heapq.heappush(self._heap, (p.deadline, key))
                             continue
-                    del self._pending[path]
+                    del self._pending[key]
                     due.append((p.collection, path, p.op, p.root))
                 if not due:
                     wait = (self._heap[0][0] - now) if self._heap else None

@@ -43,25 +43,65 @@ def is_ignored(rel_path: str, extra: Iterable[str] = ()) -> bool:
     return False
 
 
-def walk_files(root: Path, extra: Iterable[str] = ()) -> Iterator[Path]:
+def _ignored_in_kept_folder(rel: str, name: str, is_dir: bool, pats: tuple[str, ...]) -> bool:
+    """``is_ignored(rel)`` for an entry whose parent folder is known not to be ignored: a folder
+    pattern ("x/") can then only match the entry's own name, so the path's other parts are not
+    matched again. ``rel`` ends in "/" for a folder, like is_ignored's argument. This keeps a walk
+    linear in the depth of a tree: matching every part of every path made a folder a thousand
+    levels deep cost a billion pattern matches."""
+    last = "" if is_dir else name  # is_ignored's last part of "a/b/" is ""
+    for pat in pats:
+        if pat.startswith("/"):
+            lit = pat.strip("/")
+            if lit and (rel.rstrip("/") == lit or rel.startswith(lit + "/")):
+                return True
+        elif pat.endswith("/"):
+            d = pat[:-1]
+            if is_dir and (fnmatch.fnmatchcase(name, d) or fnmatch.fnmatchcase("", d)):
+                return True
+        elif "/" in pat:
+            if fnmatch.fnmatchcase(rel, pat) or (pat.endswith("/**") and (rel + "/").startswith(pat[:-2])):
+                return True
+        elif fnmatch.fnmatchcase(last, pat):
+            return True
+    return False
+
+
+def walk_files(root: Path, extra: Iterable[str] = (), *, base: str = "", max_depth: int | None = None,
+               max_entries: int | None = None, cut: list[str] | None = None) -> Iterator[Path]:
     """Regular files under root, ignored directories pruned, symlinks not followed.
 
     Walks with an explicit stack, not recursion (os.walk recurses before Python 3.12): a folder a
     thousand levels deep must not raise RecursionError and end the scan. Order is os.walk's: a
-    folder's files, then its subfolders, by name. A folder that cannot be listed is left out."""
-    extra = tuple(extra)
+    folder's files, then its subfolders, by name. A folder that cannot be listed is left out.
+
+    ``base`` is root's own path relative to its collection root ("a/b/", or "" for the collection
+    root itself), so patterns are matched against collection-relative paths; root itself is not
+    matched. A bounded walk lists folders fewer than ``max_depth`` levels below root and at most
+    ``max_entries`` entries; the folders it did not list are appended to ``cut``."""
+    pats = (*DEFAULT_IGNORES, *extra)
     root = Path(root)
     if root.is_file():
         yield root
         return
-    stack: list[tuple[str, str]] = [(str(root), "")]
+    stack: list[tuple[str, str, int]] = [(str(root), base, 0)]
+    seen = 0
     while stack:
-        dirpath, rel_dir = stack.pop()
+        if max_entries is not None and seen >= max_entries:
+            if cut is not None:
+                cut.extend(d for d, _, _ in reversed(stack))
+            return
+        dirpath, rel_dir, depth = stack.pop()
+        if max_depth is not None and depth >= max_depth:
+            if cut is not None:
+                cut.append(dirpath)
+            continue
         try:
             with os.scandir(dirpath) as it:
                 entries = sorted(it, key=lambda e: e.name)
         except OSError:
             continue
+        seen += len(entries)
         subdirs = []
         for e in entries:
             try:
@@ -71,8 +111,9 @@ def walk_files(root: Path, extra: Iterable[str] = ()) -> Iterator[Path]:
             except OSError:
                 continue
             if is_dir:
-                if not is_ignored(rel_dir + e.name + "/", extra):
-                    subdirs.append((e.path, rel_dir + e.name + "/"))
-            elif not is_ignored(rel_dir + e.name, extra):
+                rel = rel_dir + e.name + "/"
+                if not _ignored_in_kept_folder(rel, e.name, True, pats):
+                    subdirs.append((e.path, rel, depth + 1))
+            elif not _ignored_in_kept_folder(rel_dir + e.name, e.name, False, pats):
                 yield Path(e.path)
         stack.extend(reversed(subdirs))

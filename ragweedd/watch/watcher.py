@@ -10,6 +10,12 @@ Moves: a file moved inside a root is a delete of the old path plus an upsert of 
 pipeline links the new path to the indexed content, nothing is embedded). A folder moved or deleted
 expands to the indexed paths below the old name (watchdog does not report the files of a folder
 moved out of the tree) and the files below the new name.
+
+A folder that appears is walked for the files already in it, and that walk is bounded: it lists
+at most WALK_DEPTH levels and WALK_ENTRIES entries, and asks for a reconciliation scan of the
+collection for the rest; a folder that was listed by a walk moments ago and has not changed since
+is not walked again. Unbounded, a folder a thousand levels deep created one level at a time cost
+a walk of the whole chain per level and stalled every other event for minutes.
 """
 
 from __future__ import annotations
@@ -29,11 +35,30 @@ from ragweedd.watch.ignore import is_ignored, walk_files
 log = get_logger("ragweedd.watch")
 
 
+WALK_DEPTH = 64  # levels below an appearing folder that its event walks
+WALK_ENTRIES = 20_000  # entries an appearing folder's event walk lists at most
+WALK_COVER_S = 5.0  # how long a walk's listing stands for folders that did not change since
+WALK_HANDLED = 20_000  # folders whose appearance was handled, remembered for WALK_COVER_S
+WALK_REMEMBERED = 64  # recent walks kept per handler: each event compares its folder with them
+# Filesystem timestamps come from a coarse clock that may lag time.time_ns() by a tick: a folder
+# changed just after a walk started can carry a stamp slightly before the start.
+STAMP_SLACK_NS = 50_000_000
+
+
+@dataclass
+class _Walked:
+    folder: str
+    started_ns: int  # wall clock, comparable with st_ctime_ns
+    at: float  # monotonic
+
+
 class _Handler:
     """A watchdog event handler for one root of one collection."""
 
     def __init__(self, watcher: "Watcher", collection: str, root: str, ignore: tuple[str, ...]) -> None:
         self.w, self.collection, self.root, self.ignore = watcher, collection, root, ignore
+        self._walked: list[_Walked] = []  # recent complete walks (only the dispatch thread uses it)
+        self._handled: dict[str, float] = {}  # folder -> when its appearance was last handled
 
     def _rel(self, path: str) -> str | None:
         if not path or not (path == self.root or path.startswith(self.root + os.sep)):
@@ -45,9 +70,57 @@ class _Handler:
         return rel is not None and rel != "." and not is_ignored(rel, self.ignore)
 
     def _upsert_files_under(self, folder: str) -> None:
-        for f in walk_files(Path(folder), ()):
+        rel = self._rel(folder)
+        if rel is None or self._repeated(folder) or self._covered(folder):
+            return
+        base = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+        started = time.time_ns()
+        cut: list[str] = []
+        for f in walk_files(Path(folder), self.ignore, base=base, max_depth=WALK_DEPTH, max_entries=WALK_ENTRIES,
+                            cut=cut):
             if self._wanted(str(f)):
                 self.w.debouncer.upsert(self.collection, str(f), self.root)
+        deep = [c for c in cut if c.count(os.sep) - folder.count(os.sep) >= WALK_DEPTH]
+        if len(deep) == len(cut):  # every folder above WALK_DEPTH levels was listed
+            self._walked.append(_Walked(folder, started, time.monotonic()))
+            del self._walked[:-WALK_REMEMBERED]
+        if cut:
+            self.w.walk_cut(self.collection, self.root, folder, cut, deep)
+
+    def _repeated(self, folder: str) -> bool:
+        """This folder's appearance was handled moments ago. watchdog reports a folder that appears
+        again for every folder above it that appears with it (it lists each new folder's subtree), so
+        a chain N levels deep can report its deepest folder N times. Every report comes after the
+        folder is watched, so what was added to it since the first one has events of its own."""
+        now = time.monotonic()
+        last = self._handled.get(folder)
+        self._handled[folder] = now
+        if len(self._handled) > WALK_HANDLED:
+            for k in list(self._handled)[:len(self._handled) // 2]:
+                del self._handled[k]
+        return last is not None and now - last < WALK_COVER_S
+
+    def _covered(self, folder: str) -> bool:
+        """A walk that started moments ago listed ``folder`` (it lies fewer than WALK_DEPTH levels
+        below that walk's folder), and ``folder`` has not changed since that walk started: its
+        files were found then, and what appeared in it later has events of its own. One cheap
+        check per event, where walking again cost the whole subtree."""
+        now = time.monotonic()
+        self._walked = [w for w in self._walked if now - w.at < WALK_COVER_S]
+        st = None
+        for w in self._walked:
+            if not (folder == w.folder or folder.startswith(w.folder + os.sep)):
+                continue
+            if folder.count(os.sep) - w.folder.count(os.sep) >= WALK_DEPTH:
+                continue
+            if st is None:
+                try:
+                    st = os.stat(folder, follow_symlinks=False)
+                except OSError:
+                    return True  # gone already: nothing to walk
+            if max(st.st_ctime_ns, st.st_mtime_ns) < w.started_ns - STAMP_SLACK_NS:
+                return True
+        return False
 
     def dispatch(self, event) -> None:
         try:
@@ -145,15 +218,22 @@ class Watcher:
 
     def __init__(self, debouncer: Debouncer, *, known_under: Callable[[str, str], list[str]],
                  is_known: Callable[[str, str], bool], on_root_event: Callable[[str, str], None],
-                 on_overflow: Callable[[list[str]], None], native_observer: Callable[[], Any] | None = None) -> None:
+                 on_overflow: Callable[[list[str]], None], native_observer: Callable[[], Any] | None = None,
+                 on_rescan: Callable[[list[str]], None] | None = None) -> None:
         self.debouncer = debouncer
+        # A scan of these collections, for files an event's walk did not reach (on_overflow if not given).
+        self.on_rescan = on_rescan or on_overflow
         self._make_native = native_observer  # watchdog's inotify Observer unless given
         self.known_under, self.is_known, self.on_root_event = known_under, is_known, on_root_event
         self.on_overflow = on_overflow
         self._native: Any = None
         self._polling: Any = None
         self._watches: dict[tuple[str, str], _Entry] = {}  # (collection, root) -> its watch
-        self.degraded: dict[tuple[str, str], str] = {}
+        self._degraded: dict[tuple[str, str], str] = {}  # (collection, root) -> why its watch is degraded
+        self._too_deep: dict[tuple[str, str, str], str] = {}  # (collection, root, folder) -> note
+        # Its own lock: walk_cut runs on watchdog's dispatch thread, which holds the observer's lock,
+        # while unwatch holds self._lock and takes the observer's lock (unschedule).
+        self._deep_lock = threading.Lock()
         self._overflows: dict[str, list[float]] = {}  # root -> times of its recent overflows
         self._poll_wanted: set[str] = set()  # roots that overflow too often: moved to polling by check()
         self._lock = threading.RLock()
@@ -192,7 +272,7 @@ class Watcher:
 
     def _schedule(self, key: tuple[str, str], e: _Entry, *, polling: bool) -> None:
         collection, root = key
-        self.degraded.pop(key, None)
+        self._degraded.pop(key, None)
         if not polling:
             try:
                 e.observer, e.mode = self._observer(False), "native"
@@ -214,13 +294,13 @@ class Watcher:
         except Exception as err:
             self._unwatchable(key, e, err)
             return
-        self.degraded[key] = reason
+        self._degraded[key] = reason
         log.warning("watch_degraded", collection=collection, root=root, reason=reason, hint=hint)
 
     def _unwatchable(self, key: tuple[str, str], e: _Entry, err: BaseException) -> None:
         collection, root = key
         e.observer, e.watch, e.mode = None, None, "none"
-        self.degraded[key] = (f"{root} cannot be watched ({type(err).__name__}: {err}); changes there are "
+        self._degraded[key] = (f"{root} cannot be watched ({type(err).__name__}: {err}); changes there are "
                               f"found only by the reconciliation scans (at start, hourly, POST "
                               f"/v1/collections/{collection}/scan)")
         log.error("watch_failed", collection=collection, root=root, error=f"{type(err).__name__}: {err}",
@@ -246,7 +326,39 @@ class Watcher:
             if e is not None:
                 self._release(e)
                 del self._watches[(collection, root)]
-            self.degraded.pop((collection, root), None)
+            self._degraded.pop((collection, root), None)
+            with self._deep_lock:
+                for k in [k for k in self._too_deep if k[:2] == (collection, root)]:
+                    del self._too_deep[k]
+
+    @property
+    def degraded(self) -> dict[tuple[str, str], str]:
+        """Why watching is degraded: per (collection, root) whose watch failed or is polled, and per
+        folder too deep for the walk of an appearing folder (keyed (collection, that folder))."""
+        with self._deep_lock:
+            out = {(c, f): note for (c, _, f), note in self._too_deep.items()}
+        out.update(self._degraded)
+        return out
+
+    def walk_cut(self, collection: str, root: str, folder: str, cut: list[str], deep: list[str]) -> None:
+        """The walk of an appearing folder stopped before listing ``cut``: a reconciliation scan of
+        the collection finds the files there. Folders cut for their depth are reported in
+        ``degraded`` until they are gone (``check``)."""
+        log.warning("watch_walk_cut", collection=collection, folder=folder, unlisted=len(cut), too_deep=len(deep),
+                    action="reconciliation scan of the collection")
+        if deep:
+            with self._deep_lock:
+                if any(c == collection and (folder == f or folder.startswith(f + os.sep))
+                       for c, _, f in self._too_deep):
+                    deep = []  # reported already, with a folder above it
+        if deep:
+            with self._deep_lock:
+                self._too_deep[(collection, root, folder)] = (
+                    f"folder {folder} (collection '{collection}') is nested more than {WALK_DEPTH} levels deep; "
+                    f"files in its folders below that depth that appear with their folder are found by "
+                    f"reconciliation scans (one was started now; hourly, POST /v1/collections/{collection}/scan), "
+                    f"not at once")
+        self.on_rescan([collection])
 
     def watching(self, collection: str, root: str) -> bool:
         e = self._watches.get((collection, root))
@@ -276,6 +388,10 @@ class Watcher:
         to polling. Returns the collections whose events may have been lost (to be scanned)."""
         lost: set[str] = set()
         redo: list[tuple[tuple[str, str], _Entry]] = []
+        with self._deep_lock:
+            gone = [k for k in self._too_deep if not os.path.isdir(k[2])]
+            for k in gone:
+                del self._too_deep[k]  # the deep folder is gone (moved or deleted)
         with self._lock:
             native_dead = self._native is not None and not _native_alive(self._native)
             polling_dead = self._polling is not None and not self._polling.is_alive()

@@ -395,3 +395,36 @@ def test_status_counts_walk_the_state_index_not_the_table(env, tmp_path):
     for q, plan in plans.items():
         assert "ingest_files_state" in plan, (q, plan)
     assert any("SEARCH" in p for p in plans.values()), plans  # done_count: a range, not a scan
+
+
+def test_skipped_files_under_overlapping_roots_get_a_row_in_every_collection(env, tmp_path):
+    """Two collections on one folder and a third on its parent: an empty or unreadable file dropped
+    there is a skipped row in all three, and its delete settles in all three, without a job."""
+    cfg, paths, queue, collections = env
+    parent = tmp_path / "x"
+    root = parent / "docs"
+    root.mkdir(parents=True)
+    holder: dict = {}
+    deb = Debouncer(lambda items: holder["cols"].take_events(items), debounce_s=0.1, delete_hold_s=0.1)
+    cols = holder["cols"] = collections(lambda c: Watcher(
+        deb, known_under=c.known_under, is_known=c.is_known, on_root_event=lambda *a: None,
+        on_overflow=lambda names: None), deb)
+    names = ("c1", "b2", "whole")
+    try:
+        deb.start()
+        cols.add("c1", [str(root)])
+        cols.add("b2", [str(root)])
+        cols.add("whole", [str(parent)])
+        time.sleep(0.3)
+        files = _make(root, 6)
+        want = sorted(str(p) for p in files)
+        wait_until(lambda: all(sorted(_live(paths, n)) == want for n in names), 30,
+                   what="a skipped row in every collection for every file")
+        for p in files[:3]:
+            p.unlink()
+        left = sorted(str(p) for p in files[3:])
+        wait_until(lambda: all(sorted(_live(paths, n)) == left for n in names), 30,
+                   what="the deletes to settle in every collection")
+    finally:
+        deb.stop()
+    assert _jobs(queue) == []  # rows and their deletes, no job in any collection

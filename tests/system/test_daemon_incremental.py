@@ -8,6 +8,7 @@ import time
 
 
 from tests.system.conftest import wait_until
+from tests.tools import folder_chain, remove_folder_chain
 
 
 def _paragraphs(n: int, marker_at: int, marker: str) -> str:
@@ -113,3 +114,53 @@ def test_rename_1000_file_folder_embeds_nothing(daemon, tmp_path):
     with d.db("vault") as c:
         assert c.execute("SELECT count(*) FROM embeddings").fetchone()[0] == 1000
         assert c.execute("SELECT count(*) FROM changes WHERE seq > 1000").fetchone()[0] == 0  # nothing removed/re-added
+
+
+def test_collections_sharing_a_folder_each_index_every_change(daemon, tmp_path):
+    """A second collection on the same folder, and a third on its parent, added at run time: a new
+    file, an edit and a delete reach all three; removing one leaves the others whole. Before, the
+    watcher's debouncer kept one event per path and only the last collection to report it got it."""
+    parent = tmp_path / "x"
+    docs = parent / "docs"
+    docs.mkdir(parents=True)
+    (docs / "old.txt").write_text("An old note about tide pools and their anemones.")
+    d = daemon({"c1": [docs]})
+    wait_until(lambda: str(docs / "old.txt") in d.live_rows("c1"), 30, what="the first note")
+    for name, root in (("b2", docs), ("whole", parent)):
+        r = d.api("POST", "/v1/collections", json={"name": name, "paths": [str(root)]})
+        assert r.status_code in (200, 201), r.text
+    names = ("c1", "b2", "whole")
+    wait_until(lambda: all(str(docs / "old.txt") in d.live_rows(n) for n in names), 30, what="the start scans")
+    both = docs / "both.txt"
+    both.write_text("Both collections must see this note about lichen on granite.")
+
+    def md5s():
+        return [(d.live_rows(n).get(str(both)) or {"md5": None})["md5"] for n in names]
+    wait_until(lambda: all(md5s()), 30, what="the new file in every collection")
+    first = md5s()
+    both.write_text("Edited: lichen grows slowly on granite, a millimetre a year.")
+    wait_until(lambda: all(m and m != first[0] for m in md5s()), 30, what="the edit in every collection")
+    both.unlink()
+    wait_until(lambda: not any(str(both) in d.live_rows(n) for n in names), 30, what="the delete in every collection")
+    r = d.api("DELETE", "/v1/collections/b2")
+    assert r.status_code == 200, r.text
+    after = docs / "after.txt"
+    after.write_text("Written after b2 was removed, about moss on north faces.")
+    wait_until(lambda: all(str(after) in d.live_rows(n) for n in ("c1", "whole")), 30,
+               what="a new file in the collections that remain")
+
+
+def test_a_thousand_level_folder_made_while_running_does_not_delay_new_files(daemon, tmp_path):
+    """Before, each level's event walked the whole chain below it on the watcher's thread: a file
+    written after a 1,000-level chain was still not indexed after 3 minutes."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    d = daemon({"docs": [docs]})
+    try:
+        os.close(folder_chain(str(docs), "deep", 1000, pause_s=0.001))
+        fresh = docs / "fresh.txt"
+        fresh.write_text("Written right after a very deep folder, about barnacles.")
+        wait_until(lambda: str(fresh) in d.live_rows("docs"), 30, what="the new file")
+    finally:
+        d.stop()
+        remove_folder_chain(str(docs), "deep")

@@ -45,6 +45,7 @@ from ragweedd.contract import (
 )
 from ragweedd.daemon_core import Core
 from ragweedd.errors import NotFoundError, RepairingError, RequestError
+from ragweedd.store.sqlite import damage_in
 from ragweedd.logging import get_logger
 from ragweedd.status import build_status, collection_of, missing_tools
 
@@ -69,7 +70,7 @@ def _on_core(fn: _F) -> _F:
         try:
             return await fn(self, *args, **kwargs)
         except Exception as e:
-            damage = _damage_in(e)
+            damage = damage_in(e)
             if damage is None:
                 raise
             self._check_now(damage)
@@ -82,20 +83,6 @@ def _on_core(fn: _F) -> _F:
     return cast(_F, call)
 
 
-_DAMAGE = ("malformed", "not a database", "disk i/o error", "database corrupt", "file is not a database")
-
-
-def _damage_in(e: BaseException | None) -> str | None:
-    """The SQLite error that says a database file is damaged, if ``e`` is (or was caused by) one."""
-    import sqlite3
-
-    seen = 0
-    while e is not None and seen < 10:
-        if isinstance(e, sqlite3.DatabaseError) and any(m in str(e).lower() for m in _DAMAGE):
-            return str(e)
-        e = e.__cause__ or e.__context__
-        seen += 1
-    return None
 
 
 class DaemonEngine:

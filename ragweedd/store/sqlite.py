@@ -174,6 +174,20 @@ def is_disk_full(e: BaseException | None) -> bool:
     return False
 
 
+_DAMAGE = ("malformed", "not a database", "disk i/o error", "database corrupt")
+
+
+def damage_in(e: BaseException | None) -> str | None:
+    """The SQLite error that says a database file is damaged, if ``e`` is (or was caused by) one."""
+    seen = 0
+    while e is not None and seen < 10:
+        if isinstance(e, sqlite3.DatabaseError) and any(m in str(e).lower() for m in _DAMAGE):
+            return str(e)
+        e = e.__cause__ or e.__context__
+        seen += 1
+    return None
+
+
 def write(conn: sqlite3.Connection, sql: str, args: Sequence = ()) -> sqlite3.Cursor:
     """One write statement under the writer lock, in the caller's transaction or its own. Its own is
     deferred, which is what an autocommit statement always was."""

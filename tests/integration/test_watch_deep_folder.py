@@ -8,10 +8,16 @@ import os
 import threading
 import time
 
+import pytest
+
 from ragweedd.watch.debounce import Debouncer
 from ragweedd.watch.ignore import is_ignored, walk_files
 from ragweedd.watch.watcher import WALK_DEPTH, Watcher
 from tests.tools import folder_chain, remove_folder_chain
+
+# watchdog warns, with every watched path of the chain in the message, when it sets a watch twice
+# for one folder of a deep chain: harmless, and megabytes of test output.
+pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")
 
 LEVELS = 1000
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 
 import pytest
@@ -65,3 +66,33 @@ def remove_folder_chain(parent: str, first: str) -> None:
     while names:
         os.rmdir(names.pop(), dir_fd=fds[-1])
         os.close(fds.pop())
+
+
+class EventSink:
+    """What a Debouncer hands on, collected for a test: ``(collection, path, op, root)`` items."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple] = []
+        self.cv = threading.Condition()
+
+    def __call__(self, items) -> None:
+        with self.cv:
+            self.items.extend(items)
+            self.cv.notify_all()
+
+    def wait_for(self, want: set[tuple[str, str, str]], timeout: float = 10.0) -> set[tuple[str, str, str]]:
+        """Wait until every (collection, path, op) in ``want`` was emitted; returns those seen."""
+        with self.cv:
+            self.cv.wait_for(lambda: want <= self._seen(), timeout)
+            return self._seen()
+
+    def wait_for_path(self, path: str, timeout: float) -> bool:
+        with self.cv:
+            return self.cv.wait_for(lambda: any(p == path for _, p, _, _ in self.items), timeout)
+
+    def clear(self) -> None:
+        with self.cv:
+            self.items.clear()
+
+    def _seen(self) -> set[tuple[str, str, str]]:
+        return {(c, p, op) for c, p, op, _ in self.items}

@@ -23,24 +23,7 @@ DEFAULT_IGNORES: tuple[str, ...] = (
 
 def is_ignored(rel_path: str, extra: Iterable[str] = ()) -> bool:
     rel = rel_path.replace(os.sep, "/").lstrip("/")
-    parts = rel.split("/")
-    name = parts[-1]
-    for pat in (*DEFAULT_IGNORES, *extra):
-        if pat.startswith("/"):
-            lit = pat.strip("/")
-            if lit and (rel.rstrip("/") == lit or rel.startswith(lit + "/")):
-                return True
-        elif pat.endswith("/"):
-            d = pat[:-1]
-            if (any(fnmatch.fnmatchcase(p, d) for p in parts[:-1])
-                    or (rel.endswith("/") and fnmatch.fnmatchcase(name, d))):
-                return True
-        elif "/" in pat:
-            if fnmatch.fnmatchcase(rel, pat) or (pat.endswith("/**") and (rel + "/").startswith(pat[:-2])):
-                return True
-        elif fnmatch.fnmatchcase(name, pat):
-            return True
-    return False
+    return _matches(rel, rel.split("/")[:-1], (*DEFAULT_IGNORES, *extra))
 
 
 def _ignored_in_kept_folder(rel: str, name: str, is_dir: bool, pats: tuple[str, ...]) -> bool:
@@ -49,7 +32,13 @@ def _ignored_in_kept_folder(rel: str, name: str, is_dir: bool, pats: tuple[str, 
     matched again. ``rel`` ends in "/" for a folder, like is_ignored's argument. This keeps a walk
     linear in the depth of a tree: matching every part of every path made a folder a thousand
     levels deep cost a billion pattern matches."""
-    last = "" if is_dir else name  # is_ignored's last part of "a/b/" is ""
+    return _matches(rel, [name] if is_dir else [], pats)
+
+
+def _matches(rel: str, folders: list[str], pats: tuple[str, ...]) -> bool:
+    """The one rule behind both: ``rel`` is a "/"-separated path relative to the root (ending in "/"
+    for a folder), ``folders`` the folder names folder patterns ("x/") are matched against."""
+    name = rel.rsplit("/", 1)[-1]  # "" for a folder
     for pat in pats:
         if pat.startswith("/"):
             lit = pat.strip("/")
@@ -57,12 +46,12 @@ def _ignored_in_kept_folder(rel: str, name: str, is_dir: bool, pats: tuple[str, 
                 return True
         elif pat.endswith("/"):
             d = pat[:-1]
-            if is_dir and (fnmatch.fnmatchcase(name, d) or fnmatch.fnmatchcase("", d)):
+            if any(fnmatch.fnmatchcase(p, d) for p in folders) or (rel.endswith("/") and fnmatch.fnmatchcase(name, d)):
                 return True
         elif "/" in pat:
             if fnmatch.fnmatchcase(rel, pat) or (pat.endswith("/**") and (rel + "/").startswith(pat[:-2])):
                 return True
-        elif fnmatch.fnmatchcase(last, pat):
+        elif fnmatch.fnmatchcase(name, pat):
             return True
     return False
 

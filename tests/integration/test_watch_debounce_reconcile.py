@@ -13,20 +13,11 @@ from ragweedd.paths import Paths
 from ragweedd.watch.debounce import Debouncer
 from ragweedd.watch.ignore import is_ignored
 from ragweedd.watch.reconcile import root_state, scan
-
-
-class Sink:
-    def __init__(self):
-        self.items, self.cv = [], threading.Condition()
-
-    def __call__(self, items):
-        with self.cv:
-            self.items.extend(items)
-            self.cv.notify_all()
+from tests.tools import EventSink
 
 
 def test_burst_of_events_is_one_upsert(tmp_path):
-    sink = Sink()
+    sink = EventSink()
     d = Debouncer(sink, debounce_s=0.2, delete_hold_s=0.2).start()
     p = tmp_path / "a.txt"
     for i in range(20):
@@ -39,7 +30,7 @@ def test_burst_of_events_is_one_upsert(tmp_path):
 
 
 def test_delete_then_recreate_within_hold_is_a_modify(tmp_path):
-    sink = Sink()
+    sink = EventSink()
     d = Debouncer(sink, debounce_s=0.1, delete_hold_s=0.4).start()
     p = tmp_path / "a.txt"
     d.delete("c", str(p))
@@ -52,7 +43,7 @@ def test_delete_then_recreate_within_hold_is_a_modify(tmp_path):
 
 
 def test_a_lone_delete_is_emitted_after_the_hold(tmp_path):
-    sink = Sink()
+    sink = EventSink()
     d = Debouncer(sink, debounce_s=0.05, delete_hold_s=0.3).start()
     t0 = time.monotonic()
     d.delete("c", str(tmp_path / "gone.txt"))
@@ -64,7 +55,7 @@ def test_a_lone_delete_is_emitted_after_the_hold(tmp_path):
 
 
 def test_a_file_still_growing_is_not_emitted_until_stable(tmp_path):
-    sink = Sink()
+    sink = EventSink()
     d = Debouncer(sink, debounce_s=0.1, delete_hold_s=0.1).start()
     p = tmp_path / "big.bin"
     p.write_bytes(b"")
@@ -82,7 +73,7 @@ def test_a_file_still_growing_is_not_emitted_until_stable(tmp_path):
 
 
 def test_stop_with_flush_hands_over_held_events(tmp_path):
-    sink = Sink()
+    sink = EventSink()
     d = Debouncer(sink, debounce_s=60, delete_hold_s=60).start()
     d.upsert("c", str(tmp_path / "x"), "/r")
     d.stop(flush=True)
@@ -178,7 +169,7 @@ def test_a_moved_folder_emits_every_new_path_before_any_old_one(tmp_path):
     for i, p in enumerate(old):
         with open(p, "w") as f:
             f.write(f"note {i}")
-    sink = Sink()
+    sink = EventSink()
     d = Debouncer(sink, debounce_s=0.2, delete_hold_s=0.2).start()
     w = Watcher(d, known_under=lambda c, prefix: [p for p in old if p.startswith(prefix + os.sep)],
                 is_known=lambda c, p: p in old, on_root_event=lambda c, r: None, on_overflow=lambda names: None)

@@ -5,7 +5,6 @@ a reconciliation scan and reported."""
 from __future__ import annotations
 
 import os
-import threading
 import time
 
 import pytest
@@ -13,7 +12,7 @@ import pytest
 from ragweedd.watch.debounce import Debouncer
 from ragweedd.watch.ignore import is_ignored, walk_files
 from ragweedd.watch.watcher import WALK_DEPTH, Watcher
-from tests.tools import folder_chain, remove_folder_chain
+from tests.tools import EventSink, folder_chain, remove_folder_chain
 
 # watchdog warns, with every watched path of the chain in the message, when it sets a watch twice
 # for one folder of a deep chain: harmless, and megabytes of test output.
@@ -22,24 +21,10 @@ pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning"
 LEVELS = 1000
 
 
-class Sink:
-    def __init__(self):
-        self.items, self.cv = [], threading.Condition()
-
-    def __call__(self, items):
-        with self.cv:
-            self.items.extend(items)
-            self.cv.notify_all()
-
-    def wait_for_path(self, path: str, timeout: float) -> bool:
-        with self.cv:
-            return self.cv.wait_for(lambda: any(p == path for _, p, _, _ in self.items), timeout)
-
-
 def test_a_thousand_level_folder_created_while_watching_does_not_stall_new_files(tmp_path):
     root = tmp_path / "docs"
     root.mkdir()
-    sink = Sink()
+    sink = EventSink()
     rescans: list[list[str]] = []
     d = Debouncer(sink, debounce_s=0.1, delete_hold_s=0.1).start()
     w = Watcher(d, known_under=lambda c, p: [], is_known=lambda c, p: False, on_root_event=lambda c, r: None,
@@ -75,7 +60,7 @@ def test_a_folder_deeper_than_the_walk_moved_in_asks_for_a_scan_and_is_reported(
     outside = tmp_path / "outside"
     outside.mkdir()
     os.close(folder_chain(str(outside), "deep", WALK_DEPTH + 20))
-    sink = Sink()
+    sink = EventSink()
     rescans: list[list[str]] = []
     d = Debouncer(sink, debounce_s=0.1, delete_hold_s=0.1).start()
     w = Watcher(d, known_under=lambda c, p: [], is_known=lambda c, p: False, on_root_event=lambda c, r: None,

@@ -4,38 +4,15 @@ watched by the real Watcher: every change reaches every collection that holds th
 from __future__ import annotations
 
 import os
-import threading
 import time
 
 from ragweedd.watch.debounce import Debouncer
 from ragweedd.watch.watcher import Watcher
-
-
-class Sink:
-    def __init__(self):
-        self.items, self.cv = [], threading.Condition()
-
-    def __call__(self, items):
-        with self.cv:
-            self.items.extend(items)
-            self.cv.notify_all()
-
-    def wait_for(self, want: set[tuple[str, str, str]], timeout: float = 10.0) -> set[tuple[str, str, str]]:
-        """Wait until every (collection, path, op) in ``want`` was emitted; returns those seen."""
-        with self.cv:
-            self.cv.wait_for(lambda: want <= self._seen(), timeout)
-            return self._seen()
-
-    def _seen(self) -> set[tuple[str, str, str]]:
-        return {(c, p, op) for c, p, op, _ in self.items}
-
-    def clear(self):
-        with self.cv:
-            self.items.clear()
+from tests.tools import EventSink
 
 
 def _watched(tmp_path, pairs):
-    sink = Sink()
+    sink = EventSink()
     d = Debouncer(sink, debounce_s=0.1, delete_hold_s=0.1).start()
     w = Watcher(d, known_under=lambda c, prefix: [], is_known=lambda c, p: True,
                 on_root_event=lambda c, r: None, on_overflow=lambda names: None)

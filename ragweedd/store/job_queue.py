@@ -215,9 +215,14 @@ class JobQueue:
         return retry
 
     def release(self, job: Job) -> None:
-        """Give a claimed job back untouched (shutdown while it was about to run)."""
+        """Give a claimed job back untouched (shutdown while it was about to run, or the small-file
+        lane passing over a big file)."""
         with self._lock, transaction(self.conn):
             self.conn.execute("UPDATE jobs SET state='queued' WHERE id=? AND state='running'", (job.id,))
+        # A worker that found nothing while this job was held waits on the condition with no
+        # deadline: without this it would never see the job again.
+        with self._cond:
+            self._cond.notify_all()
 
     # --- reading -----------------------------------------------------------------------------
     def depth(self, collection: str | None = None) -> dict[str, int]:

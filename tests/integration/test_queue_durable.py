@@ -144,3 +144,24 @@ def test_claim_passes_over_skipped_jobs_and_waits_instead_of_spinning(qpath):
     assert q.claim(0.3, skip={big.id}) is None
     assert time.monotonic() - t0 >= 0.29
     assert q.claim(0).id == big.id  # a regular worker still gets it
+
+
+def test_a_released_job_wakes_a_worker_waiting_for_one(qpath):
+    # The small-file lane claims a big file and gives it back; a regular worker that asked for a
+    # job while it was held waits with no deadline and must be woken by the release.
+    q = JobQueue(qpath)
+    q.put("c", "/big.txt", "upsert")
+    held = q.claim(timeout_s=1)
+    assert held is not None
+    got: list = []
+    waiter = threading.Thread(target=lambda: got.append(q.claim()))
+    waiter.start()
+    time.sleep(0.3)  # the waiter found nothing ready and sleeps on the condition
+    q.release(held)
+    waiter.join(5)
+    alive = waiter.is_alive()
+    if alive:
+        q.close()  # let the thread end
+        waiter.join(5)
+    assert not alive and got and got[0].path == "/big.txt"
+    q.close()

@@ -122,6 +122,7 @@ KEYS: tuple[KeySpec, ...] = (
     K("", "chunk_size_pdf", int, 1024, "CHUNK_SIZE_PDF: PDF chunks use min(chunk_size, this).", _range(16, 32768)),
     K("", "chunk_size_av", int, 512, "CHUNK_SIZE_AV: audio/video transcript chunks use min(chunk_size, this).", _range(16, 32768)),
     K("", "chunk_overlap_pct", int, 50, "CHUNK_OVERLAP_PCT: overlap between consecutive chunks, percent.", _range(0, 90)),
+    K("", "chunk_context", bool, True, "Embed and keyword-index each chunk with a context line: the document's readable name (and title when it says more) and the section path; the stored and cited text stays the chunk. Part of the collection's embedder id, so changing it re-embeds (see docs/chunking.md).", None),
     K("", "ingest_entropy_max", float, 7.0, "INGEST_ENTROPY_MAX: chunks above this Shannon entropy (bits/char) are dropped as garbage.", _range(0.0, 32.0)),
     K("", "ingest_entropy_min", float, 0.5, "INGEST_ENTROPY_MIN: chunks below this entropy and with < 5 words are dropped as empty.", _range(0.0, 32.0)),
     # --- embedding -------------------------------------------------------------------------
@@ -233,6 +234,7 @@ class Config:
     chunk_size_pdf: int = 1024
     chunk_size_av: int = 512
     chunk_overlap_pct: int = 50
+    chunk_context: bool = True
     ingest_entropy_max: float = 7.0
     ingest_entropy_min: float = 0.5
     # embedding

@@ -151,6 +151,21 @@ class IngestProgress(TypedDict):
     workers: int
 
 
+class VectorProgress(TypedDict):
+    """The embedding stage. A file is keyword-searchable as soon as it is extracted (its chunks
+    are published); its vectors follow. ``files_searchable`` counts documents with published
+    chunks, ``files_with_vectors`` those none of whose chunks waits for a vector."""
+
+    running: bool
+    pending_chunks: int
+    files_searchable: int
+    files_with_vectors: int
+    chunks_per_s: float
+    eta_s: float | None
+    vectors_since_start: int
+    embedded_since_start: int
+
+
 class QueueDepth(TypedDict):
     queued: int
     running: int
@@ -223,6 +238,7 @@ class Status(TypedDict):
     queue_depth: int  # queued + running jobs
     failed_jobs: list[FailedJob]
     ingest: IngestProgress
+    vectors: VectorProgress
     embedder: EmbedderInfo
     index: dict[str, IndexInfo]  # by collection
     index_sizes: dict[str, int | None]  # vectors in each collection's index

@@ -2,8 +2,8 @@
 
 Started in this order and stopped in reverse, every thread joined and every connection closed:
 
-    live indexes (index sync thread) -> ingest workers -> debouncer -> watcher -> scan and
-    root-check threads -> start-up scan -> APScheduler jobs
+    live indexes (index sync thread) -> embedding stage -> ingest workers -> debouncer -> watcher ->
+    scan and root-check threads -> start-up scan -> APScheduler jobs
 
 The HTTP API (ragweedd/daemon.py) talks to it only through ``ragweedd.engine.DaemonEngine``.
 """
@@ -33,7 +33,11 @@ class Core:
         from ragweedd.watch.debounce import Debouncer
         from ragweedd.watch.watcher import Watcher
 
+        from ragweedd.chunk.context import index_embedder_id
+
         self.cfg, self.paths, self.embedder, self.index = cfg, paths, embedder, index
+        # What a collection's vectors are recorded as made by: the model and its input format.
+        self.index_embedder_id = index_embedder_id(embedder.id, cfg.chunk_context)
         self.started_at = time.time()
         self.queue = JobQueue(paths.ingest_db, max_tries=cfg.extract_max_tries)
         # Events go to the collections, which queue what needs the pipeline and write the rows of
@@ -55,9 +59,13 @@ class Core:
         self._reader_lock = threading.Lock()
         for name in list(self.collections.items):
             self._reindex_if_embedder_changed(name)
+        from ragweedd.ingest.vectorize import Vectorizer
+
+        self.vectorizer = Vectorizer(cfg, paths, embedder, self.index_embedder_id,
+                                     collections=lambda: list(self.collections.items), on_changes=self.index.notify)
         self.workers = Workers(cfg, paths, self.queue, embedder, resolve=self.collections.resolve,
                                on_changes=self.index.notify, on_root_missing=self.collections.on_root_missing,
-                               extract=extract)
+                               extract=extract, vectorizer=self.vectorizer)
         self.jobs: Any = None
         self.last_integrity: dict[str, Any] | None = None
         self.repaired: dict[str, Any] = {}  # what the start-up check repaired (ragweedd/jobs/repair.py)
@@ -75,6 +83,7 @@ class Core:
 
         self._started = True
         self.index.start(list(self.collections.items))
+        self.vectorizer.start()
         self.workers.start()
         self.debouncer.start()
         self.collections.start()
@@ -99,6 +108,7 @@ class Core:
         self.collections.watcher.stop()
         self.debouncer.stop(flush=True)  # events still held become durable jobs
         self.workers.stop(timeout_s=30)
+        self.vectorizer.stop(timeout_s=30)
         for t in (self._scanner, self._roots):
             if t.is_alive():
                 t.join(30)
@@ -169,13 +179,16 @@ class Core:
         workers = getattr(self.workers, "_threads", [])
         if workers and not any(t.is_alive() for t in workers):
             threads.append(("ingest workers (nothing is indexed)", False))
+        threads.append(("embedding (new chunks get no vectors; keyword search still finds them)",
+                        self.vectorizer.alive()))
         alive = getattr(self.index, "alive", None)
         if alive is not None and not alive():
             threads.append(("index sync (searches use the stored vectors exactly)", False))
         out = [f"the {what} thread stopped; restart ragweedd and report the error in its log"
                for what, alive in threads if not alive]
         # Threads that are restarted after a failure say so while the failure is recent.
-        for sup in (getattr(self.workers, "supervisor", None), getattr(self.index, "supervisor", None)):
+        for sup in (getattr(self.workers, "supervisor", None), getattr(self.index, "supervisor", None),
+                    self.vectorizer.supervisor):
             problem = sup.problem() if sup is not None else None
             if problem:
                 out.append(problem)
@@ -232,6 +245,7 @@ class Core:
         import shutil
 
         res = self.collections.remove(name)
+        self.vectorizer.forget(name)
         self.index.drop(name)
         self.services.forget_collection(name)
         shutil.rmtree(self.paths.collection_dir(name), ignore_errors=True)
@@ -246,10 +260,10 @@ class Core:
         import shutil
 
         stored = self._stored_embedder(name)
-        if stored is None or stored == self.embedder.id:
+        if stored is None or stored == self.index_embedder_id:
             return
-        log.warning("collection_reindexing", collection=name, embedded_with=stored, configured=self.embedder.id,
-                    reason="embed.model changed; the collection is indexed again from its files")
+        log.warning("collection_reindexing", collection=name, embedded_with=stored, configured=self.index_embedder_id,
+                    reason="embed.model or chunk_context changed; the collection is indexed again from its files")
         self.collections.forget_files(name)
         shutil.rmtree(self.paths.collection_dir(name), ignore_errors=True)
         self.reindexed[name] = stored

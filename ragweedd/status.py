@@ -86,7 +86,7 @@ def build_status(core: Core, tools: list[MissingTool]) -> Status:
         d = core.read(functools.partial(_depth_of, name))
         if d.get("queued", 0) + d.get("running", 0) or core.scan_pending(name):
             degraded.append(f"collection '{name}' is being indexed again: it was embedded with {before} and "
-                            f"embed.model is now {core.embedder.id}; its search results fill up as files "
+                            f"embed.model is now {core.index_embedder_id}; its search results fill up as files "
                             f"are re-ingested")
     # Databases repaired at start (ragweedd/jobs/repair.py): said while the files are re-ingested.
     repaired = core.repaired
@@ -130,7 +130,8 @@ def build_status(core: Core, tools: list[MissingTool]) -> Status:
         "queue_depth": queued,
         "failed_jobs": [_failed(j) for j in core.read(lambda db: db.failed_jobs(20))],
         "ingest": _progress(core, queued + debouncing),
-        "embedder": {"id": core.embedder.id, "dim": core.embedder.dim},
+        "vectors": core.vectorizer.snapshot(),  # type: ignore[typeddict-item]
+        "embedder": {"id": core.index_embedder_id, "dim": core.embedder.dim},
         "index": index,
         "index_sizes": {n: i["vectors"] for n, i in index.items()},
         "last_flush": max(flushes) if flushes else None,

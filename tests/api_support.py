@@ -133,7 +133,8 @@ class Api:
     def idle(self) -> bool:
         s = self.status()
         q = s["queue"]
-        return not (q["queued"] or q["running"] or q["debouncing"] or s["ingest"]["running"])
+        return not (q["queued"] or q["running"] or q["debouncing"] or s["ingest"]["running"]
+                    or s["vectors"]["pending_chunks"] or s["vectors"]["running"])
 
     def indexed(self, collection: str = "notes") -> dict[str, dict]:
         """Documents of the collection that are indexed, by file name."""

@@ -216,7 +216,7 @@ def _ingest_files(services, args, roots, ignore) -> int:
     from ragweedd.watch.ignore import walk_files
 
     pipe = services.pipeline()
-    _refuse_other_embedder(services, pipe.embedder, args.collection)
+    _refuse_other_embedder(services, pipe.embedder, args.collection, services.cfg)
     counts: dict[str, int] = {}
     chunks = embedded = 0
     t0 = time.monotonic()
@@ -245,8 +245,10 @@ def _ingest_files(services, args, roots, ignore) -> int:
     return 1 if counts.get("failed") else 0
 
 
-def _refuse_other_embedder(services, embedder, collection: str) -> None:
-    """Vectors of two models never mix in one collection: refuse before anything is written."""
+def _refuse_other_embedder(services, embedder, collection: str, cfg) -> None:
+    """Vectors of two models (or of two input formats) never mix in one collection: refuse before
+    anything is written."""
+    from ragweedd.chunk.context import index_embedder_id
     from ragweedd.errors import RequestError
     from ragweedd.store.rag_db import PRIMARY
 
@@ -257,9 +259,11 @@ def _refuse_other_embedder(services, embedder, collection: str) -> None:
         known = rag.embedder(PRIMARY)
     finally:
         rag.close()
-    if known is not None and known[0] != embedder.id:
+    want = index_embedder_id(embedder.id, cfg.chunk_context)
+    if known is not None and known[0] != want:
         raise RequestError(
-            f"collection '{collection}' was embedded with {known[0]}, but embed.model is {embedder.id}",
+            f"collection '{collection}' was embedded with {known[0]}, but embed.model and chunk_context "
+            f"give {want}",
             hint="ingest with the collection's model, or let the daemon re-index it with the new one "
                  "(it does so at start when embed.model changes)")
 

@@ -24,7 +24,7 @@ from ragweedd.cli.ctl_http import Client, CtlError, api_error, bad_reply, parse_
 # contract module (typing and its classes) would cost ragweedctl ~10 ms at every start.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ragweedd.contract import IngestProgress, Status
+    from ragweedd.contract import IngestProgress, Status, VectorProgress
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
 HELP_WIDTH = 88
@@ -157,6 +157,7 @@ def cmd_status(c: Client, a, out) -> int:
     out.write(f"  queue: {q['queued']} queued, {q['running']} running, {q['debouncing']} settling"
               + (f", {q['failed']} failed" if q["failed"] else "") + "\n")
     out.write(f"  {ingest_line(s['ingest'])}\n")
+    out.write(f"  {vectors_line(s['vectors'])}\n")
     emb = s["embedder"]
     out.write(f"  embedder: {emb['id']} ({emb['dim']}-d)\n")
     if s["last_flush"]:
@@ -179,6 +180,17 @@ def ingest_line(ing: IngestProgress) -> str:
     left = "" if eta is None else f", about {_duration(eta)} left"
     return (f"ingest: {ing['done']}/{ing['total']} files, {ing['files_per_s']:.1f} files/s, "
             f"{ing['chunks_per_s']:.1f} chunks/s{left}")
+
+
+def vectors_line(v: VectorProgress) -> str:
+    """"vectors: 80/120 files, 2300 chunks waiting, 35.0 chunks/s, about 1 min left": files are
+    keyword-searchable before their vectors are computed."""
+    if not v["pending_chunks"]:
+        return f"vectors: all {v['files_with_vectors']} files ({v['vectors_since_start']} vectors since start)"
+    eta = v["eta_s"]
+    left = "" if eta is None else f", about {_duration(eta)} left"
+    return (f"vectors: {v['files_with_vectors']}/{v['files_searchable']} files, {v['pending_chunks']} chunks "
+            f"waiting (keyword search finds them already), {v['chunks_per_s']:.1f} chunks/s{left}")
 
 
 def _duration(s: float) -> str:

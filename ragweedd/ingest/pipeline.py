@@ -1,11 +1,14 @@
-"""The per-file ingest pipeline: stat -> md5 -> extract -> chunk -> embed -> publish.
+"""The per-file ingest pipeline: stat -> md5 -> extract -> chunk -> publish, then vectors.
 
 Content identity is the MD5 of the bytes (as RAGWeed). Content already indexed in the collection is
 never extracted or embedded again: a rename or copy only adds a path. A path whose content changed
-supersedes its old content in the same rag.sqlite3 transaction that adds the new chunks, and chunks
-whose text is unchanged reuse their cached vectors (embed cache keyed by chunk-text hash + embedder
-id). Vectors are cached batch by batch as they are computed, so an ingest killed halfway resumes
-with only the missing chunks.
+supersedes its old content in the same rag.sqlite3 transaction that adds the new chunks.
+
+A file's chunks are published as soon as it is extracted, with the vectors the embed cache already
+holds (keyed by the hash of what is embedded: the chunk's context line and text); the others are
+left pending for the embedding stage (ingest/vectorize.py), which the daemon runs in a thread of
+its own so extraction and embedding overlap. Without that thread (``defer_vectors=False``: the
+one-shot CLI, tests of the pipeline alone) the pipeline fills them itself right after publishing.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ragweedd.chunk.chunker import ChunkParams, chunk_document
+from ragweedd.chunk.chunker import ChunkParams, chunk_document, text_hash
+from ragweedd.chunk.context import context_line, document_label, embed_input, index_embedder_id
 from ragweedd.errors import ExtractionError, ExtractionSkipped
 from ragweedd.extract.base import ExtractedDoc, ExtractSettings
 from ragweedd.ingest.safe_open import NotRegularFile, fd_md5, open_regular, private_copy
+from ragweedd.ingest.vectorize import Interrupted, fill_vectors
 from ragweedd.logging import get_logger
 from ragweedd.paths import Paths
 from ragweedd.store.ingest_db import IngestDB
@@ -41,6 +46,7 @@ class FileOutcome:
     md5: str | None = None
     chunks: int = 0
     embedded: int = 0  # chunk texts sent to the embedder (cache misses)
+    pending: int = 0  # chunks published without a vector (the embedding stage computes them)
     dropped: dict[str, int] = field(default_factory=dict)
     error: str | None = None
     retryable: bool = False
@@ -88,22 +94,17 @@ def _streams(src: str, size: int) -> bool:
     return size > STREAM_ABOVE_BYTES and isinstance(extractor_for(Path(src)), TextExtractor)
 
 
-class Interrupted(Exception):
-    """Ingest of a file stopped between two embedding batches because the daemon is stopping.
-
-    Nothing about the file is wrong: its job goes back to the queue untouched, and the batches
-    already embedded are in the embed cache, so the next run embeds only the rest."""
-
-
 class Pipeline:
     """Ingests files of any collection. One Pipeline is the single writer of its databases."""
 
     def __init__(self, cfg, paths: Paths, embedder, *, extract: ExtractFn | None = None,
                  before_open: Callable[[str], None] | None = None,
-                 should_stop: Callable[[], bool] | None = None) -> None:
+                 should_stop: Callable[[], bool] | None = None, defer_vectors: bool = False) -> None:
         """``before_open(path)`` runs between the look at a path and its opening (the window in
         which a path can be swapped for a symlink; tests swap it there). ``should_stop()`` is asked
-        between embedding batches; when it says True the ingest raises :class:`Interrupted`."""
+        between embedding batches; when it says True the ingest raises :class:`Interrupted`.
+        ``defer_vectors``: leave the vectors missing from the embed cache to the embedding stage."""
+        self.defer_vectors = defer_vectors
         self.before_open = before_open
         self.should_stop = should_stop
         self.cfg = cfg
@@ -114,6 +115,9 @@ class Pipeline:
         self.db = IngestDB(paths.ingest_db)
         self._rags: dict[str, RagDB] = {}
         self.params = ChunkParams.from_config(cfg, getattr(embedder, "preferred_chunk_tokens", 256))
+        self.with_context = bool(getattr(cfg, "chunk_context", False))
+        # The id a collection's vectors are recorded under: the model and what it was given to read.
+        self.index_id = index_embedder_id(embedder.id, self.with_context)
 
     def close(self) -> None:
         for r in self._rags.values():
@@ -127,10 +131,10 @@ class Pipeline:
             r = self._rags[collection] = RagDB(self.paths.rag_db(collection), collection)
             known = r.embedder(PRIMARY)
             if known is None:
-                r.set_embedder(self.embedder.id, self.embedder.dim, PRIMARY)
-            elif known[0] != self.embedder.id:
+                r.set_embedder(self.index_id, self.embedder.dim, PRIMARY)
+            elif known[0] != self.index_id:
                 log.warning("collection_embedder_changed", collection=collection, stored=known[0],
-                            configured=self.embedder.id)
+                            configured=self.index_id)
         return r
 
     # --- one file ---------------------------------------------------------------------------------
@@ -153,9 +157,14 @@ class Pipeline:
             self.remove_file(collection, src)
             return self._done(FileOutcome(src, "skipped", error=str(e)), t0, collection)
         try:
-            return self._ingest_fd(collection, src, rel, root, fd, force, t0)
+            out = self._ingest_fd(collection, src, rel, root, fd, force, t0)
         finally:
             os.close(fd)
+        if out.status in ("unchanged", "linked"):
+            # Published before a crash, its vectors still to compute: without an embedding stage,
+            # the next look at the file is when they get done.
+            out.embedded += self._fill_now(collection)
+        return out
 
     def _ingest_fd(self, collection: str, src: str, rel: str, root, fd: int, force: bool, t0: float) -> FileOutcome:
         st = os.fstat(fd)
@@ -225,30 +234,46 @@ class Pipeline:
             out = FileOutcome(src, status, md5=md5, error=str(e), retryable=getattr(e, "retryable", False))
             return self._done(out, t0, collection)
 
-        self.db.set_file(collection, src, md5=md5, status="embedding", tries=tries, **stat_kw)
-        try:
-            vectors, embedded = self._vectors(result.chunks)
-        except Interrupted:
-            # Stopping is not a try: the row keeps the count it had; the job is given back.
-            self.db.set_file(collection, src, md5=md5, status="embedding", tries=tries - 1, **stat_kw)
-            log.info("ingest_interrupted", collection=collection, path=src,
-                     ms=round((time.monotonic() - t0) * 1000, 1))
-            raise
+        self._add_context(result.chunks, src, doc.title)
+        vectors = self._cached(result.chunks)
         rag.publish(md5=md5, source_file=src, rel_path=rel, kind=doc.kind, extractor=doc.extractor,
                     ocr_type=doc.ocr_type, title=doc.title, size_bytes=st.st_size, chunks=result.chunks,
-                    vectors={PRIMARY: vectors}, embedders={PRIMARY: (self.embedder.id, self.embedder.dim)})
+                    vectors={PRIMARY: vectors}, embedders={PRIMARY: (self.index_id, self.embedder.dim)})
         self.db.record_collection_chunks(collection, md5, len(result.chunks))
         self.db.set_file(collection, src, md5=md5, status="done", chunks=len(result.chunks), tries=tries, **stat_kw)
-        out = FileOutcome(src, "indexed", md5=md5, chunks=len(result.chunks), embedded=embedded,
-                          dropped=result.dropped)
+        out = FileOutcome(src, "indexed", md5=md5, chunks=len(result.chunks), dropped=result.dropped,
+                          pending=sum(v is None for v in vectors))
+        out.embedded = self._fill_now(collection)
         return self._done(out, t0, collection)
+
+    def _add_context(self, chunks: list[dict], src: str, title: str | None) -> None:
+        """Give each chunk its context line (when enabled) and the hash of what is embedded."""
+        label = document_label(src, title) if self.with_context else ""
+        for c in chunks:
+            if self.with_context:
+                meta = c["meta"]
+                c["context"] = context_line(label, meta.get("section_path"), meta.get("section"))
+            c["embed_hash"] = text_hash(embed_input(c["text"], c.get("context"))) if c.get("context") \
+                else c["text_hash"]
+
+    def _cached(self, chunks: list[dict]) -> list[bytes | None]:
+        """Each chunk's vector from the embed cache, None where it must be computed."""
+        have = self.db.cached_vectors(self.embedder.id, [c["embed_hash"] for c in chunks])
+        return [have.get(c["embed_hash"]) for c in chunks]
+
+    def _fill_now(self, collection: str) -> int:
+        """Without an embedding stage: compute the collection's pending vectors now. Returns the
+        texts sent to the embedder."""
+        if self.defer_vectors:
+            return 0
+        return fill_vectors(self.rag(collection), self.db, self.embedder, self.index_id,
+                            batch_size=self.cfg.embed_batch_size, should_stop=self.should_stop)[1]
 
     def _ingest_streamed(self, collection: str, src: str, rel: str, copy: Path, md5: str, tries: int,
                          size: int, stat_kw: dict, t0: float) -> FileOutcome:
-        """A large text file in bounded memory, in two passes over the private copy: the first
-        chunks it and embeds the chunk texts missing from the embed cache batch by batch (each batch
-        cached at once), the second chunks it again and publishes chunk by chunk with the cached
-        vectors. Neither pass holds the text, its chunks or their vectors: memory stays at a few
+        """A large text file in bounded memory: chunked piece by piece and published chunk by
+        chunk with the vectors the embed cache holds, the others left pending (see the module
+        docstring). Nothing holds the text, its chunks or their vectors: memory stays at a few
         pieces and one batch whatever the size (the file itself is capped by ingest_max_text_mb).
         The chunks are those ``chunk_document`` makes of the whole text (the same splitter)."""
         from ragweedd.chunk.chunker import iter_chunks
@@ -256,41 +281,38 @@ class Pipeline:
 
         stream = TextStream(copy)
         dropped: dict[str, int] = {}
-        n = embedded = 0
-        batch: list[dict] = []
-        step = max(1, self.cfg.embed_batch_size) * 16
-        self.db.set_file(collection, src, md5=md5, status="embedding", tries=tries, **stat_kw)
-        for c in iter_chunks(stream.pieces(), stream.kind, stream.regions, self.params, dropped):
-            batch.append(c)
-            if len(batch) >= step:
-                embedded += self._vectors(batch)[1]
-                n += len(batch)
-                batch = []
-        if batch:
-            embedded += self._vectors(batch)[1]
-            n += len(batch)
-        if not n:
+        counts = {"chunks": 0, "pending": 0}
+
+        def with_context() -> Iterator[dict]:
+            for c in iter_chunks(stream.pieces(), stream.kind, stream.regions, self.params, dropped):
+                self._add_context([c], src, stream.title)
+                counts["chunks"] += 1
+                yield c
+
+        chunks, vectors = self._cached_pairs(with_context(), counts)
+        self.rag(collection).publish(
+            md5=md5, source_file=src, rel_path=rel, kind=stream.kind, extractor=stream.extractor,
+            ocr_type=stream.ocr_type, title=stream.title, size_bytes=size, chunks=chunks,
+            vectors={PRIMARY: vectors}, embedders={PRIMARY: (self.index_id, self.embedder.dim)})
+        n = counts["chunks"]
+        if not n:  # the document row publish wrote leaves with the skip (the caller removes the path)
             if dropped:
                 raise ExtractionSkipped(f"{src}: every chunk was dropped by the entropy filter {dropped}",
                                         hint="the file holds no readable text")
             raise ExtractionSkipped(f"{src}: no text could be extracted")
-        chunks, vectors = self._cached_pairs(iter_chunks(stream.pieces(), stream.kind, stream.regions,
-                                                         self.params, {}))
-        self.rag(collection).publish(
-            md5=md5, source_file=src, rel_path=rel, kind=stream.kind, extractor=stream.extractor,
-            ocr_type=stream.ocr_type, title=stream.title, size_bytes=size, chunks=chunks,
-            vectors={PRIMARY: vectors}, embedders={PRIMARY: (self.embedder.id, self.embedder.dim)})
         self.db.record_collection_chunks(collection, md5, n)
         self.db.set_file(collection, src, md5=md5, status="done", chunks=n, tries=tries, **stat_kw)
-        out = FileOutcome(src, "indexed", md5=md5, chunks=n, embedded=embedded, dropped=dropped)
+        out = FileOutcome(src, "indexed", md5=md5, chunks=n, dropped=dropped, pending=counts["pending"])
+        out.embedded = self._fill_now(collection)
         return self._done(out, t0, collection)
 
-    def _cached_pairs(self, chunks: Iterator[dict], batch: int = 500) -> tuple[Iterator[dict], Iterator[bytes]]:
-        """Two iterators for ``RagDB.publish``: the chunks, and their vectors from the embed cache,
-        looked up a batch at a time as the chunks are drawn (publish draws a chunk, then its
-        vector)."""
+    def _cached_pairs(self, chunks: Iterator[dict], counts: dict[str, int],
+                      batch: int = 500) -> tuple[Iterator[dict], Iterator[bytes | None]]:
+        """Two iterators for ``RagDB.publish``: the chunks, and their vectors from the embed cache
+        (None where missing), looked up a batch at a time as the chunks are drawn (publish draws a
+        chunk, then its vector)."""
         eid = self.embedder.id
-        ready: deque[bytes] = deque()
+        ready: deque[bytes | None] = deque()
 
         def chunk_iter() -> Iterator[dict]:
             part: list[dict] = []
@@ -301,17 +323,14 @@ class Pipeline:
                     if self.should_stop is not None and self.should_stop():
                         # inside publish's transaction: raising rolls back what was written
                         raise Interrupted("stopped while publishing a large file")
-                    have = self.db.cached_vectors(eid, [x["text_hash"] for x in part])
-                    missing = [x["chunk_idx"] for x in part if x["text_hash"] not in have]
-                    if missing:
-                        err = ExtractionError(f"chunk {missing[0]} has no cached vector on the second pass")
-                        err.retryable = True
-                        raise err
-                    ready.extend(have[x["text_hash"]] for x in part)
+                    have = self.db.cached_vectors(eid, [x["embed_hash"] for x in part])
+                    got = [have.get(x["embed_hash"]) for x in part]
+                    counts["pending"] += sum(v is None for v in got)
+                    ready.extend(got)
                     yield from part
                     part = []
 
-        def vector_iter() -> Iterator[bytes]:
+        def vector_iter() -> Iterator[bytes | None]:
             while True:  # never empty when drawn: its chunk was drawn first, with its whole batch
                 yield ready.popleft()
 
@@ -340,34 +359,6 @@ class Pipeline:
             self.db.forget_collection_chunks(collection, md5)
         return ids
 
-    def _vectors(self, chunks: list[dict]) -> tuple[list[bytes], int]:
-        """Vectors for the chunks in order: from the embed cache where present, else embedded in
-        batches, each batch cached (and so kept across a crash) as soon as it is computed."""
-        from ragweedd.embed.long import EmbedStopped, embed_texts
-
-        eid = self.embedder.id
-        hashes = [c["text_hash"] for c in chunks]
-        have = self.db.cached_vectors(eid, hashes)
-        todo: dict[str, str] = {}
-        for c in chunks:
-            if c["text_hash"] not in have and c["text_hash"] not in todo:
-                todo[c["text_hash"]] = c["text"]
-        items = list(todo.items())
-        bs = self.cfg.embed_batch_size
-        for i in range(0, len(items), bs):
-            if self.should_stop is not None and self.should_stop():
-                raise Interrupted(f"stopped after embedding {i} of {len(items)} texts")
-            part = items[i:i + bs]
-            try:
-                vecs = embed_texts(self.embedder, [t for _, t in part], batch_size=bs,
-                                   should_stop=self.should_stop)
-            except EmbedStopped as e:
-                raise Interrupted(f"stopped after embedding {i} of {len(items)} texts") from e
-            blobs = [(h, vecs[j].astype("float32").tobytes()) for j, (h, _) in enumerate(part)]
-            self.db.store_vectors(eid, self.embedder.dim, blobs)
-            have.update(blobs)
-        return [have[h] for h in hashes], len(items)
-
     def remove_file(self, collection: str, source_file: str) -> list[int]:
         """A path is gone: forget it; its content leaves the index unless another path holds it."""
         md5 = self.db.mark_deleted(collection, source_file)
@@ -380,5 +371,6 @@ class Pipeline:
         out.seconds = time.monotonic() - t0
         # One line per ingest job (the daemon and the CLI both log through here).
         log.info("ingest_file", collection=collection, path=out.path, status=out.status, chunks=out.chunks,
-                 embedded=out.embedded, error=out.error, ms=round(out.seconds * 1000, 1))
+                 embedded=out.embedded, vectors_pending=out.pending, error=out.error,
+                 ms=round(out.seconds * 1000, 1))
         return out

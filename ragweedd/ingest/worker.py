@@ -28,7 +28,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from ragweedd.ingest.supervise import Supervisor
 from ragweedd.logging import get_logger
@@ -133,8 +133,11 @@ class Workers:
 
     def __init__(self, cfg, paths, queue: JobQueue, embedder, *, resolve: Callable,
                  on_changes: Callable[[str], None], on_root_missing: Callable[[str, str], None],
-                 extract: Callable | None = None) -> None:
+                 extract: Callable | None = None, vectorizer: Any = None) -> None:
+        """With a ``vectorizer`` (ingest/vectorize.py), files are published without waiting for
+        their vectors and the vectorizer is told; without one, each job embeds its own chunks."""
         self.cfg, self.paths, self.queue, self.embedder = cfg, paths, queue, embedder
+        self.vectorizer = vectorizer
         self._stop = threading.Event()
         self.extract = extract or make_extract(cfg, should_stop=self._stop.is_set)
         self.resolve, self.on_changes, self.on_root_missing = resolve, on_changes, on_root_missing
@@ -187,10 +190,8 @@ class Workers:
 
     def _run(self, small: bool = False) -> None:
         """A regular worker, or with ``small`` the small-file lane (see the module docstring)."""
-        from ragweedd.ingest.pipeline import Pipeline
-
         self.priority = lower_priority(self.cfg.ingest_nice)
-        pipe = Pipeline(self.cfg, self.paths, self.embedder, extract=self.extract, should_stop=self._stop.is_set)
+        pipe = self._pipeline()
         me = threading.get_ident()
         try:
             while not self._stop.is_set():
@@ -261,7 +262,7 @@ class Workers:
         raises ends the worker thread. Returns the pipeline to use next: after a full disk the
         old one's connections are closed and new ones opened, because SQLite can keep a
         connection that hit SQLITE_FULL failing even once space is back."""
-        from ragweedd.ingest.pipeline import Interrupted
+        from ragweedd.ingest.vectorize import Interrupted
 
         while True:
             try:
@@ -298,13 +299,22 @@ class Workers:
             return pipe
 
     def _fresh(self, pipe):
-        from ragweedd.ingest.pipeline import Pipeline
-
         try:
             pipe.close()
         except Exception as e:  # noqa: BLE001 - closing a connection that hit a full disk may fail too
             log.warning("pipeline_close_failed", error=str(e))
-        return Pipeline(self.cfg, self.paths, self.embedder, extract=self.extract, should_stop=self._stop.is_set)
+        return self._pipeline()
+
+    def _pipeline(self):
+        from ragweedd.ingest.pipeline import Pipeline
+
+        return Pipeline(self.cfg, self.paths, self.embedder, extract=self.extract, should_stop=self._stop.is_set,
+                        defer_vectors=self.vectorizer is not None)
+
+    def _changed(self, collection: str) -> None:
+        self.on_changes(collection)
+        if self.vectorizer is not None:
+            self.vectorizer.notify(collection)
 
     def _storage_trouble(self, e: BaseException) -> bool:
         """Wait before retrying after ``e``: backoff on a full disk (reported in status), a short
@@ -339,7 +349,7 @@ class Workers:
                 f"(last error: {self.disk_full_error})")
 
     def _one(self, pipe, job: Job) -> None:
-        from ragweedd.ingest.pipeline import Interrupted
+        from ragweedd.ingest.vectorize import Interrupted
         from ragweedd.watch.ignore import is_ignored
         from ragweedd.watch.reconcile import root_state
 
@@ -365,10 +375,10 @@ class Workers:
                 ids = pipe.remove_file(job.collection, job.path)
                 log.info("ingest_file", collection=job.collection, path=job.path, status="deleted",
                          chunks_removed=len(ids), embedded=0, ms=round((time.monotonic() - t0) * 1000, 1))
+                if ids:  # told before the job is done, so no one sees an idle daemon in between
+                    self._changed(job.collection)
                 self.queue.done(job)
                 self.progress.record(0, 0, False)
-                if ids:
-                    self.on_changes(job.collection)
                 return
             out = pipe.ingest_file(job.collection, p, root)
         except Exception as e:  # one bad file never stops the worker
@@ -379,6 +389,9 @@ class Workers:
                       error_type=type(e).__name__, retry=retry, exc_info=not hasattr(e, "to_dict"))
             self.progress.record(0, 0, not retry)
             return
+        if out.status in ("indexed", "linked", "failed", "skipped") and out.index_changed:
+            # Told before the job is done, so no one sees an idle daemon before vectors are queued.
+            self._changed(job.collection)
         if out.status == "failed":
             retry = self.queue.fail(job, out.error or "failed", retryable=out.retryable)
             if not retry:
@@ -388,8 +401,6 @@ class Workers:
         else:
             self.queue.done(job)
             self.progress.record(out.chunks if out.status == "indexed" else 0, out.embedded, False)
-        if out.status in ("indexed", "linked", "failed", "skipped") and out.index_changed:
-            self.on_changes(job.collection)
 
 
 def _root_of(path: str, roots) -> str | None:

@@ -51,11 +51,13 @@ def check_collection(path: Path, index_count: int | None = None, live: dict[str,
             out["damaged"] = True
         if fts != chunks:
             problems.append(f"{path}: {fts} keyword rows for {chunks} chunks; {RESTART_FTS}")
-        if vectors != chunks:
+        out["pending_vectors"] = c.pending
+        if vectors + c.pending != chunks:
             out["damaged"] = True
-            problems.append(f"{path}: {vectors} stored vectors for {chunks} chunks; {REINGEST}")
-        if index_count is not None and index_count != chunks:
-            problems.append(f"{path}: vector index holds {index_count} vectors for {chunks} chunks (it catches up "
+            problems.append(f"{path}: {vectors} stored vectors and {c.pending} waiting for {chunks} chunks; "
+                            f"{REINGEST}")
+        if index_count is not None and index_count != vectors:
+            problems.append(f"{path}: vector index holds {index_count} vectors for {vectors} stored (it catches up "
                             f"from the change log; if this persists, stop ragweedd, delete the index files in "
                             f"{path.parent} (data_level0*, link_lists*, header*, index_meta*) and start it: they "
                             f"are rebuilt from the database)")

@@ -57,6 +57,7 @@ class CollectionCounts:
     chunks: int
     fts_rows: int
     vectors: int  # in the primary space
+    pending: int  # chunks whose vector the embedding stage has not written yet
     fts_error: str | None  # what FTS5's integrity-check reported, None when it passed
 
 
@@ -74,6 +75,10 @@ def collection_counts(path: Path | str) -> CollectionCounts:
         chunks = conn.execute("SELECT count(*) FROM embeddings").fetchone()[0]
         fts = conn.execute("SELECT count(*) FROM fts_chunks").fetchone()[0]
         vectors = conn.execute("SELECT count(*) FROM vectors WHERE space=?", (PRIMARY,)).fetchone()[0]
+        try:
+            pending = conn.execute("SELECT count(*) FROM pending_vectors").fetchone()[0]
+        except sqlite3.OperationalError:
+            pending = 0  # a database from before the table existed (created by the next writer)
     finally:
         conn.close()
-    return CollectionCounts(chunks, fts, vectors, fts_error)
+    return CollectionCounts(chunks, fts, vectors, pending, fts_error)

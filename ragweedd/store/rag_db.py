@@ -97,6 +97,29 @@ CREATE TABLE embedders (
     (2, "chunk_text_hash", """
 ALTER TABLE embeddings ADD COLUMN text_sha256 TEXT;
 """),
+    # Chunks are published (stored, keyword-searchable) as soon as their file is extracted; the
+    # chunks whose vector is still to be computed are listed here until the embedding stage writes
+    # it (ragweedd/ingest/vectorize.py). Deleting a chunk deletes its row.
+    (3, "pending_vectors", """
+CREATE TABLE pending_vectors (
+    id INTEGER PRIMARY KEY REFERENCES embeddings(id) ON DELETE CASCADE
+);
+"""),
+    # The chunk's context (document title, section path) is keyword-indexed in a column of its own,
+    # so the stored and cited text stays the chunk itself. FTS5 tables cannot gain a column: the
+    # table is built again from the stored chunk texts.
+    (4, "fts_context_column", """
+DROP TABLE fts_chunks;
+CREATE VIRTUAL TABLE fts_chunks USING fts5(
+    embedding_id UNINDEXED, content, source_file UNINDEXED, context, tokenize='porter unicode61'
+);
+INSERT INTO fts_chunks(rowid, embedding_id, content, source_file, context)
+SELECT e.id, e.embedding_id,
+       coalesce((SELECT string_value FROM embedding_metadata WHERE id = e.id AND key = 'chroma:document'), ''),
+       coalesce((SELECT string_value FROM embedding_metadata WHERE id = e.id AND key = 'source_file_name'), ''),
+       coalesce((SELECT string_value FROM embedding_metadata WHERE id = e.id AND key = 'context'), '')
+FROM embeddings e;
+"""),
 ]
 
 PRIMARY = "primary"  # vector space of the main embedder; extra passes are "384" / "1024"
@@ -248,7 +271,12 @@ class RagDB:
         transaction. If ``source_file`` held other content, that content leaves in the same
         transaction (unless another path still holds it). Idempotent: content already present only
         gains the path. Returns the new chunk ids. ``chunks`` and each space's ``vectors`` are
-        read in step, once, so a large file's may be generators (drawn chunk, then its vectors)."""
+        read in step, once, so a large file's may be generators (drawn chunk, then its vectors).
+
+        A primary vector may be None: the chunk is stored and keyword-searchable now, listed in
+        ``pending_vectors``, and logged for the vector index only when ``add_vectors`` writes its
+        vector. A chunk's optional ``context`` (title and section path) goes to its metadata and
+        to the keyword index beside its text."""
         stored, stored_rel = to_db(source_file), to_db(rel_path)
         with transaction(self.conn):
             if replaces_path:
@@ -278,6 +306,8 @@ class RagDB:
                 cid = cur.lastrowid
                 ids.append(cid)
                 meta = dict(c["meta"])
+                if c.get("context"):
+                    meta["context"] = c["context"]
                 meta.update({"chroma:document": c["text"], "source_file_name": stored,
                              "source_md5": md5, "source_rel_path": stored_rel, "size_bytes": size_bytes})
                 if ocr_type and "ocr_type" not in meta:
@@ -285,27 +315,38 @@ class RagDB:
                 self.conn.executemany(
                     "INSERT INTO embedding_metadata(id, key, string_value, int_value, float_value) VALUES (?,?,?,?,?)",
                     [(cid, k, *_typed(v)) for k, v in meta.items() if v is not None])
-                self.conn.execute("INSERT INTO fts_chunks(rowid, embedding_id, content, source_file) VALUES (?,?,?,?)",
-                                  (cid, f"{md5}:{c['chunk_idx']}", c["text"], stored))
+                self.conn.execute(
+                    "INSERT INTO fts_chunks(rowid, embedding_id, content, source_file, context) VALUES (?,?,?,?,?)",
+                    (cid, f"{md5}:{c['chunk_idx']}", c["text"], stored, c.get("context") or ""))
+                pending = False
                 for space, vecs in vec_iters.items():
+                    vec = next(vecs)
+                    if vec is None:
+                        pending = pending or space == PRIMARY
+                        continue
                     self.conn.execute("INSERT INTO vectors(id, space, embedder_id, vec) VALUES (?,?,?,?)",
-                                      (cid, space, embedders[space][0], next(vecs)))
-                self.conn.execute("INSERT INTO changes(op, id, at) VALUES ('add', ?, ?)", (cid, now))
+                                      (cid, space, embedders[space][0], vec))
+                if pending or PRIMARY not in vec_iters:
+                    self.conn.execute("INSERT INTO pending_vectors(id) VALUES (?)", (cid,))
+                else:
+                    self.conn.execute("INSERT INTO changes(op, id, at) VALUES ('add', ?, ?)", (cid, now))
             self.conn.execute("UPDATE documents SET chunks=? WHERE md5=?", (len(ids), md5))
             return ids
 
     # --- integrity ---------------------------------------------------------------------------------
     def chunk_text_mismatches(self, *, backfill: bool = False) -> set[str]:
         """md5s of the documents whose stored chunk text (metadata or FTS row) no longer matches the
-        hash stored with it, or whose chunk lost its text, keyword row or vector. With
+        hash stored with it, or whose chunk lost its text, keyword row or vector (a chunk still
+        waiting for its vector has none yet, and is listed in ``pending_vectors``). With
         ``backfill``, chunks stored before hashes existed get theirs."""
         bad: set[str] = set()
         missing: list[tuple[str, int]] = []
         rows = self.conn.execute(
-            "SELECT e.id, e.md5, e.text_sha256, m.string_value, f.content, v.id FROM embeddings e"
+            "SELECT e.id, e.md5, e.text_sha256, m.string_value, f.content, coalesce(v.id, p.id) FROM embeddings e"
             " LEFT JOIN embedding_metadata m ON m.id = e.id AND m.key = 'chroma:document'"
             " LEFT JOIN fts_chunks f ON f.rowid = e.id"
-            " LEFT JOIN vectors v ON v.id = e.id AND v.space = ?", (PRIMARY,))
+            " LEFT JOIN vectors v ON v.id = e.id AND v.space = ?"
+            " LEFT JOIN pending_vectors p ON p.id = e.id", (PRIMARY,))
         for cid, md5, stored, meta_text, fts_text, vec in rows:
             if meta_text is None or fts_text is None or vec is None:
                 bad.add(md5)
@@ -345,6 +386,39 @@ class RagDB:
         row whose text had changed was removed with the wrong terms)."""
         with transaction(self.conn):
             self.conn.execute("INSERT INTO fts_chunks(fts_chunks) VALUES ('rebuild')")
+
+    # --- vectors that follow their chunks ----------------------------------------------------------
+    def pending_batch(self, limit: int, after_id: int = 0) -> list[tuple[int, str, str]]:
+        """Up to ``limit`` chunks still waiting for their primary vector, oldest first:
+        (chunk id, text, context)."""
+        return [(int(r[0]), r[1] or "", r[2] or "") for r in self.conn.execute(
+            "SELECT p.id, t.string_value, c.string_value FROM pending_vectors p"
+            " LEFT JOIN embedding_metadata t ON t.id = p.id AND t.key = 'chroma:document'"
+            " LEFT JOIN embedding_metadata c ON c.id = p.id AND c.key = 'context'"
+            " WHERE p.id > ? ORDER BY p.id LIMIT ?", (after_id, limit))]
+
+    def add_vectors(self, embedder_id: str, pairs: Sequence[tuple[int, bytes]]) -> list[int]:
+        """Write primary vectors of pending chunks and log them for the vector index, in one
+        transaction. A chunk deleted (or given its vector by another writer) meanwhile is passed
+        over: its pending row is the claim, so no chunk gets two vectors or two change entries.
+        Returns the ids written."""
+        done: list[int] = []
+        now = time.time()
+        with transaction(self.conn):
+            for cid, vec in pairs:
+                if not self.conn.execute("DELETE FROM pending_vectors WHERE id=?", (cid,)).rowcount:
+                    continue
+                self.conn.execute("INSERT OR REPLACE INTO vectors(id, space, embedder_id, vec) VALUES (?,?,?,?)",
+                                  (cid, PRIMARY, embedder_id, vec))
+                self.conn.execute("INSERT INTO changes(op, id, at) VALUES ('add', ?, ?)", (cid, now))
+                done.append(cid)
+        return done
+
+    def pending_summary(self) -> tuple[int, int]:
+        """(chunks waiting for their vector, documents with at least one such chunk)."""
+        row = self.conn.execute("SELECT count(*), count(DISTINCT e.md5) FROM pending_vectors p"
+                                " JOIN embeddings e ON e.id = p.id").fetchone()
+        return int(row[0]), int(row[1])
 
     # --- reading -----------------------------------------------------------------------------------
     def max_seq(self) -> int:
@@ -489,14 +563,15 @@ def fts_rebuild(conn: sqlite3.Connection, batch: int = 1000) -> int:
         rows = conn.execute(
             "SELECT e.id, e.embedding_id,"
             " (SELECT string_value FROM embedding_metadata WHERE id=e.id AND key='chroma:document'),"
-            " (SELECT string_value FROM embedding_metadata WHERE id=e.id AND key='source_file_name')"
+            " (SELECT string_value FROM embedding_metadata WHERE id=e.id AND key='source_file_name'),"
+            " (SELECT string_value FROM embedding_metadata WHERE id=e.id AND key='context')"
             " FROM embeddings e WHERE e.id > ? ORDER BY e.id LIMIT ?", (last, batch)).fetchall()
         if not rows:
             break
         with transaction(conn):
             conn.executemany(
-                "INSERT OR REPLACE INTO fts_chunks(rowid, embedding_id, content, source_file) VALUES (?,?,?,?)",
-                [(r[0], r[1], r[2] or "", r[3] or "") for r in rows])
+                "INSERT OR REPLACE INTO fts_chunks(rowid, embedding_id, content, source_file, context)"
+                " VALUES (?,?,?,?,?)", [(r[0], r[1], r[2] or "", r[3] or "", r[4] or "") for r in rows])
         total += len(rows)
         last = rows[-1][0]
     # Rows are replaced in place rather than the table emptied first, so searches keep finding

@@ -115,7 +115,8 @@ class Daemon:
     def idle(self) -> bool:
         s = self.status()
         return (s["queue"].get("queued", 0) == 0 and s["queue"].get("running", 0) == 0
-                and s["queue"]["debouncing"] == 0 and not s["ingest"]["running"])
+                and s["queue"]["debouncing"] == 0 and not s["ingest"]["running"]
+                and not s["vectors"]["pending_chunks"] and not s["vectors"]["running"])
 
     def wait_idle(self, timeout: float = 60) -> None:
         wait_until(self.idle, timeout, 0.2, "the ingest queue to drain")
@@ -140,8 +141,9 @@ class Daemon:
             return 0
 
     def ingest_embedded(self) -> int:
-        """Texts sent to the embedder by ingest, as its log lines (``embedded=``) report."""
-        return sum(e.get("embedded") or 0 for e in self.events("ingest_file"))
+        """Texts sent to the embedder by ingest, as its log lines (``embedded=``) report: the
+        embedding stage's (``vectors_written``) and any a job embedded itself."""
+        return sum(e.get("embedded") or 0 for e in self.events("ingest_file") + self.events("vectors_written"))
 
     def events(self, event: str | None = None) -> list[dict]:
         out = []

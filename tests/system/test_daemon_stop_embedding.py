@@ -1,14 +1,15 @@
-"""Issue 12 item 10: SIGTERM in the middle of embedding a large file stops the daemon in seconds.
+"""SIGTERM in the middle of embedding a large file stops the daemon in seconds.
 
-Embedding checks for shutdown between batches; the interrupted job goes back to the queue untouched
-and the batches already embedded are in the embed cache, so after a restart only the rest is
-embedded. The embedder is made slow through daemon_main's ``--slow-embed`` (the hash embedder alone
+The embedding stage checks for shutdown between batches; every batch done is written (vectors in
+the collection, texts in the embed cache), the rest stays pending, so after a restart only the rest
+is embedded. The embedder is made slow through daemon_main's ``--slow-embed`` (the hash embedder alone
 would finish the file before the signal lands).
 """
 
 from __future__ import annotations
 
 import random
+from contextlib import closing
 import signal
 import subprocess
 import sys
@@ -37,6 +38,9 @@ def _big_text(n_words: int) -> str:
 
 
 def test_sigterm_while_embedding_stops_fast_and_resumes_from_cache(daemon, tmp_path):
+    """The file is published (keyword-searchable) before its vectors; a stop in the middle of
+    embedding them stops in seconds, and after a restart only the chunks without a vector are
+    embedded: every distinct chunk is embedded once over both runs."""
     folder = tmp_path / "notes"
     folder.mkdir()
     d = daemon({"notes": [folder]}, start=False)
@@ -53,37 +57,44 @@ def test_sigterm_while_embedding_stops_fast_and_resumes_from_cache(daemon, tmp_p
     print(f"stop took {took:.2f} s")
     assert took < 5, f"stopping took {took:.1f} s"
     first_run = d.embed_calls()
-    assert not d.ingests(big), "the file finished before the signal: make it bigger"
-    assert any(e.get("event") == "ingest_job_released" for e in d.events()), d.out.read_text()[-3000:]
-    with d.db() as c:  # the job went back untouched: queued, no try spent
-        rows = c.execute("SELECT state, tries FROM jobs WHERE path=?", (str(big),)).fetchall()
-    assert [tuple(r) for r in rows] == [("queued", 0)]
+    assert d.ingests(big), "the file was not published before its vectors"
+    with closing(d.db("notes")) as c:  # closed: an open reader would hold an old view across the restart
+        chunks = c.execute("SELECT count(*) FROM embeddings").fetchone()[0]
+        pending = c.execute("SELECT count(*) FROM pending_vectors").fetchone()[0]
+        vectors = c.execute("SELECT count(*) FROM vectors").fetchone()[0]
+    assert pending > 0, "the vectors were all done before the signal: make the file bigger"
+    assert vectors + pending == chunks and vectors > 0
 
     d.start()
     d.wait_idle(300)
-    [ev] = d.ingests(big)
+    assert len(d.ingests(big)) == 1  # the file was not ingested again: only its vectors were finished
     with d.db("notes") as c:
-        chunks = c.execute("SELECT count(DISTINCT text_sha256) FROM embeddings").fetchone()[0]
-    assert chunks > 2000
-    # Every distinct chunk text was embedded exactly once over both runs: nothing cached is redone.
-    assert d.embed_calls() == chunks
-    assert ev["embedded"] == chunks - first_run
+        distinct = c.execute("SELECT count(DISTINCT text_sha256) FROM embeddings").fetchone()[0]
+        assert c.execute("SELECT count(*) FROM vectors").fetchone()[0] == chunks
+        assert c.execute("SELECT count(*) FROM pending_vectors").fetchone()[0] == 0
+        adds = tuple(c.execute("SELECT count(*), count(DISTINCT id) FROM changes WHERE op='add'").fetchone())
+    assert adds == (chunks, chunks)  # one change entry per vector: none added twice
+    assert distinct > 2000
+    # Every distinct chunk text was embedded exactly once over both runs: nothing written is redone.
+    assert d.embed_calls() == distinct, (d.embed_calls(), distinct, first_run)
+    assert d.status()["index"]["notes"]["vectors"] == chunks
 
 
 def test_sigterm_while_publishing_a_streamed_large_file_stops_fast(daemon, tmp_path):
-    """A text file over 4 MiB is embedded in a first pass and published in a second one (one
-    transaction); a stop during that second pass rolls it back and gives the job back."""
+    """A text file over 4 MiB is chunked and published piece by piece in one transaction; a stop
+    during it rolls it back and gives the job back untouched."""
     folder = tmp_path / "notes"
     folder.mkdir()
     d = daemon({"notes": [folder]})
     big = folder / "big.txt"
     big.write_text(_big_text(2_500_000))  # about 17 MB: tens of thousands of chunks
 
-    def first_pass_done():
-        n = d.embed_calls()
-        time.sleep(1.0)
-        return n > 1000 and d.embed_calls() == n  # embedding has stopped: publishing is under way
-    wait_until(first_pass_done, 300, 0.2, "the first pass (embedding) of the big file to end")
+    def publishing():
+        with d.db() as c:
+            row = c.execute("SELECT state FROM jobs WHERE path=?", (str(big),)).fetchone()
+        return row is not None and row[0] == "running"
+    wait_until(publishing, 120, 0.05, "the big file's job to run")
+    time.sleep(1.0)  # past the copy and the checksum: chunking and publishing
     assert not d.ingests(big), "the file was published before the signal: make it bigger"
     t0 = time.monotonic()
     d.proc.send_signal(signal.SIGTERM)

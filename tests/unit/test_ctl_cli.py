@@ -76,6 +76,7 @@ def test_status_human_and_json(api):
     assert "queue: 0 queued, 0 running, 0 settling" in out
     m = re.search(r"ingest: idle \((\d+) files since start, (\d+) failed\)", out)
     assert m and int(m.group(1)) >= len(FILES) and int(m.group(2)) == 1, out
+    assert re.search(rf"vectors: all {len(DOCS)} files \(\d+ vectors since start\)", out), out
     for argv in (["--json", "status"], ["status", "--json"]):
         code, out, _ = run(api, *argv)
         s = json.loads(out)

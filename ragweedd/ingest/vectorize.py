@@ -1,0 +1,220 @@
+"""The embedding stage: vectors follow their chunks.
+
+A file's chunks are published (stored, keyword-searchable, cited) as soon as it is extracted; the
+chunks whose vector is not in the embed cache are listed in the collection's ``pending_vectors``.
+This stage embeds them in batches and writes each batch's vectors, the removal of their pending
+rows and their change-log entries in one transaction (``RagDB.add_vectors``), then tells the index
+side. So:
+
+- a folder of 5,000 filings is keyword-searchable minutes after it is dropped, while the embedder
+  (tens of chunks/s on a laptop) catches up for hours;
+- extraction (sandbox subprocesses, one per ingest worker) and embedding run at the same time, so
+  a folder of PDFs ingests at the embedder's pace, not at extraction + embedding;
+- a kill -9 between the two steps loses nothing (the pending rows are in the database, and the
+  stage starts with every collection that has some) and duplicates nothing (the pending row is the
+  claim on a chunk's vector; a batch written twice writes it once);
+- batches span files, so many small notes embed in full batches.
+
+Each computed vector is also put in the embed cache (keyed by embedder id and the hash of what was
+embedded), so an edited file's unchanged chunks and a re-ingest reuse it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import Any, Callable
+
+from ragweedd.chunk.chunker import text_hash
+from ragweedd.chunk.context import embed_input
+from ragweedd.logging import get_logger
+
+log = get_logger("ragweedd.ingest")
+BATCHES_PER_READ = 1  # embedding batches per round: each round is cached and written at once, so a
+# kill loses at most the batch in flight
+
+
+class Interrupted(Exception):
+    """Work stopped between two embedding batches because the daemon is stopping.
+
+    Nothing is wrong with the file: what was written is complete (whole batches), and the rest
+    stays pending (or its job goes back to the queue) for the next run."""
+
+
+def fill_vectors(rag: Any, cache: Any, embedder: Any, index_embedder_id: str, *, batch_size: int,
+                 should_stop: Callable[[], bool] | None = None,
+                 on_batch: Callable[[int], None] | None = None) -> tuple[int, int]:
+    """Embed every chunk of ``rag`` that waits for its vector, oldest first, a few batches at a
+    time, each round written at once. Returns (vectors written, texts sent to the embedder).
+    Raises :class:`Interrupted` between batches when ``should_stop()`` says so."""
+    from ragweedd.embed.long import EmbedStopped, embed_texts
+
+    eid = embedder.id
+    written = sent = 0
+    last = 0
+    while True:
+        rows = rag.pending_batch(batch_size * BATCHES_PER_READ, last)
+        if not rows:
+            return written, sent
+        last = rows[-1][0]
+        inputs = [embed_input(text, ctx) for _, text, ctx in rows]
+        hashes = [text_hash(x) for x in inputs]
+        have = cache.cached_vectors(eid, hashes)
+        todo: dict[str, str] = {}
+        for h, x in zip(hashes, inputs):
+            if h not in have and h not in todo:
+                todo[h] = x
+        if todo:
+            if should_stop is not None and should_stop():
+                raise Interrupted(f"stopped with {len(rows)}+ chunks of {rag.collection} waiting for vectors")
+            items = list(todo.items())
+            try:
+                vecs = embed_texts(embedder, [x for _, x in items], batch_size=batch_size, should_stop=should_stop)
+            except EmbedStopped as e:
+                raise Interrupted(f"stopped while embedding chunks of {rag.collection}") from e
+            blobs = [(h, vecs[j].astype("float32").tobytes()) for j, (h, _) in enumerate(items)]
+            cache.store_vectors(eid, embedder.dim, blobs)
+            have.update(blobs)
+            sent += len(items)
+        done = rag.add_vectors(index_embedder_id, [(cid, have[h]) for (cid, _, _), h in zip(rows, hashes)])
+        written += len(done)
+        if on_batch is not None and done:
+            on_batch(len(done))
+
+
+class Vectorizer:
+    """One thread that fills the pending vectors of every collection (see the module docstring).
+
+    ``collections()`` lists the collections that exist; ``on_changes(name)`` tells the index side
+    that vectors were logged. ``notify(name)`` wakes the thread for a collection (the ingest
+    workers call it after each published file)."""
+
+    def __init__(self, cfg: Any, paths: Any, embedder: Any, index_embedder_id: str, *,
+                 collections: Callable[[], list[str]], on_changes: Callable[[str], None]) -> None:
+        from ragweedd.ingest.supervise import Supervisor
+
+        self.cfg, self.paths, self.embedder = cfg, paths, embedder
+        self.index_embedder_id = index_embedder_id
+        self.collections, self.on_changes = collections, on_changes
+        # Every collection is looked at once at start (chunks left pending by a crash or a stop),
+        # and counts as unsettled from construction, before the thread runs.
+        self._dirty: set[str] = set(collections())
+        self._cv = threading.Condition()
+        self._stop = threading.Event()
+        self._busy = False
+        self.summary: dict[str, tuple[int, int, int]] = {}  # collection -> (pending chunks, pending docs, docs)
+        self.recent: deque[tuple[float, int]] = deque(maxlen=400)  # (t, vectors written) per batch
+        self.written = 0
+        self.sent = 0
+        self.supervisor = Supervisor("embedding", "new chunks are keyword-searchable but get no vectors")
+        self._thread = threading.Thread(target=lambda: self.supervisor.run(self._run), name="ragweedd-embed",
+                                        daemon=True)
+
+    def start(self) -> None:
+        with self._cv:
+            self._dirty.update(self.collections())
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        self._stop.set()
+        self.supervisor.stop()
+        with self._cv:
+            self._cv.notify_all()
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def notify(self, collection: str) -> None:
+        with self._cv:
+            self._dirty.add(collection)
+            self._cv.notify()
+
+    def forget(self, collection: str) -> None:
+        with self._cv:
+            self._dirty.discard(collection)
+            self.summary.pop(collection, None)
+
+    def _run(self) -> None:
+        from ragweedd.ingest.worker import lower_priority
+        from ragweedd.store.ingest_db import IngestDB
+
+        lower_priority(self.cfg.ingest_nice)
+        cache = IngestDB(self.paths.ingest_db)
+        try:
+            while not self._stop.is_set():
+                with self._cv:
+                    while not self._dirty and not self._stop.is_set():
+                        self._cv.wait()
+                    if self._stop.is_set():
+                        return
+                    name = min(self._dirty)
+                    self._dirty.discard(name)
+                    self._busy = True
+                try:
+                    self._fill(name, cache)
+                except Interrupted:
+                    return
+                finally:
+                    with self._cv:
+                        self._busy = False
+        finally:
+            cache.close()
+
+    def _fill(self, name: str, cache: Any) -> None:
+        from ragweedd.errors import NotCreatedYetError
+        from ragweedd.store.rag_db import RagDB
+
+        if name not in self.collections() or not self.paths.rag_db(name).exists():
+            self.summary.pop(name, None)
+            return
+        try:
+            rag = RagDB(self.paths.rag_db(name), name)
+        except NotCreatedYetError:
+            return
+        try:
+            self._refresh(name, rag)
+            if not self.summary.get(name, (0, 0, 0))[0]:
+                return
+            t0 = time.monotonic()
+
+            def batch_done(n: int) -> None:
+                self.recent.append((time.monotonic(), n))
+                self.written += n
+                self._refresh(name, rag)
+                self.on_changes(name)
+
+            written, sent = fill_vectors(rag, cache, self.embedder, self.index_embedder_id,
+                                         batch_size=self.cfg.embed_batch_size, should_stop=self._stop.is_set,
+                                         on_batch=batch_done)
+            self.sent += sent
+            self._refresh(name, rag)
+            log.info("vectors_written", collection=name, vectors=written, embedded=sent,
+                     ms=round((time.monotonic() - t0) * 1000, 1))
+        finally:
+            rag.close()
+
+    def _refresh(self, name: str, rag: Any) -> None:
+        chunks, docs = rag.pending_summary()
+        self.summary[name] = (chunks, docs, rag.document_count())
+
+    def snapshot(self) -> dict[str, Any]:
+        """Figures for status: chunks waiting, files searchable by keyword and with vectors, rate."""
+        now = time.monotonic()
+        recent = [(t, n) for t, n in list(self.recent) if now - t <= 120]
+        rate = 0.0
+        if len(recent) >= 2:
+            rate = sum(n for _, n in recent[1:]) / max(1e-3, recent[-1][0] - recent[0][0])
+        summary = dict(self.summary)
+        pending = sum(s[0] for s in summary.values())
+        docs = sum(s[2] for s in summary.values())
+        with self._cv:
+            # A collection told about new chunks and not yet looked at may have pending ones.
+            running = self._busy or bool(self._dirty)
+        return {"running": running, "pending_chunks": pending, "files_searchable": docs,
+                "files_with_vectors": docs - sum(s[1] for s in summary.values()),
+                "chunks_per_s": round(rate, 2),
+                "eta_s": round(pending / rate, 1) if rate > 0 and pending else (0.0 if not pending else None),
+                "vectors_since_start": self.written, "embedded_since_start": self.sent}

@@ -66,13 +66,14 @@ class Services:
                 self._embedder = make_embedder(self.cfg.embed_model, self.cfg)
             return self._embedder
 
-    def pipeline(self, *, extract: Callable | None = None) -> Pipeline:
+    def pipeline(self, *, extract: Callable | None = None, defer_vectors: bool = False) -> Pipeline:
         """An ingest pipeline whose untrusted formats are extracted in the capped sandbox; the
-        caller closes it."""
+        caller closes it. ``defer_vectors``: the caller runs the embedding stage."""
         from ragweedd.ingest.pipeline import Pipeline
         from ragweedd.ingest.worker import make_extract
 
-        return Pipeline(self.cfg, self.paths, self.embedder, extract=extract or make_extract(self.cfg))
+        return Pipeline(self.cfg, self.paths, self.embedder, extract=extract or make_extract(self.cfg),
+                        defer_vectors=defer_vectors)
 
     # --- search -----------------------------------------------------------------------------------
     def searchable(self, names: list[str] | None = None) -> list[str]:

@@ -30,11 +30,13 @@ _OFFICE_PREFIX = re.compile(r"^(microsoft (word|powerpoint|excel)|libreoffice|op
 
 
 def readable_name(path: str) -> str:
-    """A file name as words: ``3M_2018_10K.pdf`` -> "3M 2018 10K"."""
+    """A file name as words: ``3M_2018_10K.pdf`` -> "3M 2018 10K"; "" for a name without a letter
+    (``4983.txt``, ``IMG_0001``-style numbers say nothing a search could use)."""
     stem = PurePath(path).name
     if "." in stem.strip("."):
         stem = stem.rsplit(".", 1)[0]
-    return re.sub(r"\s+", " ", re.sub(r"[_\-.+]+", " ", stem)).strip()
+    name = re.sub(r"\s+", " ", re.sub(r"[_\-.+]+", " ", stem)).strip()
+    return name if sum(ch.isalpha() for ch in name) >= 2 else ""
 
 
 def useful_title(title: str | None) -> str | None:
@@ -55,17 +57,23 @@ def document_label(path: str, title: str | None) -> str:
     is useful and not already the name."""
     name = readable_name(path)
     t = useful_title(title)
-    if t is None or _norm(t) == _norm(name) or _norm(t) in _norm(name):
+    if t is None or (name and _norm(t) in _norm(name)):
         return name
-    if _norm(name) in _norm(t):
+    if not name or _norm(name) in _norm(t):
         return t
     return f"{name}{SEP_TITLE}{t}"
 
 
 def context_line(label: str, section_path: list[str] | None, section: str | None = None) -> str:
     """The context line of one chunk: the document label, then its section path."""
-    parts = [s.strip() for s in (section_path or ([section] if section else [])) if s and s.strip()]
-    line = label + "".join(SEP_SECTION + p for p in parts)
+    parts: list[str] = []
+    for s in section_path or ([section] if section else []):
+        s = (s or "").strip()
+        # a heading that repeats the title (a markdown file's first heading is both) is said once
+        if s and _norm(s) and _norm(s) not in {_norm(p) for p in parts} and not (
+                label and parts == [] and _norm(label).endswith(_norm(s))):
+            parts.append(s)
+    line = SEP_SECTION.join(([label] if label else []) + parts)
     if len(line) > MAX_CONTEXT_CHARS:
         line = line[:MAX_CONTEXT_CHARS - 1].rstrip() + "…"
     return line

@@ -215,23 +215,35 @@ def _ingest_files(services, args, roots, ignore) -> int:
     from ragweedd.ingest.index_sync import IndexSync
     from ragweedd.watch.ignore import walk_files
 
-    pipe = services.pipeline()
-    _refuse_other_embedder(services, pipe.embedder, args.collection, services.cfg)
+    from ragweedd.chunk.context import index_embedder_id
+    from ragweedd.ingest.vectorize import Vectorizer
+
+    cfg = services.cfg
+    # As in the daemon, files are published as they are extracted and the embedding stage's thread
+    # computes their vectors meanwhile, so extraction and embedding overlap.
+    pipe = services.pipeline(defer_vectors=True)
+    _refuse_other_embedder(services, pipe.embedder, args.collection, cfg)
+    vectorizer = Vectorizer(cfg, services.paths, pipe.embedder, index_embedder_id(pipe.embedder.id, cfg.chunk_context),
+                            collections=lambda: [args.collection], on_changes=lambda name: None)
+    vectorizer.start()
     counts: dict[str, int] = {}
-    chunks = embedded = 0
+    chunks = 0
     t0 = time.monotonic()
     try:
         for root in roots:
             base = root if root.is_dir() else root.parent
             for f in walk_files(root, ignore):
                 out = pipe.ingest_file(args.collection, f, base, force=args.force)
+                vectorizer.notify(args.collection)
                 counts[out.status] = counts.get(out.status, 0) + 1
                 chunks += out.chunks if out.status == "indexed" else 0
-                embedded += out.embedded
                 if out.status in ("failed", "skipped"):
                     print(f"{out.status}: {out.path}: {out.error}", file=sys.stderr)
+        vectorizer.drain()
     finally:
+        vectorizer.stop()
         pipe.close()
+    embedded = vectorizer.sent
     # Keep the collection's HNSW files in step with what was just stored, as the daemon does.
     sync = IndexSync(services.cfg, services.paths, pipe.embedder.dim)
     try:

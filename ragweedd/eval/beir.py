@@ -135,9 +135,10 @@ def prepare(ds: Dataset, services, workdir: Path, *,
 def _warm_embed_cache(pipe, files: list[Path], progress=None, batch: int = 64) -> None:
     """Embed the chunks of all files in large batches before the per-file ingest, which then finds
     every vector in the embed cache. Per-file embedding would send 1-3 texts per call, several
-    times slower for the local model. Chunks come from the pipeline's own extract and chunker, so
-    the text hashes are the ones it will look up."""
+    times slower for the local model. Chunks come from the pipeline's own extract, chunker and
+    context line, so the hashes are the ones it will look up."""
     from ragweedd.chunk.chunker import chunk_document
+    from ragweedd.chunk.context import embed_input
     from ragweedd.embed.long import embed_texts
 
     eid = pipe.embedder.id
@@ -146,11 +147,13 @@ def _warm_embed_cache(pipe, files: list[Path], progress=None, batch: int = 64) -
         if pipe.db.live_file("eval", str(f.absolute())) is not None:
             continue
         try:
-            res = chunk_document(pipe.extract(f, pipe.settings), pipe.params)
+            doc = pipe.extract(f, pipe.settings)
+            res = chunk_document(doc, pipe.params)
         except Exception:  # noqa: BLE001 - the ingest proper reports the file's error
             continue
+        pipe.add_context(res.chunks, str(f.absolute()), doc.title)
         for c in res.chunks:
-            todo.setdefault(c["text_hash"], c["text"])
+            todo.setdefault(c["embed_hash"], embed_input(c["text"], c.get("context")))
     have = set(pipe.db.cached_vectors(eid, list(todo)))
     items = [(h, t) for h, t in todo.items() if h not in have]
     t0 = time.monotonic()
@@ -178,7 +181,10 @@ def run(directory: str | Path, cfg, embedder, *, split: str = "train", limit: in
         qids = qids[:limit]
     tokens = ChunkParams.from_config(cfg, getattr(embedder, "preferred_chunk_tokens", 256)).chunk_tokens
     if workdir is None:
-        key = hashlib.sha1(f"{ds.fingerprint}|{embedder.id}|{tokens}|{cfg.chunk_overlap_pct}".encode()).hexdigest()[:12]
+        from ragweedd.chunk.context import index_embedder_id
+
+        eid = index_embedder_id(embedder.id, cfg.chunk_context)
+        key = hashlib.sha1(f"{ds.fingerprint}|{eid}|{tokens}|{cfg.chunk_overlap_pct}".encode()).hexdigest()[:12]
         workdir = Paths.from_config(cfg).cache / "eval" / f"{ds.name}-{key}"
     workdir = Path(workdir)
     # the scratch collection lives in its own data directory, built like any one-shot command's

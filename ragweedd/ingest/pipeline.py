@@ -234,7 +234,7 @@ class Pipeline:
             out = FileOutcome(src, status, md5=md5, error=str(e), retryable=getattr(e, "retryable", False))
             return self._done(out, t0, collection)
 
-        self._add_context(result.chunks, src, doc.title)
+        self.add_context(result.chunks, src, doc.title)
         vectors = self._cached(result.chunks)
         rag.publish(md5=md5, source_file=src, rel_path=rel, kind=doc.kind, extractor=doc.extractor,
                     ocr_type=doc.ocr_type, title=doc.title, size_bytes=st.st_size, chunks=result.chunks,
@@ -246,7 +246,7 @@ class Pipeline:
         out.embedded = self._fill_now(collection)
         return self._done(out, t0, collection)
 
-    def _add_context(self, chunks: list[dict], src: str, title: str | None) -> None:
+    def add_context(self, chunks: list[dict], src: str, title: str | None) -> None:
         """Give each chunk its context line (when enabled) and the hash of what is embedded."""
         label = document_label(src, title) if self.with_context else ""
         for c in chunks:
@@ -285,7 +285,7 @@ class Pipeline:
 
         def with_context() -> Iterator[dict]:
             for c in iter_chunks(stream.pieces(), stream.kind, stream.regions, self.params, dropped):
-                self._add_context([c], src, stream.title)
+                self.add_context([c], src, stream.title)
                 counts["chunks"] += 1
                 yield c
 

@@ -124,6 +124,12 @@ class Vectorizer:
         if self._thread.is_alive():
             self._thread.join(timeout_s)
 
+    def drain(self) -> None:
+        """Wait until every collection told about has been filled (the one-shot ingest's end)."""
+        with self._cv:
+            while (self._dirty or self._busy) and self._thread.is_alive():
+                self._cv.wait(0.5)
+
     def alive(self) -> bool:
         return self._thread.is_alive()
 
@@ -160,6 +166,7 @@ class Vectorizer:
                 finally:
                     with self._cv:
                         self._busy = False
+                        self._cv.notify_all()
         finally:
             cache.close()
 

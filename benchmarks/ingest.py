@@ -1,9 +1,18 @@
-"""Ingest throughput on SciFact written out as one file per abstract (issue 2 benchmark).
+"""Ingest throughput.
 
     .venv/bin/python benchmarks/ingest.py [--limit N] [--model local:all-minilm-l6-v2]
+    .venv/bin/python benchmarks/ingest.py --pdfs ../shared/eval/financebench/docs [--workdir DIR]
 
-Prints files/s, chunks/s end to end (extract + chunk + embed + publish) and peak RSS; writes
+Without ``--pdfs``: SciFact written out as one file per abstract, through the pipeline in-process;
+prints files/s, chunks/s end to end (extract + chunk + embed + publish) and peak RSS; writes
 benchmarks/results/ingest.json.
+
+With ``--pdfs DIR``: the real daemon (benchmarks/ingest_daemon.py) on an empty watched folder into
+which the PDFs of DIR are copied at once, as a user drops a folder of filings; prints how long until
+every file was keyword-searchable and until every vector was written, files/s, pages/s, chunks/s,
+the embedder's standalone chunks/s on the same chunk inputs, and their ratio; writes
+benchmarks/results/ingest_pdfs.json. The workdir (data dir, collection "fb") can then be evaluated
+with ``benchmarks/financebench.py --reuse --workdir DIR``.
 """
 
 from __future__ import annotations
@@ -23,7 +32,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--limit", type=int, default=0, help="first N abstracts (0 = all 5,183)")
     ap.add_argument("--model", default="local:all-minilm-l6-v2")
+    ap.add_argument("--pdfs", help="a folder of PDFs: the real-daemon run described above")
+    ap.add_argument("--workdir", help="with --pdfs: where the daemon keeps its data (default: a temp dir)")
+    ap.add_argument("--sample", type=int, default=3000, help="with --pdfs: chunks embedded for the standalone rate")
+    ap.add_argument("--extra", default="", help="with --pdfs: more config lines (e.g. 'chunk_overlap_pct = 15')")
     args = ap.parse_args()
+    if args.pdfs:
+        from ingest_daemon import run_pdfs
+
+        run_pdfs(Path(args.pdfs), args.model, Path(args.workdir) if args.workdir else None, args.sample, args.extra)
+        return
 
     from ragweedd.config import load_config
     from ragweedd.embed.factory import make_embedder

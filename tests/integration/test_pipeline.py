@@ -200,3 +200,44 @@ def test_embedding_resumes_after_kill_minus_9(tmp_path):
     # Every chunk text embedded once, except at most the one batch in flight when killed.
     assert int(chunks) <= total <= int(chunks) + 4, (chunks, total)
     assert int(embedded) <= int(chunks) - done_before + 4
+
+
+def test_context_line_is_embedded_and_keyword_indexed_but_not_stored_as_text(env):
+    """A chunk is embedded and keyword-indexed with its document's name and section path; its
+    stored and cited text is the chunk alone."""
+    from ragweedd.chunk.chunker import text_hash
+    from ragweedd.chunk.context import embed_input
+
+    pipe, emb, docs, paths = env
+    f = docs / "Zanzibar_Spice_Trip.md"
+    f.write_text("# Packing\n\nBring light shirts and a hat for the afternoons.\n")
+    out = pipe.ingest_file("c", f, docs)
+    assert out.status == "indexed" and out.chunks == 1
+    rag = pipe.rag("c")
+    [hit] = rag.hits(rag.chunk_ids_of(out.md5)).values()
+    assert hit["text"] == "# Packing\n\nBring light shirts and a hat for the afternoons."
+    ctx = rag.conn.execute("SELECT string_value FROM embedding_metadata WHERE key='context'").fetchone()[0]
+    assert ctx == "Zanzibar Spice Trip · Packing"
+    # what the embedder read: the context line, then the text
+    assert emb.texts == [embed_input(hit["text"], ctx)]
+    assert pipe.db.cached_vectors(emb.id, [text_hash(embed_input(hit["text"], ctx))])
+    # a word only in the file name finds the chunk by keyword; the FTS text column holds the chunk only
+    assert [cid for cid, _ in rag.keyword_match("zanzibar", 10)] == rag.chunk_ids_of(out.md5)
+    assert rag.conn.execute("SELECT content FROM fts_chunks").fetchone()[0] == hit["text"]
+    assert rag.embedder()[0].endswith("+ctx1")
+
+
+def test_without_the_context_line_only_the_text_is_embedded(tmp_path):
+    cfg = load_config(text="chunk_size = 64\nchunk_context = false\n[embed]\nmodel = 'hash:64'\n", env={})
+    paths = Paths.resolve(str(tmp_path / "data"), str(tmp_path / "state"), str(tmp_path / "cache"))
+    emb = CountingEmbedder()
+    pipe = Pipeline(cfg, paths, emb)
+    try:
+        f = tmp_path / "Zanzibar_Spice_Trip.md"
+        f.write_text("# Packing\n\nBring light shirts.\n")
+        out = pipe.ingest_file("c", f, tmp_path)
+        assert emb.texts == ["# Packing\n\nBring light shirts."]
+        assert pipe.rag("c").keyword_match("zanzibar", 10) == []
+        assert pipe.rag("c").embedder()[0] == emb.id and out.status == "indexed"
+    finally:
+        pipe.close()

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from contextlib import closing
 
 from tests.system.conftest import ROOT, wait_until
 
@@ -175,11 +176,33 @@ def test_a_changed_embedder_reindexes_the_collection_instead_of_mixing_vectors(d
                what="the files indexed again")
     d.wait_idle()
     with d.db("notes") as c:
-        assert [tuple(r) for r in c.execute("SELECT embedder_id, dim FROM embedders")] == [("hash:48@fh1", 48)]
+        assert [tuple(r) for r in c.execute("SELECT embedder_id, dim FROM embedders")] == [("hash:48@fh1+ctx1", 48)]
         assert {r[0] for r in c.execute("SELECT DISTINCT length(vec) FROM vectors")} == {48 * 4}, "no 64-d vector left"
         assert c.execute("SELECT count(*) FROM embeddings").fetchone()[0] == 20
     hits = d.search("kz7q")
     assert hits and hits[0]["source_file"] == str(root / "n7.txt")
     wait_until(lambda: not any("indexed again" in r for r in d.status()["degraded"]), 30, what="status to settle")
     assert (d.base / "data" / "collections" / "notes").is_dir()
+    assert d.events("collection_reindexing")
+
+
+def test_turning_the_context_line_off_reembeds_instead_of_mixing_vectors(daemon, tmp_path):
+    """The context line is part of what the embedder reads, so it is part of the collection's
+    embedder id: vectors made with and without it never mix in one collection."""
+    root = tmp_path / "notes"
+    d = _indexed_daemon(daemon, root, "notes",
+                        {f"n{i}.txt": f"Note {i} on context lines, codeword qx{i}v." for i in range(10)})
+    with closing(d.db("notes")) as c:
+        assert [r[0] for r in c.execute("SELECT embedder_id FROM embedders")] == ["hash:64@fh1+ctx1"]
+        assert c.execute("SELECT count(*) FROM embedding_metadata WHERE key='context'").fetchone()[0] == 10
+    before = d.ingest_embedded()
+    d.stop(30)
+    d.cfg.write_text(d.cfg.read_text().replace("ingest_nice = 5", "ingest_nice = 5\nchunk_context = false"))
+    d.start()
+    wait_until(lambda: d.ingest_embedded() - before == 10, 60, what="every file embedded again")
+    d.wait_idle()
+    with closing(d.db("notes")) as c:
+        assert [r[0] for r in c.execute("SELECT embedder_id FROM embedders")] == ["hash:64@fh1"]
+        assert c.execute("SELECT count(*) FROM embedding_metadata WHERE key='context'").fetchone()[0] == 0
+        assert c.execute("SELECT count(*) FROM vectors").fetchone()[0] == 10
     assert d.events("collection_reindexing")

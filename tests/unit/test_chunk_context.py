@@ -1,0 +1,53 @@
+"""The context line of a chunk (ragweedd/chunk/context.py)."""
+
+from ragweedd.chunk.context import (
+    CONTEXT_FORMAT,
+    context_line,
+    document_label,
+    embed_input,
+    index_embedder_id,
+    readable_name,
+    useful_title,
+)
+
+
+def test_file_names_made_readable():
+    assert readable_name("/x/3M_2018_10K.pdf") == "3M 2018 10K"
+    assert readable_name("/x/AMCOR_2022_8K_dated-2022-07-01.pdf") == "AMCOR 2022 8K dated 2022 07 01"
+    assert readable_name("/x/notes.md") == "notes"
+    assert readable_name("/x/.bashrc") == "bashrc"
+    # numbers alone say nothing a search could use
+    assert readable_name("/x/4983.txt") == "" and readable_name("/x/0000104169-18-000028.pdf") == ""
+
+
+def test_titles_that_name_nothing_are_not_used():
+    for junk in ("0000004962-23-000006", "Document", "untitled", "Microsoft Word - report.docx", "report.pdf",
+                 "  ", None, "12"):
+        assert useful_title(junk) is None, junk
+    assert useful_title("Microsoft Word - F20 Annual Report") == "F20 Annual Report"
+    assert useful_title("Form 8-K for Foot Locker INC filed 05/19/2022") == "Form 8-K for Foot Locker INC filed 05/19/2022"
+
+
+def test_document_label_joins_name_and_a_title_that_says_more():
+    assert document_label("/x/ADOBE_2015_10K.pdf", "ADBE 10K FY15") == "ADOBE 2015 10K · ADBE 10K FY15"
+    assert document_label("/x/ADOBE_2015_10K.pdf", "0000796343-15-000031") == "ADOBE 2015 10K"
+    assert document_label("/x/adobe.pdf", "Adobe") == "adobe"  # the title repeats the name
+    assert document_label("/x/4983.txt", "Sourdough starters") == "Sourdough starters"
+    assert document_label("/x/4983.txt", None) == ""
+
+
+def test_context_line_with_section_path_and_no_repeats():
+    assert context_line("3M 2018 10K", ["Item 7. MD&A", "Liquidity"]) == "3M 2018 10K › Item 7. MD&A › Liquidity"
+    assert context_line("notes · Sourdough", ["Sourdough", "Feeding"]) == "notes · Sourdough › Feeding"
+    assert context_line("notes", None, "Feeding") == "notes › Feeding"
+    assert context_line("", None, "Feeding") == "Feeding"
+    assert context_line("", None, None) == ""
+    long = context_line("A" * 150, ["B" * 100])
+    assert len(long) == 200 and long.endswith("…")
+
+
+def test_embed_input_and_fingerprint():
+    assert embed_input("body", "") == "body" and embed_input("body", None) == "body"
+    assert embed_input("body", "Doc › Sec") == "Doc › Sec\nbody"
+    assert index_embedder_id("local:m@q8", True) == f"local:m@q8+{CONTEXT_FORMAT}"
+    assert index_embedder_id("local:m@q8", False) == "local:m@q8"

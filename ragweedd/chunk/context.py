@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from pathlib import PurePath
 
+from ragweedd.contract import shown_path
+
 CONTEXT_FORMAT = "ctx1"
 SEP_TITLE = " · "
 SEP_SECTION = " › "
@@ -32,7 +34,8 @@ _OFFICE_PREFIX = re.compile(r"^(microsoft (word|powerpoint|excel)|libreoffice|op
 def readable_name(path: str) -> str:
     """A file name as words: ``3M_2018_10K.pdf`` -> "3M 2018 10K"; "" for a name without a letter
     (``4983.txt``, ``IMG_0001``-style numbers say nothing a search could use)."""
-    stem = PurePath(path).name
+    # a name that is not UTF-8 (lone surrogates in Python) is read as faces show it: ``\xNN``
+    stem = shown_path(PurePath(path).name)
     if "." in stem.strip("."):
         stem = stem.rsplit(".", 1)[0]
     name = re.sub(r"\s+", " ", re.sub(r"[_\-.+]+", " ", stem)).strip()

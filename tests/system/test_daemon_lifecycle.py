@@ -191,7 +191,7 @@ def test_turning_the_context_line_off_reembeds_instead_of_mixing_vectors(daemon,
     embedder id: vectors made with and without it never mix in one collection."""
     root = tmp_path / "notes"
     d = _indexed_daemon(daemon, root, "notes",
-                        {f"n{i}.txt": f"Note {i} on context lines, codeword qx{i}v." for i in range(10)})
+                        {f"note_{i}.txt": f"Note {i} on context lines, codeword qx{i}v." for i in range(10)})
     with closing(d.db("notes")) as c:
         assert [r[0] for r in c.execute("SELECT embedder_id FROM embedders")] == ["hash:64@fh1+ctx1"]
         assert c.execute("SELECT count(*) FROM embedding_metadata WHERE key='context'").fetchone()[0] == 10

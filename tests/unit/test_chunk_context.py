@@ -51,3 +51,10 @@ def test_embed_input_and_fingerprint():
     assert embed_input("body", "Doc › Sec") == "Doc › Sec\nbody"
     assert index_embedder_id("local:m@q8", True) == f"local:m@q8+{CONTEXT_FORMAT}"
     assert index_embedder_id("local:m@q8", False) == "local:m@q8"
+
+
+def test_a_name_that_is_not_utf8_gives_a_storable_label():
+    name = b"caf\xe9_menu.txt".decode("utf-8", "surrogateescape")
+    label = readable_name("/x/" + name)
+    assert label == "caf\\xe9 menu"
+    label.encode("utf-8")  # no lone surrogate: SQLite stores it

@@ -44,8 +44,8 @@ def place_uri(source_file: str, *, pages: list[int] | None = None, member: str |
     if t_start is not None:
         return f"{uri}#t={t_start:g}" + (f",{t_end:g}" if t_end is not None else "")
     anchor = ""
-    if lines and lines[0] is not None:
-        first, last = lines[0], lines[-1] if lines[-1] is not None else lines[0]
+    if lines:
+        first, last = lines[0], lines[-1]
         anchor = f"L{first}" if last == first else f"L{first}-L{last}"
     if member:
         return f"{uri}#member={quote(member)}" + (f"&{anchor}" if anchor else "")
@@ -305,8 +305,8 @@ class Hit(TypedDict):
     """One ranked chunk: where it is (file, page, section, span, lines, time, member, ``uri`` that
     opens the place) and how it scored. ``lines`` is [first, last] (1-based, inclusive) in the file
     as an editor numbers it, for text indexed as the file's own text (plain text, markdown, rst,
-    source code, such files inside a zip), else None. Names (``source_file``, ``filename``, ``source_rel_path``) are
-    shown names (``shown_path``); ``uri`` percent-encodes the real bytes."""
+    source code, such files inside a zip), else None. Names (``source_file``, ``filename``,
+    ``source_rel_path``) are shown names (``shown_path``); ``uri`` percent-encodes the real bytes."""
 
     embedding_id: int
     collection: str

@@ -25,10 +25,14 @@ def iso(t: float | None) -> str | None:
 
 
 def place_uri(source_file: str, *, pages: list[int] | None = None, member: str | None = None,
-              t_start: float | None = None, t_end: float | None = None) -> str:
+              t_start: float | None = None, t_end: float | None = None,
+              lines: list[int] | None = None) -> str:
     """A URI that opens the cited place: ``file:///x.pdf#page=3`` (PDF viewers' page fragment),
-    ``file:///rec.mp3#t=12.5,20`` (W3C media fragment), ``file:///a.zip#member=dir/x.txt``, else
-    the file itself."""
+    ``file:///rec.mp3#t=12.5,20`` (W3C media fragment), ``file:///notes.md#L12-L20`` (lines 12 to 20,
+    ``#L12`` for one line: GitHub's anchor, which editors' URL handlers and a reader both understand),
+    ``file:///a.zip#member=dir/x.txt`` (with ``&L12-L20`` when the member is a text file: the lines
+    are the member's own), else the file itself. A page or time wins over lines, which PDFs and
+    transcripts do not have anyway."""
     import os
     from urllib.parse import quote
 
@@ -39,9 +43,13 @@ def place_uri(source_file: str, *, pages: list[int] | None = None, member: str |
         return f"{uri}#page={pages[0]}"
     if t_start is not None:
         return f"{uri}#t={t_start:g}" + (f",{t_end:g}" if t_end is not None else "")
+    anchor = ""
+    if lines:
+        first, last = lines[0], lines[-1]
+        anchor = f"L{first}" if last == first else f"L{first}-L{last}"
     if member:
-        return f"{uri}#member={quote(member)}"
-    return uri
+        return f"{uri}#member={quote(member)}" + (f"&{anchor}" if anchor else "")
+    return f"{uri}#{anchor}" if anchor else uri
 
 
 def shown_path(path: str) -> str:
@@ -278,6 +286,7 @@ class ChunkDetail(TypedDict):
     page_label: str | None
     section: str | None
     span: list[int | None] | None
+    lines: list[int] | None
     t_start: float | None
     t_end: float | None
     uri: str
@@ -309,9 +318,11 @@ class Removed(TypedDict):
 
 # --------------------------------------------------------------------------- search
 class Hit(TypedDict):
-    """One ranked chunk: where it is (file, page, section, span, time, member, ``uri`` that opens
-    the place) and how it scored. Names (``source_file``, ``filename``, ``source_rel_path``) are
-    shown names (``shown_path``); ``uri`` percent-encodes the real bytes."""
+    """One ranked chunk: where it is (file, page, section, span, lines, time, member, ``uri`` that
+    opens the place) and how it scored. ``lines`` is [first, last] (1-based, inclusive) in the file
+    as an editor numbers it, for text indexed as the file's own text (plain text, markdown, rst,
+    source code, such files inside a zip), else None. Names (``source_file``, ``filename``,
+    ``source_rel_path``) are shown names (``shown_path``); ``uri`` percent-encodes the real bytes."""
 
     embedding_id: int
     collection: str
@@ -326,6 +337,7 @@ class Hit(TypedDict):
     pages: list[int] | None
     section: str | None
     span: list[int | None] | None
+    lines: list[int] | None
     sheet: str | None
     rows: list[int | None] | None
     t_start: float | None
@@ -371,6 +383,7 @@ class Source(TypedDict):
     page_label: str | None
     section: str | None
     span: list[int | None] | None
+    lines: list[int] | None
     t_start: float | None
     t_end: float | None
     member: str | None

@@ -223,8 +223,8 @@ class DaemonEngine:
             for i in ids:
                 h = hits[i]
                 detail.append({"chunk_idx": h["chunk_idx"], "text": h["text"], "page_label": h["page_label"],
-                               "section": h["section"], "span": h["span"], "t_start": h["t_start"],
-                               "t_end": h["t_end"], "uri": h["uri"]})
+                               "section": h["section"], "span": h["span"], "lines": h["lines"],
+                               "t_start": h["t_start"], "t_end": h["t_end"], "uri": h["uri"]})
         doc = _document(r)
         return {**doc, "chunks_detail": detail}  # type: ignore[typeddict-item]
 

@@ -2,7 +2,9 @@
 
 Each chunk keeps its character span in the extracted text and whatever the extractor's regions say
 about that span: every page it touches (``page_label`` "3" or "3-4"), the section heading, sheet and
-row range, time range, archive member. Chunks that the entropy filter drops are counted, not stored.
+row range, time range, archive member, and the lines (``line_start``/``line_end``, 1-based,
+inclusive, of its first and last character) where a ``line`` region says the text is the file's own.
+Chunks that the entropy filter drops are counted, not stored.
 """
 
 from __future__ import annotations
@@ -90,6 +92,62 @@ def provenance(regions: list[Region]) -> dict[str, Any]:
     return meta
 
 
+def _breaks(seg: str, nxt: str) -> int:
+    """Line breaks in ``seg`` as editors count them: "\n", "\r\n" and a lone "\r" (old Mac files)
+    each end one line; ``nxt`` is the character after ``seg`` ("" at the end of the text), which
+    tells whether a final "\r" is half of a "\r\n". The other characters str.splitlines() cuts at
+    (form feed, U+2028, ...) end no line in an editor, so they are not counted."""
+    n = seg.count("\n") + seg.count("\r") - seg.count("\r\n")
+    return n - 1 if nxt == "\n" and seg.endswith("\r") else n
+
+
+class _LineCounter:
+    """Line numbers of positions in a text seen only as the overlapping spans of ``iter_spans``, in
+    order, without holding the text: the breaks before the current span's start are kept as a count
+    and moved on by the part of the previous span the next one no longer covers (spans cover the
+    text, each starting at or before the previous one's end), so the whole text is counted about
+    once, whatever its size and however it was cut into pieces."""
+
+    def __init__(self, regions: list[Region]) -> None:
+        self.regions = sorted((r for r in regions if "line" in r.meta and r.end > r.start),
+                              key=lambda r: r.start)
+        self.starts = [r.start for r in self.regions]
+        self.base: dict[int, int] = {}  # region index -> breaks before its start
+        self.next_region = 0
+        self.start = 0  # the current span: text[start:start + len(span)]
+        self.span = ""
+        self.breaks = 0  # line breaks in text[:start]
+
+    def see(self, start: int, span: str) -> None:
+        """Move on to the next span of ``iter_spans``."""
+        if start > self.start:
+            self.breaks += _breaks(self.span[:start - self.start], span[:1])
+        self.start, self.span = start, span
+        end = start + len(span)
+        while self.next_region < len(self.regions) and self.starts[self.next_region] < end:
+            k = self.next_region
+            if self.starts[k] >= start:
+                self.base[k] = self.before(self.starts[k])
+            self.next_region += 1
+
+    def before(self, pos: int) -> int:
+        """Line breaks in text[:pos], for pos within the current span."""
+        q = pos - self.start
+        return self.breaks + _breaks(self.span[:q], self.span[q:q + 1])
+
+    def lines(self, start: int, end: int) -> tuple[int, int] | None:
+        """(first, last) line of text[start:end] (inside the current span), or None outside a
+        ``line`` region."""
+        k = bisect_right(self.starts, start) - 1
+        if k < 0 or k not in self.base or self.regions[k].end <= start:
+            return None
+        r = self.regions[k]
+        first = r.meta["line"] + self.before(start) - self.base[k]
+        # a chunk that runs past its region (into the next archive member) ends at the region's end
+        last = r.meta["line"] + self.before(min(end, r.end) - 1) - self.base[k]
+        return first, last
+
+
 def chunk_document(doc: ExtractedDoc, params: ChunkParams) -> ChunkResult:
     result = ChunkResult()
     result.chunks = list(iter_chunks([doc.text], doc.kind, doc.regions, params, result.dropped))
@@ -104,8 +162,11 @@ def iter_chunks(pieces: Iterable[str], kind: str, regions: list[Region], params:
     chars = chunk_chars_for(kind, params.chunk_tokens, params.pdf_tokens, params.av_tokens)
     overlap = chars * params.overlap_pct // 100
     index = _RegionIndex(regions)
+    counter = _LineCounter(regions) if any("line" in r.meta for r in regions) else None
     n = 0
     for start, end, span in iter_spans(pieces, chars, overlap):
+        if counter is not None:
+            counter.see(start, span)
         body = span.strip()
         if not body:
             continue
@@ -120,5 +181,8 @@ def iter_chunks(pieces: Iterable[str], kind: str, regions: list[Region], params:
             continue
         meta = provenance(index.overlapping(start, end))
         meta.update({"char_start": start, "char_end": end, "text_entropy": round(h, 4), "word_count": words})
+        lines = counter.lines(start, end) if counter is not None else None
+        if lines is not None:
+            meta["line_start"], meta["line_end"] = lines
         yield {"chunk_idx": n, "text": body, "text_hash": text_hash(body), "meta": meta}
         n += 1

@@ -103,8 +103,9 @@ def print_sources(rec: dict, out: TextIO) -> None:
         score = s.get("score")
         out.write(f"[{s.get('n')}] {name}" + (f"  [{place}]" if place else "")
                   + (f"  score {score:.3f}" if isinstance(score, (int, float)) else "") + "\n")
-        if s.get("source_file"):
-            out.write(f"    {safe(s['source_file'])}\n")
+        # the uri opens the cited place (page, lines, time, member), where the path opens only the file
+        if s.get("uri") or s.get("source_file"):
+            out.write(f"    {safe(s.get('uri') or s['source_file'])}\n")
     left = len(sources) - len(shown)
     if rec.get("mode") == "llm" and left > 0:
         out.write(f"({left} more source{'s' if left != 1 else ''} given to the model but not cited; "

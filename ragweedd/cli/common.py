@@ -25,7 +25,7 @@ def make_embedder(cfg: Config):
 
 
 def where(hit: dict[str, Any]) -> str:
-    """Human form of a hit's place: page, section, rows, time, member, char span."""
+    """Human form of a hit's place: page, section, rows, time, member, lines (else char span)."""
     bits = []
     if hit.get("member"):
         bits.append(f"in {hit['member']}")
@@ -39,7 +39,10 @@ def where(hit: dict[str, Any]) -> str:
     if hit.get("section"):
         bits.append(f"§ {hit['section']}")
     span = hit.get("span") or [None, None]
-    if span[0] is not None:
+    lines = hit.get("lines")
+    if lines:
+        bits.append(f"line {lines[0]}" if lines[0] == lines[-1] else f"lines {lines[0]}-{lines[-1]}")
+    elif span[0] is not None:
         bits.append(f"chars {span[0]}-{span[1]}")
     return ", ".join(bits)
 
@@ -68,6 +71,8 @@ def print_hits(hits: list[dict[str, Any]], as_json: bool, extra: dict | None = N
     for n, h in enumerate(hits, 1):
         print(f"{n:2d}. {h['score']:.3f}  {h['collection']}/{h.get('source_rel_path') or h['filename']}"
               f"  [{where(h)}]")
+        if h.get("uri"):
+            print(f"    {h['uri']}")
         print(f"    {snippet(h['text'])}")
 
 

@@ -115,9 +115,16 @@ def _where(h: dict) -> str:
         bits.append(f" §{safe(h['section'])}")
     if h.get("t_start") is not None:
         bits.append(f" @{_mmss(h['t_start'])}-{_mmss(h.get('t_end') or h['t_start'])}")
+    elif h.get("lines"):
+        bits.append(f" {_lines(h['lines'])}")
     elif h.get("span"):
         bits.append(f" chars {h['span'][0]}-{h['span'][1]}")
     return "".join(bits)
+
+
+def _lines(lines: list) -> str:
+    first, last = lines[0], lines[-1]
+    return f"line {safe(first)}" if first == last else f"lines {safe(first)}-{safe(last)}"
 
 
 def _mmss(t: float) -> str:
@@ -133,8 +140,9 @@ def _print_sources(sources: list[dict], out) -> None:
         score = h.get("score")
         out.write(f"[{n}] {_where(h)}  score {score:.3f}\n" if isinstance(score, (int, float))
                   else f"[{n}] {_where(h)}\n")
-        if h.get("source_file"):
-            out.write(f"    {safe(h['source_file'])}\n")
+        # the uri opens the cited place (page, lines, time, member), where the path opens only the file
+        if h.get("uri") or h.get("source_file"):
+            out.write(f"    {safe(h.get('uri') or h['source_file'])}\n")
 
 
 def _print_json(data, out) -> None:
@@ -218,7 +226,10 @@ def cmd_search(c: Client, a, out) -> int:
         out.write("no results\n")
     for n, h in enumerate(results[: a.limit], 1):
         text = " ".join(str(h.get("text", "")).split())
-        out.write(f"[{n}] {h.get('score', 0):.3f}  {_where(h)}\n    {safe(text[:200])}\n")
+        out.write(f"[{n}] {h.get('score', 0):.3f}  {_where(h)}\n")
+        if h.get("uri"):
+            out.write(f"    {safe(h['uri'])}\n")
+        out.write(f"    {safe(text[:200])}\n")
     return EXIT_OK
 
 

@@ -12,6 +12,15 @@ Region meta keys (all optional, JSON-serialisable):
     t_start/t_end (float seconds)                  audio/video transcripts
     member (str)                 path inside an archive ("a.zip/inner/b.pdf" for nested zips)
     ocr (bool)                   text of this region came from OCR
+    line (int, 1-based)          the region's text is its file's (or archive member's) own text, line
+                                 for line, and starts on this line: the chunker gives the chunks in it
+                                 ``line_start``/``line_end``. Only extractors that hand on the decoded
+                                 text unchanged set it (text.py); a transformed text (html, rtf, pdf)
+                                 has no true line numbers.
+
+The line mark is a region rather than a field of ``ExtractedDoc`` because regions are what reaches
+the chunker on every road: through the sandbox's JSON reply, on the streamed path of a large text
+file (``TextStream.regions``), and shifted into an archive's text for each member.
 """
 
 from __future__ import annotations
@@ -41,6 +50,18 @@ class ExtractedDoc:
     extractor: str = ""
     # Measurements filled by the sandbox (peak_rss_mb, wall_s) and extractors (pages_ocr, ...).
     stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def lines_exact(self) -> bool:
+        """Some of the text is a file's own text line for line (a ``line`` region), so its chunks
+        carry line numbers."""
+        return any("line" in r.meta for r in self.regions)
+
+
+def own_lines(length: int) -> Region:
+    """The region that marks a whole text of ``length`` characters as its file's own text, line for
+    line from line 1."""
+    return Region(0, length, {"line": 1})
 
 
 @dataclass(frozen=True)

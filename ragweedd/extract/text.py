@@ -2,7 +2,9 @@
 
 UTF-8 with undecodable bytes replaced and the BOM stripped (UTF-16 with a BOM is decoded too). A file
 that looks binary (NUL bytes, many control characters) is skipped: it was renamed, not written.
-Markdown ATX/setext headings and rst underlined titles become ``section`` regions.
+Markdown ATX/setext headings and rst underlined titles become ``section`` regions. The text is the
+file's own, line for line (decoding keeps every line break as it is on disk, "\r\n" included, and a
+BOM is no line), so it carries a ``line`` region and its chunks get the line numbers an editor shows.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Iterable, Iterator
 from ragweedd.errors import ExtractionSkipped
 from ragweedd.extract.sniff import decode_text, looks_binary, read_head, require_nonempty
 from ragweedd.extract.text_builder import finish
-from ragweedd.extract.base import ExtractedDoc, ExtractSettings, Region, ToolRequirement
+from ragweedd.extract.base import ExtractedDoc, ExtractSettings, Region, ToolRequirement, own_lines
 
 PLAIN_EXT = (".txt", ".text", ".log", ".org", ".adoc", ".asciidoc")
 MARKDOWN_EXT = (".md", ".markdown", ".mdown", ".mkd")
@@ -179,6 +181,7 @@ class TextStream:
     kind = "text"
     extractor = "text"
     ocr_type = None
+    lines_exact = True
 
     def __init__(self, path: Path) -> None:
         require_text(path)
@@ -190,6 +193,8 @@ class TextStream:
         elif ext in RST_EXT:
             self.regions = rst_sections_of(self.pieces())
         self.title = self.regions[0].meta["section"] if self.regions else None
+        # one more pass over the file for its length: the line region must end where the text ends
+        self.regions.append(own_lines(sum(len(p) for p in self.pieces())))
 
     def pieces(self) -> Iterator[str]:
         return iter_text_pieces(self.path)
@@ -208,6 +213,7 @@ class TextExtractor:
         elif ext in RST_EXT:
             regions = rst_sections(text)
         title = regions[0].meta["section"] if regions else None
+        regions.append(own_lines(len(text)))
         return finish(ExtractedDoc(text=text, kind="text", regions=regions, title=title, extractor=self.name), path)
 
     def requirements(self) -> list[ToolRequirement]:

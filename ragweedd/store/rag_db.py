@@ -521,17 +521,20 @@ def hit_fields(meta: dict[str, Any]) -> dict[str, Any]:
     """The public fields of a search hit from a chunk's metadata rows."""
     src = from_db(meta.get("source_file_name") or "")
     pages = json.loads(meta["pages"]) if meta.get("pages") else None
+    # chunks indexed before line numbers were stored have none: no anchor until a re-ingest
+    lines = [meta["line_start"], meta["line_end"]] if meta.get("line_start") is not None else None
     return {
         "source_file": src,
         "filename": Path(src).name,
         "uri": place_uri(src, pages=pages, member=meta.get("ole_parent_name"), t_start=meta.get("t_start"),
-                         t_end=meta.get("t_end")),
+                         t_end=meta.get("t_end"), lines=lines),
         "source_rel_path": maybe_from_db(meta.get("source_rel_path")),
         "text": meta.get("chroma:document", ""),
         "page_label": meta.get("page_label"),
         "pages": pages,
         "section": meta.get("section"),
         "span": [meta.get("char_start"), meta.get("char_end")],
+        "lines": lines,
         "sheet": meta.get("sheet"),
         "rows": [meta.get("row_start"), meta.get("row_end")] if meta.get("row_start") is not None else None,
         "t_start": meta.get("t_start"),

@@ -359,7 +359,7 @@ def test_collections_lifecycle(fresh, tmp_path):
     names = [c["name"] for c in fresh.ok("GET", "/v1/collections")["items"]]
     assert names == ["notes", "papers"]
     hits = fresh.ok("POST", "/v1/search", {"query": "Adam optimiser gradients", "collections": ["papers"]})["results"]
-    assert [h["filename"] for h in hits] == ["adam.txt"] and hits[0]["uri"] == (papers / "adam.txt").as_uri()
+    assert [h["filename"] for h in hits] == ["adam.txt"] and hits[0]["uri"] == (papers / "adam.txt").as_uri() + "#L1"
     e = err(fresh.request("POST", "/v1/collections", {"name": "papers", "paths": [str(papers)]}), 400)
     assert "papers" in e["message"]
     for op in ("scan", "reanalyze", "rebuild-fts"):
@@ -444,7 +444,9 @@ def test_search_and_filters(api):
     assert body["results"] and body["history_id"]
     hit = body["results"][0]
     assert hit["filename"] == "hnsw.md" and hit["collection"] == "notes" and hit["rank"] == 1
-    assert hit["uri"] == (api.docs_dir / "hnsw.md").as_uri() and hit["source_file"] == str(api.docs_dir / "hnsw.md")
+    # hnsw.md is one chunk over its 7 lines: the uri opens them
+    assert hit["lines"] == [1, 7] and hit["uri"] == (api.docs_dir / "hnsw.md").as_uri() + "#L1-L7"
+    assert hit["source_file"] == str(api.docs_dir / "hnsw.md")
     assert hit["rel_score"] == 1.0 and "greedy search" in hit["text"]
     body = api.ok("POST", "/v1/search", {"query": "attention token", "file_type": "html", "top_k": 5})
     assert {h["filename"] for h in body["results"]} == {"attention.html"}

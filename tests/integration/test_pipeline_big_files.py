@@ -130,6 +130,7 @@ def test_streamed_chunks_are_the_chunks_of_the_whole_text(tmp_path, piece):
     assert streamed == whole.chunks
     assert dropped == whole.dropped
     assert any("section" in c["meta"] for c in streamed)
+    assert all(c["meta"]["line_start"] <= c["meta"]["line_end"] for c in streamed)  # the lines agree too
 
 
 def test_large_text_file_is_published_piece_by_piece_with_the_same_chunks(tmp_path):
@@ -150,14 +151,18 @@ def test_large_text_file_is_published_piece_by_piece_with_the_same_chunks(tmp_pa
         pipe.close()
     with sqlite3.connect(paths.rag_db("c")) as c:
         rows = c.execute(
-            "SELECT e.chunk_idx, t.string_value, s.int_value, x.int_value, h.string_value FROM embeddings e"
+            "SELECT e.chunk_idx, t.string_value, s.int_value, x.int_value, h.string_value, l1.int_value,"
+            " l2.int_value FROM embeddings e"
             " JOIN embedding_metadata t ON t.id = e.id AND t.key = 'chroma:document'"
             " JOIN embedding_metadata s ON s.id = e.id AND s.key = 'char_start'"
             " JOIN embedding_metadata x ON x.id = e.id AND x.key = 'char_end'"
-            " LEFT JOIN embedding_metadata h ON h.id = e.id AND h.key = 'section' ORDER BY e.chunk_idx").fetchall()
+            " LEFT JOIN embedding_metadata h ON h.id = e.id AND h.key = 'section'"
+            " LEFT JOIN embedding_metadata l1 ON l1.id = e.id AND l1.key = 'line_start'"
+            " LEFT JOIN embedding_metadata l2 ON l2.id = e.id AND l2.key = 'line_end' ORDER BY e.chunk_idx").fetchall()
         n_doc, n_vec = c.execute("SELECT (SELECT chunks FROM documents), (SELECT count(*) FROM vectors)").fetchone()
-    assert [(r[0], r[1], r[2], r[3], r[4]) for r in rows] == [
-        (e["chunk_idx"], e["text"], e["meta"]["char_start"], e["meta"]["char_end"], e["meta"].get("section"))
+    assert [tuple(r) for r in rows] == [
+        (e["chunk_idx"], e["text"], e["meta"]["char_start"], e["meta"]["char_end"], e["meta"].get("section"),
+         e["meta"]["line_start"], e["meta"]["line_end"])
         for e in expected]
     assert n_doc == n_vec == len(expected)
 

@@ -205,7 +205,7 @@ def test_oneshot_with_llm_prints_answer_and_cited_sources(d, llm):
     assert answer.strip() == ANSWER
     lines = sources.splitlines()
     assert lines[0].startswith("[1] notes/cats.md") and "score " in lines[0], p.stdout
-    assert lines[1].strip().endswith("cats.md")
+    assert lines[1].strip().endswith("/cats.md#L1-L3")  # the uri that opens the cited lines
     assert "tea.txt" not in p.stdout and "2 passages judged irrelevant" in p.stdout
     hid = entry_id(p.stderr)
     e = d.api("GET", f"/v1/history/{hid}").json()  # the daemon reads what the CLI wrote

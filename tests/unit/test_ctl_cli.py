@@ -118,10 +118,22 @@ def test_status_shows_ingest_progress_while_files_are_indexed(tmp_path):
 def test_search(api):
     code, out, err = run(api, "search", "hnsw", "graph", "neighbours")
     assert code == 0, err
-    assert re.search(r"^\[1\] \d\.\d{3}  notes/hnsw\.md", out, re.M), out
+    m = re.search(r"^\[1\] \d\.\d{3}  notes/hnsw\.md.* lines (\d+)-(\d+)\n    (\S+)\n", out, re.M)
+    assert m, out
+    # the uri under each hit opens its lines, which are the file's own
+    first, last = int(m.group(1)), int(m.group(2))
+    assert m.group(3) == f"{(api.docs_dir / 'hnsw.md').as_uri()}#L{first}-L{last}"
+    on_disk = (api.docs_dir / "hnsw.md").read_text().splitlines()
+    code, out, _ = run(api, "search", "hnsw", "graph", "neighbours", "--json")
+    hit = json.loads(out)["results"][0]
+    assert hit["lines"] == [first, last] and hit["uri"] == m.group(3)
+    assert on_disk[first - 1] and on_disk[first - 1].split()[0] == hit["text"].split()[0]
+    assert on_disk[last - 1].split()[-1] == hit["text"].split()[-1]
     code, out, _ = run(api, "search", "attention", "--type", "html", "--json")
     res = json.loads(out)
     assert code == 0 and {h["filename"] for h in res["results"]} == {"attention.html"}
+    # html is transformed text: no line numbers, the uri is the file's
+    assert all(h["lines"] is None and h["uri"] == (api.docs_dir / "attention.html").as_uri() for h in res["results"])
     schema_ok("/v1/search", "post", res)
     code, out, _ = run(api, "search", "attention", "--path-glob", "*.nomatch")
     assert code == 0 and "no results" in out
@@ -135,11 +147,12 @@ def test_ask_prints_answer_then_numbered_sources(api, llm):
     answer, _, sources = out.partition("\nSources:\n")
     assert answer.strip() == ANSWER
     lines = sources.strip().splitlines()
-    assert re.match(r"\[1\] notes/cats\.md § ?Cats chars 0-\d+  score \d\.\d{3}$", lines[0]), lines[0]
-    assert lines[1].strip() == str(api.docs_dir / "cats.md")
+    assert re.match(r"\[1\] notes/cats\.md § ?Cats lines 1-3  score \d\.\d{3}$", lines[0]), lines[0]
+    assert lines[1].strip() == (api.docs_dir / "cats.md").as_uri() + "#L1-L3"
     code, out, _ = run(api, "ask", "--json", "do", "cats", "purr?")
     js = json.loads(out)
     assert code == 0 and js["answer"] == ANSWER and js["sources"][0]["filename"] == "cats.md"
+    assert js["sources"][0]["lines"] == [1, 3] and js["sources"][0]["uri"].endswith("/cats.md#L1-L3")
     assert js["provider"] == "openai:test-model" and js["cited_numbers"] == [1]
 
 

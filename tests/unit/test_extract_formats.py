@@ -175,7 +175,8 @@ def test_json_pretty_printed(fx):
 def test_zip_members_with_provenance(fx):
     doc = extract_file(fx["zip"], S)
     assert region_at(doc, "krill") == {"member": "whales.pdf", "page": 2}
-    assert region_at(doc, "stainless bolts") == {"member": "notes/notes.md", "section": "Installation Notes"}
+    assert region_at(doc, "stainless bolts") == {"member": "notes/notes.md", "section": "Installation Notes",
+                                                  "line": 1}  # a text member keeps its own lines
     assert region_at(doc, "queen cells") == {"member": "nested/inner.zip/docs/bees.docx", "section": "Swarm Control"}
     assert "File: whales.pdf" in doc.text
     assert doc.stats["members_skipped"] == ["img/picture.png"]

@@ -25,7 +25,8 @@ def test_titles_that_name_nothing_are_not_used():
                  "  ", None, "12"):
         assert useful_title(junk) is None, junk
     assert useful_title("Microsoft Word - F20 Annual Report") == "F20 Annual Report"
-    assert useful_title("Form 8-K for Foot Locker INC filed 05/19/2022") == "Form 8-K for Foot Locker INC filed 05/19/2022"
+    title = "Form 8-K for Foot Locker INC filed 05/19/2022"
+    assert useful_title(title) == title
 
 
 def test_document_label_joins_name_and_a_title_that_says_more():

@@ -95,6 +95,21 @@ def _chunk_size(v: int | str) -> str | None:
     return "'auto' or a whole number of tokens from 16 to 32768"
 
 
+def _workers(v: int | str) -> str | None:
+    if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 64):
+        return None
+    return "'auto' or a whole number from 1 to 64"
+
+
+def ingest_worker_count(cfg: Any) -> int:
+    """``ingest_workers`` resolved: 'auto' is half the CPU cores, at least 1 and at most 4 (the
+    embedding thread and the API need the rest)."""
+    v = cfg.ingest_workers
+    if v == "auto":
+        return max(1, min(4, (os.cpu_count() or 2) // 2))
+    return int(v)
+
+
 def _hhmm(v: str) -> str | None:
     m = re.fullmatch(r"(\d{1,2}):(\d{2})", v)
     if not m or int(m.group(1)) > 23 or int(m.group(2)) > 59:
@@ -188,7 +203,7 @@ KEYS: tuple[KeySpec, ...] = (
     K("", "debounce_s", float, 2.0, "Quiet time per path before a change is ingested.", _range(0.0, 3600.0)),
     K("", "delete_hold_s", float, 1.0, "How long a delete waits for a matching create (editor save patterns).", _range(0.0, 3600.0)),
     K("", "scan_interval_s", float, 3600.0, "Periodic reconciliation scan; 0 = only at start and after overflows.", _range(0.0, 10**7)),
-    K("", "ingest_workers", int, 1, "Files extracted and embedded in parallel.", _range(1, 64)),
+    K("", "ingest_workers", (int, str), "auto", "Files extracted at once, each in its own sandbox process; 'auto' = half the CPU cores, 1 to 4. Embedding runs beside them in one more thread (docs/daemon.md).", _workers),
     K("", "ingest_nice", int, 10, "nice value of ingest work (0 = normal priority).", _range(0, 19)),
     K("", "cluster_schedule", str, "03:00", "Local time of the nightly cluster re-analysis.", _hhmm),
     K("", "integrity_interval_s", float, 21600.0, "Period of the integrity check (SQLite, FTS, index counts).", _range(60.0, 10**7)),
@@ -300,7 +315,7 @@ class Config:
     debounce_s: float = 2.0
     delete_hold_s: float = 1.0
     scan_interval_s: float = 3600.0
-    ingest_workers: int = 1
+    ingest_workers: int | str = "auto"
     ingest_nice: int = 10
     cluster_schedule: str = "03:00"
     integrity_interval_s: float = 21600.0

@@ -12,6 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ragweedd import __version__
+from ragweedd.config import ingest_worker_count
 from ragweedd.contract import (
     FILE_STATE_SHOWN,
     Collection,
@@ -153,7 +154,7 @@ def _progress(core: Core, queued: int) -> IngestProgress:
             "files_per_s": p["files_per_s"], "chunks_per_s": p["chunks_per_s"], "eta_s": p["eta_s"],
             "done_since_start": p["files_done_since_start"], "failed_since_start": p["failed_since_start"],
             "chunks_since_start": p["chunks_since_start"], "embedded_since_start": p["embedded_since_start"],
-            "workers": core.cfg.ingest_workers}
+            "workers": ingest_worker_count(core.cfg)}
 
 
 def _failed(j: dict[str, Any]) -> FailedJob:

@@ -156,7 +156,9 @@ class Workers:
         self._held = threading.local()  # the job a worker thread has claimed and not yet finished
 
     def start(self) -> None:
-        for i in range(self.cfg.ingest_workers):
+        from ragweedd.config import ingest_worker_count
+
+        for i in range(ingest_worker_count(self.cfg)):
             t = threading.Thread(target=self._supervised, name=f"ragweedd-ingest-{i}", daemon=True)
             t.start()
             self._threads.append(t)

@@ -72,7 +72,8 @@ def provenance(regions: list[Region]) -> dict[str, Any]:
     if pages:
         meta["pages"] = pages
         meta["page_label"] = str(pages[0]) if len(pages) == 1 else f"{pages[0]}-{pages[-1]}"
-    for key in ("section", "sheet"):
+    # the heading path (PDF outline or layout headings) comes with its section, from one region
+    for key in ("section", "section_path", "sheet"):
         vals = [r.meta[key] for r in sorted(regions, key=lambda r: r.start) if key in r.meta]
         if vals:
             meta[key] = vals[0]

@@ -59,3 +59,15 @@ def test_a_name_that_is_not_utf8_gives_a_storable_label():
     label = readable_name("/x/" + name)
     assert label == "caf\\xe9 menu"
     label.encode("utf-8")  # no lone surrogate: SQLite stores it
+
+
+def test_a_chunk_carries_the_section_path_of_its_region():
+    from ragweedd.chunk.chunker import ChunkParams, chunk_document
+    from ragweedd.extract.base import ExtractedDoc, Region
+
+    text = "Revenue grew in every segment this quarter. " * 3
+    doc = ExtractedDoc(text=text, kind="pdf", regions=[
+        Region(0, len(text), {"page": 4}),
+        Region(0, len(text), {"section": "Results", "section_path": ["Item 7. MD&A", "Results"]})])
+    [c] = chunk_document(doc, ChunkParams(256, 256, 256, 15)).chunks
+    assert c["meta"]["section"] == "Results" and c["meta"]["section_path"] == ["Item 7. MD&A", "Results"]

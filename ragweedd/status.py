@@ -153,7 +153,8 @@ def _progress(core: Core, queued: int) -> IngestProgress:
     return {"running": core.workers.busy > 0, "done": p["files_done"], "total": p["files_total"],
             "files_per_s": p["files_per_s"], "chunks_per_s": p["chunks_per_s"], "eta_s": p["eta_s"],
             "done_since_start": p["files_done_since_start"], "failed_since_start": p["failed_since_start"],
-            "chunks_since_start": p["chunks_since_start"], "embedded_since_start": p["embedded_since_start"],
+            "chunks_since_start": p["chunks_since_start"],
+            "embedded_since_start": p["embedded_since_start"] + core.vectorizer.sent,
             "workers": ingest_worker_count(core.cfg)}
 
 

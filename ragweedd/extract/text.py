@@ -174,6 +174,18 @@ def _regions(marks: list[tuple[int, str]], n: int) -> list[Region]:
     return out
 
 
+def plain_title(head: str) -> str | None:
+    """A plain-text note's title: its first line when it stands alone as one (at most 200
+    characters, with letters, followed by an empty line), as a note's first line usually is."""
+    lines = head.lstrip("\ufeff").replace("\r\n", "\n").split("\n", 2)
+    if len(lines) < 3 or lines[1].strip():
+        return None
+    first = lines[0].strip()
+    if not first or len(first) > 200 or sum(ch.isalpha() for ch in first) < 3:
+        return None
+    return first
+
+
 class TextStream:
     """A text file to be chunked piece by piece: what ``TextExtractor.extract`` gives (its regions,
     title, kind), with the text re-read from the file on each ``pieces()`` instead of held."""
@@ -193,6 +205,8 @@ class TextStream:
         elif ext in RST_EXT:
             self.regions = rst_sections_of(self.pieces())
         self.title = self.regions[0].meta["section"] if self.regions else None
+        if ext in PLAIN_EXT:
+            self.title = plain_title(next(self.pieces(), ""))
         # one more pass over the file for its length: the line region must end where the text ends
         self.regions.append(own_lines(sum(len(p) for p in self.pieces())))
 
@@ -213,6 +227,8 @@ class TextExtractor:
         elif ext in RST_EXT:
             regions = rst_sections(text)
         title = regions[0].meta["section"] if regions else None
+        if ext in PLAIN_EXT:
+            title = plain_title(text[:1000])
         regions.append(own_lines(len(text)))
         return finish(ExtractedDoc(text=text, kind="text", regions=regions, title=title, extractor=self.name), path)
 

@@ -71,3 +71,20 @@ def test_a_chunk_carries_the_section_path_of_its_region():
         Region(0, len(text), {"section": "Results", "section_path": ["Item 7. MD&A", "Results"]})])
     [c] = chunk_document(doc, ChunkParams(256, 256, 256, 15)).chunks
     assert c["meta"]["section"] == "Results" and c["meta"]["section_path"] == ["Item 7. MD&A", "Results"]
+
+
+def test_a_plain_text_note_s_first_line_is_its_title_when_it_stands_alone(tmp_path):
+    from ragweedd.extract.base import ExtractSettings
+    from ragweedd.extract.text import TextExtractor, TextStream, plain_title
+
+    assert plain_title("Sourdough care\n\nFeed it daily.") == "Sourdough care"
+    assert plain_title("\ufeffSourdough care\r\n\r\nFeed it daily.") == "Sourdough care"
+    assert plain_title("Feed it daily.\nThen wait.\n\nMore.") is None  # no empty line after it
+    assert plain_title("12\n\nbody") is None and plain_title("one line") is None
+    f = tmp_path / "4983.txt"
+    f.write_text("Starter hydration and rise time\n\nA wetter starter rises faster.\n")
+    assert TextExtractor().extract(f, ExtractSettings()).title == "Starter hydration and rise time"
+    assert TextStream(f).title == "Starter hydration and rise time"
+    code = tmp_path / "x.py"
+    code.write_text("import os\n\nprint(os.sep)\n")
+    assert TextExtractor().extract(code, ExtractSettings()).title is None

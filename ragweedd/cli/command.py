@@ -239,11 +239,12 @@ def _ingest_files(services, args, roots, ignore) -> int:
                 chunks += out.chunks if out.status == "indexed" else 0
                 if out.status in ("failed", "skipped"):
                     print(f"{out.status}: {out.path}: {out.error}", file=sys.stderr)
-        vectorizer.drain()
+        embed_error = vectorizer.drain()
     finally:
         vectorizer.stop()
         pipe.close()
     embedded = vectorizer.sent
+    waiting = sum(v[0] for v in vectorizer.summary.values())
     # Keep the collection's HNSW files in step with what was just stored, as the daemon does.
     sync = IndexSync(services.cfg, services.paths, pipe.embedder.dim)
     try:
@@ -254,6 +255,12 @@ def _ingest_files(services, args, roots, ignore) -> int:
     summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
     print(f"ingested into '{args.collection}': {summary or 'no files'}; {chunks} new chunks, "
           f"{embedded} embedded, {dt:.1f} s")
+    if embed_error is not None or waiting:
+        print(f"error: {waiting} chunks of '{args.collection}' have no vector yet (the embedder failed: "
+              f"{embed_error}); keyword search finds them, dense search does not. Fix the embedder "
+              f"(embed.model) and run this command again, or start the daemon: either computes them.",
+              file=sys.stderr)
+        return 1
     return 1 if counts.get("failed") else 0
 
 

@@ -94,6 +94,18 @@ def _streams(src: str, size: int) -> bool:
     return size > STREAM_ABOVE_BYTES and isinstance(extractor_for(Path(src)), TextExtractor)
 
 
+def _file_id(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _same_file(path: Path, known: tuple[int, int] | None) -> bool:
+    return known is not None and _file_id(path) == known
+
+
 class Pipeline:
     """Ingests files of any collection. One Pipeline is the single writer of its databases."""
 
@@ -114,6 +126,7 @@ class Pipeline:
         self.settings = extract_settings(cfg, paths)
         self.db = IngestDB(paths.ingest_db)
         self._rags: dict[str, RagDB] = {}
+        self._rag_ids: dict[str, tuple[int, int] | None] = {}  # (device, inode) of each open rag.sqlite3
         self.params = ChunkParams.from_config(cfg, getattr(embedder, "preferred_chunk_tokens", 256))
         self.with_context = bool(getattr(cfg, "chunk_context", False))
         # The id a collection's vectors are recorded under: the model and what it was given to read.
@@ -127,8 +140,14 @@ class Pipeline:
 
     def rag(self, collection: str) -> RagDB:
         r = self._rags.get(collection)
+        if r is not None and not _same_file(self.paths.rag_db(collection), self._rag_ids.get(collection)):
+            # the collection was removed (its database deleted), maybe added again under the same
+            # name: this handle points at the deleted file
+            r.close()
+            r = None
         if r is None:
             r = self._rags[collection] = RagDB(self.paths.rag_db(collection), collection)
+            self._rag_ids[collection] = _file_id(self.paths.rag_db(collection))
             known = r.embedder(PRIMARY)
             if known is None:
                 r.set_embedder(self.index_id, self.embedder.dim, PRIMARY)

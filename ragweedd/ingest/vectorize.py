@@ -44,10 +44,11 @@ class Interrupted(Exception):
 
 def fill_vectors(rag: Any, cache: Any, embedder: Any, index_embedder_id: str, *, batch_size: int,
                  should_stop: Callable[[], bool] | None = None,
-                 on_batch: Callable[[int], None] | None = None) -> tuple[int, int]:
-    """Embed every chunk of ``rag`` that waits for its vector, oldest first, a few batches at a
-    time, each round written at once. Returns (vectors written, texts sent to the embedder).
-    Raises :class:`Interrupted` between batches when ``should_stop()`` says so."""
+                 on_batch: Callable[[int, int], None] | None = None) -> tuple[int, int]:
+    """Embed every chunk of ``rag`` that waits for its vector, oldest first, a batch at a time,
+    each batch written at once. Returns (vectors written, texts sent to the embedder);
+    ``on_batch(written, sent)`` follows each batch. Raises :class:`Interrupted` between batches
+    when ``should_stop()`` says so."""
     from ragweedd.embed.long import EmbedStopped, embed_texts
 
     eid = embedder.id
@@ -58,16 +59,16 @@ def fill_vectors(rag: Any, cache: Any, embedder: Any, index_embedder_id: str, *,
         if not rows:
             return written, sent
         last = rows[-1][0]
-        inputs = [embed_input(text, ctx) for _, text, ctx in rows]
+        inputs = [embed_input(text, ctx) for _, _, text, ctx in rows]
         hashes = [text_hash(x) for x in inputs]
         have = cache.cached_vectors(eid, hashes)
         todo: dict[str, str] = {}
         for h, x in zip(hashes, inputs):
             if h not in have and h not in todo:
                 todo[h] = x
+        if should_stop is not None and should_stop():
+            raise Interrupted(f"stopped with chunks of {rag.collection} waiting for vectors")
         if todo:
-            if should_stop is not None and should_stop():
-                raise Interrupted(f"stopped with {len(rows)}+ chunks of {rag.collection} waiting for vectors")
             items = list(todo.items())
             try:
                 vecs = embed_texts(embedder, [x for _, x in items], batch_size=batch_size, should_stop=should_stop)
@@ -76,11 +77,12 @@ def fill_vectors(rag: Any, cache: Any, embedder: Any, index_embedder_id: str, *,
             blobs = [(h, vecs[j].astype("float32").tobytes()) for j, (h, _) in enumerate(items)]
             cache.store_vectors(eid, embedder.dim, blobs)
             have.update(blobs)
-            sent += len(items)
-        done = rag.add_vectors(index_embedder_id, [(cid, have[h]) for (cid, _, _), h in zip(rows, hashes)])
+        done = rag.add_vectors(index_embedder_id, [(cid, emb_id, ctx, have[h])
+                                                   for (cid, emb_id, _, ctx), h in zip(rows, hashes)])
         written += len(done)
-        if on_batch is not None and done:
-            on_batch(len(done))
+        sent += len(todo)
+        if on_batch is not None:
+            on_batch(len(done), len(todo))
 
 
 class Vectorizer:
@@ -103,6 +105,7 @@ class Vectorizer:
         self._cv = threading.Condition()
         self._stop = threading.Event()
         self._busy = False
+        self._forgotten: set[str] = set()  # removed collections: their fill stops at the next batch
         self.summary: dict[str, tuple[int, int, int]] = {}  # collection -> (pending chunks, pending docs, docs)
         self.recent: deque[tuple[float, int]] = deque(maxlen=400)  # (t, vectors written) per batch
         self.written = 0
@@ -124,22 +127,31 @@ class Vectorizer:
         if self._thread.is_alive():
             self._thread.join(timeout_s)
 
-    def drain(self) -> None:
-        """Wait until every collection told about has been filled (the one-shot ingest's end)."""
+    def drain(self) -> str | None:
+        """Wait until every collection told about has been filled (the one-shot ingest's end).
+        Returns None, or the error that stopped the embedding (the chunks it left stay pending)."""
+        failures = self.supervisor.failures
         with self._cv:
             while (self._dirty or self._busy) and self._thread.is_alive():
+                if self.supervisor.failures > failures:
+                    return self.supervisor.last_error or "the embedding failed"
                 self._cv.wait(0.5)
+        return None
 
     def alive(self) -> bool:
         return self._thread.is_alive()
 
     def notify(self, collection: str) -> None:
         with self._cv:
+            self._forgotten.discard(collection)  # a collection added again under the same name
             self._dirty.add(collection)
             self._cv.notify()
 
     def forget(self, collection: str) -> None:
+        """The collection was removed: a fill under way stops at its next batch, and it leaves
+        the figures."""
         with self._cv:
+            self._forgotten.add(collection)
             self._dirty.discard(collection)
             self.summary.pop(collection, None)
 
@@ -162,7 +174,15 @@ class Vectorizer:
                 try:
                     self._fill(name, cache)
                 except Interrupted:
-                    return
+                    if self._stop.is_set():
+                        return
+                except BaseException:
+                    # an embedder that fails (a model server down): the chunks stay pending, and
+                    # the collection is looked at again when the supervisor restarts this loop
+                    with self._cv:
+                        if name not in self._forgotten:
+                            self._dirty.add(name)
+                    raise
                 finally:
                     with self._cv:
                         self._busy = False
@@ -187,16 +207,22 @@ class Vectorizer:
                 return
             t0 = time.monotonic()
 
-            def batch_done(n: int) -> None:
-                self.recent.append((time.monotonic(), n))
-                self.written += n
+            def batch_done(written: int, sent: int) -> None:
+                self.recent.append((time.monotonic(), written))
+                self.written += written
+                self.sent += sent
+                if name in self._forgotten:
+                    return
                 self._refresh(name, rag)
-                self.on_changes(name)
+                if written:
+                    self.on_changes(name)
+
+            def stop() -> bool:
+                return self._stop.is_set() or name in self._forgotten
 
             written, sent = fill_vectors(rag, cache, self.embedder, self.index_embedder_id,
-                                         batch_size=self.cfg.embed_batch_size, should_stop=self._stop.is_set,
+                                         batch_size=self.cfg.embed_batch_size, should_stop=stop,
                                          on_batch=batch_done)
-            self.sent += sent
             self._refresh(name, rag)
             log.info("vectors_written", collection=name, vectors=written, embedded=sent,
                      ms=round((time.monotonic() - t0) * 1000, 1))
@@ -205,7 +231,9 @@ class Vectorizer:
 
     def _refresh(self, name: str, rag: Any) -> None:
         chunks, docs = rag.pending_summary()
-        self.summary[name] = (chunks, docs, rag.document_count())
+        with self._cv:
+            if name not in self._forgotten:
+                self.summary[name] = (chunks, docs, rag.document_count())
 
     def snapshot(self) -> dict[str, Any]:
         """Figures for status: chunks waiting, files searchable by keyword and with vectors, rate."""

@@ -72,13 +72,19 @@ def collection_counts(path: Path | str) -> CollectionCounts:
                 conn.execute("INSERT INTO fts_chunks(fts_chunks) VALUES ('integrity-check')")
         except Exception as e:  # noqa: BLE001 - whatever FTS5 says is the finding
             fts_error = str(e)
-        chunks = conn.execute("SELECT count(*) FROM embeddings").fetchone()[0]
-        fts = conn.execute("SELECT count(*) FROM fts_chunks").fetchone()[0]
-        vectors = conn.execute("SELECT count(*) FROM vectors WHERE space=?", (PRIMARY,)).fetchone()[0]
+        # One read transaction: the counts come from one snapshot, while the embedding stage
+        # commits a batch of vectors every second or so.
+        conn.execute("BEGIN")
         try:
-            pending = conn.execute("SELECT count(*) FROM pending_vectors").fetchone()[0]
-        except sqlite3.OperationalError:
-            pending = 0  # a database from before the table existed (created by the next writer)
+            chunks = conn.execute("SELECT count(*) FROM embeddings").fetchone()[0]
+            fts = conn.execute("SELECT count(*) FROM fts_chunks").fetchone()[0]
+            vectors = conn.execute("SELECT count(*) FROM vectors WHERE space=?", (PRIMARY,)).fetchone()[0]
+            try:
+                pending = conn.execute("SELECT count(*) FROM pending_vectors").fetchone()[0]
+            except sqlite3.OperationalError:
+                pending = 0  # a database from before the table existed (created by the next writer)
+        finally:
+            conn.execute("COMMIT")
     finally:
         conn.close()
     return CollectionCounts(chunks, fts, vectors, pending, fts_error)

@@ -388,25 +388,33 @@ class RagDB:
             self.conn.execute("INSERT INTO fts_chunks(fts_chunks) VALUES ('rebuild')")
 
     # --- vectors that follow their chunks ----------------------------------------------------------
-    def pending_batch(self, limit: int, after_id: int = 0) -> list[tuple[int, str, str]]:
+    def pending_batch(self, limit: int, after_id: int = 0) -> list[tuple[int, str, str, str]]:
         """Up to ``limit`` chunks still waiting for their primary vector, oldest first:
-        (chunk id, text, context)."""
-        return [(int(r[0]), r[1] or "", r[2] or "") for r in self.conn.execute(
-            "SELECT p.id, t.string_value, c.string_value FROM pending_vectors p"
+        (chunk id, embedding_id, text, context)."""
+        return [(int(r[0]), r[1], r[2] or "", r[3] or "") for r in self.conn.execute(
+            "SELECT p.id, e.embedding_id, t.string_value, c.string_value FROM pending_vectors p"
+            " JOIN embeddings e ON e.id = p.id"
             " LEFT JOIN embedding_metadata t ON t.id = p.id AND t.key = 'chroma:document'"
             " LEFT JOIN embedding_metadata c ON c.id = p.id AND c.key = 'context'"
             " WHERE p.id > ? ORDER BY p.id LIMIT ?", (after_id, limit))]
 
-    def add_vectors(self, embedder_id: str, pairs: Sequence[tuple[int, bytes]]) -> list[int]:
+    def add_vectors(self, embedder_id: str, items: Sequence[tuple[int, str, str, bytes]]) -> list[int]:
         """Write primary vectors of pending chunks and log them for the vector index, in one
-        transaction. A chunk deleted (or given its vector by another writer) meanwhile is passed
-        over: its pending row is the claim, so no chunk gets two vectors or two change entries.
-        Returns the ids written."""
+        transaction. ``items`` are (chunk id, embedding_id, context, vector) as ``pending_batch``
+        read them. A chunk is passed over unless it is still pending and still the chunk that was
+        read: a chunk id is reused when the newest file's chunks are replaced (an edit), and its
+        embedding_id (content MD5 and chunk index) and context then tell the new chunk from the one
+        whose text was embedded. So no chunk gets a vector of another text, two vectors or two
+        change entries. Returns the ids written."""
         done: list[int] = []
         now = time.time()
         with transaction(self.conn):
-            for cid, vec in pairs:
-                if not self.conn.execute("DELETE FROM pending_vectors WHERE id=?", (cid,)).rowcount:
+            for cid, embedding_id, context, vec in items:
+                same = self.conn.execute(
+                    "SELECT 1 FROM embeddings e LEFT JOIN embedding_metadata c ON c.id = e.id AND c.key = 'context'"
+                    " WHERE e.id = ? AND e.embedding_id = ? AND coalesce(c.string_value, '') = ?",
+                    (cid, embedding_id, context)).fetchone()
+                if same is None or not self.conn.execute("DELETE FROM pending_vectors WHERE id=?", (cid,)).rowcount:
                     continue
                 self.conn.execute("INSERT OR REPLACE INTO vectors(id, space, embedder_id, vec) VALUES (?,?,?,?)",
                                   (cid, PRIMARY, embedder_id, vec))

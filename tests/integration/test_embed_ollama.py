@@ -215,3 +215,50 @@ def test_non_text_input(server):
     srv = server()
     with pytest.raises(EmbedderError, match="text #0 is dict"):
         OllamaEmbedder("nomic-embed-text", srv.url).embed_batch([{}])
+
+
+def test_oneshot_ingest_says_when_the_embedder_failed_and_a_second_run_finishes(server, tmp_path):
+    """`ragweedd ingest` publishes every file, then the embedder dies half-way: the command fails
+    (exit 1) naming the chunks still without a vector; run again with the server back, it computes
+    exactly those."""
+    import sqlite3
+    import subprocess
+    import sys
+    from contextlib import closing
+
+    srv = server()
+    calls = {"n": 0}
+
+    def flaky(path, body):
+        if path == "/api/embed":
+            calls["n"] += 1
+            if calls["n"] > 3:
+                return 500, {"error": "model runner crashed (test)"}
+        return None
+
+    srv.override = flaky
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(12):
+        (docs / f"note_{i}.md").write_text("\n\n".join(f"Note {i} line {k} about herons and kingfishers."
+                                                      for k in range(30)))
+    cfg = tmp_path / "ragweedd.toml"
+    cfg.write_text(f'chunk_size = 64\ndata_dir = "{tmp_path / "data"}"\nstate_dir = "{tmp_path / "state"}"\n'
+                   f'cache_dir = "{tmp_path / "cache"}"\n[embed]\nmodel = "ollama:nomic-embed-text"\n'
+                   f'ollama_url = "{srv.url}"\nbatch_size = 4\n[collections.notes]\npaths = ["{docs}"]\n')
+    argv = [sys.executable, "-m", "ragweedd", "--config", str(cfg), "ingest", "-c", "notes"]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "have no vector yet" in r.stderr and "model runner crashed" in r.stderr, r.stderr
+    rag = tmp_path / "data" / "collections" / "notes" / "rag.sqlite3"
+    with closing(sqlite3.connect(rag)) as c:
+        chunks = c.execute("SELECT count(*) FROM embeddings").fetchone()[0]
+        pending = c.execute("SELECT count(*) FROM pending_vectors").fetchone()[0]
+    assert chunks > 12 * 2 and 0 < pending < chunks  # every file published; some vectors written
+    srv.override = None
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert f"{pending} embedded" in r.stdout, r.stdout
+    with closing(sqlite3.connect(rag)) as c:
+        assert c.execute("SELECT count(*) FROM pending_vectors").fetchone()[0] == 0
+        assert c.execute("SELECT count(*) FROM vectors").fetchone()[0] == chunks

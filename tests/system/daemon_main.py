@@ -11,6 +11,7 @@ root, never through the environment:
 --fail-index-sync N     the first N index syncs end the sync loop with SystemExit (what a library
               calling sys.exit does; ``except Exception`` does not catch it)
 --exit-on-file NAME     extracting a file named NAME calls sys.exit inside the ingest worker
+--embed-down-while FILE every embedding call fails (as an unreachable model server) while FILE exists
 """
 
 from __future__ import annotations
@@ -46,6 +47,23 @@ class SlowEmbedder:
 
     def embed_batch(self, texts):
         time.sleep(self._seconds)
+        return self._inner.embed_batch(texts)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class DownEmbedder:
+    """Fails like an unreachable model server while ``flag`` exists."""
+
+    def __init__(self, inner: Any, flag: Path) -> None:
+        self._inner, self._flag = inner, flag
+
+    def embed_batch(self, texts):
+        if self._flag.exists():
+            from ragweedd.errors import EmbedderError
+
+            raise EmbedderError("the embedding server is not reachable (test)")
         return self._inner.embed_batch(texts)
 
     def __getattr__(self, name: str) -> Any:
@@ -105,6 +123,7 @@ def main() -> int:
     ap.add_argument("--fail-worker-start", type=int, default=0)
     ap.add_argument("--fail-index-sync", type=int, default=0)
     ap.add_argument("--exit-on-file")
+    ap.add_argument("--embed-down-while")
     a = ap.parse_args()
 
     from ragweedd.cli.common import load
@@ -123,6 +142,8 @@ def main() -> int:
         embedder = SlowEmbedder(embedder, a.slow_embed)
     if a.embed_log:
         embedder = CountingEmbedder(embedder, Path(a.embed_log))
+    if a.embed_down_while:
+        embedder = DownEmbedder(embedder, Path(a.embed_down_while))
     if a.fail_worker_start:
         embedder = FailingStartEmbedder(embedder, a.fail_worker_start)
     if a.fail_index_sync:

@@ -29,10 +29,17 @@ class ChunkParams:
     entropy_min: float = 0.5
 
     @classmethod
-    def from_config(cls, cfg, preferred_tokens: int) -> "ChunkParams":
+    def from_config(cls, cfg, preferred_tokens: int, preferred_overlap_pct: int = 15) -> "ChunkParams":
+        """``chunk_size`` and ``chunk_overlap_pct`` of 'auto' take the embedder's own figures."""
         tokens = preferred_tokens if cfg.chunk_size == "auto" else int(cfg.chunk_size)
-        return cls(tokens, cfg.chunk_size_pdf, cfg.chunk_size_av, cfg.chunk_overlap_pct,
-                   cfg.ingest_entropy_max, cfg.ingest_entropy_min)
+        overlap = preferred_overlap_pct if cfg.chunk_overlap_pct == "auto" else int(cfg.chunk_overlap_pct)
+        return cls(tokens, cfg.chunk_size_pdf, cfg.chunk_size_av, overlap, cfg.ingest_entropy_max,
+                   cfg.ingest_entropy_min)
+
+    @classmethod
+    def for_embedder(cls, cfg, embedder) -> "ChunkParams":
+        return cls.from_config(cfg, getattr(embedder, "preferred_chunk_tokens", 256),
+                               getattr(embedder, "preferred_overlap_pct", 15))
 
 
 @dataclass

@@ -179,12 +179,13 @@ def run(directory: str | Path, cfg, embedder, *, split: str = "train", limit: in
         if limit < 1:
             raise RequestError(f"--limit must be >= 1, not {limit}")
         qids = qids[:limit]
-    tokens = ChunkParams.from_config(cfg, getattr(embedder, "preferred_chunk_tokens", 256)).chunk_tokens
+    params = ChunkParams.for_embedder(cfg, embedder)
+    tokens = params.chunk_tokens
     if workdir is None:
         from ragweedd.chunk.context import index_embedder_id
 
         eid = index_embedder_id(embedder.id, cfg.chunk_context)
-        key = hashlib.sha1(f"{ds.fingerprint}|{eid}|{tokens}|{cfg.chunk_overlap_pct}".encode()).hexdigest()[:12]
+        key = hashlib.sha1(f"{ds.fingerprint}|{eid}|{tokens}|{params.overlap_pct}".encode()).hexdigest()[:12]
         workdir = Paths.from_config(cfg).cache / "eval" / f"{ds.name}-{key}"
     workdir = Path(workdir)
     # the scratch collection lives in its own data directory, built like any one-shot command's

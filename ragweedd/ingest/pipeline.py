@@ -127,7 +127,7 @@ class Pipeline:
         self.db = IngestDB(paths.ingest_db)
         self._rags: dict[str, RagDB] = {}
         self._rag_ids: dict[str, tuple[int, int] | None] = {}  # (device, inode) of each open rag.sqlite3
-        self.params = ChunkParams.from_config(cfg, getattr(embedder, "preferred_chunk_tokens", 256))
+        self.params = ChunkParams.for_embedder(cfg, embedder)
         self.with_context = bool(getattr(cfg, "chunk_context", False))
         # The id a collection's vectors are recorded under: the model and what it was given to read.
         self.index_id = index_embedder_id(embedder.id, self.with_context)

@@ -88,3 +88,23 @@ def test_a_plain_text_note_s_first_line_is_its_title_when_it_stands_alone(tmp_pa
     code = tmp_path / "x.py"
     code.write_text("import os\n\nprint(os.sep)\n")
     assert TextExtractor().extract(code, ExtractSettings()).title is None
+
+
+def test_overlap_auto_is_the_embedder_s_figure():
+    from ragweedd.chunk.chunker import ChunkParams
+    from ragweedd.config import load_config
+    from ragweedd.embed.hashing import HashEmbedder
+
+    assert ChunkParams.for_embedder(load_config(text="", env={}), HashEmbedder(64)).overlap_pct == 15
+    cfg = load_config(text="chunk_overlap_pct = 50\n", env={})
+    assert ChunkParams.for_embedder(cfg, HashEmbedder(64)).overlap_pct == 50
+    cfg = load_config(text="", env={"RAGWEED_CHUNK_OVERLAP_PCT": "30"})
+    assert ChunkParams.for_embedder(cfg, HashEmbedder(64)).overlap_pct == 30
+
+
+def test_number_or_auto_keys_read_numbers_from_the_environment():
+    from ragweedd.config import load_config
+
+    cfg = load_config(text="", env={"RAGWEED_CHUNK_SIZE": "512", "RAGWEED_INGEST_WORKERS": "3"})
+    assert cfg.chunk_size == 512 and cfg.ingest_workers == 3
+    assert load_config(text="", env={"RAGWEED_CHUNK_SIZE": "auto"}).chunk_size == "auto"

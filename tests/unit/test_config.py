@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_defaults_match_the_original_design():
     c = default_config()
-    assert (c.chunk_size_pdf, c.chunk_size_av, c.chunk_overlap_pct) == (1024, 512, 50)
+    assert (c.chunk_size_pdf, c.chunk_size_av, c.chunk_overlap_pct) == (1024, 512, "auto")
     assert (c.ingest_entropy_max, c.ingest_entropy_min) == (7.0, 0.5)
     assert (c.top_k, c.hnsw_ef, c.max_chunks_per_file, c.min_score) == (64, 512, 2, 0.0)
     assert (c.fts_enabled, c.fts_weight, c.fts_min_query_ic, c.fts_long_query_threshold) == (True, 0.15, 0.5, 5)

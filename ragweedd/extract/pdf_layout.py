@@ -1,0 +1,337 @@
+"""A PDF page's lines with their boxes and type, table rows kept on one line, and the headings of a
+document: its outline (bookmarks) where it has one, a layout heuristic where it has not.
+
+**Lines.** pdfium's plain text (``get_text_range``) is the reading order we keep: it follows the
+content stream and so keeps the columns of a two-column page apart. Its character indices are the
+text page's, one to one, so a line's geometry costs a few ctypes calls, not one per character: the
+loose box (font ascent to descent, so its height follows the type size) of the line's first and
+last character, and, only when the headings come from the layout, the font name and weight of its
+first letter.
+
+**Table rows.** pdfium ends a line wherever the content stream moves to a new text object on the
+same baseline in some producers' tables (and between the words of some cover pages), so a row's
+label and its figures, or a header cell's words, land on lines of their own. Two *consecutive*
+lines whose vertical extents overlap by at least half the smaller height, the second starting to
+the right of where the first ends, are one row: they are joined on one line, with a single space
+when the gap is a word space (under 0.6 of the line height) and a tab when it is a column gap.
+The tab marks "here was a column" for the reader of a chunk; it is whitespace to the tokenisers and
+to ``text_quality``. Only consecutive lines are joined: rebuilding whole pages by baseline would
+interleave the columns of a two-column page, and pdfium already keeps most rows (dot leaders
+included) on one line.
+
+**Headings from the layout** (no usable outline). The body size is the line height that carries
+the most characters. A heading is a line of at most 14 words, with letters, not mostly digits,
+without a tab, dot leaders or a final period, comma, semicolon or colon, not starting in lower case
+and not a contents entry ending in a page number, that is
+
+- set at least 1.15x the body size, or
+- bold where the body is not (font name with Bold/Black/Heavy/Semibold/Demi, or weight >= 600), or
+- ALL CAPS (four letters or more) and followed on its page by a line of prose (six words or more).
+
+Lines whose text (digits ignored) recurs on 30 % or more of the pages are running headers and
+footers, never headings. Levels: "PART I"-style lines are level 0 and "Item 7."-style lines level 1
+(SEC filings, most of what this indexer reads, rarely have an outline); the other headings follow by
+style, larger type first, then bold capitals, bold, capitals. Consecutive heading lines of one
+style on one page are one heading that wrapped (up to three lines).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from ragweedd.extract.base import Region
+
+# pdfium marks a hyphen it decided is a line-break hyphen with U+FFFE and returns Symbol-font
+# bullets in the private-use area; lines end in CRLF (the CR is dropped).
+PDFIUM_FIXES = str.maketrans({"\ufffe": "-", "\uf0b7": "•", "\uf0a7": "▪", "\uf020": " ", "\r": None})
+
+MAX_OUTLINE = 2000  # bookmarks read at most (a looping or generated outline must not stall a file)
+MAX_OUTLINE_DEPTH = 12
+MAX_HEADINGS = 5000
+HEADING_SIZE_RATIO = 1.15
+MAX_HEADING_WORDS = 14
+REPEATED_SHARE = 0.3  # text on this share of pages is a running header/footer
+ROW_OVERLAP = 0.5
+WORD_GAP = 0.6  # gap under this many line heights is a word space, else a column gap (tab)
+
+_BOLD = re.compile(r"bold|black|heavy|semibold|demi", re.I)
+_LEADERS = re.compile(r"(?:\.\s?){4,}|_{4,}")
+_PART = re.compile(r"^part\s+[ivx\d]+\b\.?", re.I)
+_ITEM = re.compile(r"^item\s+\d+[a-z]?\b\.?", re.I)
+_TOC_ENTRY = re.compile(r"\D\s+\d{1,3}$")
+_NUMBERED = re.compile(r"^(?:item|note|part|section|article|schedule|exhibit)\s+\d+[a-z]?$", re.I)
+_QUOTES = str.maketrans("’‘“”", "''\"\"")
+
+
+@dataclass
+class Line:
+    text: str  # with PDFIUM_FIXES applied
+    start: int  # offset in the page's rebuilt text
+    left: float = 0.0
+    right: float = 0.0
+    bottom: float = 0.0
+    top: float = 0.0
+    size: float = 0.0  # loose-box height of the first character (follows the type size)
+    bold: bool = False
+
+    @property
+    def height(self) -> float:
+        return self.top - self.bottom
+
+
+@dataclass
+class PageLayout:
+    text: str
+    lines: list[Line] = field(default_factory=list)
+    rows_joined: int = 0
+
+
+@dataclass(frozen=True)
+class Heading:
+    page: int  # 0-based
+    offset: int  # in that page's text
+    level: int
+    title: str
+
+
+def read_page(textpage, raw, with_fonts: bool) -> PageLayout:
+    """The page's text with table rows joined, and its lines (geometry; type when ``with_fonts``)."""
+    text = textpage.get_text_range()
+    if len(text) != textpage.count_chars():  # the index mapping does not hold: keep pdfium's text
+        return PageLayout(text.translate(PDFIUM_FIXES))
+    box = raw.FS_RECTF()
+    buf = ctypes.create_string_buffer(96)
+    flags = ctypes.c_int()
+
+    def loose(i: int) -> tuple[float, float, float, float]:
+        if not raw.FPDFText_GetLooseCharBox(textpage, i, box):
+            return 0.0, 0.0, 0.0, 0.0
+        return box.left, box.right, box.bottom, box.top
+
+    raw_lines: list[Line] = []
+    pos = 0
+    for part in text.split("\n"):
+        stripped = part.strip()
+        if stripped:
+            first = pos + len(part) - len(part.lstrip())
+            last = pos + len(part.rstrip()) - 1
+            l0, r0, b0, t0 = loose(first)
+            l1, r1, b1, t1 = loose(last)
+            ln = Line(part.translate(PDFIUM_FIXES).rstrip(), 0, min(l0, l1), max(r0, r1), min(b0, b1),
+                      max(t0, t1), t0 - b0)
+            if with_fonts:
+                k = first + next((j for j, c in enumerate(stripped) if c.isalnum()), 0)
+                weight = raw.FPDFText_GetFontWeight(textpage, k)
+                n = raw.FPDFText_GetFontInfo(textpage, k, buf, len(buf), ctypes.byref(flags))
+                name = buf.value.decode("latin-1", "replace") if 0 < n <= len(buf) else ""
+                ln.bold = weight >= 600 or bool(_BOLD.search(name))
+            raw_lines.append(ln)
+        pos += len(part) + 1
+    out: list[Line] = []
+    joined = 0
+    for ln in raw_lines:
+        prev = out[-1] if out else None
+        if prev is not None and _same_row(prev, ln):
+            gap = ln.left - prev.right
+            sep = " " if gap < WORD_GAP * max(prev.height, ln.height) else "\t"
+            prev.text = prev.text + sep + ln.text.lstrip()
+            prev.right = ln.right
+            prev.bottom, prev.top = min(prev.bottom, ln.bottom), max(prev.top, ln.top)
+            joined += 1
+            continue
+        out.append(ln)
+    pieces = []
+    pos = 0
+    for ln in out:
+        ln.start = pos
+        pieces.append(ln.text)
+        pos += len(ln.text) + 1
+    return PageLayout("\n".join(pieces), out, joined)
+
+
+def _same_row(a: Line, b: Line) -> bool:
+    ha, hb = a.height, b.height
+    if ha <= 0 or hb <= 0:
+        return False
+    overlap = min(a.top, b.top) - max(a.bottom, b.bottom)
+    return overlap >= ROW_OVERLAP * min(ha, hb) and b.left >= a.right - 0.25 * min(ha, hb)
+
+
+# ---- outline -------------------------------------------------------------------------------------
+
+
+def outline_entries(doc) -> list[tuple[int, int, str]]:
+    """(level, page index, title) of the document's bookmarks that point at a page, in order."""
+    out: list[tuple[int, int, str]] = []
+    try:
+        for bm in doc.get_toc(max_depth=MAX_OUTLINE_DEPTH):
+            if len(out) >= MAX_OUTLINE:
+                break
+            title = " ".join((bm.get_title() or "").split())
+            dest = bm.get_dest()
+            page = dest.get_index() if dest is not None else None
+            if title and page is not None and 0 <= page < len(doc):
+                out.append((int(bm.level), page, title))
+    except Exception:  # noqa: BLE001 - an outline is decoration: a broken one means "no outline"
+        return []
+    return out
+
+
+def place_outline(entries: list[tuple[int, int, str]], texts: list[str]) -> list[Heading]:
+    """Each bookmark at its title on its page (whitespace, case, quote style and a final period
+    aside), at or after the previous bookmark of that page: a line that is the title, else a line
+    that starts with it, else the title anywhere (body text often names a section before its
+    heading: "see Part I, Item 1A"); not found, at the page's start."""
+    out = []
+    last: dict[int, int] = {}
+    for level, page, title in entries:
+        words = title.translate(_QUOTES).rstrip(".:").split()
+        at = last.get(page, 0)
+        off = at
+        if words:
+            pat = r"\s+".join(map(re.escape, words))
+            hay = texts[page].translate(_QUOTES)
+            for form in (rf"^[ \t]*{pat}[ \t.:]*$", rf"^[ \t]*{pat}", pat):
+                m = re.compile(form, re.I | re.M).search(hay, at)
+                if m:
+                    off = m.start() + len(m.group()) - len(m.group().lstrip())
+                    break
+        last[page] = off
+        out.append(Heading(page, off, level, title))
+    return out
+
+
+# ---- layout heuristic ------------------------------------------------------------------------------
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\d+", "#", " ".join(text.lower().split()))
+
+
+def _shape_ok(text: str) -> bool:
+    """A line that could be a heading by its text alone."""
+    t = text.strip()
+    words = t.split()
+    if not words or len(words) > MAX_HEADING_WORDS or "\t" in t or _LEADERS.search(t):
+        return False
+    if t[-1] in ".,;:" and not _PART.match(t) and not _ITEM.match(t):
+        return False
+    if t[0].islower():
+        return False
+    alnum = [c for c in t if c.isalnum()]
+    letters = sum(c.isalpha() for c in alnum)
+    if letters < 2 or letters < 0.7 * len(alnum):
+        return False
+    return not (_TOC_ENTRY.search(t) and not _NUMBERED.match(t))
+
+
+def _caps(text: str) -> bool:
+    letters = [c for c in text if c.isalpha()]
+    return len(letters) >= 4 and all(c.isupper() for c in letters)
+
+
+def _prose(line: Line) -> bool:
+    t = line.text
+    return len(t.split()) >= 6 and "\t" not in t and not _LEADERS.search(t)
+
+
+def layout_headings(pages: list[PageLayout]) -> list[Heading]:
+    lines = [(p, ln) for p, page in enumerate(pages) for ln in page.lines]
+    if not lines:
+        return []
+    weight: Counter[float] = Counter()
+    bold_chars = chars = 0
+    for _, ln in lines:
+        weight[round(ln.size * 2) / 2] += len(ln.text)
+    body = weight.most_common(1)[0][0]
+    for _, ln in lines:
+        if abs(ln.size - body) <= 0.5:
+            chars += len(ln.text)
+            bold_chars += len(ln.text) if ln.bold else 0
+    body_bold = bold_chars > chars / 2
+    n_pages = sum(1 for p in pages if p.lines)
+    seen: Counter[str] = Counter()
+    if n_pages >= 3:
+        for page in pages:
+            seen.update({_norm(ln.text) for ln in page.lines})
+    repeated = {t for t, c in seen.items() if c >= max(2, REPEATED_SHARE * n_pages)}
+
+    # (page, line index, style) of each heading line; style = (size step, bold, caps)
+    found: list[tuple[int, int, tuple[float, bool, bool]]] = []
+    for p, page in enumerate(pages):
+        for i, ln in enumerate(page.lines):
+            if not _shape_ok(ln.text) or _norm(ln.text) in repeated:
+                continue
+            big = body > 0 and ln.size >= HEADING_SIZE_RATIO * body
+            bold = ln.bold and not body_bold
+            caps = _caps(ln.text)
+            if not (big or bold or caps):
+                continue
+            if not (big or bold):
+                nxt = next((x for x in page.lines[i + 1:i + 3] if not _caps(x.text)), None)
+                if nxt is None or not _prose(nxt):
+                    continue
+            size = round(ln.size * 2) / 2 if big else 0.0
+            found.append((p, i, (size, bold, caps)))
+    styles = sorted({s for _, _, s in found}, key=lambda s: (-s[0], not s[1], not s[2]))
+    rank = {s: 2 + k for k, s in enumerate(styles)}
+    out: list[Heading] = []
+    k = 0
+    while k < len(found) and len(out) < MAX_HEADINGS:
+        p, i, style = found[k]
+        parts = [pages[p].lines[i].text.strip()]
+        # a heading that wrapped: the next lines of its page in the same style
+        while (k + 1 < len(found) and len(parts) < 3 and found[k + 1][0] == p
+               and found[k + 1][1] == i + len(parts) and found[k + 1][2] == style):
+            parts.append(pages[p].lines[found[k + 1][1]].text.strip())
+            k += 1
+        title = " ".join(" ".join(parts).split())
+        level = 0 if _PART.match(title) else 1 if _ITEM.match(title) else rank[style]
+        out.append(Heading(p, pages[p].lines[i].start, level, title))
+        k += 1
+    return out
+
+
+# ---- regions and title ---------------------------------------------------------------------------
+
+
+def section_regions(placed: list[tuple[int, Heading]], length: int) -> list[Region]:
+    """Regions ``{"section", "section_path"}`` from each heading's offset in the document text to
+    the next heading's; a heading deeper than the one before nests under it, one at the same or a
+    higher level closes the open ones down to its level. Headings at one offset (bookmarks of one
+    page whose titles were not found) keep the last as the region and the others in its path."""
+    out: list[Region] = []
+    stack: list[Heading] = []
+    order = sorted(range(len(placed)), key=lambda k: (placed[k][0], k))
+    for n, k in enumerate(order):
+        at, h = placed[k]
+        while stack and stack[-1].level >= h.level:
+            stack.pop()
+        stack.append(h)
+        end = placed[order[n + 1]][0] if n + 1 < len(order) else length
+        if end > at:
+            out.append(Region(at, end, {"section": h.title, "section_path": [s.title for s in stack]}))
+    return out
+
+
+# Titles producers write that name nothing: a converter's "Microsoft Word - x.docx", an EDGAR
+# accession number, a file name, a placeholder.
+_JUNK_TITLE = re.compile(r"^(?:microsoft \w+ - .*|[\d\s\-_./]+|.*\.(?:docx?|pdf|rtf|odt|html?|txt|indd|xlsx?|pptx?)"
+                         r"|document|untitled.*|title|none|null|unknown|slide \d+)$", re.I)
+_GENERIC_HEADING = re.compile(r"^(?:cover(?: page)?|(?:table of )?contents|index|toc)$", re.I)
+
+
+def usable_title(meta_title: str | None, headings: list[Heading]) -> str | None:
+    """The metadata title unless it is empty or junk, else the first sensible top-level heading."""
+    t = " ".join((meta_title or "").split())
+    if t and not _JUNK_TITLE.match(t):
+        return t
+    top = min((h.level for h in headings), default=None)
+    for h in headings:
+        words = h.title.split()
+        if h.level == top and 1 <= len(words) <= 15 and not _GENERIC_HEADING.match(h.title):
+            return h.title
+    return None

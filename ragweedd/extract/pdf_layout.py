@@ -14,6 +14,9 @@ label and its figures, or a header cell's words, land on lines of their own. Two
 lines whose vertical extents overlap by at least half the smaller height, the second starting to
 the right of where the first ends, are one row: they are joined on one line, with a single space
 when the gap is a word space (under 0.6 of the line height) and a tab when it is a column gap.
+A footnote mark set smaller and raised ("7,628 (1) (4,553)"), where pdfium starts a line at the mark
+and another at the figure after it, joins the row too (under 0.8 of its height, its bottom inside
+the row's extent), and the row keeps its first line's extent so the figure after the mark follows.
 The tab marks "here was a column" for the reader of a chunk; it is whitespace to the tokenisers and
 to ``text_quality``. Only consecutive lines are joined: rebuilding whole pages by baseline would
 interleave the columns of a two-column page, and pdfium already keeps most rows (dot leaders
@@ -53,8 +56,11 @@ MAX_OUTLINE_DEPTH = 12
 MAX_HEADINGS = 5000
 HEADING_SIZE_RATIO = 1.15
 MAX_HEADING_WORDS = 14
+MAX_NUMBERED_WORDS = 30  # "Item 7. Management's Discussion and Analysis of ..." runs long
+MAX_WRAPPED_WORDS = 24
 REPEATED_SHARE = 0.3  # text on this share of pages is a running header/footer
 ROW_OVERLAP = 0.5
+SUPERSCRIPT_SIZE = 0.8
 WORD_GAP = 0.6  # gap under this many line heights is a word space, else a column gap (tab)
 
 _BOLD = re.compile(r"bold|black|heavy|semibold|demi", re.I)
@@ -63,6 +69,8 @@ _PART = re.compile(r"^part\s+[ivx\d]+\b\.?", re.I)
 _ITEM = re.compile(r"^item\s+\d+[a-z]?\b\.?", re.I)
 _TOC_ENTRY = re.compile(r"\D\s+\d{1,3}$")
 _NUMBERED = re.compile(r"^(?:item|note|part|section|article|schedule|exhibit)\s+\d+[a-z]?$", re.I)
+# a line ending like this goes on in the next one: a wrapped heading's first line, or prose
+_DANGLING = re.compile(r"\b(?:and|or|of|the|a|an|to|in|for|with|on|by|as|at|from)$", re.I)
 _QUOTES = str.maketrans("’‘“”", "''\"\"")
 
 
@@ -134,12 +142,13 @@ def read_page(textpage, raw, with_fonts: bool) -> PageLayout:
     joined = 0
     for ln in raw_lines:
         prev = out[-1] if out else None
-        if prev is not None and _same_row(prev, ln):
+        if prev is not None and (_same_row(prev, ln) or _superscript(prev, ln)):
             gap = ln.left - prev.right
             sep = " " if gap < WORD_GAP * max(prev.height, ln.height) else "\t"
             prev.text = prev.text + sep + ln.text.lstrip()
             prev.right = ln.right
-            prev.bottom, prev.top = min(prev.bottom, ln.bottom), max(prev.top, ln.top)
+            # the row keeps the vertical extent of its first line, so the figure after a raised
+            # footnote mark ("(1)") still joins it
             joined += 1
             continue
         out.append(ln)
@@ -158,6 +167,13 @@ def _same_row(a: Line, b: Line) -> bool:
         return False
     overlap = min(a.top, b.top) - max(a.bottom, b.bottom)
     return overlap >= ROW_OVERLAP * min(ha, hb) and b.left >= a.right - 0.25 * min(ha, hb)
+
+
+def _superscript(a: Line, b: Line) -> bool:
+    """A footnote mark in smaller type raised above the line, to the right of it (pdfium starts a
+    new line at it, and another at the figure after it)."""
+    return (0 < b.height < SUPERSCRIPT_SIZE * a.height and a.bottom <= b.bottom < a.top
+            and b.left >= a.right - 0.25 * b.height)
 
 
 # ---- outline -------------------------------------------------------------------------------------
@@ -215,17 +231,26 @@ def _shape_ok(text: str) -> bool:
     """A line that could be a heading by its text alone."""
     t = text.strip()
     words = t.split()
-    if not words or len(words) > MAX_HEADING_WORDS or "\t" in t or _LEADERS.search(t):
+    numbered = bool(_PART.match(t) or _ITEM.match(t))
+    if not words or len(words) > (MAX_NUMBERED_WORDS if numbered else MAX_HEADING_WORDS):
         return False
-    if t[-1] in ".,;:" and not _PART.match(t) and not _ITEM.match(t):
+    if "\t" in t or _LEADERS.search(t) or not (t[0].isalnum() or t[0] in "'\"‘“"):
         return False
-    if t[0].islower():
+    if (t[-1] in ".,;:" and not numbered) or t[0].islower() or _DANGLING.search(t):
         return False
+    return _wordy(t) and not (_TOC_ENTRY.search(t) and not _NUMBERED.match(t))
+
+
+def _wordy(t: str, share: float = 0.7) -> bool:
     alnum = [c for c in t if c.isalnum()]
     letters = sum(c.isalpha() for c in alnum)
-    if letters < 2 or letters < 0.7 * len(alnum):
-        return False
-    return not (_TOC_ENTRY.search(t) and not _NUMBERED.match(t))
+    return letters >= 2 and letters >= share * len(alnum)
+
+
+def _toc_page(page: PageLayout) -> bool:
+    """A contents page: many lines of text that end in a page number."""
+    n = sum(1 for ln in page.lines if _TOC_ENTRY.search(ln.text) and _wordy(ln.text, 0.6))
+    return n >= 5 and n >= 0.25 * len(page.lines)
 
 
 def _caps(text: str) -> bool:
@@ -262,6 +287,8 @@ def layout_headings(pages: list[PageLayout]) -> list[Heading]:
     # (page, line index, style) of each heading line; style = (size step, bold, caps)
     found: list[tuple[int, int, tuple[float, bool, bool]]] = []
     for p, page in enumerate(pages):
+        if _toc_page(page):
+            continue
         for i, ln in enumerate(page.lines):
             if not _shape_ok(ln.text) or _norm(ln.text) in repeated:
                 continue
@@ -270,6 +297,9 @@ def layout_headings(pages: list[PageLayout]) -> list[Heading]:
             caps = _caps(ln.text)
             if not (big or bold or caps):
                 continue
+            nxt = page.lines[i + 1] if i + 1 < len(page.lines) else None
+            if nxt is not None and not _wordy(nxt.text, 0.3):
+                continue  # a row label over its figures, not a heading
             if not (big or bold):
                 nxt = next((x for x in page.lines[i + 1:i + 3] if not _caps(x.text)), None)
                 if nxt is None or not _prose(nxt):
@@ -283,10 +313,15 @@ def layout_headings(pages: list[PageLayout]) -> list[Heading]:
     while k < len(found) and len(out) < MAX_HEADINGS:
         p, i, style = found[k]
         parts = [pages[p].lines[i].text.strip()]
-        # a heading that wrapped: the next lines of its page in the same style
+        # a heading that wrapped: the next lines of its page in the same style, when this one is
+        # long enough to have wrapped and the next does not start a heading of its own
         while (k + 1 < len(found) and len(parts) < 3 and found[k + 1][0] == p
-               and found[k + 1][1] == i + len(parts) and found[k + 1][2] == style):
-            parts.append(pages[p].lines[found[k + 1][1]].text.strip())
+               and found[k + 1][1] == i + len(parts) and found[k + 1][2] == style
+               and len(parts[-1].split()) >= 5 and not _PART.match(parts[0])):
+            nxt = pages[p].lines[found[k + 1][1]].text.strip()
+            if _PART.match(nxt) or _ITEM.match(nxt) or len(" ".join(parts + [nxt]).split()) > MAX_WRAPPED_WORDS:
+                break
+            parts.append(nxt)
             k += 1
         title = " ".join(" ".join(parts).split())
         level = 0 if _PART.match(title) else 1 if _ITEM.match(title) else rank[style]
@@ -321,17 +356,19 @@ def section_regions(placed: list[tuple[int, Heading]], length: int) -> list[Regi
 # accession number, a file name, a placeholder.
 _JUNK_TITLE = re.compile(r"^(?:microsoft \w+ - .*|[\d\s\-_./]+|.*\.(?:docx?|pdf|rtf|odt|html?|txt|indd|xlsx?|pptx?)"
                          r"|document|untitled.*|title|none|null|unknown|slide \d+)$", re.I)
-_GENERIC_HEADING = re.compile(r"^(?:cover(?: page)?|(?:table of )?contents|index|toc)$", re.I)
+# Headings no reader would call the document's title: contents, cover-page boilerplate of filings.
+_GENERIC_HEADING = re.compile(r"^(?:cover(?: page)?|(?:table of )?contents|index|toc|united states|"
+                              r"securities and exchange commission|washington,? d\.?c\..*|form [\w-]+)$", re.I)
+TITLE_PAGES = 3  # a title is a heading of the first pages
 
 
 def usable_title(meta_title: str | None, headings: list[Heading]) -> str | None:
-    """The metadata title unless it is empty or junk, else the first sensible top-level heading."""
+    """The metadata title unless it is empty or junk, else the first heading of the highest level
+    on the first pages that is not boilerplate ("Cover Page", "FORM 10-K") or a "Part"/"Item"."""
     t = " ".join((meta_title or "").split())
     if t and not _JUNK_TITLE.match(t):
         return t
-    top = min((h.level for h in headings), default=None)
-    for h in headings:
-        words = h.title.split()
-        if h.level == top and 1 <= len(words) <= 15 and not _GENERIC_HEADING.match(h.title):
-            return h.title
-    return None
+    near = [h for h in headings if h.page < TITLE_PAGES and not _GENERIC_HEADING.match(h.title)
+            and not _PART.match(h.title) and not _ITEM.match(h.title) and 1 <= len(h.title.split()) <= 15]
+    top = min((h.level for h in near), default=None)
+    return next((h.title for h in near if h.level == top), None)

@@ -318,10 +318,10 @@ def layout_headings(pages: list[PageLayout]) -> list[Heading]:
         while (k + 1 < len(found) and len(parts) < 3 and found[k + 1][0] == p
                and found[k + 1][1] == i + len(parts) and found[k + 1][2] == style
                and len(parts[-1].split()) >= 5 and not _PART.match(parts[0])):
-            nxt = pages[p].lines[found[k + 1][1]].text.strip()
-            if _PART.match(nxt) or _ITEM.match(nxt) or len(" ".join(parts + [nxt]).split()) > MAX_WRAPPED_WORDS:
+            more = pages[p].lines[found[k + 1][1]].text.strip()
+            if _PART.match(more) or _ITEM.match(more) or len(" ".join(parts + [more]).split()) > MAX_WRAPPED_WORDS:
                 break
-            parts.append(nxt)
+            parts.append(more)
             k += 1
         title = " ".join(" ".join(parts).split())
         level = 0 if _PART.match(title) else 1 if _ITEM.match(title) else rank[style]

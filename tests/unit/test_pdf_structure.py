@@ -235,7 +235,7 @@ def test_table_row_label_and_figures_on_one_line(tmp_path):
     assert "The components of accumulated other comprehensive income were as follows." in doc.text
 
 
-def test_outline_cap_and_junk_titles():
+def test_junk_titles_fall_back_to_a_heading():
     from ragweedd.extract.pdf_layout import Heading, usable_title
 
     heads = [Heading(0, 0, 0, "Cover Page"), Heading(0, 10, 0, "FORM 10-K"), Heading(1, 0, 0, "Acme Corp"),
@@ -255,3 +255,31 @@ def test_section_regions_nest_and_close(depth):
     regions = section_regions(placed, 40)
     assert [(r.start, r.end, r.meta["section_path"]) for r in regions] == [
         (0, 10, ["A"]), (10, 20, ["A", "A.1"]), (20, 30, ["B", "B.1"]), (30, 40, ["B", "B.2"])]
+
+
+def test_outline_is_capped():
+    from ragweedd.extract import pdf_layout
+
+    class Dest:
+        def get_index(self):
+            return 0
+
+    class Bookmark:
+        level = 0
+
+        def get_title(self):
+            return "Again"
+
+        def get_dest(self):
+            return Dest()
+
+    class LoopingDoc:
+        def __len__(self):
+            return 1
+
+        def get_toc(self, max_depth):
+            assert max_depth <= pdf_layout.MAX_OUTLINE_DEPTH
+            while True:  # an outline whose siblings loop
+                yield Bookmark()
+
+    assert len(pdf_layout.outline_entries(LoopingDoc())) == pdf_layout.MAX_OUTLINE

@@ -23,19 +23,22 @@ interleave the columns of a two-column page, and pdfium already keeps most rows 
 included) on one line.
 
 **Headings from the layout** (no usable outline). The body size is the line height that carries
-the most characters. A heading is a line of at most 14 words, with letters, not mostly digits,
-without a tab, dot leaders or a final period, comma, semicolon or colon, not starting in lower case
-and not a contents entry ending in a page number, that is
+the most characters. A heading is a line of at most 14 words (30 for "Item 7. ..."), mostly
+letters, without a tab, dot leaders or a final period, comma, semicolon or colon, starting with a
+capital, digit or quote (not a bullet or bracket), not ending in "and/of/the...", not a contents
+entry ending in a page number and not followed by a line of figures (a row label), that is
 
 - set at least 1.15x the body size, or
 - bold where the body is not (font name with Bold/Black/Heavy/Semibold/Demi, or weight >= 600), or
 - ALL CAPS (four letters or more) and followed on its page by a line of prose (six words or more).
 
 Lines whose text (digits ignored) recurs on 30 % or more of the pages are running headers and
-footers, never headings. Levels: "PART I"-style lines are level 0 and "Item 7."-style lines level 1
-(SEC filings, most of what this indexer reads, rarely have an outline); the other headings follow by
-style, larger type first, then bold capitals, bold, capitals. Consecutive heading lines of one
-style on one page are one heading that wrapped (up to three lines).
+footers, never headings; a contents page (five or more lines, a quarter of its lines, of text
+ending in a page number) gives none but an "Item" line. Levels: "PART I"-style lines are level 0
+and "Item 7."-style lines level 1 (SEC filings, most of what this indexer reads, rarely have an
+outline); the other headings follow by style: larger type first, then bold capitals, bold,
+capitals. Consecutive heading lines of one style on one page are one heading that wrapped (up to
+three lines, the first of five words or more, 24 words in all).
 """
 
 from __future__ import annotations
@@ -66,7 +69,8 @@ WORD_GAP = 0.6  # gap under this many line heights is a word space, else a colum
 _BOLD = re.compile(r"bold|black|heavy|semibold|demi", re.I)
 _LEADERS = re.compile(r"(?:\.\s?){4,}|_{4,}")
 _PART = re.compile(r"^part\s+[ivx\d]+\b\.?", re.I)
-_ITEM = re.compile(r"^item\s+\d+[a-z]?\b\.?", re.I)
+# "Item 7." / "ITEM 7 - ..." / "Item 7 Management's ...", not "Item 8 of this report" (a wrapped sentence)
+_ITEM = re.compile(r"^item\s+\d+[a-z]?(?:\s*[.:\-–—]|\s+(?-i:[A-Z])|$)", re.I)
 _TOC_ENTRY = re.compile(r"\D\s+\d{1,3}$")
 _NUMBERED = re.compile(r"^(?:item|note|part|section|article|schedule|exhibit)\s+\d+[a-z]?$", re.I)
 # a line ending like this goes on in the next one: a wrapped heading's first line, or prose
@@ -287,10 +291,10 @@ def layout_headings(pages: list[PageLayout]) -> list[Heading]:
     # (page, line index, style) of each heading line; style = (size step, bold, caps)
     found: list[tuple[int, int, tuple[float, bool, bool]]] = []
     for p, page in enumerate(pages):
-        if _toc_page(page):
-            continue
+        # a contents page gives no headings but an "Item 7." over the contents of its own section
+        toc = _toc_page(page)
         for i, ln in enumerate(page.lines):
-            if not _shape_ok(ln.text) or _norm(ln.text) in repeated:
+            if not _shape_ok(ln.text) or _norm(ln.text) in repeated or (toc and not _ITEM.match(ln.text)):
                 continue
             big = body > 0 and ln.size >= HEADING_SIZE_RATIO * body
             bold = ln.bold and not body_bold

@@ -117,7 +117,7 @@ class PdfExtractor:
         stats = {"pages": n_pages, "pages_need_ocr": len(need), "pages_ocr_tried": ocr_tried,
                  "pages_ocr": len(ocr_done), "pages_dropped": dropped, "pdf_engine": layer.engine, **layer.stats,
                  "headings": len(placed), "heading_source": layer.heading_source if placed else "none"}
-        title = usable_title(layer.title, [h for _, h in placed])
+        title = usable_title(layer.title, [h for _, h in placed], "\n".join(texts[:2]))
         doc = ExtractedDoc(text=tb.text(), kind="pdf", regions=tb.regions + sections, ocr_type=ocr_type,
                            title=title, extractor=self.name, stats=stats)
         return finish(doc, path, "text (text layer empty and OCR found nothing)")

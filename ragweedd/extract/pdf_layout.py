@@ -360,19 +360,30 @@ def section_regions(placed: list[tuple[int, Heading]], length: int) -> list[Regi
 # accession number, a file name, a placeholder.
 _JUNK_TITLE = re.compile(r"^(?:microsoft \w+ - .*|[\d\s\-_./]+|.*\.(?:docx?|pdf|rtf|odt|html?|txt|indd|xlsx?|pptx?)"
                          r"|document|untitled.*|title|none|null|unknown|slide \d+)$", re.I)
-# Headings no reader would call the document's title: contents, cover-page boilerplate of filings.
+# Headings no reader would call the document's title: contents, cover-page boilerplate of filings,
+# a street address ("702 S.W. 8th Street"; a line may start with a year).
 _GENERIC_HEADING = re.compile(r"^(?:cover(?: page)?|(?:table of )?contents|index|toc|united states|"
-                              r"securities and exchange commission|washington,? d\.?c\..*|form [\w-]+)$", re.I)
+                              r"securities and exchange commission|washington,? d\.?c\..*|form [\w-]+|"
+                              r"documents incorporated by reference|(?:special note regarding )?forward-looking "
+                              r"statements|for the (?:fiscal year|quarterly period|transition period)\b.*|"
+                              r"commission file number.*|(?!\d{4}\s)\d+\S* .*|.*\$.*)$", re.I)
+# An SEC filing's cover page names the registrant on the line above this caption.
+_REGISTRANT = re.compile(r"^[ \t]*(\S[^\n]{1,80}?)[ \t]*\n[ \t]*\(?exact name of (?:the )?registrant", re.I | re.M)
 TITLE_PAGES = 3  # a title is a heading of the first pages
 
 
-def usable_title(meta_title: str | None, headings: list[Heading]) -> str | None:
-    """The metadata title unless it is empty or junk, else the first heading of the highest level
-    on the first pages that is not boilerplate ("Cover Page", "FORM 10-K") or a "Part"/"Item"."""
+def usable_title(meta_title: str | None, headings: list[Heading], first_pages: str = "") -> str | None:
+    """The metadata title unless it is empty or junk; else the registrant a filing's cover page
+    names (in ``first_pages``, the text of the first pages); else the first heading of the highest
+    level on the first pages that is not boilerplate ("Cover Page", "FORM 10-K") or a Part/Item."""
     t = " ".join((meta_title or "").split())
     if t and not _JUNK_TITLE.match(t):
         return t
+    m = _REGISTRANT.search(first_pages)
+    if m and _wordy(m.group(1)) and not _GENERIC_HEADING.match(m.group(1).strip()):
+        return " ".join(m.group(1).split())
     near = [h for h in headings if h.page < TITLE_PAGES and not _GENERIC_HEADING.match(h.title)
-            and not _PART.match(h.title) and not _ITEM.match(h.title) and 1 <= len(h.title.split()) <= 15]
+            and not _PART.match(h.title) and not _ITEM.match(h.title) and 1 <= len(h.title.split()) <= 15
+            and h.title.count("(") == h.title.count(")")]
     top = min((h.level for h in near), default=None)
     return next((h.title for h in near if h.level == top), None)

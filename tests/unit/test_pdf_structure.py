@@ -244,6 +244,8 @@ def test_junk_titles_fall_back_to_a_heading():
         assert usable_title(junk, heads) == "Acme Corp", junk
     assert usable_title("Annual Report 2023", heads) == "Annual Report 2023"
     assert usable_title(None, [Heading(0, 0, 0, "Contents")]) is None
+    cover = "FORM 10-K\nACME HOLDINGS, INC.\n(Exact name of registrant as specified in its charter)\nDelaware"
+    assert usable_title("0000004962-23-000006", heads, cover) == "ACME HOLDINGS, INC."
 
 
 @pytest.mark.parametrize("depth", [1, 3])

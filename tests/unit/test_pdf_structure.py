@@ -285,3 +285,23 @@ def test_outline_is_capped():
                 yield Bookmark()
 
     assert len(pdf_layout.outline_entries(LoopingDoc())) == pdf_layout.MAX_OUTLINE
+
+
+def test_headings_of_a_dropped_page_are_left_out_and_offsets_follow_the_stripped_text(tmp_path, monkeypatch):
+    from ragweedd.extract import pdf as pdf_mod
+    from ragweedd.extract.pdf_layout import Heading
+    from ragweedd.extract.pdf_text import PdfText
+
+    garbage = "~}|{ #$%&' ¤¤¤ ~}|{ #$%&' ¤¤¤ " * 20  # unreadable: dropped (OCR is off)
+    texts = ["\n  Intro\nThe alpha division grew.", garbage, "Outlook\nThe gamma division grew."]
+    heads = [Heading(0, 3, 0, "Intro"), Heading(1, 0, 0, "Noise"), Heading(2, 0, 1, "Outlook")]
+    layer = PdfText(texts, [None] * 3, None, "pdfium", {}, heads, "outline")
+    monkeypatch.setattr(pdf_mod, "read_pdf_text", lambda path: layer)
+    path = tmp_path / "x.pdf"
+    path.write_bytes(b"%PDF-1.4 stand-in")
+    doc = pdf_mod.PdfExtractor().extract(path, NO_OCR)
+    assert doc.stats["pages_dropped"] == 1 and doc.stats["headings"] == 2
+    secs = _sections(doc)
+    assert [(doc.text[r.start:r.start + 7], r.meta["section_path"]) for r in secs] == [
+        ("Intro\nT", ["Intro"]), ("Outlook", ["Intro", "Outlook"])]
+    assert [r.meta["page"] for r in doc.regions if "page" in r.meta] == [1, 3]

@@ -6,6 +6,10 @@ about ten times faster, and with more of their text. pypdf stays for what pdfium
 file pdfium calls damaged may still be readable by pypdf's lenient parser, and an encrypted file
 gets pypdf's empty-password decryption and its clear "needs a password" error.
 
+The pdfium path also reads each page's lines with their boxes (and, for a file without an
+outline, their type) to join table rows pdfium split and to find headings: pdf_layout.py. The
+pypdf fallback reads text only (no headings, rows as pypdf gives them).
+
 Both libraries are imported inside the functions: ``ragweedctl`` and the sandbox child must start
 without them. pdfium objects are not thread-safe; extraction runs single-threaded in the sandbox
 child, and every document, page and text page is closed as soon as it has been read.
@@ -102,6 +106,7 @@ def _read_pdfium(path: Path) -> PdfText:
             except pdfium.PdfiumError as e:
                 log.warning("pdf_page_text_failed", file=str(path), page=i + 1, error=str(e))
                 text = ""
+                layout = pdf_layout.PageLayout("")  # no headings from a page whose text is dropped
                 has_image.append(None)
                 failed += 1
             finally:

@@ -53,6 +53,8 @@ from ragweedd.extract.base import Region
 # pdfium marks a hyphen it decided is a line-break hyphen with U+FFFE and returns Symbol-font
 # bullets in the private-use area; lines end in CRLF (the CR is dropped).
 PDFIUM_FIXES = str.maketrans({"\ufffe": "-", "\uf0b7": "•", "\uf0a7": "▪", "\uf020": " ", "\r": None})
+# The same, keeping the CR: the page is translated once and its indices still match pdfium's.
+_FIXES_SAME_LENGTH = str.maketrans({"\ufffe": "-", "\uf0b7": "•", "\uf0a7": "▪", "\uf020": " "})
 
 MAX_OUTLINE = 2000  # bookmarks read at most (a looping or generated outline must not stall a file)
 MAX_OUTLINE_DEPTH = 12
@@ -61,6 +63,7 @@ HEADING_SIZE_RATIO = 1.15
 MAX_HEADING_WORDS = 14
 MAX_NUMBERED_WORDS = 30  # "Item 7. Management's Discussion and Analysis of ..." runs long
 MAX_WRAPPED_WORDS = 24
+_MAX_HEADING_CHARS = 300  # 30 words
 REPEATED_SHARE = 0.3  # text on this share of pages is a running header/footer
 ROW_OVERLAP = 0.5
 SUPERSCRIPT_SIZE = 0.8
@@ -125,14 +128,14 @@ def read_page(textpage, raw, with_fonts: bool) -> PageLayout:
 
     raw_lines: list[Line] = []
     pos = 0
-    for part in text.split("\n"):
+    for part in text.translate(_FIXES_SAME_LENGTH).split("\n"):
         stripped = part.strip()
         if stripped:
             first = pos + len(part) - len(part.lstrip())
             last = pos + len(part.rstrip()) - 1
             l0, r0, b0, t0 = loose(first)
             l1, r1, b1, t1 = loose(last)
-            ln = Line(part.translate(PDFIUM_FIXES).rstrip(), 0, min(l0, l1), max(r0, r1), min(b0, b1),
+            ln = Line(part.rstrip(), 0, min(l0, l1), max(r0, r1), min(b0, b1),
                       max(t0, t1), t0 - b0)
             if with_fonts:
                 k = first + next((j for j, c in enumerate(stripped) if c.isalnum()), 0)
@@ -246,9 +249,8 @@ def _shape_ok(text: str) -> bool:
 
 
 def _wordy(t: str, share: float = 0.7) -> bool:
-    alnum = [c for c in t if c.isalnum()]
-    letters = sum(c.isalpha() for c in alnum)
-    return letters >= 2 and letters >= share * len(alnum)
+    letters = sum(map(str.isalpha, t))
+    return letters >= 2 and letters >= share * sum(map(str.isalnum, t))
 
 
 def _toc_page(page: PageLayout) -> bool:
@@ -285,7 +287,8 @@ def layout_headings(pages: list[PageLayout]) -> list[Heading]:
     seen: Counter[str] = Counter()
     if n_pages >= 3:
         for page in pages:
-            seen.update({_norm(ln.text) for ln in page.lines})
+            # only a short line can be a heading, so only short lines need counting
+            seen.update({_norm(ln.text) for ln in page.lines if len(ln.text) <= _MAX_HEADING_CHARS})
     repeated = {t for t, c in seen.items() if c >= max(2, REPEATED_SHARE * n_pages)}
 
     # (page, line index, style) of each heading line; style = (size step, bold, caps)

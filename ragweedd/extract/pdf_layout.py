@@ -25,8 +25,8 @@ included) on one line.
 **Headings from the layout** (no usable outline). The body size is the line height that carries
 the most characters. A heading is a line of at most 14 words (30 for "Item 7. ..."), mostly
 letters, without a tab, dot leaders or a final period, comma, semicolon or colon, starting with a
-capital, digit or quote (not a bullet or bracket), not ending in "and/of/the...", not a contents
-entry ending in a page number and not followed by a line of figures (a row label), that is
+capital, digit or quote (not a bullet or bracket), not a contents entry ending in a page number
+and not followed by a line of figures (a row label), that is
 
 - set at least 1.15x the body size, or
 - bold where the body is not (font name with Bold/Black/Heavy/Semibold/Demi, or weight >= 600), or
@@ -38,7 +38,10 @@ ending in a page number) gives none but an "Item" line. Levels: "PART I"-style l
 and "Item 7."-style lines level 1 (SEC filings, most of what this indexer reads, rarely have an
 outline); the other headings follow by style: larger type first, then bold capitals, bold,
 capitals. Consecutive heading lines of one style on one page are one heading that wrapped (up to
-three lines, the first of five words or more, 24 words in all).
+three lines, the first of five words or more, 24 words in all). A heading that ends in
+"and/of/the..." or leaves a bracket open is prose, not a heading. Larger or bold type shared (same
+face and size) by the line before or after, when that line is no heading, is a paragraph set in
+that type (a release whose body is its tables' small type), not a heading.
 """
 
 from __future__ import annotations
@@ -91,6 +94,7 @@ class Line:
     top: float = 0.0
     size: float = 0.0  # loose-box height of the first character (follows the type size)
     bold: bool = False
+    font: str = ""  # name of the first letter's font (read with the type)
 
     @property
     def height(self) -> float:
@@ -142,6 +146,7 @@ def read_page(textpage, raw, with_fonts: bool) -> PageLayout:
                 weight = raw.FPDFText_GetFontWeight(textpage, k)
                 n = raw.FPDFText_GetFontInfo(textpage, k, buf, len(buf), ctypes.byref(flags))
                 name = buf.value.decode("latin-1", "replace") if 0 < n <= len(buf) else ""
+                ln.font = name
                 ln.bold = weight >= 600 or bool(_BOLD.search(name))
             raw_lines.append(ln)
         pos += len(part) + 1
@@ -243,7 +248,7 @@ def _shape_ok(text: str) -> bool:
         return False
     if "\t" in t or _LEADERS.search(t) or not (t[0].isalnum() or t[0] in "'\"‘“"):
         return False
-    if (t[-1] in ".,;:" and not numbered) or t[0].islower() or _DANGLING.search(t):
+    if (t[-1] in ".,;:" and not numbered) or t[0].islower():
         return False
     return _wordy(t) and not (_TOC_ENTRY.search(t) and not _NUMBERED.match(t))
 
@@ -315,6 +320,7 @@ def layout_headings(pages: list[PageLayout]) -> list[Heading]:
             found.append((p, i, (size, bold, caps)))
     styles = sorted({s for _, _, s in found}, key=lambda s: (-s[0], not s[1], not s[2]))
     rank = {s: 2 + k for k, s in enumerate(styles)}
+    heads = {(p, i): style for p, i, style in found}
     out: list[Heading] = []
     k = 0
     while k < len(found) and len(out) < MAX_HEADINGS:
@@ -330,11 +336,29 @@ def layout_headings(pages: list[PageLayout]) -> list[Heading]:
                 break
             parts.append(more)
             k += 1
+        k += 1
         title = " ".join(" ".join(parts).split())
+        if _DANGLING.search(title) or title.count("(") != title.count(")"):
+            continue  # a line that goes on in prose, or a lead-in cut inside its brackets
+        if (style[0] or style[1]) and not (_PART.match(title) or _ITEM.match(title)):
+            # Larger or bold type that the line before or after shares, without being a heading
+            # itself, is a paragraph set that way (a release whose body is its tables' small type),
+            # and so is the rest of that run of lines.
+            lines = pages[p].lines
+            j = i + len(parts)
+            if ((i > 0 and (p, i - 1) not in heads and _same_type(lines[i - 1], lines[i]))
+                    or (j < len(lines) and heads.get((p, j)) in (None, style) and _same_type(lines[j], lines[i]))):
+                while k < len(found) and found[k][0] == p and found[k][2] == style and found[k][1] == j:
+                    k, j = k + 1, j + 1
+                continue
         level = 0 if _PART.match(title) else 1 if _ITEM.match(title) else rank[style]
         out.append(Heading(p, pages[p].lines[i].start, level, title))
-        k += 1
     return out
+
+
+def _same_type(a: Line, b: Line) -> bool:
+    """One face at one size: a bold heading over a bold-italic lead-in sentence is not a run."""
+    return abs(a.size - b.size) <= 0.5 and a.font == b.font
 
 
 # ---- regions and title ---------------------------------------------------------------------------

@@ -393,7 +393,8 @@ _GENERIC_HEADING = re.compile(r"^(?:cover(?: page)?|(?:table of )?contents|index
                               r"securities and exchange commission|washington,? d\.?c\..*|form [\w-]+|"
                               r"documents incorporated by reference|(?:special note regarding )?forward-looking "
                               r"statements|for the (?:fiscal year|quarterly period|transition period)\b.*|"
-                              r"commission file number.*|(?!\d{4}\s)\d+\S* .*|.*\$.*)$", re.I)
+                              r"commission file number.*|.*telephone number.*|securities registered pursuant.*|"
+                              r"document parts into which incorporated|(?!\d{4}\s)\d+\S* .*|.*\$.*)$", re.I)
 # An SEC filing's cover page names the registrant on the line above this caption.
 _REGISTRANT = re.compile(r"^[ \t]*(\S[^\n]{1,80}?)[ \t]*\n[ \t]*\(?exact name of (?:the )?registrant", re.I | re.M)
 TITLE_PAGES = 3  # a title is a heading of the first pages

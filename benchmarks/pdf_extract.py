@@ -7,8 +7,10 @@ For each engine: seconds per 100 pages (text layer only, in-process, CPU and wal
 the rule deciding which pages to OCR), characters
 extracted, files that failed, page counts that differ from poppler's `pdfinfo`, and the pages that
 would be OCR'd: by the old letters-ratio rule for the pypdf path, by ``text_quality`` (and the
-image check) for the pdfium path. Prints a table and writes benchmarks/results/NAME.json. CPU
-seconds are the fairer comparison on a shared machine: both engines run single-threaded.
+image check) for the pdfium path, and for the pdfium path the structure it reads on the way
+(headings from the outline or the layout, table rows joined: pdf_layout.py); its time includes
+reading that structure. Prints a table and writes benchmarks/results/NAME.json. CPU seconds are
+the fairer comparison on a shared machine: both engines run single-threaded.
 """
 
 from __future__ import annotations
@@ -72,7 +74,9 @@ def run_engine(engine: str, path: Path) -> dict:
     else:
         ocr = [i + 1 for i, t in enumerate(out.texts) if _wants_ocr(assess(t), out.has_image[i])]
     return {"pages": len(out.texts), "chars": sum(len(t) for t in out.texts), "wall_s": wall, "cpu_s": cpu,
-            "rule_cpu_s": time.process_time() - c1, "ocr_pages": ocr, "title": out.title, "engine": out.engine}
+            "rule_cpu_s": time.process_time() - c1, "ocr_pages": ocr, "title": out.title, "engine": out.engine,
+            "headings": len(out.headings), "heading_source": out.heading_source,
+            "rows_joined": out.stats.get("rows_joined", 0)}
 
 
 def main() -> None:
@@ -109,9 +113,16 @@ def main() -> None:
             "with_ocr_rule_cpu": round(100 * (cpu + sum(r[eng].get("rule_cpu_s", 0) for r in ok)) / max(1, pages), 3),
             "pages_to_ocr": sum(len(r[eng]["ocr_pages"]) for r in ok),
             "total_wall_s": round(wall, 1),
+            # structure (pdfium path only; the pypdf path reads text alone): headings found, files
+            # whose headings came from the outline / the layout, table rows joined
+            "headings": sum(r[eng]["headings"] for r in ok),
+            "outline_files": sum(1 for r in ok if r[eng]["heading_source"] == "outline"),
+            "layout_files": sum(1 for r in ok if r[eng]["heading_source"] == "layout"),
+            "rows_joined": sum(r[eng]["rows_joined"] for r in ok),
         })
     cols = ["engine", "files", "failed", "pages", "page_count_mismatch", "chars", "s_per_100_pages_wall",
-            "s_per_100_pages_cpu", "with_ocr_rule_cpu", "pages_to_ocr", "total_wall_s"]
+            "s_per_100_pages_cpu", "with_ocr_rule_cpu", "pages_to_ocr", "total_wall_s", "headings", "outline_files",
+            "layout_files", "rows_joined"]
     print(table(summary, cols))
     if len(summary) == 2 and summary[1]["s_per_100_pages_cpu"]:
         print(f"speed-up (CPU): {summary[0]['s_per_100_pages_cpu'] / summary[1]['s_per_100_pages_cpu']:.1f}x")

@@ -4,6 +4,12 @@ unreadable, or missing on a page that holds an image, is OCR'd (DESIGN §5; the 
 OCR renders one page at a time (``pdftoppm -r DPI -f N -l N``) into a scratch directory and reads
 it with tesseract, so a mixed PDF (typed pages + scanned pages) keeps both, and memory stays at one
 page image. Every page becomes a region ``{"page": n}`` (plus ``"ocr": True`` when OCR'd).
+
+Headings (the outline, else the layout heuristic: pdf_layout.py) become a second set of regions
+``{"section", "section_path"}``, each from its heading to the next one, across pages: ``section``
+is the deepest heading the text sits under, ``section_path`` the headings from the outermost down
+to it. A page that was OCR'd keeps the outline's headings (at the page's start) but not the
+layout's: those were found in the text layer OCR replaced; a dropped page keeps none.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ragweedd.errors import ExtractionError, ExtractionSkipped
+from ragweedd.extract.pdf_layout import section_regions, usable_title
 from ragweedd.extract.pdf_text import read_pdf_text
 from ragweedd.extract.sniff import require_nonempty
 from ragweedd.extract.text_builder import TextBuilder, finish
@@ -81,6 +88,8 @@ class PdfExtractor:
                                        hint=f"install {pkgs} (or point tess_bin at tesseract)")
         tb = TextBuilder()
         dropped = 0
+        # where each kept page's text starts in the document, less the whitespace strip() removed
+        page_at: dict[int, tuple[int, int, int]] = {}
         for i, t in enumerate(texts):
             if i not in ocr_done and quality[i].unreadable:
                 dropped += 1
@@ -88,14 +97,29 @@ class PdfExtractor:
             meta: dict[str, Any] = {"page": i + 1}
             if i in ocr_done:
                 meta["ocr"] = True
-            tb.add(t.strip(), meta, sep="\n\n")
+            body = t.strip()
+            before = tb.length
+            tb.add(body, meta, sep="\n\n")
+            if tb.length > before:
+                start = tb.length - len(body.strip("\n"))
+                page_at[i] = (start, len(t) - len(t.lstrip()), tb.length)
+        placed = []
+        for h in layer.headings:
+            if h.page not in page_at or (h.page in ocr_done and layer.heading_source != "outline"):
+                continue
+            start, lead, end = page_at[h.page]
+            off = 0 if h.page in ocr_done else h.offset - lead
+            placed.append((min(end, start + max(0, off)), h))
+        sections = section_regions(placed, tb.length)
         ocr_type = None
         if ocr_done:
             ocr_type = "tesseract" if len(ocr_done) == n_pages else "tesseract:partial"
         stats = {"pages": n_pages, "pages_need_ocr": len(need), "pages_ocr_tried": ocr_tried,
-                 "pages_ocr": len(ocr_done), "pages_dropped": dropped, "pdf_engine": layer.engine, **layer.stats}
-        doc = ExtractedDoc(text=tb.text(), kind="pdf", regions=tb.regions, ocr_type=ocr_type, title=layer.title,
-                           extractor=self.name, stats=stats)
+                 "pages_ocr": len(ocr_done), "pages_dropped": dropped, "pdf_engine": layer.engine, **layer.stats,
+                 "headings": len(placed), "heading_source": layer.heading_source if placed else "none"}
+        title = usable_title(layer.title, [h for _, h in placed], "\n".join(texts[:2]))
+        doc = ExtractedDoc(text=tb.text(), kind="pdf", regions=tb.regions + sections, ocr_type=ocr_type,
+                           title=title, extractor=self.name, stats=stats)
         return finish(doc, path, "text (text layer empty and OCR found nothing)")
 
     def requirements(self) -> list[ToolRequirement]:

@@ -6,6 +6,10 @@ about ten times faster, and with more of their text. pypdf stays for what pdfium
 file pdfium calls damaged may still be readable by pypdf's lenient parser, and an encrypted file
 gets pypdf's empty-password decryption and its clear "needs a password" error.
 
+The pdfium path also reads each page's lines with their boxes (and, for a file without an
+outline, their type) to join table rows pdfium split and to find headings: pdf_layout.py. The
+pypdf fallback reads text only (no headings, rows as pypdf gives them).
+
 Both libraries are imported inside the functions: ``ragweedctl`` and the sandbox child must start
 without them. pdfium objects are not thread-safe; extraction runs single-threaded in the sandbox
 child, and every document, page and text page is closed as soon as it has been read.
@@ -17,13 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragweedd.errors import ExtractionError
+from ragweedd.extract import pdf_layout
+from ragweedd.extract.pdf_layout import Heading
 from ragweedd.logging import lazy_logger
 
 log = lazy_logger(__name__)
-
-# pdfium marks a hyphen it decided is a line-break hyphen with U+FFFE and returns Symbol-font
-# bullets in the private-use area; lines end in CRLF.
-_PDFIUM_FIXES = str.maketrans({"\ufffe": "-", "\uf0b7": "•", "\uf0a7": "▪", "\uf020": " ", "\r": None})
 
 # Pages with fewer characters than this are asked whether they hold an image (a cheap test that
 # covers every page text_quality can call "missing": that needs under 16 readable characters).
@@ -38,6 +40,8 @@ class PdfText:
     title: str | None = None
     engine: str = "pdfium"
     stats: dict = field(default_factory=dict)
+    headings: list[Heading] = field(default_factory=list)  # in reading order, offsets into texts
+    heading_source: str = "none"  # "outline" | "layout" | "none"
 
 
 class _PdfiumCannotOpen(Exception):
@@ -65,10 +69,17 @@ def _read_pdfium(path: Path) -> PdfText:
     except pdfium.PdfiumError as e:
         raise _PdfiumCannotOpen(str(e)) from None
     try:
+        import pypdfium2.raw as raw
+
         n = len(doc)
         texts: list[str] = []
         has_image: list[bool | None] = []
-        failed = 0
+        layouts: list[pdf_layout.PageLayout] = []
+        failed = joined = 0
+        # An outline of two or more bookmarks gives the headings; without one the type of every
+        # line is read too (two more ctypes calls a line) for the layout heuristic.
+        outline = pdf_layout.outline_entries(doc)
+        with_fonts = len(outline) < 2
         for i in range(n):
             try:
                 page = doc[i]
@@ -77,29 +88,41 @@ def _read_pdfium(path: Path) -> PdfText:
                 log.warning("pdf_page_load_failed", file=str(path), page=i + 1, error=str(e))
                 texts.append("")
                 has_image.append(None)
+                layouts.append(pdf_layout.PageLayout(""))
                 failed += 1
                 continue
+            layout = pdf_layout.PageLayout("")
             try:
                 textpage = page.get_textpage()
                 try:
-                    text = textpage.get_text_range().translate(_PDFIUM_FIXES)
+                    layout = pdf_layout.read_page(textpage, raw, with_fonts)
                 finally:
                     textpage.close()
+                text = layout.text
+                joined += layout.rows_joined
                 # Only a page with little text is asked about images: a scanned page has an empty
                 # layer and an image, a blank or a short page has neither and is not worth OCR.
                 has_image.append(_has_image(page, pdfium) if len(text) < _SHORT_PAGE_CHARS else None)
             except pdfium.PdfiumError as e:
                 log.warning("pdf_page_text_failed", file=str(path), page=i + 1, error=str(e))
                 text = ""
+                layout = pdf_layout.PageLayout("")  # no headings from a page whose text is dropped
                 has_image.append(None)
                 failed += 1
             finally:
                 page.close()
             texts.append(text)
+            layouts.append(layout if with_fonts else pdf_layout.PageLayout(""))
         title = _pdfium_title(doc)
     finally:
         doc.close()
-    return PdfText(texts, has_image, title, "pdfium", {"pages_failed": failed})
+    out = PdfText(texts, has_image, title, "pdfium", {"pages_failed": failed, "rows_joined": joined})
+    if not with_fonts:
+        out.headings, out.heading_source = pdf_layout.place_outline(outline, texts), "outline"
+    else:
+        out.headings = pdf_layout.layout_headings(layouts)
+        out.heading_source = "layout" if out.headings else "none"
+    return out
 
 
 def _has_image(page, pdfium) -> bool:

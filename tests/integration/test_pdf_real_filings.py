@@ -67,7 +67,7 @@ def _check(path: Path, pdfinfo: str, pdftotext: str) -> tuple[int, list[str]]:
     problems = []
     if doc.stats["pages"] != n_poppler:
         problems.append(f"{path.name}: {doc.stats['pages']} pages, pdfinfo says {n_poppler}")
-    kept = {r.meta["page"] for r in doc.regions}
+    kept = {r.meta["page"] for r in doc.regions if "page" in r.meta}  # section regions carry no page
     verdicts = [assess(t).verdict for t in poppler_text]
     lost = [i + 1 for i, v in enumerate(verdicts) if v == "ok" and i + 1 not in kept]
     if lost:

@@ -1,0 +1,417 @@
+"""A PDF page's lines with their boxes and type, table rows kept on one line, and the headings of a
+document: its outline (bookmarks) where it has one, a layout heuristic where it has not.
+
+**Lines.** pdfium's plain text (``get_text_range``) is the reading order we keep: it follows the
+content stream and so keeps the columns of a two-column page apart. Its character indices are the
+text page's, one to one, so a line's geometry costs a few ctypes calls, not one per character: the
+loose box (font ascent to descent, so its height follows the type size) of the line's first and
+last character, and, only when the headings come from the layout, the font name and weight of its
+first letter.
+
+**Table rows.** pdfium ends a line wherever the content stream moves to a new text object on the
+same baseline in some producers' tables (and between the words of some cover pages), so a row's
+label and its figures, or a header cell's words, land on lines of their own. Two *consecutive*
+lines whose vertical extents overlap by at least half the smaller height, the second starting to
+the right of where the first ends, are one row: they are joined on one line, with a single space
+when the gap is a word space (under 0.6 of the line height) and a tab when it is a column gap.
+A footnote mark set smaller and raised ("7,628 (1) (4,553)"), where pdfium starts a line at the mark
+and another at the figure after it, joins the row too (under 0.8 of its height, its bottom inside
+the row's extent), and the row keeps its first line's extent so the figure after the mark follows.
+The tab marks "here was a column" for the reader of a chunk; it is whitespace to the tokenisers and
+to ``text_quality``. Only consecutive lines are joined: rebuilding whole pages by baseline would
+interleave the columns of a two-column page, and pdfium already keeps most rows (dot leaders
+included) on one line.
+
+**Headings from the layout** (no usable outline). The body size is the line height that carries
+the most characters. A heading is a line of at most 14 words (30 for "Item 7. ..."), mostly
+letters, without a tab, dot leaders or a final period, comma, semicolon or colon, starting with a
+capital, digit or quote (not a bullet or bracket), not a contents entry ending in a page number
+and not followed by a line of figures (a row label), that is
+
+- set at least 1.15x the body size, or
+- bold where the body is not (font name with Bold/Black/Heavy/Semibold/Demi, or weight >= 600), or
+- ALL CAPS (four letters or more) and followed on its page by a line of prose (six words or more).
+
+Lines whose text (digits ignored) recurs on 30 % or more of the pages are running headers and
+footers, never headings; a contents page (five or more lines, a quarter of its lines, of text
+ending in a page number) gives none but an "Item" line. Levels: "PART I"-style lines are level 0
+and "Item 7."-style lines level 1 (SEC filings, most of what this indexer reads, rarely have an
+outline); the other headings follow by style: larger type first, then bold capitals, bold,
+capitals. Consecutive heading lines of one style on one page are one heading that wrapped (up to
+three lines, the first of five words or more, 24 words in all). A heading that ends in
+"and/of/the..." or leaves a bracket open is prose, not a heading. Larger or bold type shared (same
+face and size) by the line before or after, when that line is no heading, is a paragraph set in
+that type (a release whose body is its tables' small type), not a heading.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from ragweedd.extract.base import Region
+
+# pdfium marks a hyphen it decided is a line-break hyphen with U+FFFE and returns Symbol-font
+# bullets in the private-use area; lines end in CRLF (the CR is dropped).
+PDFIUM_FIXES = str.maketrans({"\ufffe": "-", "\uf0b7": "•", "\uf0a7": "▪", "\uf020": " ", "\r": None})
+# The same, keeping the CR: the page is translated once and its indices still match pdfium's.
+_FIXES_SAME_LENGTH = str.maketrans({"\ufffe": "-", "\uf0b7": "•", "\uf0a7": "▪", "\uf020": " "})
+
+MAX_OUTLINE = 2000  # bookmarks read at most (a looping or generated outline must not stall a file)
+MAX_OUTLINE_DEPTH = 12
+MAX_HEADINGS = 5000
+HEADING_SIZE_RATIO = 1.15
+MAX_HEADING_WORDS = 14
+MAX_NUMBERED_WORDS = 30  # "Item 7. Management's Discussion and Analysis of ..." runs long
+MAX_WRAPPED_WORDS = 24
+_MAX_HEADING_CHARS = 300  # 30 words
+REPEATED_SHARE = 0.3  # text on this share of pages is a running header/footer
+ROW_OVERLAP = 0.5
+SUPERSCRIPT_SIZE = 0.8
+WORD_GAP = 0.6  # gap under this many line heights is a word space, else a column gap (tab)
+
+_BOLD = re.compile(r"bold|black|heavy|semibold|demi", re.I)
+_LEADERS = re.compile(r"(?:\.\s?){4,}|_{4,}")
+_PART = re.compile(r"^part\s+[ivx\d]+\b\.?", re.I)
+# "Item 7." / "ITEM 7 - ..." / "Item 7 Management's ...", not "Item 8 of this report" (a wrapped sentence)
+_ITEM = re.compile(r"^item\s+\d+[a-z]?(?:\s*[.:\-–—]|\s+(?-i:[A-Z])|$)", re.I)
+_TOC_ENTRY = re.compile(r"\D\s+\d{1,3}$")
+_NUMBERED = re.compile(r"^(?:item|note|part|section|article|schedule|exhibit)\s+\d+[a-z]?$", re.I)
+# a line ending like this goes on in the next one: a wrapped heading's first line, or prose
+_DANGLING = re.compile(r"\b(?:and|or|of|the|a|an|to|in|for|with|on|by|as|at|from)$", re.I)
+_QUOTES = str.maketrans("’‘“”", "''\"\"")
+
+
+@dataclass
+class Line:
+    text: str  # with PDFIUM_FIXES applied
+    start: int  # offset in the page's rebuilt text
+    left: float = 0.0
+    right: float = 0.0
+    bottom: float = 0.0
+    top: float = 0.0
+    size: float = 0.0  # loose-box height of the first character (follows the type size)
+    bold: bool = False
+    font: str = ""  # name of the first letter's font (read with the type)
+
+    @property
+    def height(self) -> float:
+        return self.top - self.bottom
+
+
+@dataclass
+class PageLayout:
+    text: str
+    lines: list[Line] = field(default_factory=list)
+    rows_joined: int = 0
+
+
+@dataclass(frozen=True)
+class Heading:
+    page: int  # 0-based
+    offset: int  # in that page's text
+    level: int
+    title: str
+
+
+def read_page(textpage, raw, with_fonts: bool) -> PageLayout:
+    """The page's text with table rows joined, and its lines (geometry; type when ``with_fonts``)."""
+    text = textpage.get_text_range()
+    if len(text) != textpage.count_chars():  # the index mapping does not hold: keep pdfium's text
+        return PageLayout(text.translate(PDFIUM_FIXES))
+    box = raw.FS_RECTF()
+    buf = ctypes.create_string_buffer(96)
+    flags = ctypes.c_int()
+
+    def loose(i: int) -> tuple[float, float, float, float]:
+        if not raw.FPDFText_GetLooseCharBox(textpage, i, box):
+            return 0.0, 0.0, 0.0, 0.0
+        return box.left, box.right, box.bottom, box.top
+
+    raw_lines: list[Line] = []
+    pos = 0
+    for part in text.translate(_FIXES_SAME_LENGTH).split("\n"):
+        stripped = part.strip()
+        if stripped:
+            first = pos + len(part) - len(part.lstrip())
+            last = pos + len(part.rstrip()) - 1
+            l0, r0, b0, t0 = loose(first)
+            l1, r1, b1, t1 = loose(last)
+            ln = Line(part.rstrip(), 0, min(l0, l1), max(r0, r1), min(b0, b1),
+                      max(t0, t1), t0 - b0)
+            if with_fonts:
+                k = first + next((j for j, c in enumerate(stripped) if c.isalnum()), 0)
+                weight = raw.FPDFText_GetFontWeight(textpage, k)
+                n = raw.FPDFText_GetFontInfo(textpage, k, buf, len(buf), ctypes.byref(flags))
+                name = buf.value.decode("latin-1", "replace") if 0 < n <= len(buf) else ""
+                ln.font = name
+                ln.bold = weight >= 600 or bool(_BOLD.search(name))
+            raw_lines.append(ln)
+        pos += len(part) + 1
+    out: list[Line] = []
+    joined = 0
+    for ln in raw_lines:
+        prev = out[-1] if out else None
+        if prev is not None and (_same_row(prev, ln) or _superscript(prev, ln)):
+            gap = ln.left - prev.right
+            sep = " " if gap < WORD_GAP * max(prev.height, ln.height) else "\t"
+            prev.text = prev.text + sep + ln.text.lstrip()
+            prev.right = ln.right
+            # the row keeps the vertical extent of its first line, so the figure after a raised
+            # footnote mark ("(1)") still joins it
+            joined += 1
+            continue
+        out.append(ln)
+    pieces = []
+    pos = 0
+    for ln in out:
+        ln.start = pos
+        pieces.append(ln.text)
+        pos += len(ln.text) + 1
+    return PageLayout("\n".join(pieces), out, joined)
+
+
+def _same_row(a: Line, b: Line) -> bool:
+    ha, hb = a.height, b.height
+    if ha <= 0 or hb <= 0:
+        return False
+    overlap = min(a.top, b.top) - max(a.bottom, b.bottom)
+    return overlap >= ROW_OVERLAP * min(ha, hb) and b.left >= a.right - 0.25 * min(ha, hb)
+
+
+def _superscript(a: Line, b: Line) -> bool:
+    """A footnote mark in smaller type raised above the line, to the right of it (pdfium starts a
+    new line at it, and another at the figure after it)."""
+    return (0 < b.height < SUPERSCRIPT_SIZE * a.height and a.bottom <= b.bottom < a.top
+            and b.left >= a.right - 0.25 * b.height)
+
+
+# ---- outline -------------------------------------------------------------------------------------
+
+
+def outline_entries(doc) -> list[tuple[int, int, str]]:
+    """(level, page index, title) of the document's bookmarks that point at a page, in order."""
+    out: list[tuple[int, int, str]] = []
+    try:
+        for bm in doc.get_toc(max_depth=MAX_OUTLINE_DEPTH):
+            if len(out) >= MAX_OUTLINE:
+                break
+            title = " ".join((bm.get_title() or "").split())
+            dest = bm.get_dest()
+            page = dest.get_index() if dest is not None else None
+            if title and page is not None and 0 <= page < len(doc):
+                out.append((int(bm.level), page, title))
+    except Exception:  # noqa: BLE001 - an outline is decoration: a broken one means "no outline"
+        return []
+    return out
+
+
+def place_outline(entries: list[tuple[int, int, str]], texts: list[str]) -> list[Heading]:
+    """Each bookmark at its title on its page (whitespace, case, quote style and a final period
+    aside), at or after the previous bookmark of that page: a line that is the title, else a line
+    that starts with it, else the title anywhere (body text often names a section before its
+    heading: "see Part I, Item 1A"); not found, at the page's start."""
+    out = []
+    last: dict[int, int] = {}
+    for level, page, title in entries:
+        words = title.translate(_QUOTES).rstrip(".:").split()
+        at = last.get(page, 0)
+        off = at
+        if words:
+            pat = r"\s+".join(map(re.escape, words))
+            hay = texts[page].translate(_QUOTES)
+            for form in (rf"^[ \t]*{pat}[ \t.:]*$", rf"^[ \t]*{pat}", pat):
+                m = re.compile(form, re.I | re.M).search(hay, at)
+                if m:
+                    off = m.start() + len(m.group()) - len(m.group().lstrip())
+                    break
+        last[page] = off
+        out.append(Heading(page, off, level, title))
+    return out
+
+
+# ---- layout heuristic ------------------------------------------------------------------------------
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\d+", "#", " ".join(text.lower().split()))
+
+
+def _shape_ok(text: str) -> bool:
+    """A line that could be a heading by its text alone."""
+    t = text.strip()
+    words = t.split()
+    numbered = bool(_PART.match(t) or _ITEM.match(t))
+    if not words or len(words) > (MAX_NUMBERED_WORDS if numbered else MAX_HEADING_WORDS):
+        return False
+    if "\t" in t or _LEADERS.search(t) or not (t[0].isalnum() or t[0] in "'\"‘“"):
+        return False
+    if (t[-1] in ".,;:" and not numbered) or t[0].islower():
+        return False
+    return _wordy(t) and not (_TOC_ENTRY.search(t) and not _NUMBERED.match(t))
+
+
+def _wordy(t: str, share: float = 0.7) -> bool:
+    letters = sum(map(str.isalpha, t))
+    return letters >= 2 and letters >= share * sum(map(str.isalnum, t))
+
+
+def _toc_page(page: PageLayout) -> bool:
+    """A contents page: many lines of text that end in a page number."""
+    n = sum(1 for ln in page.lines if _TOC_ENTRY.search(ln.text) and _wordy(ln.text, 0.6))
+    return n >= 5 and n >= 0.25 * len(page.lines)
+
+
+def _caps(text: str) -> bool:
+    letters = [c for c in text if c.isalpha()]
+    return len(letters) >= 4 and all(c.isupper() for c in letters)
+
+
+def _prose(line: Line) -> bool:
+    t = line.text
+    return len(t.split()) >= 6 and "\t" not in t and not _LEADERS.search(t)
+
+
+def layout_headings(pages: list[PageLayout]) -> list[Heading]:
+    lines = [(p, ln) for p, page in enumerate(pages) for ln in page.lines]
+    if not lines:
+        return []
+    weight: Counter[float] = Counter()
+    bold_chars = chars = 0
+    for _, ln in lines:
+        weight[round(ln.size * 2) / 2] += len(ln.text)
+    body = weight.most_common(1)[0][0]
+    for _, ln in lines:
+        if abs(ln.size - body) <= 0.5:
+            chars += len(ln.text)
+            bold_chars += len(ln.text) if ln.bold else 0
+    body_bold = bold_chars > chars / 2
+    n_pages = sum(1 for p in pages if p.lines)
+    seen: Counter[str] = Counter()
+    if n_pages >= 3:
+        for page in pages:
+            # only a short line can be a heading, so only short lines need counting
+            seen.update({_norm(ln.text) for ln in page.lines if len(ln.text) <= _MAX_HEADING_CHARS})
+    repeated = {t for t, c in seen.items() if c >= max(2, REPEATED_SHARE * n_pages)}
+
+    # (page, line index, style) of each heading line; style = (size step, bold, caps)
+    found: list[tuple[int, int, tuple[float, bool, bool]]] = []
+    for p, page in enumerate(pages):
+        # a contents page gives no headings but an "Item 7." over the contents of its own section
+        toc = _toc_page(page)
+        for i, ln in enumerate(page.lines):
+            if not _shape_ok(ln.text) or _norm(ln.text) in repeated or (toc and not _ITEM.match(ln.text)):
+                continue
+            big = body > 0 and ln.size >= HEADING_SIZE_RATIO * body
+            bold = ln.bold and not body_bold
+            caps = _caps(ln.text)
+            if not (big or bold or caps):
+                continue
+            nxt = page.lines[i + 1] if i + 1 < len(page.lines) else None
+            if nxt is not None and not _wordy(nxt.text, 0.3):
+                continue  # a row label over its figures, not a heading
+            if not (big or bold):
+                nxt = next((x for x in page.lines[i + 1:i + 3] if not _caps(x.text)), None)
+                if nxt is None or not _prose(nxt):
+                    continue
+            size = round(ln.size * 2) / 2 if big else 0.0
+            found.append((p, i, (size, bold, caps)))
+    styles = sorted({s for _, _, s in found}, key=lambda s: (-s[0], not s[1], not s[2]))
+    rank = {s: 2 + k for k, s in enumerate(styles)}
+    heads = {(p, i): style for p, i, style in found}
+    out: list[Heading] = []
+    k = 0
+    while k < len(found) and len(out) < MAX_HEADINGS:
+        p, i, style = found[k]
+        parts = [pages[p].lines[i].text.strip()]
+        # a heading that wrapped: the next lines of its page in the same style, when this one is
+        # long enough to have wrapped and the next does not start a heading of its own
+        while (k + 1 < len(found) and len(parts) < 3 and found[k + 1][0] == p
+               and found[k + 1][1] == i + len(parts) and found[k + 1][2] == style
+               and len(parts[-1].split()) >= 5 and not _PART.match(parts[0])):
+            more = pages[p].lines[found[k + 1][1]].text.strip()
+            if _PART.match(more) or _ITEM.match(more) or len(" ".join(parts + [more]).split()) > MAX_WRAPPED_WORDS:
+                break
+            parts.append(more)
+            k += 1
+        k += 1
+        title = " ".join(" ".join(parts).split())
+        if _DANGLING.search(title) or title.count("(") != title.count(")"):
+            continue  # a line that goes on in prose, or a lead-in cut inside its brackets
+        if (style[0] or style[1]) and not (_PART.match(title) or _ITEM.match(title)):
+            # Larger or bold type that the line before or after shares, without being a heading
+            # itself, is a paragraph set that way (a release whose body is its tables' small type),
+            # and so is the rest of that run of lines.
+            lines = pages[p].lines
+            j = i + len(parts)
+            if ((i > 0 and (p, i - 1) not in heads and _same_type(lines[i - 1], lines[i]))
+                    or (j < len(lines) and heads.get((p, j)) in (None, style) and _same_type(lines[j], lines[i]))):
+                while k < len(found) and found[k][0] == p and found[k][2] == style and found[k][1] == j:
+                    k, j = k + 1, j + 1
+                continue
+        level = 0 if _PART.match(title) else 1 if _ITEM.match(title) else rank[style]
+        out.append(Heading(p, pages[p].lines[i].start, level, title))
+    return out
+
+
+def _same_type(a: Line, b: Line) -> bool:
+    """One face at one size: a bold heading over a bold-italic lead-in sentence is not a run."""
+    return abs(a.size - b.size) <= 0.5 and a.font == b.font
+
+
+# ---- regions and title ---------------------------------------------------------------------------
+
+
+def section_regions(placed: list[tuple[int, Heading]], length: int) -> list[Region]:
+    """Regions ``{"section", "section_path"}`` from each heading's offset in the document text to
+    the next heading's; a heading deeper than the one before nests under it, one at the same or a
+    higher level closes the open ones down to its level. Headings at one offset (bookmarks of one
+    page whose titles were not found) keep the last as the region and the others in its path."""
+    out: list[Region] = []
+    stack: list[Heading] = []
+    order = sorted(range(len(placed)), key=lambda k: (placed[k][0], k))
+    for n, k in enumerate(order):
+        at, h = placed[k]
+        while stack and stack[-1].level >= h.level:
+            stack.pop()
+        stack.append(h)
+        end = placed[order[n + 1]][0] if n + 1 < len(order) else length
+        if end > at:
+            out.append(Region(at, end, {"section": h.title, "section_path": [s.title for s in stack]}))
+    return out
+
+
+# Titles producers write that name nothing: a converter's "Microsoft Word - x.docx", an EDGAR
+# accession number, a file name, a placeholder.
+_JUNK_TITLE = re.compile(r"^(?:microsoft \w+ - .*|[\d\s\-_./]+|.*\.(?:docx?|pdf|rtf|odt|html?|txt|indd|xlsx?|pptx?)"
+                         r"|document|untitled.*|title|none|null|unknown|slide \d+)$", re.I)
+# Headings no reader would call the document's title: contents, cover-page boilerplate of filings,
+# a street address ("702 S.W. 8th Street"; a line may start with a year).
+_GENERIC_HEADING = re.compile(r"^(?:cover(?: page)?|(?:table of )?contents|index|toc|united states|"
+                              r"securities and exchange commission|washington,? d\.?c\..*|form [\w-]+|"
+                              r"documents incorporated by reference|(?:special note regarding )?forward-looking "
+                              r"statements|for the (?:fiscal year|quarterly period|transition period)\b.*|"
+                              r"commission file number.*|.*telephone number.*|securities registered pursuant.*|"
+                              r"document parts into which incorporated|(?!\d{4}\s)\d+\S* .*|.*\$.*)$", re.I)
+# An SEC filing's cover page names the registrant on the line above this caption.
+_REGISTRANT = re.compile(r"^[ \t]*(\S[^\n]{1,80}?)[ \t]*\n[ \t]*\(?exact name of (?:the )?registrant", re.I | re.M)
+TITLE_PAGES = 3  # a title is a heading of the first pages
+
+
+def usable_title(meta_title: str | None, headings: list[Heading], first_pages: str = "") -> str | None:
+    """The metadata title unless it is empty or junk; else the registrant a filing's cover page
+    names (in ``first_pages``, the text of the first pages); else the first heading of the highest
+    level on the first pages that is not boilerplate ("Cover Page", "FORM 10-K") or a Part/Item."""
+    t = " ".join((meta_title or "").split())
+    if t and not _JUNK_TITLE.match(t):
+        return t
+    m = _REGISTRANT.search(first_pages)
+    if m and _wordy(m.group(1)) and not _GENERIC_HEADING.match(m.group(1).strip()):
+        return " ".join(m.group(1).split())
+    near = [h for h in headings if h.page < TITLE_PAGES and not _GENERIC_HEADING.match(h.title)
+            and not _PART.match(h.title) and not _ITEM.match(h.title) and 1 <= len(h.title.split()) <= 15
+            and h.title.count("(") == h.title.count(")")]
+    top = min((h.level for h in near), default=None)
+    return next((h.title for h in near if h.level == top), None)

@@ -1,0 +1,86 @@
+"""Headings and table rows on real filings of the FinanceBench dev folder: ADOBE_2015_10K has an
+outline, BOEING_2022_10K has none (its headings come from the layout), and a row of ADOBE's notes
+whose figures pdfium splits at a raised footnote mark comes back on one line.
+
+The filings are found as in test_pdf_real_filings.py: RAGWEED_FINANCEBENCH, else
+../shared/eval/financebench beside the checkout; without them the tests skip (and fail when
+RAGWEED_FINANCEBENCH is set, so a run meant to check them cannot skip by accident).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from ragweedd.chunk.chunker import ChunkParams, chunk_document  # noqa: E402
+from ragweedd.extract.base import ExtractSettings  # noqa: E402
+from ragweedd.extract.pdf import PdfExtractor  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+FOLDER = Path(os.environ.get("RAGWEED_FINANCEBENCH", ROOT.parent / "shared" / "eval" / "financebench")) / "docs"
+PARAMS = ChunkParams(chunk_tokens=256, pdf_tokens=256, av_tokens=256, overlap_pct=10)
+MDNA = re.compile(r"^item\s*7\.\s*management.s discussion and analysis", re.I)
+
+
+def _filing(name: str) -> Path:
+    path = FOLDER / name
+    if not path.is_file():
+        msg = f"{path} is absent"
+        if os.environ.get("RAGWEED_FINANCEBENCH"):
+            pytest.fail(msg + " (RAGWEED_FINANCEBENCH is set)")
+        pytest.skip(msg + " (set RAGWEED_FINANCEBENCH to the folder holding docs/)")
+    return path
+
+
+def _chunk_with(chunks, text: str) -> dict:
+    hits = [c for c in chunks if text in c["text"]]
+    assert hits, f"no chunk holds {text!r}"
+    return hits[0]
+
+
+def test_outline_filing_sections_and_a_split_row():
+    doc = PdfExtractor().extract(_filing("ADOBE_2015_10K.pdf"), ExtractSettings(ocr_enabled=False))
+    assert doc.stats["heading_source"] == "outline" and doc.stats["headings"] >= 70
+    assert doc.title == "ADBE 10K FY15"  # a metadata title that names something is kept
+    chunks = chunk_document(doc, PARAMS).chunks
+    mdna = "Item 7. Management's Discussion and Analysis of Financial Condition and Results of Operations"
+    liquidity = _chunk_with(chunks, "$ 2,608.3 $ 2,107.9")
+    assert liquidity["meta"]["section"] == "Liquidity and Capital Resources"
+    regions = [r for r in doc.regions if "section" in r.meta]
+    at = liquidity["meta"]["char_start"]
+    path = next(r.meta["section_path"] for r in regions if r.start <= at < r.end)
+    assert path == ["Part II.", mdna, "Liquidity and Capital Resources"]
+    balance = _chunk_with(chunks, "Total current liabilities")
+    assert balance["meta"]["section"] == "Consolidated Balance Sheets"
+    # p. 94: "(1)" raised after "(2,955)" made pdfium put the mark and "(4,553)" on lines of their own
+    row = [ln for ln in doc.text.split("\n") if ln.startswith("Total net unrealized gains on available-for-sale")]
+    assert len(row) == 1 and row[0].split()[-5:] == ["7,628", "(9,226)", "(2,955)", "(1)", "(4,553)"], row
+    # the balance sheet's rows (dot leaders and all) stay as pdfium read them
+    assert re.search(r"^Cash and cash equivalents\.{20,} \$ 876,560 \$ 1,117,400$", doc.text, re.M)
+    assert [r.meta["page"] for r in doc.regions if "page" in r.meta] == list(range(1, 117))
+
+
+def test_layout_filing_finds_parts_items_and_subheadings():
+    doc = PdfExtractor().extract(_filing("BOEING_2022_10K.pdf"), ExtractSettings(ocr_enabled=False))
+    assert doc.stats["heading_source"] == "layout" and doc.stats["headings"] >= 100
+    regions = [r for r in doc.regions if "section" in r.meta]
+    paths = [r.meta["section_path"] for r in regions]
+    assert any(p[0] == "PART II" and len(p) == 2 and MDNA.match(p[1]) for p in paths)
+    risk = [p for p in paths if p[:2] == ["PART I", "Item 1A. Risk Factors"] and len(p) == 3]
+    assert "Risks Related to Our Business and Operations" in {p[2] for p in risk}
+    chunks = chunk_document(doc, PARAMS).chunks
+    backlog = _chunk_with(chunks, "Total backlog")  # a figure of MD&A's tables
+    at = backlog["meta"]["char_start"]
+    path = next(r.meta["section_path"] for r in regions if r.start <= at < r.end)
+    assert path[0] == "PART II" and MDNA.match(path[1]), path
+    # a running header ("Table of Contents" on every page) is never a heading
+    assert not any(re.fullmatch(r"table of contents", s, re.I) for p in paths for s in p)
+    assert doc.title == "THE BOEING COMPANY"  # the metadata title is an EDGAR accession number

@@ -1,0 +1,307 @@
+"""PDF structure: headings from the outline or, without one, from the layout become section
+regions that every chunk carries, and a table row pdfium splits across lines comes back on one.
+Every PDF here is written by fpdf2; the chunks are the chunker's own."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from ragweedd.chunk.chunker import ChunkParams, chunk_document  # noqa: E402
+from ragweedd.extract.base import ExtractedDoc, ExtractSettings  # noqa: E402
+from ragweedd.extract.pdf import PdfExtractor  # noqa: E402
+
+NO_OCR = ExtractSettings(ocr_enabled=False)
+# about 240 characters a chunk, no overlap: several chunks per section
+SMALL = ChunkParams(chunk_tokens=60, pdf_tokens=60, av_tokens=60, overlap_pct=0)
+
+
+def _body(marker: str, n: int = 3) -> str:
+    sentence = (f"The {marker} division reported steady results this year and the board expects "
+                f"the {marker} business to keep growing in every region it serves. ")
+    return sentence * n
+
+
+def _extract(path: Path) -> ExtractedDoc:
+    return PdfExtractor().extract(path, NO_OCR)
+
+
+def _sections(doc: ExtractedDoc) -> list:
+    return sorted((r for r in doc.regions if "section" in r.meta), key=lambda r: r.start)
+
+
+def _check_chunks(doc: ExtractedDoc, expected: dict[str, str], anchors: dict[str, str] | None = None) -> None:
+    """Each chunk's section is the heading line last above where the chunk starts (the first
+    heading line inside it for a chunk that starts above every heading), and each section's body
+    (its marker word) is under it. ``anchors``: headings not in the text, at the start of a text."""
+    lines = sorted([(m.start(), h) for h in expected.values()
+                    for m in re.finditer(rf"^{re.escape(h)}$", doc.text, re.M)]
+                   + [(doc.text.index(t), h) for h, t in (anchors or {}).items()])
+    assert [h for _, h in lines] == list(expected.values())
+    chunks = chunk_document(doc, SMALL).chunks
+    assert len(chunks) > len(expected)
+    for c in chunks:
+        start, end = c["meta"]["char_start"], c["meta"]["char_end"]
+        above = [h for at, h in lines if at <= start]
+        want = above[-1] if above else next((h for at, h in lines if at < end), None)
+        assert c["meta"].get("section") == want, (c["text"][:80], c["meta"])
+    for m, h in expected.items():
+        for hit in re.finditer(rf"\b{m}\b", doc.text):
+            assert [at for at, x in lines if x == h][0] < hit.start()
+    assert set(expected.values()) <= {c["meta"].get("section") for c in chunks}
+
+
+def _page_regions_ok(doc: ExtractedDoc, pages: list[list[str]]) -> None:
+    """One region per page, in order, covering that page's text and nothing of the next."""
+    regions = [r for r in doc.regions if "page" in r.meta]
+    assert [r.meta for r in regions] == [{"page": i + 1} for i in range(len(pages))]
+    for r, words in zip(regions, pages):
+        text = doc.text[r.start:r.end]
+        assert all(w in text for w in words), (r, words)
+    assert all(a.end < b.start for a, b in zip(regions, regions[1:]))
+
+
+# ---- outline -----------------------------------------------------------------------------------------
+
+
+def _outline_pdf(path: Path) -> Path:
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.set_title("   ")  # blank metadata title: the first top-level heading stands in
+    for name, level, marker, new_page in [("Company Overview", 0, "alpha", True),
+                                          ("Liquidity and Capital Resources", 1, "beta", False),
+                                          ("Results of Operations", 0, "gamma", True),
+                                          ("Segment Revenue", 1, "delta", False)]:
+        if new_page:
+            pdf.add_page()
+        pdf.start_section(name, level=level)
+        pdf.set_font("Helvetica", "B", 12)
+        pdf.cell(0, 8, name, new_x="LMARGIN", new_y="NEXT")
+        pdf.set_font("Helvetica", size=11)
+        pdf.multi_cell(0, 6, _body(marker))
+    # a bookmark whose title is nowhere on its page sits at the page's start
+    pdf.add_page()
+    pdf.start_section("Exhibits", level=0)
+    pdf.multi_cell(0, 6, _body("epsilon"))
+    pdf.output(str(path))
+    return path
+
+
+def test_outline_gives_each_chunk_its_section_and_path(tmp_path):
+    doc = _extract(_outline_pdf(tmp_path / "outline.pdf"))
+    assert doc.stats["heading_source"] == "outline"
+    assert doc.stats["headings"] == 5
+    _check_chunks(doc, {"alpha": "Company Overview", "beta": "Liquidity and Capital Resources",
+                        "gamma": "Results of Operations", "delta": "Segment Revenue", "epsilon": "Exhibits"},
+                   anchors={"Exhibits": "The epsilon division"})
+    secs = _sections(doc)
+    assert [r.meta["section_path"] for r in secs] == [
+        ["Company Overview"], ["Company Overview", "Liquidity and Capital Resources"],
+        ["Results of Operations"], ["Results of Operations", "Segment Revenue"], ["Exhibits"]]
+    assert all(set(r.meta) == {"section", "section_path"} for r in secs)
+    # each region starts at its heading and runs to the next one, across the page break
+    assert all(doc.text.startswith(r.meta["section"], r.start) for r in secs[:4])
+    assert all(a.end == b.start for a, b in zip(secs, secs[1:])) and secs[-1].end == len(doc.text)
+    assert doc.text[secs[-1].start:].startswith("The epsilon division")
+    _page_regions_ok(doc, [["alpha", "beta"], ["gamma", "delta"], ["epsilon"]])
+    assert doc.title == "Company Overview"
+
+
+# ---- layout ------------------------------------------------------------------------------------------
+
+
+def _layout_pdf(path: Path) -> Path:
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.set_title("Microsoft Word - draft_v3.docx")  # junk: the first heading stands in
+    pdf.set_auto_page_break(False)
+
+    def page(blocks):
+        pdf.add_page()
+        # a running header in large bold type and a page number: on every page, never a heading
+        pdf.set_font("Helvetica", "B", 16)
+        pdf.cell(0, 8, "Example Corp Annual Report", new_x="LMARGIN", new_y="NEXT")
+        for kind, text in blocks:
+            if kind == "big":
+                pdf.set_font("Helvetica", size=18)
+                pdf.cell(0, 10, text, new_x="LMARGIN", new_y="NEXT")
+            elif kind == "bold":
+                pdf.set_font("Helvetica", "B", 11)
+                pdf.cell(0, 7, text, new_x="LMARGIN", new_y="NEXT")
+            elif kind == "caps":
+                pdf.set_font("Helvetica", size=11)
+                pdf.cell(0, 7, text, new_x="LMARGIN", new_y="NEXT")
+            else:
+                pdf.set_font("Helvetica", size=11)
+                pdf.multi_cell(0, 6, text, new_x="LMARGIN", new_y="NEXT")
+        pdf.set_y(-20)
+        pdf.set_font("Helvetica", size=9)
+        pdf.cell(0, 6, str(pdf.page_no()), align="C")
+
+    page([("big", "Annual Overview"), ("body", _body("alpha")), ("bold", "Regional Results"),
+          ("body", _body("beta")),
+          # an ALL-CAPS line over a short label is a table caption, not a heading
+          ("caps", "SELECTED DATA"), ("body", "Revenue 12,345"), ("body", _body("beta", 1))])
+    page([("big", "Outlook"), ("body", _body("gamma")), ("caps", "RISK FACTORS"), ("body", _body("delta")),
+          # bold but a sentence: not a heading
+          ("bold", "We expect growth to continue."), ("body", _body("delta", 1))])
+    page([("body", _body("delta", 2)), ("bold", "Capital Allocation"), ("body", _body("epsilon"))])
+    pdf.output(str(path))
+    return path
+
+
+def test_layout_headings_by_size_bold_and_capitals(tmp_path):
+    doc = _extract(_layout_pdf(tmp_path / "layout.pdf"))
+    assert doc.stats["heading_source"] == "layout"
+    secs = _sections(doc)
+    assert [r.meta["section_path"] for r in secs] == [
+        ["Annual Overview"], ["Annual Overview", "Regional Results"],
+        ["Outlook"], ["Outlook", "RISK FACTORS"], ["Outlook", "Capital Allocation"]]
+    assert doc.stats["headings"] == 5
+    _check_chunks(doc, {"alpha": "Annual Overview", "beta": "Regional Results", "gamma": "Outlook",
+                        "delta": "RISK FACTORS", "epsilon": "Capital Allocation"})
+    _page_regions_ok(doc, [["alpha", "beta"], ["gamma", "delta"], ["epsilon"]])
+    assert doc.title == "Annual Overview"
+
+
+def test_no_headings_no_section_regions(tmp_path):
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.set_title("Quarterly memo")
+    pdf.add_page()
+    pdf.set_font("Helvetica", size=11)
+    pdf.multi_cell(0, 6, _body("alpha", 6))
+    pdf.output(str(tmp_path / "plain.pdf"))
+    doc = _extract(tmp_path / "plain.pdf")
+    assert doc.stats["heading_source"] == "none" and doc.stats["headings"] == 0
+    assert not _sections(doc)
+    assert doc.title == "Quarterly memo"
+
+
+# ---- table rows ----------------------------------------------------------------------------------------
+
+# Rows as a filing's notes set them (ADOBE_2015_10K p. 94): a footnote mark in small raised type
+# after a figure makes pdfium start a new line at the mark and another at the figure after it.
+ROWS = [("Unrealized gains on available-for-sale securities", "8,237", "(1)", "2,542"),
+        ("Total net unrealized gains", "7,628", "(2)", "(4,553)"),
+        ("Cumulative translation adjustments", "(44,377)", "(3)", "(167,442)")]
+
+
+def _rows_pdf(path: Path) -> Path:
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.set_font("Helvetica", size=11)
+    pdf.multi_cell(0, 6, "The components of accumulated other comprehensive income were as follows. " * 2)
+    y = 60.0
+    for label, a, mark, b in ROWS:
+        pdf.set_font("Helvetica", size=10)
+        pdf.text(20, y, label)  # each cell a text object of its own at the row's baseline
+        pdf.text(120, y, a)
+        pdf.set_font("Helvetica", size=6)
+        pdf.text(138, y - 2.8, mark)
+        pdf.set_font("Helvetica", size=10)
+        pdf.text(160, y, b)
+        y += 8
+    pdf.output(str(path))
+    return path
+
+
+def test_table_row_label_and_figures_on_one_line(tmp_path):
+    import pypdfium2 as pdfium
+
+    path = _rows_pdf(tmp_path / "rows.pdf")
+    with pdfium.PdfDocument(str(path)) as raw_doc:
+        plain = raw_doc[0].get_textpage().get_text_range()
+    # the fixture is what the test is about: pdfium alone splits these rows
+    assert not any(re.search(rf"{re.escape(label)}.*{re.escape(b)}", plain) for label, _, _, b in ROWS)
+    doc = _extract(path)
+    lines = doc.text.split("\n")
+    for label, a, mark, b in ROWS:
+        row = [ln for ln in lines if label in ln]
+        assert len(row) == 1
+        assert row[0].split() == [*label.split(), a, mark, b], row[0]
+    assert doc.stats["rows_joined"] >= len(ROWS)
+    # the prose above the table stays as it was
+    assert "The components of accumulated other comprehensive income were as follows." in doc.text
+
+
+def test_junk_titles_fall_back_to_a_heading():
+    from ragweedd.extract.pdf_layout import Heading, usable_title
+
+    heads = [Heading(0, 0, 0, "Cover Page"), Heading(0, 10, 0, "FORM 10-K"), Heading(1, 0, 0, "Acme Corp"),
+             Heading(1, 5, 1, "Part I")]
+    for junk in ["Microsoft Word - x.docx", "0000004962-23-000006", "report_final.pdf", "  ", None, "Document"]:
+        assert usable_title(junk, heads) == "Acme Corp", junk
+    assert usable_title("Annual Report 2023", heads) == "Annual Report 2023"
+    assert usable_title(None, [Heading(0, 0, 0, "Contents")]) is None
+    cover = "FORM 10-K\nACME HOLDINGS, INC.\n(Exact name of registrant as specified in its charter)\nDelaware"
+    assert usable_title("0000004962-23-000006", heads, cover) == "ACME HOLDINGS, INC."
+
+
+@pytest.mark.parametrize("depth", [1, 3])
+def test_section_regions_nest_and_close(depth):
+    from ragweedd.extract.pdf_layout import Heading, section_regions
+
+    placed = [(0, Heading(0, 0, 0, "A")), (10, Heading(0, 10, depth, "A.1")), (20, Heading(0, 20, 0, "B")),
+              (20, Heading(0, 20, depth, "B.1")), (30, Heading(1, 0, depth, "B.2"))]
+    regions = section_regions(placed, 40)
+    assert [(r.start, r.end, r.meta["section_path"]) for r in regions] == [
+        (0, 10, ["A"]), (10, 20, ["A", "A.1"]), (20, 30, ["B", "B.1"]), (30, 40, ["B", "B.2"])]
+
+
+def test_outline_is_capped():
+    from ragweedd.extract import pdf_layout
+
+    class Dest:
+        def get_index(self):
+            return 0
+
+    class Bookmark:
+        level = 0
+
+        def get_title(self):
+            return "Again"
+
+        def get_dest(self):
+            return Dest()
+
+    class LoopingDoc:
+        def __len__(self):
+            return 1
+
+        def get_toc(self, max_depth):
+            assert max_depth <= pdf_layout.MAX_OUTLINE_DEPTH
+            while True:  # an outline whose siblings loop
+                yield Bookmark()
+
+    assert len(pdf_layout.outline_entries(LoopingDoc())) == pdf_layout.MAX_OUTLINE
+
+
+def test_headings_of_a_dropped_page_are_left_out_and_offsets_follow_the_stripped_text(tmp_path, monkeypatch):
+    from ragweedd.extract import pdf as pdf_mod
+    from ragweedd.extract.pdf_layout import Heading
+    from ragweedd.extract.pdf_text import PdfText
+
+    garbage = "~}|{ #$%&' ¤¤¤ ~}|{ #$%&' ¤¤¤ " * 20  # unreadable: dropped (OCR is off)
+    texts = ["\n  Intro\nThe alpha division grew.", garbage, "Outlook\nThe gamma division grew."]
+    heads = [Heading(0, 3, 0, "Intro"), Heading(1, 0, 0, "Noise"), Heading(2, 0, 1, "Outlook")]
+    layer = PdfText(texts, [None] * 3, None, "pdfium", {}, heads, "outline")
+    monkeypatch.setattr(pdf_mod, "read_pdf_text", lambda path: layer)
+    path = tmp_path / "x.pdf"
+    path.write_bytes(b"%PDF-1.4 stand-in")
+    doc = pdf_mod.PdfExtractor().extract(path, NO_OCR)
+    assert doc.stats["pages_dropped"] == 1 and doc.stats["headings"] == 2
+    secs = _sections(doc)
+    assert [(doc.text[r.start:r.start + 7], r.meta["section_path"]) for r in secs] == [
+        ("Intro\nT", ["Intro"]), ("Outlook", ["Intro", "Outlook"])]
+    assert [r.meta["page"] for r in doc.regions if "page" in r.meta] == [1, 3]

@@ -22,7 +22,10 @@ from ragweedd.contract import shown_path
 CONTEXT_FORMAT = "ctx1"
 SEP_TITLE = " · "
 SEP_SECTION = " › "
-MAX_CONTEXT_CHARS = 200  # about 50 tokens of a 256-token window
+# About 30 tokens of a 256-token window: less than the 15% overlap, so the part of a chunk the
+# embedder cuts off to make room is in the next chunk.
+MAX_CONTEXT_CHARS = 120
+MAX_LABEL_CHARS = 70
 
 # Titles that name nothing: SEC accession numbers, office defaults, bare file names.
 _ACCESSION = re.compile(r"^\d{10}-\d{2}-\d{6}$")
@@ -76,6 +79,11 @@ def context_line(label: str, section_path: list[str] | None, section: str | None
         if s and _norm(s) and _norm(s) not in {_norm(p) for p in parts} and not (
                 label and parts == [] and _norm(label).endswith(_norm(s))):
             parts.append(s)
+    if len(label) > MAX_LABEL_CHARS:
+        label = label[:MAX_LABEL_CHARS - 1].rstrip() + "…"
+    # the innermost sections say most about the chunk: outer ones give way first
+    while parts and len(SEP_SECTION.join(([label] if label else []) + parts)) > MAX_CONTEXT_CHARS and len(parts) > 1:
+        parts.pop(0)
     line = SEP_SECTION.join(([label] if label else []) + parts)
     if len(line) > MAX_CONTEXT_CHARS:
         line = line[:MAX_CONTEXT_CHARS - 1].rstrip() + "…"

@@ -44,7 +44,11 @@ def test_context_line_with_section_path_and_no_repeats():
     assert context_line("", None, "Feeding") == "Feeding"
     assert context_line("", None, None) == ""
     long = context_line("A" * 150, ["B" * 100])
-    assert len(long) == 200 and long.endswith("…")
+    assert len(long) == 120 and long.startswith("A" * 69 + "…") and long.endswith("…")
+    # outer sections give way to the inner ones
+    deep = context_line("ADOBE 2015 10K", ["Part II.", "Item 8. Financial Statements and Supplementary Data",
+                                          "Notes to Consolidated Financial Statements", "NOTE 9. INCOME TAXES"])
+    assert deep == "ADOBE 2015 10K › Notes to Consolidated Financial Statements › NOTE 9. INCOME TAXES", deep
 
 
 def test_embed_input_and_fingerprint():

@@ -70,6 +70,15 @@ def _embed_rate(cfg_file: Path, rag: Path, sample: int) -> dict:
     return {"chunks": len(texts), "seconds": round(dt, 1), "chunks_per_s": round(len(texts) / dt, 2)}
 
 
+def _vectors(s: dict) -> dict:
+    """status' vectors figures; a daemon from before they existed published a file with its
+    vectors, so every indexed file had them."""
+    if "vectors" in s:
+        return s["vectors"]
+    n = s["files_by_state"].get("indexed", 0)
+    return {"files_searchable": n, "files_with_vectors": n, "pending_chunks": 0, "running": False}
+
+
 def run_pdfs(src: Path, model: str, workdir: Path | None, sample: int, extra: str) -> None:
     pdfs = sorted(p for p in src.iterdir() if p.suffix.lower() == ".pdf")
     work = workdir or Path(tempfile.mkdtemp(prefix="ragweed-bench-pdfs-"))
@@ -82,7 +91,9 @@ def run_pdfs(src: Path, model: str, workdir: Path | None, sample: int, extra: st
                         f'cache_dir = "{work / "cache"}"\n{extra}\n[embed]\nmodel = "{model}"\n'
                         f'[collections.fb]\npaths = ["{watched}"]\n')
     log = open(work / "daemon.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "ragweedd", "--config", str(cfg_file), "run"], cwd=ROOT,
+    # RAGWEED_BENCH_ROOT runs another checkout's daemon (the code before a change) with this script
+    root = Path(os.environ.get("RAGWEED_BENCH_ROOT", ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "ragweedd", "--config", str(cfg_file), "run"], cwd=root,
                             stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "RAGWEED_LOG_LEVEL": "info"})
     try:
         port_file = work / "state" / "port"
@@ -106,7 +117,7 @@ def run_pdfs(src: Path, model: str, workdir: Path | None, sample: int, extra: st
         timeline = []
         while True:
             s = _get(port, token, "/v1/status")
-            v, now = s["vectors"], time.monotonic() - t0
+            v, now = _vectors(s), time.monotonic() - t0
             timeline.append((round(now, 1), v["files_searchable"], v["files_with_vectors"], v["pending_chunks"]))
             settled = s["files_by_state"].get("indexed", 0) + s["files_by_state"].get("failed", 0) + \
                 s["files_by_state"].get("skipped", 0)

@@ -103,6 +103,7 @@ def main() -> int:
     ap.add_argument("--workdir", help="scratch data dir (default: a new temp dir)")
     ap.add_argument("--reuse", action="store_true", help="keep an already ingested --workdir")
     ap.add_argument("--out", default="financebench")
+    ap.add_argument("--extra", default="", help="more top-level config lines, e.g. 'chunk_context = false'")
     a = ap.parse_args()
 
     from ragweedd.config import load_config
@@ -117,10 +118,10 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     cfg_file = work / "ragweedd.toml"
     cfg_file.write_text(f'data_dir = "{work / "data"}"\nstate_dir = "{work / "state"}"\n'
-                        f'cache_dir = "{work / "cache"}"\n[embed]\nmodel = "{a.model}"\n'
+                        f'cache_dir = "{work / "cache"}"\n{a.extra}\n[embed]\nmodel = "{a.model}"\n'
                         f'[collections.fb]\npaths = ["{docs.resolve()}"]\n')
     env = {**os.environ, "RAGWEED_LOG_LEVEL": "warning"}
-    result: dict = {"model": a.model, "docs": str(docs), "questions": len(questions)}
+    result: dict = {"model": a.model, "extra": a.extra, "docs": str(docs), "questions": len(questions)}
     if not (a.reuse and (work / "data" / "collections" / "fb" / "rag.sqlite3").exists()):
         result["ingest"] = _ingest(cfg_file, env)
     result["index"] = _counts(work / "data")

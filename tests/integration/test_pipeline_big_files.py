@@ -201,7 +201,7 @@ def test_large_text_file_is_ingested_in_bounded_memory(tmp_path):
                        timeout=120, cwd=str(ROOT), env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0, r.stderr[-3000:]
     status, chunks, grew = r.stdout.split()[-3:]
-    assert status == "indexed" and int(chunks) > 5000
+    assert status == "indexed" and int(chunks) > 3000
     print(f"peak RSS grew by {grew} MiB for a 24 MiB file")
     assert float(grew) < 40, f"peak RSS grew by {grew} MiB"
 

@@ -182,7 +182,13 @@ def test_bit_rot_in_a_stored_chunk_is_repaired(daemon, tmp_path, copies):
     texts = [h["text"] for h in d.search("heron5v0 pebbles 507", top_k=50)]
     assert any("pebbles 507 beside" in t for t in texts), texts
     _consistent(d)
-    assert d.events("chunk_text_mismatch")
+    if copies == "keyword_row":
+        # Only the keyword row's copy changed: FTS5's own check finds it, and the keyword index is
+        # rebuilt from the intact stored chunk text (no file needs reading again); if that check
+        # passes, the chunk-text check finds it instead.
+        assert d.events("fts_rebuilt") or d.events("chunk_text_mismatch")
+    else:
+        assert d.events("chunk_text_mismatch")
 
 
 def _damage_wal(wal: Path, how: str) -> None:

@@ -36,11 +36,13 @@ def main() -> None:
     ap.add_argument("--workdir", help="with --pdfs: where the daemon keeps its data (default: a temp dir)")
     ap.add_argument("--sample", type=int, default=3000, help="with --pdfs: chunks embedded for the standalone rate")
     ap.add_argument("--extra", default="", help="with --pdfs: more config lines (e.g. 'chunk_overlap_pct = 15')")
+    ap.add_argument("--out", default="ingest_pdfs", help="with --pdfs: name of the JSON in benchmarks/results")
     args = ap.parse_args()
     if args.pdfs:
         from ingest_daemon import run_pdfs
 
-        run_pdfs(Path(args.pdfs), args.model, Path(args.workdir) if args.workdir else None, args.sample, args.extra)
+        run_pdfs(Path(args.pdfs), args.model, Path(args.workdir) if args.workdir else None, args.sample, args.extra,
+                 args.out)
         return
 
     from ragweedd.config import load_config

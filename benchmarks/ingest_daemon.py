@@ -79,7 +79,7 @@ def _vectors(s: dict) -> dict:
     return {"files_searchable": n, "files_with_vectors": n, "pending_chunks": 0, "running": False}
 
 
-def run_pdfs(src: Path, model: str, workdir: Path | None, sample: int, extra: str) -> None:
+def run_pdfs(src: Path, model: str, workdir: Path | None, sample: int, extra: str, out: str = "ingest_pdfs") -> None:
     pdfs = sorted(p for p in src.iterdir() if p.suffix.lower() == ".pdf")
     work = workdir or Path(tempfile.mkdtemp(prefix="ragweed-bench-pdfs-"))
     if work.exists():
@@ -146,5 +146,5 @@ def run_pdfs(src: Path, model: str, workdir: Path | None, sample: int, extra: st
            "embedder_only_chunks_per_s": alone["chunks_per_s"], "ratio": round(rate / alone["chunks_per_s"], 3)}
     print(table([row], [k for k in row if k != "files_by_state"]))
     print(f"files by state: {states}; workdir {work}")
-    print("wrote", write_json("ingest_pdfs", {**row, "model": model, "extra": extra, "embedder_only": alone,
+    print("wrote", write_json(out, {**row, "model": model, "extra": extra, "embedder_only": alone,
                                               "timeline": timeline[::10], "workdir": str(work)}))

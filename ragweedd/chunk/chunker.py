@@ -27,19 +27,29 @@ class ChunkParams:
     overlap_pct: int
     entropy_max: float = 7.0
     entropy_min: float = 0.5
+    pdf_overlap_pct: int | None = None  # PDFs' own overlap; None = overlap_pct
 
     @classmethod
-    def from_config(cls, cfg, preferred_tokens: int, preferred_overlap_pct: int = 15) -> "ChunkParams":
-        """``chunk_size`` and ``chunk_overlap_pct`` of 'auto' take the embedder's own figures."""
+    def from_config(cls, cfg, preferred_tokens: int, preferred_overlap_pct: int = 15,
+                    preferred_pdf_overlap_pct: int = 50) -> "ChunkParams":
+        """``chunk_size`` and ``chunk_overlap_pct`` of 'auto' take the embedder's own figures
+        (its overlap for PDFs and for other text differ: docs/chunking.md)."""
         tokens = preferred_tokens if cfg.chunk_size == "auto" else int(cfg.chunk_size)
-        overlap = preferred_overlap_pct if cfg.chunk_overlap_pct == "auto" else int(cfg.chunk_overlap_pct)
+        if cfg.chunk_overlap_pct == "auto":
+            overlap, pdf_overlap = preferred_overlap_pct, preferred_pdf_overlap_pct
+        else:
+            overlap = pdf_overlap = int(cfg.chunk_overlap_pct)
         return cls(tokens, cfg.chunk_size_pdf, cfg.chunk_size_av, overlap, cfg.ingest_entropy_max,
-                   cfg.ingest_entropy_min)
+                   cfg.ingest_entropy_min, pdf_overlap)
 
     @classmethod
     def for_embedder(cls, cfg, embedder) -> "ChunkParams":
         return cls.from_config(cfg, getattr(embedder, "preferred_chunk_tokens", 256),
-                               getattr(embedder, "preferred_overlap_pct", 15))
+                               getattr(embedder, "preferred_overlap_pct", 15),
+                               getattr(embedder, "preferred_overlap_pct_pdf", 50))
+
+    def overlap_for(self, kind: str) -> int:
+        return self.pdf_overlap_pct if kind == "pdf" and self.pdf_overlap_pct is not None else self.overlap_pct
 
 
 @dataclass
@@ -168,7 +178,7 @@ def iter_chunks(pieces: Iterable[str], kind: str, regions: list[Region], params:
     chunked without holding its text); chunks the entropy filter drops are counted in ``dropped``.
     ``chunk_document`` is this over one piece, so both give the same chunks."""
     chars = chunk_chars_for(kind, params.chunk_tokens, params.pdf_tokens, params.av_tokens)
-    overlap = chars * params.overlap_pct // 100
+    overlap = chars * params.overlap_for(kind) // 100
     index = _RegionIndex(regions)
     counter = _LineCounter(regions) if any("line" in r.meta for r in regions) else None
     n = 0

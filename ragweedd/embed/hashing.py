@@ -29,6 +29,7 @@ class HashEmbedder:
     max_input_tokens = 8192
     preferred_chunk_tokens = 256
     preferred_overlap_pct = 15
+    preferred_overlap_pct_pdf = 50
 
     def __init__(self, dim: int) -> None:
         if isinstance(dim, bool) or not isinstance(dim, int) or not MIN_DIM <= dim <= MAX_DIM:

@@ -44,6 +44,7 @@ class OllamaEmbedder:
     preferred_chunk_tokens = _PREFERRED_CHUNK_TOKENS
     # not measured for Ollama models (none on the test machine): the local model's figure
     preferred_overlap_pct = 15
+    preferred_overlap_pct_pdf = 50
 
     def __init__(self, model: str, base_url: str = "http://127.0.0.1:11434", *, timeout_s: float = 120.0) -> None:
         if not model or model != model.strip():

@@ -99,9 +99,10 @@ def test_overlap_auto_is_the_embedder_s_figure():
     from ragweedd.config import load_config
     from ragweedd.embed.hashing import HashEmbedder
 
-    assert ChunkParams.for_embedder(load_config(text="", env={}), HashEmbedder(64)).overlap_pct == 15
-    cfg = load_config(text="chunk_overlap_pct = 50\n", env={})
-    assert ChunkParams.for_embedder(cfg, HashEmbedder(64)).overlap_pct == 50
+    auto = ChunkParams.for_embedder(load_config(text="", env={}), HashEmbedder(64))
+    assert (auto.overlap_for("text"), auto.overlap_for("pdf"), auto.overlap_for("av")) == (15, 50, 15)
+    cfg = load_config(text="chunk_overlap_pct = 40\n", env={})
+    assert ChunkParams.for_embedder(cfg, HashEmbedder(64)).overlap_for("pdf") == 40
     cfg = load_config(text="", env={"RAGWEED_CHUNK_OVERLAP_PCT": "30"})
     assert ChunkParams.for_embedder(cfg, HashEmbedder(64)).overlap_pct == 30
 

@@ -91,8 +91,8 @@ def run_pdfs(src: Path, model: str, workdir: Path | None, sample: int, extra: st
                         f'cache_dir = "{work / "cache"}"\n{extra}\n[embed]\nmodel = "{model}"\n'
                         f'[collections.fb]\npaths = ["{watched}"]\n')
     log = open(work / "daemon.log", "wb")
-    # RAGWEED_BENCH_ROOT runs another checkout's daemon (the code before a change) with this script
-    root = Path(os.environ.get("RAGWEED_BENCH_ROOT", ROOT))
+    # BENCH_DAEMON_ROOT runs another checkout's daemon (the code before a change) with this script
+    root = Path(os.environ.get("BENCH_DAEMON_ROOT", ROOT))
     proc = subprocess.Popen([sys.executable, "-m", "ragweedd", "--config", str(cfg_file), "run"], cwd=root,
                             stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "RAGWEED_LOG_LEVEL": "info"})
     try:

@@ -23,17 +23,24 @@ def _text(tag: str, n: int = 40) -> str:
     return "\n\n".join(f"Paragraph {i} of version {tag} mentions {tag}word{i} among other things." for i in range(n))
 
 
+def _published(pipe: Pipeline, tmp_path, tag: str):
+    """A file published with its vectors pending: (the file, its folder, its collection's RagDB, the
+    pending rows as the embedding stage reads them, their vectors)."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    f = docs / "doc.txt"
+    f.write_text(_text(tag))
+    pipe.ingest_file("c", f, docs)
+    rag = pipe.rag("c")
+    pending = rag.pending_batch(1000)
+    return f, docs, rag, pending, HashEmbedder(64).embed_batch([embed_input(t, c) for _, _, t, c in pending])
+
+
 def test_a_vector_computed_before_an_edit_is_not_given_to_the_chunk_that_reuses_its_id(tmp_path):
     pipe = _pipe(tmp_path)
     try:
-        docs = tmp_path / "docs"
-        docs.mkdir()
-        f = docs / "doc.txt"
-        f.write_text(_text("old"))
-        pipe.ingest_file("c", f, docs)
-        rag = pipe.rag("c")
-        read_before = rag.pending_batch(1000)  # what the embedding stage read, then embedded
-        old_vecs = HashEmbedder(64).embed_batch([embed_input(t, c) for _, _, t, c in read_before])
+        # what the embedding stage read, then embedded
+        f, docs, rag, read_before, old_vecs = _published(pipe, tmp_path, "old")
         f.write_text(_text("new"))  # edited while those vectors were computed
         pipe.ingest_file("c", f, docs)
         new_ids = {cid for cid, *_ in rag.pending_batch(1000)}
@@ -61,15 +68,8 @@ def test_integrity_counts_agree_while_vectors_are_written(tmp_path, monkeypatch)
     import ragweedd.store.integrity as integrity
 
     pipe = _pipe(tmp_path)
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    f = docs / "n.txt"
-    f.write_text(_text("v"))
-    pipe.ingest_file("c", f, docs)
-    rag = pipe.rag("c")
-    pending = rag.pending_batch(1000)
+    _f, _docs, rag, pending, vecs = _published(pipe, tmp_path, "v")
     assert len(pending) > 4
-    vecs = HashEmbedder(64).embed_batch([embed_input(t, c) for _, _, t, c in pending])
     real_connect = integrity.connect
 
     class CommitsBetweenCounts:

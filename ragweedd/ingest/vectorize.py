@@ -115,8 +115,6 @@ class Vectorizer:
                                         daemon=True)
 
     def start(self) -> None:
-        with self._cv:
-            self._dirty.update(self.collections())
         self._thread.start()
 
     def stop(self, timeout_s: float = 30.0) -> None:

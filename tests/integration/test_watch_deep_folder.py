@@ -21,14 +21,20 @@ pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning"
 LEVELS = 1000
 
 
-def test_a_thousand_level_folder_created_while_watching_does_not_stall_new_files(tmp_path):
-    root = tmp_path / "docs"
-    root.mkdir()
+def _watcher() -> tuple[EventSink, list[list[str]], Debouncer, Watcher]:
+    """A real Watcher over a real Debouncer that reports to an event sink, and the scans it asks for."""
     sink = EventSink()
     rescans: list[list[str]] = []
     d = Debouncer(sink, debounce_s=0.1, delete_hold_s=0.1).start()
     w = Watcher(d, known_under=lambda c, p: [], is_known=lambda c, p: False, on_root_event=lambda c, r: None,
                 on_overflow=lambda names: None, on_rescan=rescans.append)
+    return sink, rescans, d, w
+
+
+def test_a_thousand_level_folder_created_while_watching_does_not_stall_new_files(tmp_path):
+    root = tmp_path / "docs"
+    root.mkdir()
+    sink, rescans, d, w = _watcher()
     try:
         assert w.watch("c", str(root)) == "native"
         time.sleep(0.3)
@@ -60,11 +66,7 @@ def test_a_folder_deeper_than_the_walk_moved_in_asks_for_a_scan_and_is_reported(
     outside = tmp_path / "outside"
     outside.mkdir()
     os.close(folder_chain(str(outside), "deep", WALK_DEPTH + 20))
-    sink = EventSink()
-    rescans: list[list[str]] = []
-    d = Debouncer(sink, debounce_s=0.1, delete_hold_s=0.1).start()
-    w = Watcher(d, known_under=lambda c, p: [], is_known=lambda c, p: False, on_root_event=lambda c, r: None,
-                on_overflow=lambda names: None, on_rescan=rescans.append)
+    sink, rescans, d, w = _watcher()
     try:
         assert w.watch("c", str(root)) == "native"
         time.sleep(0.3)

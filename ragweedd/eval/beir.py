@@ -151,8 +151,7 @@ def _warm_embed_cache(pipe, files: list[Path], progress=None, batch: int = 64) -
             res = chunk_document(doc, pipe.params)
         except Exception:  # noqa: BLE001 - the ingest proper reports the file's error
             continue
-        pipe.add_context(res.chunks, str(f.absolute()), doc.title)
-        for c in res.chunks:
+        for c in pipe.add_context(res.chunks, str(f.absolute()), doc.title):
             todo.setdefault(c["embed_hash"], embed_input(c["text"], c.get("context")))
     have = set(pipe.db.cached_vectors(eid, list(todo)))
     items = [(h, t) for h, t in todo.items() if h not in have]

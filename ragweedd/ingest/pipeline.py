@@ -20,7 +20,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from ragweedd.chunk.chunker import ChunkParams, chunk_document, text_hash
 from ragweedd.chunk.context import context_line, document_label, embed_input, index_embedder_id
@@ -253,7 +253,7 @@ class Pipeline:
             out = FileOutcome(src, status, md5=md5, error=str(e), retryable=getattr(e, "retryable", False))
             return self._done(out, t0, collection)
 
-        self.add_context(result.chunks, src, doc.title)
+        result.chunks = list(self.add_context(result.chunks, src, doc.title))
         vectors = self._cached(result.chunks)
         rag.publish(md5=md5, source_file=src, rel_path=rel, kind=doc.kind, extractor=doc.extractor,
                     ocr_type=doc.ocr_type, title=doc.title, size_bytes=st.st_size, chunks=result.chunks,
@@ -265,8 +265,9 @@ class Pipeline:
         out.embedded = self._fill_now(collection)
         return self._done(out, t0, collection)
 
-    def add_context(self, chunks: list[dict], src: str, title: str | None) -> None:
-        """Give each chunk its context line (when enabled) and the hash of what is embedded."""
+    def add_context(self, chunks: Iterable[dict], src: str, title: str | None) -> Iterator[dict]:
+        """Each chunk, as it is given its context line (when enabled) and the hash of what is
+        embedded; the document's label is worked out once, also for a file chunked as a stream."""
         label = document_label(src, title) if self.with_context else ""
         for c in chunks:
             if self.with_context:
@@ -274,6 +275,7 @@ class Pipeline:
                 c["context"] = context_line(label, meta.get("section_path"), meta.get("section"))
             c["embed_hash"] = text_hash(embed_input(c["text"], c.get("context"))) if c.get("context") \
                 else c["text_hash"]
+            yield c
 
     def _cached(self, chunks: list[dict]) -> list[bytes | None]:
         """Each chunk's vector from the embed cache, None where it must be computed."""
@@ -302,13 +304,13 @@ class Pipeline:
         dropped: dict[str, int] = {}
         counts = {"chunks": 0, "pending": 0}
 
-        def with_context() -> Iterator[dict]:
-            for c in iter_chunks(stream.pieces(), stream.kind, stream.regions, self.params, dropped):
-                self.add_context([c], src, stream.title)
+        def counted() -> Iterator[dict]:
+            for c in self.add_context(iter_chunks(stream.pieces(), stream.kind, stream.regions, self.params,
+                                                  dropped), src, stream.title):
                 counts["chunks"] += 1
                 yield c
 
-        chunks, vectors = self._cached_pairs(with_context(), counts)
+        chunks, vectors = self._cached_pairs(counted(), counts)
         self.rag(collection).publish(
             md5=md5, source_file=src, rel_path=rel, kind=stream.kind, extractor=stream.extractor,
             ocr_type=stream.ocr_type, title=stream.title, size_bytes=size, chunks=chunks,

@@ -164,15 +164,21 @@ KEYS: tuple[KeySpec, ...] = (
     K("", "max_chunks_per_file", int, 2, "MAX_CHUNKS_PER_FILE: results kept per source file.", _range(1, 1000)),
     K("", "min_score", float, 0.0, "MIN_SCORE: drop results with rel_score below this.", _range(0.0, 1.0)),
     K("", "pre_annotate_keep", int, 100, "PRE_ANNOTATE_KEEP: percent of results kept for annotation.", _range(1, 100)),
+    K("", "fts_top_k", int, 128, "Keyword candidates per collection (the keyword leg's depth; top_k is the vector leg's).", _range(1, 10000)),
     K("", "fts_enabled", bool, True, "FTS_ENABLED: run the keyword (FTS5) half of hybrid search."),
     K("", "fts_weight", float, 0.15, "FTS_WEIGHT: bonus added to the similarity of keyword hits.", _range(0.0, 10.0)),
     K("", "fts_min_query_ic", float, 0.5, "FTS_MIN_QUERY_IC: skip keyword search when the query's mean IDF is below this.", _range(0.0, 100.0)),
     K("", "fts_long_query_threshold", int, 5, "FTS_LONG_QUERY_THRESHOLD: longer queries keep their top two thirds of words by IDF.", _range(1, 1000)),
+    K("", "fts_prune_long_queries", bool, False, "Keep only the top two thirds of a long query's words by IDF (the original design); off: every word counts, as in BM25."),
     K("", "fts_or_max_postings", int, 10000, "Most summed document frequency of the OR tier's terms (rarest first); bounds its cost on large collections.", _range(1, 10**9)),
     K("", "synonyms_enabled", bool, True, "SYNONYMS_ENABLED: expand the OR tier with WordNet synonyms."),
+    K("", "synonyms_for", str, "absent", "Which query words get WordNet synonyms: 'absent' (only words the collection does not contain, so only their synonyms can match) or 'all' (the original design's budget by IDF third).", _choice("absent", "all")),
     K("", "synonyms_max_per_word", int, 5, "SYNONYMS_MAX_PER_WORD: synonym budget of the top IDF tier.", _range(0, 100)),
     K("", "wordnet_dir", str, "/usr/share/wordnet", "Directory of the WordNet 3.0 dict files (index.noun, data.noun, ...)."),
-    K("", "fusion", str, "rrf", "How keyword and vector results merge: 'rrf' (reciprocal-rank fusion, measured best on SciFact train) or 'boost' (+fts_weight, the original design).", _choice("boost", "rrf")),
+    K("", "fusion", str, "zscore", "How keyword and vector results merge: 'zscore' (each leg standardised over its top scores, then weighted; measured best over SciFact train and FinanceBench dev), 'convex' (cosine and BM25 over the query's best BM25, weighted), 'rrf' (reciprocal-rank fusion) or 'boost' (+fts_weight, the original design).", _choice("zscore", "convex", "rrf", "boost")),
+    K("", "zscore_dense_weight", float, 0.55, "Fusion 'zscore': the dense leg's weight (the keyword leg gets the rest).", _range(0.0, 1.0)),
+    K("", "convex_dense_weight", float, 0.7, "Fusion 'convex': the cosine's weight (the normalised BM25 gets the rest).", _range(0.0, 1.0)),
+    K("", "rrf_keyword_weight", float, 1.0, "RRF fusion: the weight of the keyword list (the dense list's is 1).", _range(0.0, 100.0)),
     K("", "rrf_k", int, 60, "The k of reciprocal-rank fusion.", _range(1, 10000)),
     # --- answers (original RAGWeed keys) -----------------------------------------------------
     K("", "max_tokens", int, 1024, "MAX_TOKENS: tokens reserved for the answer.", _range(16, 200000)),
@@ -276,15 +282,21 @@ class Config:
     max_chunks_per_file: int = 2
     min_score: float = 0.0
     pre_annotate_keep: int = 100
+    fts_top_k: int = 128
     fts_enabled: bool = True
     fts_weight: float = 0.15
     fts_min_query_ic: float = 0.5
     fts_long_query_threshold: int = 5
+    fts_prune_long_queries: bool = False
     fts_or_max_postings: int = 10000
     synonyms_enabled: bool = True
+    synonyms_for: str = "absent"
     synonyms_max_per_word: int = 5
     wordnet_dir: str = "/usr/share/wordnet"
-    fusion: str = "rrf"
+    fusion: str = "zscore"
+    zscore_dense_weight: float = 0.55
+    convex_dense_weight: float = 0.7
+    rrf_keyword_weight: float = 1.0
     rrf_k: int = 60
     # answers
     max_tokens: int = 1024

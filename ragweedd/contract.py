@@ -351,8 +351,8 @@ class Hit(TypedDict):
     rank: int
     annotate: bool
     sim: NotRequired[float | None]  # dense similarity, when the dense leg saw the chunk
-    bm25: NotRequired[float | None]  # keyword score, when the keyword leg found it
-    fts: NotRequired[bool]
+    bm25: NotRequired[float | None]  # BM25 of the query's words in the chunk, when it holds any
+    fts: NotRequired[bool]  # found by the keyword leg (not only scored for the fusion)
     dense_rank: NotRequired[int | None]
     fts_rank: NotRequired[int | None]
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import sys
 
+from ragweedd.query.merge import FUSIONS
+
 
 def add_parser(sub) -> None:
     e = sub.add_parser("eval", help="measure retrieval quality (dense, keyword, hybrid) on a dataset")
@@ -16,7 +18,7 @@ def add_parser(sub) -> None:
     b.add_argument("--limit", type=int, help="evaluate only the first N judged queries")
     b.add_argument("--json", action="store_true", help="print the full result as JSON")
     b.add_argument("--chunk-size", type=int, help="override chunk_size (tokens) for this run")
-    b.add_argument("--fusion", choices=("boost", "rrf"), help="override fusion for this run")
+    b.add_argument("--fusion", choices=FUSIONS, help="override fusion for this run")
     b.add_argument("--modes", default="dense,keyword,hybrid", help="comma-separated subset of dense,keyword,hybrid")
     b.add_argument("--depth", type=int, default=300, help="candidate chunks per mode (>= 100 for Recall@100)")
     b.add_argument("--workdir", help="scratch folder for the ingested corpus (default: under the cache dir)")

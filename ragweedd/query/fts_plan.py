@@ -4,13 +4,19 @@
    lower-cased, first occurrence kept.
 2. IDF per word from the collection's IdfCache (query/idf.py).
 3. Mean IDF below FTS_MIN_QUERY_IC -> no keyword search (the reason is in the meta).
-4. More than FTS_LONG_QUERY_THRESHOLD words -> only the top two thirds by IDF are kept.
-5. Synonyms from WordNet with a budget by IDF third (top SYNONYMS_MAX_PER_WORD, middle half of it,
-   bottom 1; pruned words 0; a word the collection does not contain gets the full budget, since
-   only its synonyms can match). Synonyms the collection does not contain are not used, nor are
-   synonyms of numbers, of words in more than half the chunks, or one-letter/numeric synonyms.
-6. Tier 1: AND of the kept words that occur at all. Tier 2: OR of kept words and synonyms. The
-   first tier with at least MIN_TIER_HITS rows is the answer.
+4. More than FTS_LONG_QUERY_THRESHOLD words -> only the top two thirds by IDF are kept, when
+   ``fts_prune_long_queries`` is on (off by default: it cost 0.003 nDCG@10 on SciFact train).
+5. Synonyms from WordNet for words the collection does not contain (``synonyms_for = "absent"``,
+   the default: synonyms of words it does contain cost 0.017-0.03 nDCG@10 on SciFact train), or,
+   with ``synonyms_for = "all"``, the original design's budget by IDF third (top
+   SYNONYMS_MAX_PER_WORD, middle half of it, bottom 1; pruned words 0; a word the collection does
+   not contain gets the full budget, since only its synonyms can match). Synonyms the collection
+   does not contain are not used, nor are synonyms of numbers, of words in more than half the
+   chunks, or one-letter/numeric synonyms.
+6. Tier 1: AND of the kept words that occur at all; it is the answer when it fills the page
+   (``limit`` rows). Tier 2: OR of kept words and synonyms, ranked by BM25 over the whole
+   collection, which is plain BM25 whenever the postings budget below leaves no word out. The OR
+   tier is the answer when it has at least MIN_TIER_HITS rows or more rows than the AND tier.
 
 Safety: every word and synonym is reduced to alphanumeric runs and written as a quoted FTS5 string,
 so no operator (quotes, NEAR, *, ^, -, :, parentheses, AND/OR/NOT) can reach MATCH from a query.
@@ -33,7 +39,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ragweedd.logging import get_logger
+from ragweedd.query.bm25 import Bm25Terms, fts5_idf
 from ragweedd.query.idf import CACHE_MAX_DF_FRACTION, IdfCache
+from ragweedd.store.fts_reader import STEMMER
 from ragweedd.store.protocols import KeywordReader
 
 log = get_logger("ragweedd.query.fts")
@@ -101,6 +109,18 @@ class Plan:
                     out.setdefault(s, df)
         return list(out.items())
 
+    def scorer(self, fts: KeywordReader) -> Bm25Terms:
+        """FTS5's BM25 inputs for the plan's one-word terms (kept words and one-word synonyms that
+        occur; a phrase synonym is scored only where MATCH finds it)."""
+        idf: dict[str, float] = {}
+        for s, df in self.or_terms():
+            if " " in s:
+                continue
+            terms = STEMMER.terms(s.strip('"'))
+            if len(terms) == 1:
+                idf.setdefault(terms[0], fts5_idf(df, self.n_docs))
+        return Bm25Terms(idf, fts.mean_row_tokens() if idf else 0.0)
+
     def meta(self) -> dict[str, Any]:
         return {"words": [w.as_dict() for w in self.words], "n_docs": self.n_docs,
                 "mean_idf": round(self.mean_idf, 4), "skipped": self.skipped,
@@ -130,7 +150,7 @@ def make_plan(query: str, idf_cache: IdfCache, cfg, wordnet=None, synonym_status
         log.info("fts_skipped_low_ic", query_words=len(words), mean_idf=round(mean, 3))
         return plan
     ranked = sorted(infos, key=lambda i: -i.idf)  # stable: ties keep query order
-    if len(infos) > cfg.fts_long_query_threshold:
+    if cfg.fts_prune_long_queries and len(infos) > cfg.fts_long_query_threshold:
         keep = math.ceil(len(infos) * 2 / 3)
         for i in ranked[keep:]:
             i.kept = False
@@ -142,6 +162,8 @@ def make_plan(query: str, idf_cache: IdfCache, cfg, wordnet=None, synonym_status
                 i.budget = 0  # numbers: WordNet's "5" -> "v", "fin" only adds noise
             elif i.df == 0:
                 i.budget = top
+            elif cfg.synonyms_for == "absent":
+                i.budget = 0
             elif i.df > CACHE_MAX_DF_FRACTION * n:
                 i.budget = 0  # "a" -> "angstrom": synonyms of near-stopwords only add noise
             else:
@@ -181,15 +203,14 @@ def execute(fts: KeywordReader, plan: Plan, limit: int, *, max_postings: int,
     meta: dict[str, Any] = {"tier": None, "tiers": []}
     if plan.skipped:
         return [], meta
-    # With a filter the rows outside it are dropped after MATCH, so ask for more of them.
-    fetch = limit if allowed is None else max(limit * 8, 256)
 
-    def run(tier: int, expr: str, extra: dict | None = None) -> list[tuple[int, float]]:
+    def run(tier: int, expr: str, want: int, extra: dict | None = None) -> list[tuple[int, float]]:
         t0 = time.perf_counter()
-        hits = fts.match(expr, fetch)
+        # With a filter the rows outside it are dropped after MATCH, so ask for more of them.
+        hits = fts.match(expr, want if allowed is None else max(want * 8, 256))
         if allowed is not None:
             hits = [h for h in hits if h[0] in allowed]
-        hits = hits[:limit]
+        hits = hits[:want]
         meta["tiers"].append({"tier": tier, "match": expr, "hits": len(hits),
                               "ms": round((time.perf_counter() - t0) * 1000, 3), **(extra or {})})
         return hits
@@ -197,8 +218,11 @@ def execute(fts: KeywordReader, plan: Plan, limit: int, *, max_postings: int,
     expr = plan.and_expr()
     hits: list[tuple[int, float]] = []
     if expr:
-        hits = run(1, expr)
-        if len(hits) >= MIN_TIER_HITS:
+        hits = run(1, expr, limit)
+        # BM25 over the OR of the words ranks the rows holding all of them first, so a full page
+        # of them is the OR tier's answer at a fraction of its cost; a partial page is not, and
+        # the rows holding most of the words are what the OR tier adds.
+        if len(hits) >= limit:
             meta["tier"] = 1
             return hits, meta
     terms = sorted(plan.or_terms(), key=lambda t: t[1])
@@ -212,7 +236,20 @@ def execute(fts: KeywordReader, plan: Plan, limit: int, *, max_postings: int,
             total += df
         else:
             left_out.append(s)
-    or_hits = run(2, " OR ".join(chosen), {"postings": total, "left_out_for_budget": left_out})
+    if " OR ".join(chosen) == expr:  # one word and no synonyms: the OR tier is the AND tier
+        meta["tier"] = 1 if hits else None
+        return hits, meta
+    # The words left out still count: the rows MATCH found get their BM25 share added (FTS5's
+    # scores are sums over terms), which can reorder them, so twice the page is fetched first.
+    left_terms = [STEMMER.terms(s.strip('"'))[0] for s in left_out
+                  if " " not in s and len(STEMMER.terms(s.strip('"'))) == 1]
+    or_hits = run(2, " OR ".join(chosen), 2 * limit if left_terms else limit,
+                  {"postings": total, "left_out_for_budget": left_out, "left_out_scored": left_terms})
+    if left_terms and or_hits:
+        t0 = time.perf_counter()
+        extra = plan.scorer(fts).score_rows(fts, [i for i, _ in or_hits], left_terms)
+        or_hits = sorted(((i, s + extra.get(i, 0.0)) for i, s in or_hits), key=lambda h: -h[1])[:limit]
+        meta["tiers"][-1]["rescore_ms"] = round((time.perf_counter() - t0) * 1000, 3)
     if len(or_hits) >= MIN_TIER_HITS or len(or_hits) > len(hits):
         meta["tier"] = 2
         return or_hits, meta
@@ -223,6 +260,15 @@ def execute(fts: KeywordReader, plan: Plan, limit: int, *, max_postings: int,
 def fts_search(fts: KeywordReader, query: str, idf_cache: IdfCache, cfg, limit: int, *,
                wordnet=None, synonym_status: dict | None = None,
                allowed: Iterable[int] | None = None) -> tuple[list[tuple[int, float]], dict[str, Any]]:
+    hits, meta, _ = keyword_leg(fts, query, idf_cache, cfg, limit, wordnet=wordnet,
+                                synonym_status=synonym_status, allowed=allowed)
+    return hits, meta
+
+
+def keyword_leg(fts: KeywordReader, query: str, idf_cache: IdfCache, cfg, limit: int, *,
+                wordnet=None, synonym_status: dict | None = None,
+                allowed: Iterable[int] | None = None) -> tuple[list[tuple[int, float]], dict[str, Any], Plan]:
+    """The keyword leg of a search: (hits, meta, the plan, whose scorer can score more rows)."""
     t0 = time.perf_counter()
     limit = max(limit, MIN_TIER_HITS)  # below that no tier could ever count as having fired
     plan = make_plan(query, idf_cache, cfg, wordnet, synonym_status)
@@ -233,4 +279,4 @@ def fts_search(fts: KeywordReader, query: str, idf_cache: IdfCache, cfg, limit: 
     meta = plan.meta()
     meta.update(run_meta)
     meta["timings_ms"] = {"plan": round((t1 - t0) * 1000, 3), "match": round((t2 - t1) * 1000, 3)}
-    return hits, meta
+    return hits, meta, plan

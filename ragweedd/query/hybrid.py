@@ -16,9 +16,9 @@ from typing import Any, Iterable
 from ragweedd.errors import RequestError
 from ragweedd.logging import get_logger
 from ragweedd.query.filters import Filters
-from ragweedd.query.fts_plan import fts_search
+from ragweedd.query.fts_plan import keyword_leg
 from ragweedd.query.idf import IdfCache
-from ragweedd.query.merge import Candidate, finish, fuse
+from ragweedd.query.merge import FUSIONS, Candidate, FusionParams, finish, fuse
 from ragweedd.query.vectors import VectorSearch
 from ragweedd.query.wordnet import open_wordnet, wordnet_status
 from ragweedd.store.protocols import IdfCacheStore, KeywordReader, RagStore, StoreBackend
@@ -99,7 +99,12 @@ class Searcher:
         cfg = self.cfg
         filters = filters or Filters()
         fusion = fusion or cfg.fusion
+        if fusion not in FUSIONS:
+            raise RequestError(f"fusion {fusion!r} is unknown", hint="use one of " + ", ".join(FUSIONS))
         depth = max(top_k or cfg.top_k, 1)
+        # The keyword leg looks deeper than the vector leg: its extra candidates are cheap and
+        # measured to help (docs/retrieval.md); an explicit top_k (the eval) sets both.
+        fts_depth = max(top_k or cfg.fts_top_k, 1)
         t0 = time.perf_counter()
         cols = [c for c in self.collections if not filters.collections or c.name in filters.collections]
         if filters.collections:
@@ -114,7 +119,7 @@ class Searcher:
         use_fts = mode in ("hybrid", "keyword") and cfg.fts_enabled
         fts_future = None
         if use_fts:
-            fts_future = self._pool.submit(self._keyword, cols, query, depth, allowed)
+            fts_future = self._pool.submit(self._keyword, cols, query, fts_depth, allowed)
         cands: dict[tuple[str, int], Candidate] = {}
         qvec = None
         if mode in ("hybrid", "dense"):
@@ -135,20 +140,25 @@ class Searcher:
                     cands[(c.name, cid)] = Candidate(c.name, cid, sim=sim, in_dense=True)
             timings["vector"] = _ms(t)
         fts_meta: dict[str, Any] = {}
+        plans: dict[str, Any] = {}
         if fts_future is not None:
-            kw, fts_meta, timings["fts"] = fts_future.result()
+            kw, fts_meta, plans, timings["fts"] = fts_future.result()
             for name, hits in kw.items():
                 for cid, score in hits:
                     c = cands.get((name, cid))
                     if c is None:
                         c = cands[(name, cid)] = Candidate(name, cid)
                     c.bm25 = score
+                    c.in_keyword = True
         elif mode != "dense":
             fts_meta = {"skipped": "fts_enabled = false"}
         t = time.perf_counter()
         if qvec is not None:
             self._fill_similarity(cols, cands, qvec)
-        fuse(list(cands.values()), mode=mode, fusion=fusion, fts_weight=cfg.fts_weight, rrf_k=cfg.rrf_k)
+        if mode == "hybrid" and fusion in ("zscore", "convex") and plans:
+            self._fill_keyword_scores(cols, cands, plans)
+            timings["keyword_scores"] = _ms(t)
+        fuse(list(cands.values()), mode=mode, params=FusionParams.of(cfg, fusion))
         hits = self._hits(cols, cands)
         results, counts = finish(hits, max_per_file=cfg.max_chunks_per_file, min_score=cfg.min_score,
                                  limit=limit, keep_pct=cfg.pre_annotate_keep)
@@ -157,8 +167,9 @@ class Searcher:
         meta = {
             "query": query, "mode": mode, "fusion": fusion if mode == "hybrid" else None,
             "collections": [c.name for c in cols], "filters": filters.as_dict(), "top_k": depth,
+            "fts_top_k": fts_depth if use_fts else None,
             "counts": {"dense": sum(1 for c in cands.values() if c.in_dense),
-                       "keyword": sum(1 for c in cands.values() if c.bm25 is not None), **counts},
+                       "keyword": sum(1 for c in cands.values() if c.in_keyword), **counts},
             "tier": {name: m.get("tier") for name, m in fts_meta.items()} if use_fts else None,
             "fts": fts_meta, "synonyms": self.wordnet_status, "timings_ms": timings,
         }
@@ -168,13 +179,30 @@ class Searcher:
         t = time.perf_counter()
         out: dict[str, list[tuple[int, float]]] = {}
         metas: dict[str, Any] = {}
+        plans: dict[str, Any] = {}
         for c in cols:
             with c.fts_lock:
-                hits, m = fts_search(c.fts, query, c.idf, self.cfg, depth, wordnet=self.wordnet,
-                                     synonym_status=self.wordnet_status, allowed=allowed[c.name])
+                hits, m, plan = keyword_leg(c.fts, query, c.idf, self.cfg, depth, wordnet=self.wordnet,
+                                            synonym_status=self.wordnet_status, allowed=allowed[c.name])
             out[c.name] = hits
             metas[c.name] = m
-        return out, metas, _ms(t)
+            if not plan.skipped:
+                plans[c.name] = plan
+        return out, metas, plans, _ms(t)
+
+    def _fill_keyword_scores(self, cols, cands, plans) -> None:
+        """BM25 of the query's words for the chunks only the vector search found, so score
+        fusion weighs every candidate on both legs (a chunk without any of the words keeps none)."""
+        for c in cols:
+            plan = plans.get(c.name)
+            missing = [cid for (name, cid), cand in cands.items() if name == c.name and cand.bm25 is None]
+            if plan is None or not missing:
+                continue
+            with c.fts_lock:
+                scores = plan.scorer(c.fts).score_rows(c.fts, missing)
+            for cid, score in scores.items():
+                if score > 0:
+                    cands[(c.name, cid)].bm25 = score
 
     def _fill_similarity(self, cols, cands, qvec) -> None:
         import numpy as np
@@ -201,7 +229,7 @@ class Searcher:
                 if h is None:  # deleted between retrieval and now
                     continue
                 cand = cands[(c.name, cid)]
-                h.update(score=cand.score, sim=cand.sim, bm25=cand.bm25, fts=cand.bm25 is not None,
+                h.update(score=cand.score, sim=cand.sim, bm25=cand.bm25, fts=cand.in_keyword,
                          dense_rank=cand.dense_rank, fts_rank=cand.fts_rank)
                 out.append(h)
         return out

@@ -1,11 +1,24 @@
 """Merging vector and keyword candidates into one ranked result list (DESIGN §8, "Merge").
 
-Fusion "boost" (the design's): score = vector similarity + FTS_WEIGHT when the keyword plan found
-the chunk; a chunk found only by keywords gets its similarity from its stored vector, so every
-score is on the cosine scale and collections merge directly. Fusion "rrf": score = sum over the
-two lists of 1 / (RRF_K + rank), ranks 1-based in the dense list (all collections, by similarity)
-and the keyword list (all collections, by BM25; BM25 of different collections is only roughly
-comparable, which RRF's use of ranks tolerates).
+Every candidate of a hybrid search has both scores where it can: a chunk found only by keywords
+gets its cosine from its stored vector, a chunk found only by the vector search gets its BM25 for
+the query's words from the keyword reader (query/bm25.py), so the fusion sees both legs fully.
+
+Fusion "zscore" (the default; measured best over SciFact train and FinanceBench dev together, see
+docs/retrieval.md): each leg's scores are standardised by the mean and deviation of that leg's top
+scores (the dense leg's first ``top_k`` over all collections, one cosine scale; the keyword leg's
+first ``fts_top_k`` per collection, since BM25 scales differ between collections), and
+score = a * z(dense) + (1 - a) * z(keyword), a = ``zscore_dense_weight``. A leg that did not score a
+chunk gives it the lowest z of its window. Standardising puts both legs on one scale (how far a
+chunk stands above its leg's usual top scores), whatever the raw scale of BM25 in a collection or
+the range of cosines a model gives: a model whose cosines all lie between 0.5 and 0.9 is weighed
+like one whose cosines spread from 0.1 to 0.8, which dividing by the best score does not do.
+Fusion "convex": score = a * cosine + (1 - a) * bm25 / (the best bm25 of the query in that
+collection), a = ``convex_dense_weight``. Fusion "rrf": score = sum over the two lists of
+w / (RRF_K + rank), ranks 1-based in the dense list (all collections, by similarity) and the keyword
+leg's own list (all collections, by BM25), w = 1 for the dense list and ``rrf_keyword_weight`` for
+the keyword list. Fusion "boost" (the original design's): score = vector similarity + FTS_WEIGHT
+when the keyword leg found the chunk.
 
 Then, in this order: sort; keep at most MAX_CHUNKS_PER_FILE per (collection, source file); drop a
 chunk whose first 200 characters (whitespace collapsed) repeat a higher-scoring one; rel_score =
@@ -31,26 +44,76 @@ class Candidate:
     dense_rank: int | None = None
     fts_rank: int | None = None
     in_dense: bool = False  # found by the vector search (not just scored from its stored vector)
+    in_keyword: bool = False  # found by the keyword leg (not just scored for the query's words)
     score: float = 0.0
 
 
-def fuse(cands: list[Candidate], *, mode: str, fusion: str, fts_weight: float, rrf_k: int) -> None:
+FUSIONS = ("zscore", "convex", "rrf", "boost")
+
+
+@dataclass(frozen=True)
+class FusionParams:
+    fusion: str = "zscore"
+    dense_weight: float = 0.55
+    fts_weight: float = 0.15
+    rrf_k: int = 60
+    rrf_keyword_weight: float = 1.0
+    dense_window: int = 64
+    keyword_window: int = 128
+
+    @classmethod
+    def of(cls, cfg, fusion: str | None = None) -> "FusionParams":
+        fusion = fusion or cfg.fusion
+        a = cfg.convex_dense_weight if fusion == "convex" else cfg.zscore_dense_weight
+        return cls(fusion, a, cfg.fts_weight, cfg.rrf_k, cfg.rrf_keyword_weight, cfg.top_k, cfg.fts_top_k)
+
+
+def _window_stats(scores: list[float]) -> tuple[float, float, float]:
+    """(mean, deviation, lowest) of a leg's top scores; deviation 1 when they are all alike."""
+    if not scores:
+        return 0.0, 1.0, 0.0
+    mean = sum(scores) / len(scores)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in scores) / len(scores))
+    return mean, (sd if sd > 1e-12 else 1.0), min(scores)
+
+
+def fuse(cands: list[Candidate], *, mode: str, params: FusionParams) -> None:
     dense = sorted((c for c in cands if c.in_dense), key=lambda c: -(c.sim or 0.0))
     for r, c in enumerate(dense, 1):
         c.dense_rank = r
-    kw = sorted((c for c in cands if c.bm25 is not None), key=lambda c: -(c.bm25 or 0.0))
+    kw = sorted((c for c in cands if c.in_keyword), key=lambda c: -(c.bm25 or 0.0))
     for r, c in enumerate(kw, 1):
         c.fts_rank = r
+    by_col: dict[str, list[Candidate]] = {}
+    for c in cands:
+        if c.bm25 is not None:
+            by_col.setdefault(c.collection, []).append(c)
+    best_bm25 = {name: max(x.bm25 or 0.0 for x in xs) for name, xs in by_col.items()}
+    if mode == "hybrid" and params.fusion == "zscore":
+        dstat = _window_stats([c.sim or 0.0 for c in sorted((c for c in cands if c.sim is not None),
+                                                            key=lambda c: -(c.sim or 0.0))[:params.dense_window]])
+        kstat = {name: _window_stats(sorted((x.bm25 or 0.0 for x in xs), reverse=True)[:params.keyword_window])
+                 for name, xs in by_col.items()}
+    a, k = params.dense_weight, params.rrf_k
     for c in cands:
         if mode == "dense":
             c.score = c.sim or 0.0
         elif mode == "keyword":
             c.score = c.bm25 or 0.0
-        elif fusion == "rrf":
-            c.score = ((1.0 / (rrf_k + c.dense_rank)) if c.dense_rank else 0.0) + \
-                      ((1.0 / (rrf_k + c.fts_rank)) if c.fts_rank else 0.0)
+        elif params.fusion == "zscore":
+            m, sd, lo = dstat
+            zd = ((c.sim if c.sim is not None else lo) - m) / sd
+            km, ksd, klo = kstat.get(c.collection, (0.0, 1.0, 0.0))
+            zk = ((c.bm25 if c.bm25 else klo) - km) / ksd
+            c.score = a * zd + (1.0 - a) * zk
+        elif params.fusion == "convex":
+            top = best_bm25.get(c.collection) or 0.0
+            c.score = a * (c.sim or 0.0) + (1.0 - a) * ((c.bm25 or 0.0) / top if top > 0 else 0.0)
+        elif params.fusion == "rrf":
+            c.score = ((1.0 / (k + c.dense_rank)) if c.dense_rank else 0.0) + \
+                      ((params.rrf_keyword_weight / (k + c.fts_rank)) if c.fts_rank else 0.0)
         else:
-            c.score = (c.sim or 0.0) + (fts_weight if c.bm25 is not None else 0.0)
+            c.score = (c.sim or 0.0) + (params.fts_weight if c.in_keyword else 0.0)
 
 
 def dedup_key(text: str) -> str:

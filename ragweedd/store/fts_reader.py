@@ -60,6 +60,61 @@ class Stemmer:
 STEMMER = Stemmer()
 
 
+class _TermCounter:
+    """Occurrences of given index terms in given rows' text, counted by SQLite's own tokenizer: the
+    rows are written into a private in-memory FTS5 table with fts_chunks' tokenizer and read back
+    through fts5vocab, so a count is exactly the one FTS5 would see. One table per thread."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def _conn(self) -> sqlite3.Connection:
+        c = getattr(self._local, "conn", None)
+        if c is None:
+            c = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            c.execute("CREATE VIRTUAL TABLE t USING fts5(content, context, tokenize='porter unicode61')")
+            c.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
+            self._local.conn = c
+        return c
+
+    def counts(self, rows: list[tuple[int, str, str]], terms: list[str]) -> dict[int, dict[str, int]]:
+        c = self._conn()
+        out: dict[int, dict[str, int]] = {}
+        c.execute("BEGIN")
+        try:
+            c.executemany("INSERT INTO t(rowid, content, context) VALUES (?,?,?)", rows)
+            q = ",".join("?" * len(terms))
+            for term, doc, n in c.execute(f"SELECT term, doc, count(*) FROM v WHERE term IN ({q}) GROUP BY term, doc",
+                                          terms):
+                out.setdefault(int(doc), {})[term] = int(n)
+        finally:
+            c.execute("DELETE FROM t")
+            c.execute("COMMIT")
+        return out
+
+
+TERM_COUNTER = _TermCounter()
+
+
+def _varints(blob: bytes) -> list[int]:
+    """SQLite's varints (as FTS5 writes its size records): 7 bits a byte, high bit = more, the
+    ninth byte whole."""
+    out, i = [], 0
+    while i < len(blob):
+        v = 0
+        for k in range(9):
+            b = blob[i]
+            i += 1
+            if k == 8:
+                v = (v << 8) | b
+                break
+            v = (v << 7) | (b & 0x7F)
+            if not b & 0x80:
+                break
+        out.append(v)
+    return out
+
+
 class FtsReader:
     """Keyword reads of one collection's rag.sqlite3 on one connection: document frequencies, MATCH
     with bm25, and the chunk count and change sequence the IDF cache is validated against. Opened
@@ -72,6 +127,9 @@ class FtsReader:
         else:
             self.conn, self._owned = connect(source, readonly=True), True
         self.vocab: str | None = None
+        # Databases from before the context column (rag migration 4) score content alone.
+        cols = {r[1] for r in self.conn.execute("PRAGMA table_info(fts_chunks)")}
+        self._context_col = "context" if "context" in cols else "''"
         # TEMP: no schema change to rag.sqlite3, and each reading connection gets its own. Creating
         # it is a write to the temp schema, which query_only forbids, so it is lifted for this.
         query_only = self.conn.execute("PRAGMA query_only").fetchone()[0]
@@ -123,6 +181,29 @@ class FtsReader:
     def match(self, expr: str, limit: int) -> list[tuple[int, float]]:
         """[(chunk id, bm25 as a positive score)] for a safe FTS5 expression, best first."""
         return keyword_match(self.conn, expr, limit)
+
+    def row_stats(self, ids: list[int], terms: list[str]) -> tuple[dict[int, int], dict[int, dict[str, int]]]:
+        """({row: its tokens in all columns}, {row: {term: occurrences}}) for the given rows and
+        index terms: what FTS5's bm25() reads for a row, for rows and terms of our choosing."""
+        lengths: dict[int, int] = {}
+        rows: list[tuple[int, str, str]] = []
+        for i in range(0, len(ids), 500):
+            part = list(ids[i:i + 500])
+            q = ",".join("?" * len(part))
+            for rid, sz in self.conn.execute(f"SELECT id, sz FROM fts_chunks_docsize WHERE id IN ({q})", part):
+                lengths[int(rid)] = sum(_varints(bytes(sz)))
+            if terms:
+                rows.extend((int(r[0]), r[1] or "", r[2] or "") for r in self.conn.execute(
+                    f"SELECT rowid, content, {self._context_col} FROM fts_chunks WHERE rowid IN ({q})", part))
+        return lengths, (TERM_COUNTER.counts(rows, terms) if rows else {})
+
+    def mean_row_tokens(self) -> float:
+        """Tokens per row over the whole index, from FTS5's own totals record."""
+        row = self.conn.execute("SELECT block FROM fts_chunks_data WHERE id = 1").fetchone()
+        if row is None:
+            return 0.0
+        v = _varints(bytes(row[0]))
+        return sum(v[1:]) / v[0] if v and v[0] else 0.0
 
     def chunk_count(self) -> int:
         return int(self.conn.execute("SELECT count(*) FROM embeddings").fetchone()[0])

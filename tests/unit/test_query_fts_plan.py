@@ -99,7 +99,7 @@ def test_empty_query_words_are_skipped_with_reason(conn):
 
 def test_long_queries_keep_top_two_thirds_by_idf(conn):
     q = "the cell protein membrane folding mitosis divides the"
-    plan = make_plan(q, idf_cache(conn), cfg(fts_long_query_threshold=5))
+    plan = make_plan(q, idf_cache(conn), cfg(fts_long_query_threshold=5, fts_prune_long_queries=True))
     words = query_words(q)
     assert len(words) == 7
     kept = [w.word for w in plan.words if w.kept]
@@ -107,13 +107,27 @@ def test_long_queries_keep_top_two_thirds_by_idf(conn):
     assert "the" not in kept and "cell" not in kept  # the least informative go
     dropped_idf = max(w.idf for w in plan.words if not w.kept)
     assert all(w.idf >= dropped_idf for w in plan.words if w.kept)
-    plan = make_plan(q, idf_cache(conn), cfg(fts_long_query_threshold=7))
+    plan = make_plan(q, idf_cache(conn), cfg(fts_long_query_threshold=7, fts_prune_long_queries=True))
     assert all(w.kept for w in plan.words)
 
 
-def test_tier_one_and_fires_with_three_hits(conn):
-    hits, meta = fts_search(conn, "protein membrane", idf_cache(conn), cfg(), 10)
+def test_every_word_counts_by_default(conn):
+    # plain BM25 keeps every query word: pruning measured a loss, so it is a switch, off
+    plan = make_plan("the cell protein membrane folding mitosis divides the", idf_cache(conn), cfg())
+    assert all(w.kept for w in plan.words)
+
+
+def test_tier_one_and_fires_when_it_fills_the_page(conn):
+    hits, meta = fts_search(conn, "protein membrane", idf_cache(conn), cfg(), 3)
     assert meta["tier"] == 1 and len(hits) == 3 and len(meta["tiers"]) == 1
+
+
+def test_a_partial_and_page_is_completed_by_the_or_tier(conn):
+    # 3 rows hold both words, 4 hold "cell": a page of 10 gets the AND rows first, then the rest
+    hits, meta = fts_search(conn, "protein cell", idf_cache(conn), cfg(synonyms_enabled=False), 10)
+    assert [t["tier"] for t in meta["tiers"]] == [1, 2] and meta["tier"] == 2
+    assert meta["tiers"][0]["hits"] == 3 and len(hits) == 4
+    assert {h[0] for h in hits[:3]} == {1, 2, 3}
 
 
 def test_tier_two_or_when_and_finds_too_few(conn):
@@ -124,7 +138,7 @@ def test_tier_two_or_when_and_finds_too_few(conn):
 
 
 def test_words_missing_from_the_collection_do_not_block_the_and_tier(conn):
-    hits, meta = fts_search(conn, "protein membrane zzyzx", idf_cache(conn), cfg(), 10)
+    hits, meta = fts_search(conn, "protein membrane zzyzx", idf_cache(conn), cfg(), 3)
     assert meta["tier"] == 1 and len(hits) == 3
     assert meta["tiers"][0]["match"] == '"protein" AND "membrane"'
 
@@ -139,7 +153,7 @@ def test_or_postings_budget_takes_rarest_terms_first(conn):
 
 def test_synonyms_expand_the_or_tier_with_budgets(conn):
     wn = WordNet(require_wordnet())
-    c = cfg(fts_min_query_ic=0.0)
+    c = cfg(fts_min_query_ic=0.0, synonyms_for="all")
     # "attack" -> first synset: onslaught, onset, onrush; only "onset" occurs in the collection
     plan = make_plan("attack zzzq", idf_cache(conn), c, wn)
     by = {w.word: w for w in plan.words}
@@ -159,13 +173,17 @@ def test_synonym_budget_by_idf_third():
     texts += [f"{w}syn{i}" for w in ("alpha", "beta", "gamma", "delta", "eps", "zeta") for i in range(9)]
     conn = FtsReader(fts_db(texts))
     plan = make_plan("alpha beta gamma delta eps zeta", idf_cache(conn),
-                     cfg(fts_min_query_ic=0.0, synonyms_max_per_word=5, fts_long_query_threshold=5), FakeWN())
+                     cfg(fts_min_query_ic=0.0, synonyms_max_per_word=5, fts_long_query_threshold=5,
+                         fts_prune_long_queries=True, synonyms_for="all"), FakeWN())
     budgets = {w.word: (w.kept, w.budget, len(w.synonyms)) for w in plan.words}
     # 6 words by IDF: alpha beta | gamma delta | eps zeta; the long-query rule drops the last 2
     assert budgets == {"alpha": (True, 5, 5), "beta": (True, 5, 5), "gamma": (True, 3, 3),
                        "delta": (True, 3, 3), "eps": (False, 0, 0), "zeta": (False, 0, 0)}
-    plan = make_plan("alpha gamma zeta", idf_cache(conn), cfg(fts_min_query_ic=0.0), FakeWN())
+    plan = make_plan("alpha gamma zeta", idf_cache(conn), cfg(fts_min_query_ic=0.0, synonyms_for="all"), FakeWN())
     assert [w.budget for w in plan.words] == [5, 3, 1]
+    # the default gives synonyms only to words the collection lacks: only they need them to match
+    plan = make_plan("alpha gamma qqq", idf_cache(conn), cfg(fts_min_query_ic=0.0), FakeWN())
+    assert [w.budget for w in plan.words] == [0, 0, 5]
 
 
 def test_min_tier_hits_is_three():

@@ -1,11 +1,11 @@
-"""Merging (boost and RRF), the per-file cap, dedup, rel_score, MIN_SCORE, PRE_ANNOTATE_KEEP, and
+"""Merging (zscore, convex, boost and weighted RRF), the per-file cap, dedup, rel_score, MIN_SCORE, PRE_ANNOTATE_KEEP, and
 filter validation."""
 
 import pytest
 
 from ragweedd.errors import RequestError
 from ragweedd.query.filters import Filters
-from ragweedd.query.merge import Candidate, dedup_key, finish, fuse
+from ragweedd.query.merge import Candidate, FusionParams, dedup_key, finish, fuse
 
 
 def hit(i, score, src="/a.txt", text=None, coll="c"):
@@ -15,9 +15,9 @@ def hit(i, score, src="/a.txt", text=None, coll="c"):
 
 def test_boost_adds_fts_weight_and_keyword_only_uses_stored_similarity():
     a = Candidate("c", 1, sim=0.50, in_dense=True)
-    b = Candidate("c", 2, sim=0.45, bm25=3.0, in_dense=True)
-    c = Candidate("c", 3, sim=0.20, bm25=9.0)  # keyword-only, sim from its stored vector
-    fuse([a, b, c], mode="hybrid", fusion="boost", fts_weight=0.15, rrf_k=60)
+    b = Candidate("c", 2, sim=0.45, bm25=3.0, in_dense=True, in_keyword=True)
+    c = Candidate("c", 3, sim=0.20, bm25=9.0, in_keyword=True)  # keyword-only, sim from its stored vector
+    fuse([a, b, c], mode="hybrid", params=FusionParams("boost", fts_weight=0.15, rrf_k=60))
     assert a.score == pytest.approx(0.50)
     assert b.score == pytest.approx(0.60)
     assert c.score == pytest.approx(0.35)
@@ -27,19 +27,64 @@ def test_boost_adds_fts_weight_and_keyword_only_uses_stored_similarity():
 
 def test_rrf_uses_ranks_of_both_lists():
     a = Candidate("c", 1, sim=0.9, in_dense=True)
-    b = Candidate("c", 2, sim=0.8, bm25=1.0, in_dense=True)
-    c = Candidate("c", 3, sim=0.1, bm25=5.0)
-    fuse([a, b, c], mode="hybrid", fusion="rrf", fts_weight=0.15, rrf_k=10)
+    b = Candidate("c", 2, sim=0.8, bm25=1.0, in_dense=True, in_keyword=True)
+    c = Candidate("c", 3, sim=0.1, bm25=5.0, in_keyword=True)
+    d = Candidate("c", 4, sim=0.05, bm25=2.0, in_dense=True)  # scored for its words, not found by them
+    fuse([a, b, c, d], mode="hybrid", params=FusionParams("rrf", rrf_k=10))
     assert a.score == pytest.approx(1 / 11)
     assert b.score == pytest.approx(1 / 12 + 1 / 12)
     assert c.score == pytest.approx(1 / 11)
+    assert d.score == pytest.approx(1 / 13) and d.fts_rank is None
+    fuse([a, b, c, d], mode="hybrid", params=FusionParams("rrf", rrf_k=10, rrf_keyword_weight=0.5))
+    assert b.score == pytest.approx(1 / 12 + 0.5 / 12) and c.score == pytest.approx(0.5 / 11)
+
+
+def test_convex_weighs_cosine_and_bm25_over_the_best_per_collection():
+    a = Candidate("c", 1, sim=0.9, in_dense=True)
+    b = Candidate("c", 2, sim=0.5, bm25=4.0, in_dense=True, in_keyword=True)
+    c = Candidate("c", 3, sim=0.2, bm25=8.0, in_keyword=True)
+    d = Candidate("other", 1, sim=0.3, bm25=1.0, in_keyword=True)  # its own collection's best
+    fuse([a, b, c, d], mode="hybrid", params=FusionParams("convex", dense_weight=0.7))
+    assert a.score == pytest.approx(0.63)
+    assert b.score == pytest.approx(0.7 * 0.5 + 0.3 * 0.5)
+    assert c.score == pytest.approx(0.7 * 0.2 + 0.3)
+    assert d.score == pytest.approx(0.7 * 0.3 + 0.3)
+
+
+def _z(xs, x):
+    m = sum(xs) / len(xs)
+    return (x - m) / (sum((v - m) ** 2 for v in xs) / len(xs)) ** 0.5
+
+
+def _cands(bm25s):
+    dense = [Candidate("c", i, sim=s, in_dense=True) for i, s in enumerate((0.8, 0.6, 0.4), 1)]
+    dense[1].bm25 = 3.0  # a dense hit that holds some of the words
+    return dense + [Candidate("c", 10 + i, sim=0.5, bm25=b, in_keyword=True) for i, b in enumerate(bm25s, 1)]
+
+
+def test_zscore_standardises_each_leg_over_its_window():
+    cands = _cands((9.0, 3.0))
+    fuse(cands, mode="hybrid", params=FusionParams("zscore", dense_weight=0.5, dense_window=3, keyword_window=3))
+    sims, bms = [0.8, 0.6, 0.5], [9.0, 3.0, 3.0]  # each leg's top 3 over every candidate
+    z = {c.chunk_id: c.score for c in cands}
+    assert z[1] == pytest.approx(0.5 * _z(sims, 0.8) + 0.5 * _z(bms, 3.0))  # no words: the window's lowest
+    assert z[2] == pytest.approx(0.5 * _z(sims, 0.6) + 0.5 * _z(bms, 3.0))
+    assert z[11] == pytest.approx(0.5 * _z(sims, 0.5) + 0.5 * _z(bms, 9.0))
+    # one scale for both legs whatever their raw scales: BM25 times 10 and cosines shifted by 0.1
+    # (another model's range) fuse to the same scores
+    moved = _cands((9.0, 3.0))
+    for c in moved:
+        c.sim = (c.sim or 0.0) + 0.1
+        c.bm25 = c.bm25 * 10 if c.bm25 is not None else None
+    fuse(moved, mode="hybrid", params=FusionParams("zscore", dense_weight=0.5, dense_window=3, keyword_window=3))
+    assert {c.chunk_id: pytest.approx(c.score) for c in moved} == z
 
 
 def test_dense_and_keyword_modes_score_one_half_only():
     a = Candidate("c", 1, sim=0.3, bm25=7.0, in_dense=True)
-    fuse([a], mode="dense", fusion="boost", fts_weight=0.15, rrf_k=60)
+    fuse([a], mode="dense", params=FusionParams("boost"))
     assert a.score == pytest.approx(0.3)
-    fuse([a], mode="keyword", fusion="boost", fts_weight=0.15, rrf_k=60)
+    fuse([a], mode="keyword", params=FusionParams("zscore"))
     assert a.score == pytest.approx(7.0)
 
 

@@ -47,7 +47,7 @@ class Pass:
         """The status entry of this pass (``contract.EmbedPass``)."""
         return {"key": self.key, "model": self.spec, "space": self.space, "dim": self.dim,
                 "embedder_id": self.index_id or None, "state": "ok" if self.ok else "skipped",
-                "vectors": sum(self.vectors.values()), "pending_chunks": sum(self.missing.values()),
+                "vectors": sum(list(self.vectors.values())), "pending_chunks": sum(list(self.missing.values())),
                 "problem": self.problem}
 
 
@@ -129,12 +129,13 @@ def _probe(spec: str, cfg: Any, key: str, dim: int, primary: Any) -> Any:
         got = int(emb.dim)  # an Ollama model answers its first request here
         eid = emb.id
     except RagweedError as e:
-        hint = f" ({e.hint})" if getattr(e, "hint", None) else ""
-        raise _Skip(f"{key} = {spec!r} is skipped: {e.message}{hint}; the primary embedder alone is used until "
-                    f"it is fixed and ragweedd restarted") from None
-    except Exception as e:  # noqa: BLE001 - an optional pass never stops the daemon
-        raise _Skip(f"{key} = {spec!r} is skipped: {type(e).__name__}: {e}; the primary embedder alone is used "
+        # the embedders' hints speak of the primary's key
+        hint = f" ({e.hint.replace('embed.model', key)})" if e.hint else ""
+        raise _Skip(f"{key} = {spec!r} is skipped: {e.message}{hint}; ingest and search go on without this pass "
                     f"until it is fixed and ragweedd restarted") from None
+    except Exception as e:  # noqa: BLE001 - an optional pass never stops the daemon
+        raise _Skip(f"{key} = {spec!r} is skipped: {type(e).__name__}: {e}; ingest and search go on without this "
+                    f"pass until it is fixed and ragweedd restarted") from None
     if got != dim:
         _close(emb)
         raise _Skip(f"{key} = {spec!r} is skipped: that model gives {got}-d vectors and {key} needs a {dim}-d "

@@ -165,6 +165,9 @@ class Vectorizer:
         # Every collection is looked at once at start (chunks left pending by a crash or a stop),
         # and counts as unsettled from construction, before the thread runs.
         self._dirty: set[str] = set(collections())
+        # Collections whose extra-pass vectors were interrupted to let primary vectors go first:
+        # taken up again once no collection waits for primary vectors.
+        self._backlog: set[str] = set()
         self._cv = threading.Condition()
         self._stop = threading.Event()
         self._busy = False
@@ -193,7 +196,7 @@ class Vectorizer:
         Returns None, or the error that stopped the embedding (the chunks it left stay pending)."""
         failures = self.supervisor.failures
         with self._cv:
-            while (self._dirty or self._busy) and self._thread.is_alive():
+            while (self._dirty or self._backlog or self._busy) and self._thread.is_alive():
                 if self.supervisor.failures > failures:
                     return self.supervisor.last_error or "the embedding failed"
                 self._cv.wait(0.5)
@@ -214,6 +217,10 @@ class Vectorizer:
         with self._cv:
             self._forgotten.add(collection)
             self._dirty.discard(collection)
+            self._backlog.discard(collection)
+            for p in self.passes.all():
+                p.vectors.pop(collection, None)
+                p.missing.pop(collection, None)
             self.summary.pop(collection, None)
 
     def _run(self) -> None:
@@ -225,12 +232,13 @@ class Vectorizer:
         try:
             while not self._stop.is_set():
                 with self._cv:
-                    while not self._dirty and not self._stop.is_set():
+                    while not self._dirty and not self._backlog and not self._stop.is_set():
                         self._cv.wait()
                     if self._stop.is_set():
                         return
-                    name = min(self._dirty)
+                    name = min(self._dirty or self._backlog)
                     self._dirty.discard(name)
+                    self._backlog.discard(name)
                     self._busy = True
                 try:
                     self._fill(name, cache)
@@ -311,13 +319,18 @@ class Vectorizer:
                 self.on_changes(name)
 
         def stop() -> bool:
-            return self._stop.is_set() or name in self._forgotten
+            # new primary work anywhere goes first: a pass's backfill can take hours
+            return self._stop.is_set() or name in self._forgotten or bool(self._dirty)
 
         try:
             written, sent = fill_pass_vectors(rag, cache, p, batch_size=self.cfg.embed_batch_size, should_stop=stop,
                                               on_batch=batch_done)
         except Interrupted:
-            raise
+            if self._stop.is_set() or name in self._forgotten:
+                raise
+            with self._cv:
+                self._backlog.add(name)  # after the primary vectors now waiting
+            return
         except RagweedError as e:
             self.passes.fail(p, e.message)
             return
@@ -350,7 +363,7 @@ class Vectorizer:
         docs = sum(s[2] for s in summary.values())
         with self._cv:
             # A collection told about new chunks and not yet looked at may have pending ones.
-            running = self._busy or bool(self._dirty)
+            running = self._busy or bool(self._dirty)  # (extra-pass backlog: see embed_passes)
         return {"running": running, "pending_chunks": pending, "files_searchable": docs,
                 "files_with_vectors": docs - sum(s[1] for s in summary.values()),
                 "chunks_per_s": round(rate, 2),

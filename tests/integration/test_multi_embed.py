@@ -25,10 +25,10 @@ from tests.fakes.llm_server import FakeLLMServer
 PRIMARY_DIM = 64
 
 
-def _cfg(url: str, extra: str = "", **keys: str):
+def _cfg(url: str, extra: str = "", embed_extra: str = "", **keys: str):
     lines = [f"{k} = {v!r}" for k, v in keys.items()]
     text = "\n".join(lines) + f"\nhnsw_exact_below = 0\n{extra}\n"
-    text += f"[embed]\nmodel = 'hash:{PRIMARY_DIM}'\nollama_url = '{url}'\n"
+    text += f"[embed]\nmodel = 'hash:{PRIMARY_DIM}'\nollama_url = '{url}'\n{embed_extra}\n"
     return load_config(text=text, env={})
 
 
@@ -284,3 +284,50 @@ def test_a_pass_whose_query_embedding_fails_leaves_the_search_to_the_primary(tmp
         assert "failed_pass_384" in res["retrieval_meta"]["timings_ms"]
         assert passes.working() == [] and "multi_embed_384" in passes.degraded()[0]
         vs.close()
+
+
+def test_a_long_pass_backfill_lets_new_primary_vectors_go_first(tmp_path):
+    import threading
+    import time
+
+    from ragweedd.ingest.pipeline import Pipeline as _Pipeline
+
+    def slow(model, text):
+        time.sleep(0.05)  # a big model on a laptop
+        return HashEmbedder(384).embed_batch([text])[0].tolist()
+
+    with FakeLLMServer(embed_dims={"all-minilm": 384}, embed_fn=slow) as srv:
+        cfg = _cfg(srv.url, embed_extra="batch_size = 4", multi_embed_384="ollama:all-minilm")
+        paths = _paths(tmp_path)
+        docs = tmp_path / "docs"
+        docs.mkdir()
+        emb = HashEmbedder(PRIMARY_DIM)
+        passes = open_passes(cfg, emb)
+        pipe = _Pipeline(cfg, paths, emb, defer_vectors=True)
+        changed = threading.Event()
+        vec = Vectorizer(cfg, paths, emb, index_embedder_id(emb.id, cfg.chunk_context),
+                         collections=lambda: ["c"], on_changes=lambda name: changed.set(), passes=passes)
+        vec.start()
+        try:
+            for i in range(40):
+                (docs / f"f{i}.txt").write_text(f"file {i} with words w{i}")
+                pipe.ingest_file("c", docs / f"f{i}.txt", docs)
+            vec.notify("c")
+            rag = RagDB(paths.rag_db("c"), "c", readonly=True)
+            deadline = time.monotonic() + 30
+            while rag.pass_vector_count("384") < 4 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert rag.pending_summary()[0] == 0 and rag.pass_vector_count("384") < 40
+            (docs / "late.txt").write_text("a late file")
+            pipe.ingest_file("c", docs / "late.txt", docs)
+            vec.notify("c")
+            while rag.pending_summary()[0] and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert rag.pending_summary()[0] == 0
+            assert rag.pass_vector_count("384") < 40, "the late file's primary vector waited for the whole pass"
+            assert vec.drain() is None
+            assert rag.pass_vector_count("384") == 41 and rag.chunk_count() == 41
+            rag.close()
+        finally:
+            vec.stop()
+            pipe.close()

@@ -5,10 +5,15 @@ every ingested file, across a restart."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from contextlib import closing
+from pathlib import Path
 
 from tests.fakes.llm_server import FakeLLMServer
 from tests.system.conftest import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _note(i: int) -> str:
@@ -52,6 +57,13 @@ def test_status_shows_the_passes_and_the_extra_vectors_converge_after_ingest(dae
         assert (p["multi_embed_384"]["state"], p["multi_embed_384"]["dim"]) == ("ok", 384)
         assert p["multi_embed_384"]["embedder_id"].startswith("ollama:all-minilm@")
         assert p["multi_embed_1024"]["state"] == "skipped" and p["multi_embed_1024"]["vectors"] == 0
+
+        # ragweedctl status names the working pass and the skipped one
+        ctl = subprocess.run([sys.executable, "-m", "ragweedd.cli.ctl", "--state-dir", str(d.base / "state"), "status"],
+                             capture_output=True, text=True, timeout=60, cwd=str(ROOT))
+        assert ctl.returncode == 0, ctl.stderr
+        assert "extra pass multi_embed_384: ollama:all-minilm (384-d), 12 vectors, 0 chunks waiting" in ctl.stdout
+        assert "DEGRADED: multi_embed_1024 = 'ollama:mxbai-embed-large' is skipped" in ctl.stdout, ctl.stdout
 
         # A search embeds its query with the pass too and says so.
         r = d.api("POST", "/v1/search", json={"query": "zqpass03x"})

@@ -331,3 +331,29 @@ def test_a_long_pass_backfill_lets_new_primary_vectors_go_first(tmp_path):
         finally:
             vec.stop()
             pipe.close()
+
+
+def test_the_pass_log_records_every_pass_write_and_removal_and_never_the_primary(tmp_path):
+    paths = _paths(tmp_path)
+    cfg = _cfg("http://127.0.0.1:9")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("alpha text")
+    pipe = Pipeline(cfg, paths, HashEmbedder(PRIMARY_DIM))  # primary vectors written with the chunks
+    pipe.ingest_file("c", docs / "a.txt", docs)
+    pipe.close()
+    rag = RagDB(paths.rag_db("c"), "c")
+    (cid, emb_id, _, ctx), = rag.pass_missing_batch("384", 10)
+    v = np.ones(384, np.float32).tobytes()
+    with pytest.raises(ValueError):
+        rag.add_pass_vectors(PRIMARY, "x", [(cid, emb_id, ctx, v)])
+    assert rag.add_pass_vectors("384", "m@1", [(cid, "other:0", ctx, v)]) == []  # not the chunk that was read
+    assert rag.add_pass_vectors("384", "m@1", [(cid, emb_id, ctx, v)]) == [cid]
+    assert rag.add_pass_vectors("384", "m@1", [(cid, emb_id, ctx, v)]) == []  # written once
+    assert rag.pass_missing_batch("384", 10) == [] and rag.pass_vector_count("384") == 1
+    assert rag.pass_changes_after("384", 0) == [(1, "add", cid)] and rag.pass_changes_after("1024", 0) == []
+    primary_log = rag.max_seq()
+    rag.remove_path(str(docs / "a.txt"))
+    assert rag.pass_changes_after("384", 1) == [(2, "delete", cid)] and rag.pass_max_seq("384") == 2
+    assert rag.max_seq() == primary_log + 1  # the primary log got its own delete, nothing of the pass
+    rag.close()

@@ -115,6 +115,12 @@ class Passes:
     def info(self) -> list[dict[str, Any]]:
         return [p.info() for p in self.all()]
 
+    def close(self) -> None:
+        """Release the pass models (the local one holds an inference session)."""
+        for p in self.all():
+            if p.embedder is not None:
+                _close(p.embedder)
+
 
 class _Skip(Exception):
     pass

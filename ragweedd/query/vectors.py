@@ -163,10 +163,14 @@ class VectorSearch:
             return self._pool
 
     def close(self) -> None:
+        """Stop the query-embedding threads and release the passes' models (when made)."""
         with self._lock:
             pool, self._pool = self._pool, None
+            passes = None if callable(self._passes) else self._passes
         if pool is not None:
             pool.shutdown(wait=True)
+        if passes is not None:
+            passes.close()
 
     def _matrix(self, rag: RagStore, space: str) -> tuple[np.ndarray, np.ndarray]:
         from ragweedd.query.exact import load_matrix

@@ -357,3 +357,46 @@ def test_the_pass_log_records_every_pass_write_and_removal_and_never_the_primary
     assert rag.pass_changes_after("384", 1) == [(2, "delete", cid)] and rag.pass_max_seq("384") == 2
     assert rag.max_seq() == primary_log + 1  # the primary log got its own delete, nothing of the pass
     rag.close()
+
+
+def test_the_bundled_minilm_as_the_384_pass_beside_an_ollama_primary(tmp_path):
+    from ragweedd.embed.factory import make_embedder
+    from ragweedd.embed.long import embed_texts
+
+    with FakeLLMServer(embed_dims={"nomic-embed-text": 768}) as srv:
+        text = (f"multi_embed_384 = 'local:all-minilm-l6-v2'\n"
+                f"[embed]\nmodel = 'ollama:nomic-embed-text'\nollama_url = '{srv.url}'\n")
+        cfg = load_config(text=text, env={})
+        paths = _paths(tmp_path)
+        primary = make_embedder(cfg.embed_model, cfg)
+        passes = open_passes(cfg, primary)
+        (p,) = passes.working()
+        assert p.index_id.startswith("local:all-minilm-l6-v2@") and primary.dim == 768
+        docs = tmp_path / "docs"
+        docs.mkdir()
+        pipe = Pipeline(cfg, paths, primary, defer_vectors=True)
+        vec = Vectorizer(cfg, paths, primary, index_embedder_id(primary.id, cfg.chunk_context),
+                         collections=lambda: ["c"], on_changes=lambda name: None, passes=passes)
+        vec.start()
+        try:
+            for name, body in list(NOTES.items())[:4]:
+                (docs / name).write_text(body)
+                pipe.ingest_file("c", docs / name, docs)
+            vec.notify("c")
+            assert vec.drain() is None
+        finally:
+            vec.stop()
+            pipe.close()
+        rag = RagDB(paths.rag_db("c"), "c", readonly=True)
+        assert rag.embedder(PRIMARY)[1] == 768 and rag.embedder("384") == (p.index_id, 384)
+        stored = rag.vectors_for(sorted(rag.chunk_ids_of_documents([r[2] for r in rag.document_paths()])), "384")
+        assert len(stored) == 4
+        # the stored pass vectors are MiniLM's own
+        cid = min(stored)
+        text_of = rag.hits([cid])[cid]["text"]
+        rag.close()
+        from ragweedd.chunk.context import embed_input
+
+        want = embed_texts(p.embedder, [embed_input(text_of, None)])[0]
+        got = np.frombuffer(stored[cid], dtype=np.float32)
+        assert float(got @ want) > 0.9  # the context line (file title) shifts it a little

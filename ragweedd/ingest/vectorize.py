@@ -94,13 +94,13 @@ def open_passes(cfg: Any, primary: Any) -> Any:
     return Passes.open(cfg, primary, lambda eid: index_embedder_id(eid, cfg.chunk_context))
 
 
-def fill_pass_vectors(rag: Any, cache: Any, p: Any, *, batch_size: int,
+def fill_pass_vectors(rag: Any, cache: Any, p: Any, *, batch_size: int, after_id: int = 0,
                       should_stop: Callable[[], bool] | None = None,
                       on_batch: Callable[[int, int], None] | None = None) -> tuple[int, int]:
     """The same as ``fill_vectors`` for the extra embedding pass ``p`` (ragweedd.embed.passes):
-    every chunk of ``rag`` without a vector in the pass's space gets one. Vectors of another model
-    recorded for that space are dropped first (the pass's model changed). The pass's vectors go
-    through the embed cache under the pass embedder's own id."""
+    every chunk of ``rag`` (with an id above ``after_id``) without a vector in the pass's space
+    gets one. Vectors of another model recorded for that space are dropped first (the pass's model
+    changed). The pass's vectors go through the embed cache under the pass embedder's own id."""
     from ragweedd.embed.long import EmbedStopped, embed_texts
 
     have_id = rag.embedder(p.space)
@@ -111,7 +111,7 @@ def fill_pass_vectors(rag: Any, cache: Any, p: Any, *, batch_size: int,
                      vectors_dropped=gone)
     eid = p.embedder.id
     written = sent = 0
-    last = 0
+    last = after_id
     while True:
         rows = rag.pass_missing_batch(p.space, batch_size * BATCHES_PER_READ, last)
         if not rows:
@@ -168,6 +168,11 @@ class Vectorizer:
         # Collections whose extra-pass vectors were interrupted to let primary vectors go first:
         # taken up again once no collection waits for primary vectors.
         self._backlog: set[str] = set()
+        # (collection, space) -> (chunk id up to which every chunk has a pass vector, the change log's
+        # seq when that was read, the pass's embedder): a fill starts above it unless a chunk was
+        # deleted since (its id may be reused by a new chunk), so a large collection is not scanned
+        # whole after every published file.
+        self._pass_marks: dict[tuple[str, str], tuple[int, int, str]] = {}
         self._cv = threading.Condition()
         self._stop = threading.Event()
         self._busy = False
@@ -218,6 +223,8 @@ class Vectorizer:
             self._forgotten.add(collection)
             self._dirty.discard(collection)
             self._backlog.discard(collection)
+            for key in [k for k in self._pass_marks if k[0] == collection]:
+                del self._pass_marks[key]
             for p in self.passes.all():
                 p.vectors.pop(collection, None)
                 p.missing.pop(collection, None)
@@ -322,9 +329,18 @@ class Vectorizer:
             # new primary work anywhere goes first: a pass's backfill can take hours
             return self._stop.is_set() or name in self._forgotten or bool(self._dirty)
 
+        key = (name, p.space)
+        seq = rag.max_seq()  # read before the top id: a delete after it resets the mark
+        top = rag.max_chunk_id()
+        mark = self._pass_marks.get(key)
+        start = 0
+        if mark is not None and mark[2] == p.index_id and rag.change_counts_after(mark[1])[1] == 0:
+            start = mark[0]
+        written = 0
         try:
-            written, sent = fill_pass_vectors(rag, cache, p, batch_size=self.cfg.embed_batch_size, should_stop=stop,
-                                              on_batch=batch_done)
+            written, sent = fill_pass_vectors(rag, cache, p, batch_size=self.cfg.embed_batch_size, after_id=start,
+                                              should_stop=stop, on_batch=batch_done)
+            self._pass_marks[key] = (top, seq, p.index_id)
         except Interrupted:
             if self._stop.is_set() or name in self._forgotten:
                 raise
@@ -339,7 +355,9 @@ class Vectorizer:
             return
         finally:
             if name not in self._forgotten:
-                p.vectors[name] = rag.pass_vector_count(p.space)
+                # counted when the whole collection was looked at, else kept by batch_done
+                if not start or name not in p.vectors:
+                    p.vectors[name] = rag.pass_vector_count(p.space)
                 p.missing[name] = max(0, rag.chunk_count() - p.vectors[name])
         if written or sent:
             log.info("pass_vectors_written", collection=name, key=p.key, vectors=written, embedded=sent,

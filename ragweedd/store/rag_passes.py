@@ -77,3 +77,6 @@ class PassVectors:
         return [tuple(r) for r in self.conn.execute(
             "SELECT seq, op, id FROM pass_changes WHERE space=? AND seq > ? ORDER BY seq LIMIT ?",
             (space, seq, limit))]
+
+    def max_chunk_id(self) -> int:
+        return int(self.conn.execute("SELECT coalesce(max(id), 0) FROM embeddings").fetchone()[0])

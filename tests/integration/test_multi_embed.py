@@ -400,3 +400,45 @@ def test_the_bundled_minilm_as_the_384_pass_beside_an_ollama_primary(tmp_path):
         want = embed_texts(p.embedder, [embed_input(text_of, None)])[0]
         got = np.frombuffer(stored[cid], dtype=np.float32)
         assert float(got @ want) > 0.9  # the context line (file title) shifts it a little
+
+
+def test_a_replaced_chunk_that_reuses_an_id_still_gets_its_pass_vector(tmp_path):
+    """The embedding stage starts a pass's fill above the chunks it knows complete; an edited newest
+    file's new chunk takes the id of the chunk it replaced, and must not be skipped."""
+    with FakeLLMServer(embed_dims={"all-minilm": 384}) as srv:
+        cfg = _cfg(srv.url, multi_embed_384="ollama:all-minilm")
+        paths = _paths(tmp_path)
+        docs = tmp_path / "docs"
+        docs.mkdir()
+        emb = HashEmbedder(PRIMARY_DIM)
+        pipe = Pipeline(cfg, paths, emb, defer_vectors=True)
+        vec = Vectorizer(cfg, paths, emb, index_embedder_id(emb.id, cfg.chunk_context),
+                         collections=lambda: ["c"], on_changes=lambda name: None, passes=open_passes(cfg, emb))
+        vec.start()
+        rag = None
+        try:
+            for i in range(3):
+                (docs / f"n{i}.txt").write_text(f"note {i}")
+                pipe.ingest_file("c", docs / f"n{i}.txt", docs)
+                vec.notify("c")
+                assert vec.drain() is None
+            rag = RagDB(paths.rag_db("c"), "c", readonly=True)
+            before = rag.chunk_ids_of(rag.md5_of_path(str(docs / "n2.txt")))
+            (docs / "n2.txt").write_text("note two, edited")
+            pipe.ingest_file("c", docs / "n2.txt", docs)
+            after = rag.chunk_ids_of(rag.md5_of_path(str(docs / "n2.txt")))
+            assert after == before, "the replaced chunk's id was not reused: the test proves nothing"
+            vec.notify("c")
+            assert vec.drain() is None
+            assert rag.pass_missing_batch("384", 10) == [] and rag.pass_vector_count("384") == rag.chunk_count() == 3
+            (docs / "n3.txt").write_text("note three")
+            pipe.ingest_file("c", docs / "n3.txt", docs)
+            vec.notify("c")
+            assert vec.drain() is None
+            assert rag.pass_missing_batch("384", 10) == [] and rag.pass_vector_count("384") == 4
+            assert [i["vectors"] for i in vec.passes.info()] == [4]
+        finally:
+            vec.stop()
+            pipe.close()
+            if rag is not None:
+                rag.close()

@@ -317,7 +317,7 @@ class Vectorizer:
         t0 = time.monotonic()
 
         def batch_done(written: int, sent: int) -> None:
-            self.sent += sent
+            # the stage's own figures (rate, ETA, embedded) stay the primary's; status shows each pass's
             if name in self._forgotten:
                 return
             p.missing[name] = max(0, p.missing.get(name, 0) - written)
@@ -336,7 +336,6 @@ class Vectorizer:
         start = 0
         if mark is not None and mark[2] == p.index_id and rag.change_counts_after(mark[1])[1] == 0:
             start = mark[0]
-        written = 0
         try:
             written, sent = fill_pass_vectors(rag, cache, p, batch_size=self.cfg.embed_batch_size, after_id=start,
                                               should_stop=stop, on_batch=batch_done)

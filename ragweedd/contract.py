@@ -194,6 +194,22 @@ class EmbedderInfo(TypedDict):
     dim: int
 
 
+class EmbedPass(TypedDict):
+    """An extra embedding pass (``multi_embed_384`` / ``multi_embed_1024``): ``state`` "ok" or
+    "skipped" (``problem`` says why and what to do); ``vectors`` stored in all collections,
+    ``pending_chunks`` still without one."""
+
+    key: str
+    model: str
+    space: str
+    dim: int
+    embedder_id: str | None
+    state: str
+    vectors: int
+    pending_chunks: int
+    problem: str | None
+
+
 class IndexInfo(TypedDict):
     vectors: int | None
     applied_seq: int | None
@@ -256,6 +272,7 @@ class Status(TypedDict):
     integrity: IntegrityReport | None
     degraded: list[str]
     missing_tools: list[MissingTool]
+    embed_passes: NotRequired[list[EmbedPass]]  # the configured extra embedding passes
 
 
 # --------------------------------------------------------------------------- documents

@@ -25,7 +25,7 @@ ROOT_CHECK_S = 5.0  # how often roots are stat-ed to notice an unmount or a retu
 
 class Core:
     def __init__(self, cfg: Config, paths: Paths, embedder: Any, index: Any, *, extract: Callable | None = None,
-                 watcher_factory: Callable | None = None) -> None:
+                 watcher_factory: Callable | None = None, passes: Any = None) -> None:
         from ragweedd.store.job_queue import JobQueue
         from ragweedd.ingest.worker import Workers
         from ragweedd.store.ingest_db import IngestDB
@@ -53,8 +53,11 @@ class Core:
             self.debouncer, known_under=c.known_under, is_known=c.is_known,
             on_root_event=lambda coll, root: self._root_event(), on_overflow=self._overflow,
             on_rescan=lambda names: self.scan_async(*names)))
+        from ragweedd.embed.passes import Passes
+
+        self.passes = passes if passes is not None else Passes.none()  # extra embedding passes
         self.services = Services(cfg, paths, embedder=embedder, indexes=index,
-                                 collection_names=lambda: list(self.collections.items))
+                                 collection_names=lambda: list(self.collections.items), passes=self.passes)
         self.reader = IngestDB(paths.ingest_db, readonly=True)  # listings and status: never writes
         self._reader_lock = threading.Lock()
         for name in list(self.collections.items):
@@ -62,7 +65,8 @@ class Core:
         from ragweedd.ingest.vectorize import Vectorizer
 
         self.vectorizer = Vectorizer(cfg, paths, embedder, self.index_embedder_id,
-                                     collections=lambda: list(self.collections.items), on_changes=self.index.notify)
+                                     collections=lambda: list(self.collections.items), on_changes=self.index.notify,
+                                     passes=self.passes)
         self.workers = Workers(cfg, paths, self.queue, embedder, resolve=self.collections.resolve,
                                on_changes=self.index.notify, on_root_missing=self.collections.on_root_missing,
                                extract=extract, vectorizer=self.vectorizer)

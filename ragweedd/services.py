@@ -38,13 +38,15 @@ if TYPE_CHECKING:
 class Services:
     def __init__(self, cfg: Config, paths: Paths, *, embedder: Any = None, indexes: IndexLookup | None = None,
                  disk_indexes: DiskIndexes | None = None,
-                 collection_names: Callable[[], list[str]] | None = None) -> None:
+                 collection_names: Callable[[], list[str]] | None = None, passes: Any = None) -> None:
         self.cfg, self.paths = cfg, paths
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
         self._disk = disk_indexes
         self.stores: StoreBackend = SqliteBackend(paths)
-        self.vectors = VectorSearch(cfg, indexes if indexes is not None else disk_indexes)
+        if passes is None and (cfg.multi_embed_384 or cfg.multi_embed_1024):
+            passes = self._open_passes  # probed at the first dense search, never by `ask --continue`
+        self.vectors = VectorSearch(cfg, indexes if indexes is not None else disk_indexes, passes)
         self.history = HistoryStore(self.stores.open_history(), max_entries=cfg.history_max_entries)
         self.ask_flow = AskFlow(cfg, self.history)
         # the daemon names its collections (declared or added); a one-shot command knows those it finds
@@ -65,6 +67,11 @@ class Services:
 
                 self._embedder = make_embedder(self.cfg.embed_model, self.cfg)
             return self._embedder
+
+    def _open_passes(self) -> Any:
+        from ragweedd.ingest.vectorize import open_passes
+
+        return open_passes(self.cfg, self.embedder)
 
     def pipeline(self, *, extract: Callable | None = None, defer_vectors: bool = False) -> Pipeline:
         """An ingest pipeline whose untrusted formats are extracted in the capped sandbox; the
@@ -154,6 +161,7 @@ class Services:
             s.close()
         if self._disk is not None:
             self._disk.close()
+        self.vectors.close()
         self.history.close()
         emb = self._embedder
         if emb is not None and hasattr(emb, "close"):
@@ -185,5 +193,8 @@ def open_daemon(cfg: Config, *, embedder: Any = None, extract: Callable | None =
         from ragweedd.embed.factory import make_embedder
 
         embedder = make_embedder(cfg.embed_model, cfg)
-    index = IndexSync(cfg, paths, embedder.dim)
-    return Core(cfg, paths, embedder, index, extract=extract, watcher_factory=watcher_factory)
+    from ragweedd.ingest.vectorize import open_passes
+
+    passes = open_passes(cfg, embedder)  # a pass whose model is missing is skipped, never fatal
+    index = IndexSync(cfg, paths, embedder.dim, passes.dims())
+    return Core(cfg, paths, embedder, index, extract=extract, watcher_factory=watcher_factory, passes=passes)

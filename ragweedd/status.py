@@ -105,12 +105,7 @@ def build_status(core: Core, tools: list[MissingTool]) -> Status:
             damage.extend(res.get("problems") or [])
     if not last.get("repaired"):  # once repaired, the notes above say what is still going on
         degraded.extend(f"integrity check: {p}" for p in damage)
-    for key in ("multi_embed_384", "multi_embed_1024"):
-        if getattr(core.cfg, key):
-            # The index layer has the extra passes (data_level0_384.bin, ...); ingest does not
-            # compute them yet, so say so instead of pretending.
-            degraded.append(f"{key} = {getattr(core.cfg, key)!r} is set, but extra embedding passes are "
-                            f"not computed by this version; only the primary embedder is used")
+    degraded.extend(core.passes.degraded())  # extra embedding passes whose model cannot be used
     for name, err in list(core.index.errors.items()):
         degraded.append(f"the vector index of collection '{name}' failed: {err}; searches use the stored "
                         f"vectors exactly until it recovers (see the daemon log)")
@@ -141,6 +136,7 @@ def build_status(core: Core, tools: list[MissingTool]) -> Status:
         "integrity": _integrity(core.last_integrity),
         "degraded": degraded,
         "missing_tools": tools,
+        "embed_passes": core.passes.info(),  # type: ignore[typeddict-item]
     }
 
 

@@ -223,8 +223,9 @@ def _ingest_files(services, args, roots, ignore) -> int:
     # computes their vectors meanwhile, so extraction and embedding overlap.
     pipe = services.pipeline(defer_vectors=True)
     _refuse_other_embedder(services, pipe.embedder, args.collection, cfg)
+    passes = services.vectors.passes  # extra embedding passes: a missing model is skipped with a warning
     vectorizer = Vectorizer(cfg, services.paths, pipe.embedder, index_embedder_id(pipe.embedder.id, cfg.chunk_context),
-                            collections=lambda: [args.collection], on_changes=lambda name: None)
+                            collections=lambda: [args.collection], on_changes=lambda name: None, passes=passes)
     vectorizer.start()
     counts: dict[str, int] = {}
     chunks = 0
@@ -246,7 +247,7 @@ def _ingest_files(services, args, roots, ignore) -> int:
     embedded = vectorizer.sent
     waiting = sum(v[0] for v in vectorizer.summary.values())
     # Keep the collection's HNSW files in step with what was just stored, as the daemon does.
-    sync = IndexSync(services.cfg, services.paths, pipe.embedder.dim)
+    sync = IndexSync(services.cfg, services.paths, pipe.embedder.dim, passes.dims())
     try:
         sync.sync(args.collection)
     finally:
@@ -261,6 +262,8 @@ def _ingest_files(services, args, roots, ignore) -> int:
               f"(embed.model) and run this command again, or start the daemon: either computes them.",
               file=sys.stderr)
         return 1
+    for problem in passes.degraded():
+        print(f"warning: {problem}", file=sys.stderr)
     return 1 if counts.get("failed") else 0
 
 

@@ -168,6 +168,10 @@ def cmd_status(c: Client, a, out) -> int:
     out.write(f"  {vectors_line(s['vectors'])}\n")
     emb = s["embedder"]
     out.write(f"  embedder: {emb['id']} ({emb['dim']}-d)\n")
+    for ps in s.get("embed_passes") or []:
+        if ps["state"] == "ok":  # a skipped pass is told under DEGRADED
+            out.write(f"  extra pass {ps['key']}: {safe(ps['model'])} ({ps['dim']}-d), {ps['vectors']} vectors, "
+                      f"{ps['pending_chunks']} chunks waiting\n")
     if s["last_flush"]:
         out.write(f"  last index flush: {s['last_flush']}\n")
     for job in s["next_jobs"]:

@@ -27,25 +27,29 @@ MAX_INDEX_LAG = 256  # changes an index may trail the log by and still answer
 
 
 class ManagedIndex:
-    def __init__(self, manager: IndexManager) -> None:
+    """One vector space of a collection's IndexManager: the primary, or an extra pass ("384",
+    "1024"), whose ``applied_seq`` counts in that pass's own change log."""
+
+    def __init__(self, manager: IndexManager, space: str = PRIMARY) -> None:
         self.manager = manager
+        self.space = space
 
     @property
     def dim(self) -> int:
-        return int(self.manager.dims[PRIMARY])
+        return int(self.manager.dims[self.space])
 
     def search(self, q: np.ndarray, k: int, ef: int) -> list[tuple[int, float]]:
-        labels, scores = self.manager.search({PRIMARY: q}, k=k, ef=ef)
+        labels, scores = self.manager.search({self.space: q}, k=k, ef=ef)
         return list(zip(labels.tolist(), scores.tolist()))
 
     def applied_seq(self) -> int:
-        return int(self.manager.applied_seq.get(PRIMARY, 0))
+        return int(self.manager.applied_seq.get(self.space, 0))
 
     def complete(self, log_seq: int) -> bool:
         m = self.manager
         # A rebuild after corruption or a first build leaves the live graph empty until it is
         # swapped in; a compaction keeps a complete one live.
-        if m.rebuilding(PRIMARY) and m.status.get(PRIMARY) != "ok":
+        if m.rebuilding(self.space) and m.status.get(self.space) != "ok":
             return False
         return log_seq - self.applied_seq() <= MAX_INDEX_LAG
 

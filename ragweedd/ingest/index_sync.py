@@ -19,6 +19,7 @@ from pathlib import Path
 from ragweedd.errors import NotCreatedYetError
 from ragweedd.contract import IndexInfo, iso
 from ragweedd.index.managed import ManagedIndex
+from ragweedd.index.passes import prepare_pass, sync_pass
 from ragweedd.ingest.supervise import Supervisor
 from ragweedd.logging import get_logger
 from ragweedd.store.rag_db import PRIMARY
@@ -28,8 +29,9 @@ APPLY_BATCH = 5000
 
 
 class IndexSync:
-    def __init__(self, cfg, paths, dim: int) -> None:
+    def __init__(self, cfg, paths, dim: int, pass_dims: dict[str, int] | None = None) -> None:
         self.cfg, self.paths, self.dim = cfg, paths, dim
+        self.pass_dims = dict(pass_dims or {})  # the working extra passes (ragweedd/index/passes.py)
         self.managers: dict[str, object] = {}
         self.errors: dict[str, str] = {}
         self._dirty: set[str] = set()
@@ -63,6 +65,10 @@ class IndexSync:
     def index_for(self, rag) -> ManagedIndex | None:
         m = self.managers.get(rag.collection)
         return None if m is None else ManagedIndex(m)
+
+    def pass_index_for(self, rag, space: str) -> ManagedIndex | None:
+        m = self.managers.get(rag.collection)
+        return ManagedIndex(m, space) if m is not None and space in m.indexes else None
 
     def count(self, collection: str) -> int | None:
         m = self.managers.get(collection)
@@ -135,7 +141,7 @@ class IndexSync:
         from ragweedd.index.manager import IndexManager
 
         with self._lock:
-            m = IndexManager(self.paths.collection_dir(name), {PRIMARY: self.dim}, config=self.cfg)
+            m = IndexManager(self.paths.collection_dir(name), {PRIMARY: self.dim, **self.pass_dims}, config=self.cfg)
             self.managers[name] = m
         max_seq = rag.max_seq()
         min_seq = rag.min_seq()
@@ -151,6 +157,8 @@ class IndexSync:
                 # for good.
                 m.applied_seq[PRIMARY] = max_seq
             m.rebuild(PRIMARY, self._batches(rag), max_seq)
+        for space in self.pass_dims:
+            prepare_pass(m, rag, space)
         return m, True
 
     def _batches(self, rag):
@@ -180,7 +188,7 @@ class IndexSync:
                 seq0 = m.applied_seq[PRIMARY]
                 changes = rag.changes_batch_after(seq0, APPLY_BATCH)
                 if not changes:
-                    return total
+                    return total + sum(sync_pass(m, rag, space) for space in self.pass_dims)
                 vecs = rag.vectors_for([c[2] for c in changes if c[1] == "add"])
                 items = []
                 for seq, op, cid in changes:

@@ -85,6 +85,65 @@ def fill_vectors(rag: Any, cache: Any, embedder: Any, index_embedder_id: str, *,
             on_batch(len(done), len(todo))
 
 
+def open_passes(cfg: Any, primary: Any) -> Any:
+    """The extra embedding passes of ``cfg`` (ragweedd.embed.passes.Passes), their vectors
+    recorded under the same input format as the primary's."""
+    from ragweedd.chunk.context import index_embedder_id
+    from ragweedd.embed.passes import Passes
+
+    return Passes.open(cfg, primary, lambda eid: index_embedder_id(eid, cfg.chunk_context))
+
+
+def fill_pass_vectors(rag: Any, cache: Any, p: Any, *, batch_size: int, after_id: int = 0,
+                      should_stop: Callable[[], bool] | None = None,
+                      on_batch: Callable[[int, int], None] | None = None) -> tuple[int, int]:
+    """The same as ``fill_vectors`` for the extra embedding pass ``p`` (ragweedd.embed.passes):
+    every chunk of ``rag`` (with an id above ``after_id``) without a vector in the pass's space
+    gets one. Vectors of another model recorded for that space are dropped first (the pass's model
+    changed). The pass's vectors go through the embed cache under the pass embedder's own id."""
+    from ragweedd.embed.long import EmbedStopped, embed_texts
+
+    have_id = rag.embedder(p.space)
+    if have_id is None or have_id[0] != p.index_id or have_id[1] != p.dim:
+        gone = rag.reset_pass(p.space, p.index_id, p.dim)
+        if have_id is not None:
+            log.info("embed_pass_reset", collection=rag.collection, space=p.space, was=have_id[0], now=p.index_id,
+                     vectors_dropped=gone)
+    eid = p.embedder.id
+    written = sent = 0
+    last = after_id
+    while True:
+        rows = rag.pass_missing_batch(p.space, batch_size * BATCHES_PER_READ, last)
+        if not rows:
+            return written, sent
+        last = rows[-1][0]
+        inputs = [embed_input(text, ctx) for _, _, text, ctx in rows]
+        hashes = [text_hash(x) for x in inputs]
+        have = cache.cached_vectors(eid, hashes)
+        todo = {h: x for h, x in zip(hashes, inputs) if h not in have}
+        if should_stop is not None and should_stop():
+            raise Interrupted(f"stopped with chunks of {rag.collection} waiting for {p.key} vectors")
+        if todo:
+            items = list(todo.items())
+            try:
+                vecs = embed_texts(p.embedder, [x for _, x in items], batch_size=batch_size, should_stop=should_stop)
+            except EmbedStopped as e:
+                raise Interrupted(f"stopped while embedding {p.key} vectors of {rag.collection}") from e
+            if vecs.shape[1] != p.dim:
+                from ragweedd.errors import EmbedderError
+
+                raise EmbedderError(f"{p.key} = {p.spec!r} returned {vecs.shape[1]}-d vectors, not {p.dim}-d")
+            blobs = [(h, vecs[j].astype("float32").tobytes()) for j, (h, _) in enumerate(items)]
+            cache.store_vectors(eid, p.dim, blobs)
+            have.update(blobs)
+        done = rag.add_pass_vectors(p.space, p.index_id, [(cid, emb_id, ctx, have[h])
+                                                          for (cid, emb_id, _, ctx), h in zip(rows, hashes)])
+        written += len(done)
+        sent += len(todo)
+        if on_batch is not None:
+            on_batch(len(done), len(todo))
+
+
 class Vectorizer:
     """One thread that fills the pending vectors of every collection (see the module docstring).
 
@@ -93,15 +152,27 @@ class Vectorizer:
     workers call it after each published file)."""
 
     def __init__(self, cfg: Any, paths: Any, embedder: Any, index_embedder_id: str, *,
-                 collections: Callable[[], list[str]], on_changes: Callable[[str], None]) -> None:
+                 collections: Callable[[], list[str]], on_changes: Callable[[str], None],
+                 passes: Any = None) -> None:
+        from ragweedd.embed.passes import Passes
         from ragweedd.ingest.supervise import Supervisor
 
         self.cfg, self.paths, self.embedder = cfg, paths, embedder
+        # extra embedding passes, filled after the primary vectors of each collection
+        self.passes = passes if passes is not None else Passes.none()
         self.index_embedder_id = index_embedder_id
         self.collections, self.on_changes = collections, on_changes
         # Every collection is looked at once at start (chunks left pending by a crash or a stop),
         # and counts as unsettled from construction, before the thread runs.
         self._dirty: set[str] = set(collections())
+        # Collections whose extra-pass vectors were interrupted to let primary vectors go first:
+        # taken up again once no collection waits for primary vectors.
+        self._backlog: set[str] = set()
+        # (collection, space) -> (chunk id up to which every chunk has a pass vector, the change log's
+        # seq when that was read, the pass's embedder): a fill starts above it unless a chunk was
+        # deleted since (its id may be reused by a new chunk), so a large collection is not scanned
+        # whole after every published file.
+        self._pass_marks: dict[tuple[str, str], tuple[int, int, str]] = {}
         self._cv = threading.Condition()
         self._stop = threading.Event()
         self._busy = False
@@ -130,7 +201,7 @@ class Vectorizer:
         Returns None, or the error that stopped the embedding (the chunks it left stay pending)."""
         failures = self.supervisor.failures
         with self._cv:
-            while (self._dirty or self._busy) and self._thread.is_alive():
+            while (self._dirty or self._backlog or self._busy) and self._thread.is_alive():
                 if self.supervisor.failures > failures:
                     return self.supervisor.last_error or "the embedding failed"
                 self._cv.wait(0.5)
@@ -151,6 +222,12 @@ class Vectorizer:
         with self._cv:
             self._forgotten.add(collection)
             self._dirty.discard(collection)
+            self._backlog.discard(collection)
+            for key in [k for k in self._pass_marks if k[0] == collection]:
+                del self._pass_marks[key]
+            for p in self.passes.all():
+                p.vectors.pop(collection, None)
+                p.missing.pop(collection, None)
             self.summary.pop(collection, None)
 
     def _run(self) -> None:
@@ -162,12 +239,13 @@ class Vectorizer:
         try:
             while not self._stop.is_set():
                 with self._cv:
-                    while not self._dirty and not self._stop.is_set():
+                    while not self._dirty and not self._backlog and not self._stop.is_set():
                         self._cv.wait()
                     if self._stop.is_set():
                         return
-                    name = min(self._dirty)
+                    name = min(self._dirty or self._backlog)
                     self._dirty.discard(name)
+                    self._backlog.discard(name)
                     self._busy = True
                 try:
                     self._fill(name, cache)
@@ -201,31 +279,88 @@ class Vectorizer:
             return
         try:
             self._refresh(name, rag)
-            if not self.summary.get(name, (0, 0, 0))[0]:
-                return
-            t0 = time.monotonic()
-
-            def batch_done(written: int, sent: int) -> None:
-                self.recent.append((time.monotonic(), written))
-                self.written += written
-                self.sent += sent
-                if name in self._forgotten:
-                    return
-                self._refresh(name, rag)
-                if written:
-                    self.on_changes(name)
-
-            def stop() -> bool:
-                return self._stop.is_set() or name in self._forgotten
-
-            written, sent = fill_vectors(rag, cache, self.embedder, self.index_embedder_id,
-                                         batch_size=self.cfg.embed_batch_size, should_stop=stop,
-                                         on_batch=batch_done)
-            self._refresh(name, rag)
-            log.info("vectors_written", collection=name, vectors=written, embedded=sent,
-                     ms=round((time.monotonic() - t0) * 1000, 1))
+            if self.summary.get(name, (0, 0, 0))[0]:
+                self._fill_primary(name, rag, cache)
+            for p in self.passes.working():
+                self._fill_pass(name, rag, cache, p)
         finally:
             rag.close()
+
+    def _fill_primary(self, name: str, rag: Any, cache: Any) -> None:
+        t0 = time.monotonic()
+
+        def batch_done(written: int, sent: int) -> None:
+            self.recent.append((time.monotonic(), written))
+            self.written += written
+            self.sent += sent
+            if name in self._forgotten:
+                return
+            self._refresh(name, rag)
+            if written:
+                self.on_changes(name)
+
+        def stop() -> bool:
+            return self._stop.is_set() or name in self._forgotten
+
+        written, sent = fill_vectors(rag, cache, self.embedder, self.index_embedder_id,
+                                     batch_size=self.cfg.embed_batch_size, should_stop=stop,
+                                     on_batch=batch_done)
+        self._refresh(name, rag)
+        log.info("vectors_written", collection=name, vectors=written, embedded=sent,
+                 ms=round((time.monotonic() - t0) * 1000, 1))
+
+    def _fill_pass(self, name: str, rag: Any, cache: Any, p: Any) -> None:
+        """Fill one extra pass of a collection. Its failure skips the pass (and says so in
+        status); it never stops the primary vectors of this or any other collection."""
+        from ragweedd.errors import RagweedError
+
+        t0 = time.monotonic()
+
+        def batch_done(written: int, sent: int) -> None:
+            # the stage's own figures (rate, ETA, embedded) stay the primary's; status shows each pass's
+            if name in self._forgotten:
+                return
+            p.missing[name] = max(0, p.missing.get(name, 0) - written)
+            p.vectors[name] = p.vectors.get(name, 0) + written
+            if written:
+                self.on_changes(name)
+
+        def stop() -> bool:
+            # new primary work anywhere goes first: a pass's backfill can take hours
+            return self._stop.is_set() or name in self._forgotten or bool(self._dirty)
+
+        key = (name, p.space)
+        seq = rag.max_seq()  # read before the top id: a delete after it resets the mark
+        top = rag.max_chunk_id()
+        mark = self._pass_marks.get(key)
+        start = 0
+        if mark is not None and mark[2] == p.index_id and rag.change_counts_after(mark[1])[1] == 0:
+            start = mark[0]
+        try:
+            written, sent = fill_pass_vectors(rag, cache, p, batch_size=self.cfg.embed_batch_size, after_id=start,
+                                              should_stop=stop, on_batch=batch_done)
+            self._pass_marks[key] = (top, seq, p.index_id)
+        except Interrupted:
+            if self._stop.is_set() or name in self._forgotten:
+                raise
+            with self._cv:
+                self._backlog.add(name)  # after the primary vectors now waiting
+            return
+        except RagweedError as e:
+            self.passes.fail(p, e.message)
+            return
+        except Exception as e:  # noqa: BLE001 - whatever breaks an optional pass leaves the primary alone
+            self.passes.fail(p, f"{type(e).__name__}: {e}")
+            return
+        finally:
+            if name not in self._forgotten:
+                # counted when the whole collection was looked at, else kept by batch_done
+                if not start or name not in p.vectors:
+                    p.vectors[name] = rag.pass_vector_count(p.space)
+                p.missing[name] = max(0, rag.chunk_count() - p.vectors[name])
+        if written or sent:
+            log.info("pass_vectors_written", collection=name, key=p.key, vectors=written, embedded=sent,
+                     ms=round((time.monotonic() - t0) * 1000, 1))
 
     def _refresh(self, name: str, rag: Any) -> None:
         chunks, docs = rag.pending_summary()
@@ -245,7 +380,7 @@ class Vectorizer:
         docs = sum(s[2] for s in summary.values())
         with self._cv:
             # A collection told about new chunks and not yet looked at may have pending ones.
-            running = self._busy or bool(self._dirty)
+            running = self._busy or bool(self._dirty)  # (extra-pass backlog: see embed_passes)
         return {"running": running, "pending_chunks": pending, "files_searchable": docs,
                 "files_with_vectors": docs - sum(s[1] for s in summary.values()),
                 "chunks_per_s": round(rate, 2),

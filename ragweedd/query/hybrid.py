@@ -123,22 +123,11 @@ class Searcher:
         cands: dict[tuple[str, int], Candidate] = {}
         qvec = None
         if mode in ("hybrid", "dense"):
-            from ragweedd.embed.long import embed_texts
-
-            t = time.perf_counter()
-            key = query.lower()
-            qvec = self._qvecs.get(key)
-            if qvec is None:
-                qvec = embed_texts(self.embedder, [key])[0]
-                if len(self._qvecs) > 256:
-                    self._qvecs.clear()
-                self._qvecs[key] = qvec
-            timings["embed"] = _ms(t)
-            t = time.perf_counter()
-            for c in cols:
-                for cid, sim in self.vectors.search(c.rag, qvec, depth, allowed=allowed[c.name]):
-                    cands[(c.name, cid)] = Candidate(c.name, cid, sim=sim, in_dense=True)
-            timings["vector"] = _ms(t)
+            # the primary and every extra embedding pass, best similarity per chunk (query/vectors.py)
+            qvec, dense = self.vectors.dense_leg([c.rag for c in cols], query, self.embedder, depth, allowed,
+                                                 timings, self._qvecs)
+            for (name, cid), sim in dense.items():
+                cands[(name, cid)] = Candidate(name, cid, sim=sim, in_dense=True)
         fts_meta: dict[str, Any] = {}
         plans: dict[str, Any] = {}
         if fts_future is not None:

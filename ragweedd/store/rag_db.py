@@ -23,6 +23,7 @@ from typing import Any, Iterable, Iterator, Sequence
 from ragweedd.contract import place_uri
 from ragweedd.errors import NotCreatedYetError
 from ragweedd.store.pathnames import from_db, maybe_from_db, to_db
+from ragweedd.store.rag_passes import PRIMARY, PassVectors
 from ragweedd.store.sqlite import Migration, connect, migrate, transaction, write
 
 MIGRATIONS: list[Migration] = [
@@ -120,12 +121,30 @@ SELECT e.id, e.embedding_id,
        coalesce((SELECT string_value FROM embedding_metadata WHERE id = e.id AND key = 'context'), '')
 FROM embeddings e;
 """),
+    # The extra embedding passes (multi_embed_384 / multi_embed_1024) keep their vectors in
+    # ``vectors`` under their space name and have a change log of their own, so the primary index
+    # never replays a pass's writes. Triggers keep it, so every path that removes a chunk (its
+    # vectors go by ON DELETE CASCADE) logs the pass deletes without knowing about passes.
+    (5, "pass_changes", """
+CREATE TABLE pass_changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    space TEXT NOT NULL,
+    op TEXT NOT NULL CHECK (op IN ('add', 'delete')),
+    id INTEGER NOT NULL
+);
+CREATE INDEX pass_changes_space ON pass_changes(space, seq);
+CREATE TRIGGER pass_vector_added AFTER INSERT ON vectors WHEN NEW.space != 'primary' BEGIN
+    INSERT INTO pass_changes(space, op, id) VALUES (NEW.space, 'add', NEW.id);
+END;
+CREATE TRIGGER pass_vector_deleted AFTER DELETE ON vectors WHEN OLD.space != 'primary' BEGIN
+    INSERT INTO pass_changes(space, op, id) VALUES (OLD.space, 'delete', OLD.id);
+END;
+INSERT INTO pass_changes(space, op, id) SELECT space, 'add', id FROM vectors WHERE space != 'primary' ORDER BY id;
+"""),
 ]
 
-PRIMARY = "primary"  # vector space of the main embedder; extra passes are "384" / "1024"
 
-
-class RagDB:
+class RagDB(PassVectors):
     def __init__(self, path: Path | str, collection: str, *, topic: str = "", readonly: bool = False) -> None:
         self.path = Path(path)
         self.collection = collection

@@ -4,7 +4,10 @@
   content_block_delta / content_block_stop / message_delta / message_stop)
 - OpenAI chat completions: POST /v1/chat/completions (JSON, or ``data:`` chunks then ``data: [DONE]``)
 - Gemini: POST /v1beta/models/{model}:generateContent and :streamGenerateContent?alt=sse
-- Ollama: POST /api/chat (NDJSON stream, or one JSON object with "stream": false)
+- Ollama: POST /api/chat (NDJSON stream, or one JSON object with "stream": false); with
+  ``embed_dims`` ({model: dimension}) also POST /api/embed and GET /api/tags for embedding models
+  (vectors from ``embed_fn(model, text)``, by default a hash of the words; unknown models get 404
+  "model ... not found, try pulling it first", as Ollama answers)
 
 It runs in its own thread and event loop on 127.0.0.1 and a free port, so synchronous and asynchronous
 tests can both use it. Behaviour per request comes from a script queue (``push``): ``{"status": 429}``,
@@ -16,6 +19,7 @@ otherwise ``reply(provider, messages) -> str``. Unknown models get the provider'
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import threading
 import time
@@ -31,8 +35,10 @@ _ERR_TYPES = {401: ("authentication_error", "UNAUTHENTICATED"), 404: ("not_found
 
 class FakeLLMServer:
     def __init__(self, models=("test-model",), reply=None, delay_s: float = 0.0, piece_chars: int = 5,
-                 api_key: str = API_KEY) -> None:
+                 api_key: str = API_KEY, embed_dims: dict[str, int] | None = None, embed_fn=None) -> None:
         self.models = set(models)
+        self.embed_dims = {k.removesuffix(":latest"): v for k, v in (embed_dims or {}).items()}
+        self.embed_fn = embed_fn
         self.reply = reply or (lambda provider, messages: "Hello from the fake server.")
         self.delay_s = delay_s
         self.piece_chars = piece_chars
@@ -71,6 +77,8 @@ class FakeLLMServer:
         app.router.add_post("/v1/chat/completions", self._openai)
         app.router.add_post("/v1beta/models/{model_action}", self._gemini)
         app.router.add_post("/api/chat", self._ollama)
+        app.router.add_post("/api/embed", self._ollama_embed)
+        app.router.add_get("/api/tags", self._ollama_tags)
         runner = web.AppRunner(app, shutdown_timeout=0.5)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -260,6 +268,29 @@ class FakeLLMServer:
         return await self._sse(request, events)
 
     # --- Ollama --------------------------------------------------------------------------------
+    async def _ollama_tags(self, request: web.Request):
+        return web.json_response({"models": [
+            {"name": f"{n}:latest", "model": f"{n}:latest", "digest": hashlib.sha256(n.encode()).hexdigest(),
+             "size": 1} for n in self.embed_dims]})
+
+    async def _ollama_embed(self, request: web.Request):
+        body = await request.json()
+        model = str(body.get("model", "")).removesuffix(":latest")
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        with self._lock:
+            self.requests.append({"provider": "ollama-embed", "path": request.path, "model": model,
+                                  "messages": [], "max_tokens": None, "stream": False, "body": body,
+                                  "time": time.monotonic()})
+        if model not in self.embed_dims:
+            return web.json_response({"error": f'model "{model}" not found, try pulling it first'}, status=404)
+        if self.embed_fn is not None:
+            rows = [list(self.embed_fn(model, t)) for t in texts]
+        else:
+            from ragweedd.embed.hashing import HashEmbedder
+
+            rows = HashEmbedder(self.embed_dims[model]).embed_batch(texts).tolist()
+        return web.json_response({"model": body["model"], "embeddings": rows})
+
     async def _ollama(self, request: web.Request):
         body = await request.json()
         msgs = [{"role": m["role"], "content": m["content"]} for m in body["messages"]]

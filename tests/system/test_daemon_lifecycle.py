@@ -153,14 +153,6 @@ def test_idle_daemon_uses_no_measurable_cpu(daemon, tmp_path):
     assert used < 0.2, f"an idle daemon used {used:.2f} s of CPU in 10 s"
 
 
-def test_unwired_multi_embed_key_is_reported_not_silently_ignored(daemon, tmp_path):
-    root = tmp_path / "notes"
-    root.mkdir()
-    d = daemon({"notes": [root]}, extra='multi_embed_384 = "hash:384"')
-    degraded = d.status()["degraded"]
-    assert any("multi_embed_384" in r and "not computed" in r for r in degraded), degraded
-
-
 def test_a_changed_embedder_reindexes_the_collection_instead_of_mixing_vectors(daemon, tmp_path):
     root = tmp_path / "notes"
     d = _indexed_daemon(daemon, root, "notes",

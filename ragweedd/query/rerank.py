@@ -294,9 +294,7 @@ async def rerank_result(reranker: Reranker, query: str, res: dict[str, Any], *, 
         block = results[:n]
         try:
             outcome = await reranker.rerank(query, block)
-        except BaseException as e:  # the protocol asks implementations not to raise; one that does is recorded
-            if not isinstance(e, Exception):
-                raise
+        except Exception as e:  # noqa: BLE001 - the protocol asks rerankers not to raise; one that does is recorded
             log.exception("rerank_failed")
             outcome = RerankOutcome(error=f"{type(e).__name__}: {e}"[:300], error_code="internal")
         info.update(calls=outcome.calls, input_tokens=outcome.input_tokens, output_tokens=outcome.output_tokens,

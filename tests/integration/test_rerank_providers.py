@@ -256,3 +256,30 @@ def test_configured_reranker_is_built_from_the_llm_keys(world, server):
     assert rr["strategy"] == "each" and rr["candidates"] == 4 and rr["calls"] == 4 and "error" not in rr
     # of the fused top four (scores 0, 2, 4, 6) only the fourth is a "yes"; the last two are not reranked
     assert [marker(h["text"]) for h in res["results"]] == [order[3], *order[:3], *order[4:]]
+
+
+def test_one_shot_search_and_ask_commands_rerank(world, server, tmp_path):
+    import json
+    import subprocess
+
+    cfg, services, order = world
+    server.reply = relevance_reply(reversed_scores(order))
+    conf = tmp_path / "ragweedd.toml"
+    conf.write_text(f'data_dir = "{services.paths.data}"\nstate_dir = "{services.paths.state}"\n'
+                    f'cache_dir = "{services.paths.cache}"\nchunk_size = 64\n[embed]\nmodel = "hash:64"\n'
+                    f'[llm]\nrerank = "openai:test-model"\nopenai_base_url = "{server.url}/v1"\n'
+                    f'openai_api_key = "{API_KEY}"\n')
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-m", "ragweedd", "--config", str(conf), "search", QUERY, "--json"],
+                         capture_output=True, text=True, cwd=root, timeout=120)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert [marker(h["text"]) for h in data["results"]] == order[::-1]
+    assert data["retrieval_meta"]["rerank"]["calls"] == 1
+    out = subprocess.run([sys.executable, "-m", "ragweedd", "--config", str(conf), "ask", QUERY, "--json"],
+                         capture_output=True, text=True, cwd=root, timeout=120)
+    assert out.returncode == 0, out.stderr
+    rec = json.loads(out.stdout)
+    assert rec["retrieval_meta"]["rerank"]["strategy"] == "batch" and "error" not in rec["retrieval_meta"]["rerank"]
+    assert [marker(s["text"]) for s in rec["sources"]] == order[::-1][:5]  # the passages answer shows five
+    assert len(server.requests) == 2

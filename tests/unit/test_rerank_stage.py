@@ -1,5 +1,5 @@
 """The rerank stage's parsing and how an outcome is applied to a search result (no provider: a scorer
-that implements the Reranker protocol directly). The providers are in tests/integration/test_rerank.py."""
+that implements the Reranker protocol directly). The providers are in tests/integration/test_rerank_providers.py."""
 
 from __future__ import annotations
 

@@ -258,7 +258,7 @@ def test_configured_reranker_is_built_from_the_llm_keys(world, server):
     assert [marker(h["text"]) for h in res["results"]] == [order[3], *order[:3], *order[4:]]
 
 
-def test_one_shot_search_and_ask_commands_rerank(world, server, tmp_path):
+def test_one_shot_search_ask_and_eval_questions_rerank(world, server, tmp_path):
     import json
     import subprocess
 
@@ -283,3 +283,11 @@ def test_one_shot_search_and_ask_commands_rerank(world, server, tmp_path):
     assert rec["retrieval_meta"]["rerank"]["strategy"] == "batch" and "error" not in rec["retrieval_meta"]["rerank"]
     assert [marker(s["text"]) for s in rec["sources"]] == order[::-1][:5]  # the passages answer shows five
     assert len(server.requests) == 2
+    # eval questions measures the same stage: the last fused document is first once reranked
+    qs = tmp_path / "q.jsonl"
+    qs.write_text(json.dumps({"id": "q", "query": QUERY, "relevant": [{"file": f"{order[-1]}.txt"}]}) + "\n")
+    out = subprocess.run([sys.executable, "-m", "ragweedd", "--config", str(conf), "eval", "questions", str(qs),
+                          "--collection", "lab", "--json"], capture_output=True, text=True, cwd=root, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["per_question"][0]["doc_rank"] == 1
+    assert len(server.requests) == 3

@@ -188,6 +188,11 @@ KEYS: tuple[KeySpec, ...] = (
     K("", "annotation_irrelevant_flags", str, "IGNORECASE", "ANNOTATION_IRRELEVANT_FLAGS: re flags for the pattern, e.g. 'IGNORECASE|MULTILINE'.", _flags),
     K("llm", "synthesis", str, "", "Provider:model that writes answers, e.g. 'anthropic:claude-sonnet-4-5'; empty = cited passages."),
     K("llm", "annotation", str, "", "Provider:model that annotates chunks; empty = no annotation."),
+    K("llm", "rerank", str, "", "Provider:model that reorders the top search results of every search and ask (docs/retrieval.md, Rerank); empty = no rerank."),
+    K("llm", "rerank_strategy", str, "batch", "'batch': one call scores all candidates 0-10; 'each': one yes/no call per candidate, rerank_concurrency at a time.", _choice("batch", "each")),
+    K("llm", "rerank_candidates", int, 20, "How many of the top fused results the reranker sees (the search fetches at least this many, then cuts to the number asked for).", _range(2, 200)),
+    K("llm", "rerank_concurrency", int, 4, "Calls in flight for rerank_strategy 'each'.", _range(1, 64)),
+    K("llm", "rerank_timeout_s", float, 30.0, "Longest the rerank stage may take; past it the search answers in fused order and says so in retrieval_meta.rerank.error.", _range(1.0, 3600.0)),
     K("llm", "openai_base_url", str, "", "Base URL for an OpenAI-compatible server (empty = api.openai.com)."),
     K("llm", "timeout_s", float, 120.0, "Timeout of one LLM call.", _range(1.0, 3600.0)),
     K("llm", "max_retries", int, 4, "Retries of a rate-limited LLM call (exponential backoff).", _range(0, 20)),
@@ -306,6 +311,11 @@ class Config:
     annotation_irrelevant_flags: str = "IGNORECASE"
     llm_synthesis: str = ""
     llm_annotation: str = ""
+    llm_rerank: str = ""
+    llm_rerank_strategy: str = "batch"
+    llm_rerank_candidates: int = 20
+    llm_rerank_concurrency: int = 4
+    llm_rerank_timeout_s: float = 30.0
     llm_openai_base_url: str = ""
     llm_timeout_s: float = 120.0
     llm_max_retries: int = 4

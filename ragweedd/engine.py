@@ -246,8 +246,9 @@ class DaemonEngine:
         if not isinstance(query, str) or not query.strip():
             raise RequestError("the query is empty", hint="send a non-empty 'query'")
         t0 = time.perf_counter()
-        res = await asyncio.to_thread(self.services.search, query, collections, top_k or 10,
-                                      path_glob=path_glob, file_type=file_type, doc_id=doc_id)
+        # the search runs in a worker thread, the optional LLM rerank after it on this loop
+        res = await self.services.search_async(query, collections, top_k or 10,
+                                               path_glob=path_glob, file_type=file_type, doc_id=doc_id)
         res["retrieval_meta"]["total_ms"] = round((time.perf_counter() - t0) * 1000, 2)
         # names are shown from here on (history, answers, every face); uri opens the real file
         res["results"] = [cast(Hit, shown_hit(dict(h))) for h in res["results"]]

@@ -8,14 +8,17 @@ command, and whatever is built here is closed by the object that owns it.
 ``Services`` holds what both need: the paths, the embedder (made on first use, so ``ask
 --continue`` never loads a model), the history, the vector search over an ``IndexLookup`` (the
 daemon's live indexes or the index files on disk), one Searcher per thread, and the ask flow.
-Parts tests need to replace (the embedder, the extract function, the watcher) are parameters here,
+``search_async`` adds the optional rerank stage (ragweedd/query/rerank.py) after the search; every face
+that searches (the daemon's search and ask, the one-shot search and ask) goes through it.
+Parts tests need to replace (the embedder, the extract function, the watcher, the reranker) are parameters here,
 never environment variables read at run time.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Literal, cast
 
 from ragweedd.answer.ask_flow import AskFlow
 from ragweedd.answer.history import HistoryStore
@@ -23,6 +26,7 @@ from ragweedd.config import Config
 from ragweedd.contract import SearchResult
 from ragweedd.errors import RequestError
 from ragweedd.paths import Paths
+from ragweedd.query.rerank import Reranker, make_reranker, rerank_result
 from ragweedd.query.vectors import VectorSearch
 from ragweedd.store.protocols import StoreBackend
 from ragweedd.store.sqlite_backend import SqliteBackend
@@ -38,8 +42,11 @@ if TYPE_CHECKING:
 class Services:
     def __init__(self, cfg: Config, paths: Paths, *, embedder: Any = None, indexes: IndexLookup | None = None,
                  disk_indexes: DiskIndexes | None = None,
-                 collection_names: Callable[[], list[str]] | None = None, passes: Any = None) -> None:
+                 collection_names: Callable[[], list[str]] | None = None, passes: Any = None,
+                 reranker: Reranker | None | Literal["config"] = "config") -> None:
         self.cfg, self.paths = cfg, paths
+        # "config": the [llm] rerank of cfg (None when it is empty); tests hand in their own
+        self.reranker: Reranker | None = make_reranker(cfg) if isinstance(reranker, str) else reranker
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
         self._disk = disk_indexes
@@ -115,6 +122,20 @@ class Services:
         f = Filters.make(collections=names, path_glob=path_glob, file_types=[file_type] if file_type else None,
                          doc_ids=[doc_id] if doc_id else None)
         res: SearchResult = self.searcher(names).search(query, filters=f, limit=limit, mode=mode)  # type: ignore[assignment]
+        return res
+
+    async def search_async(self, query: str, collections: list[str] | None = None, limit: int = 10, *,
+                           path_glob: str | None = None, file_type: str | None = None, doc_id: str | None = None,
+                           mode: str = "hybrid") -> SearchResult:
+        """``search`` in a worker thread, then the optional rerank on the caller's event loop (the
+        LLM providers are asynchronous; the search is blocking). With a reranker the search fetches
+        at least its number of candidates and the rerank cuts back to ``limit``."""
+        rr = self.reranker
+        fetch = max(limit, rr.candidates) if rr is not None else limit
+        res = await asyncio.to_thread(self.search, query, collections, fetch, path_glob=path_glob,
+                                      file_type=file_type, doc_id=doc_id, mode=mode)
+        if rr is not None:
+            await rerank_result(rr, query, cast(dict, res), limit=limit, keep_pct=self.cfg.pre_annotate_keep)
         return res
 
     def searcher(self, names: list[str]) -> Searcher:

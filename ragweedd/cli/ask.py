@@ -45,7 +45,7 @@ async def _ask(services, query: str, args, out: TextIO, err: TextIO) -> int:
         if not args.json:
             out.write(entry["state"].get("answer", ""))
     else:
-        res = await asyncio.to_thread(services.search, query, args.collection, args.top_k)
+        res = await services.search_async(query, args.collection, args.top_k)
         events = await flow.ask(query, res)
     return await _print(services, events, args.json, out, err)
 

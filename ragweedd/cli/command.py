@@ -294,9 +294,11 @@ def _search(cfg, args) -> int:
     from ragweedd.cli import common
     from ragweedd.services import open_oneshot
 
+    import asyncio
+
     services = open_oneshot(cfg)
     try:
-        res = services.search(args.query, args.collection, args.top_k, mode=args.mode)
+        res = asyncio.run(services.search_async(args.query, args.collection, args.top_k, mode=args.mode))
     finally:
         services.close()
     common.print_hits(res["results"], args.json, {"retrieval_meta": res.get("retrieval_meta")})

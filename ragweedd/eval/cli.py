@@ -92,7 +92,11 @@ def _run_questions(cfg, args) -> int:
         services.searchable(args.collection)  # a name that does not exist fails before any search
 
         def search(query: str) -> list:
-            return list(services.search(query, args.collection, max(questions.KS), mode=args.mode)["results"])
+            import asyncio
+
+            # search_async, as the daemon serves it: a configured [llm] rerank is measured too
+            res = asyncio.run(services.search_async(query, args.collection, max(questions.KS), mode=args.mode))
+            return list(res["results"])
 
         res = questions.evaluate(qs, search, progress=lambda m: print(m, file=sys.stderr, flush=True))
     finally:

@@ -152,7 +152,7 @@ class BaseProvider:
         return "the API key"
 
     def _model_hint(self) -> str:
-        return "fix the model name in llm.synthesis / llm.annotation"
+        return "fix the model name in llm.synthesis / llm.annotation / llm.rerank"
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         base = min(BACKOFF_CAP_S, self.retry_backoff_s * (2 ** attempt))

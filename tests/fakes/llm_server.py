@@ -320,3 +320,24 @@ class FakeLLMServer:
         await resp.write((json.dumps(done) + "\n").encode())
         await resp.write_eof()
         return resp
+
+
+# --- rerank ----------------------------------------------------------------------------------------
+def relevance_reply(score_of, other=None):
+    """A ``reply`` that answers ragweedd's rerank prompts (ragweedd/query/rerank.py) from
+    ``score_of(passage_text) -> 0..10``: the batch prompt's numbered passages get "N: SCORE" lines,
+    the yes/no prompt "yes" for a score of 5 or more, else "no". Any other prompt goes to ``other``."""
+    import re
+
+    def reply(provider, messages):
+        prompt = messages[-1]["content"]
+        if "<Document>:" in prompt:
+            doc = prompt.split("<Document>:", 1)[1].rsplit("Is the document relevant", 1)[0]
+            return "yes" if score_of(doc) >= 5 else "no"
+        if "Passages:" in prompt:
+            body = prompt.split("Passages:", 1)[1].split("\n\nRate how relevant", 1)[0]
+            parts = re.split(r"(?m)^\[(\d+)\] ", body)
+            return "\n".join(f"{n}: {score_of(text):g}" for n, text in zip(parts[1::2], parts[2::2]))
+        return other(provider, messages) if other is not None else "Hello from the fake server."
+
+    return reply

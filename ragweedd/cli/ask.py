@@ -90,7 +90,7 @@ def print_sources(rec: dict, out: TextIO) -> None:
     """The numbered sources behind the answer: for an LLM answer the ones it cited (their numbers
     are the [N] in the text), for the passages answer every passage shown."""
     from ragweedd.cli.common import where
-    from ragweedd.cli.ctl import safe
+    from ragweedd.cli.ctl import print_quotes, safe
 
     sources = rec.get("sources") or []
     cited = set(rec.get("cited_numbers") or [])
@@ -106,6 +106,7 @@ def print_sources(rec: dict, out: TextIO) -> None:
         # the uri opens the cited place (page, lines, time, member), where the path opens only the file
         if s.get("uri") or s.get("source_file"):
             out.write(f"    {safe(s.get('uri') or s['source_file'])}\n")
+        print_quotes(s, out)
     left = len(sources) - len(shown)
     if rec.get("mode") == "llm" and left > 0:
         out.write(f"({left} more source{'s' if left != 1 else ''} given to the model but not cited; "

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._common import SCIFACT, table, write_json  # noqa: E402
 from ragweedd.answer import quotes as Q  # noqa: E402
 
+WEIGHTS = (0.0, 0.5, 0.7, 0.85, 1.0)
 RATIOS = (0.0, 0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8, 0.9)
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 # question -> the example file that answers it (the others do not)
@@ -44,9 +45,52 @@ EXAMPLE_QUESTIONS = {
     "when is the lamp lit?": "lighthouse.svg",
     "when was the chain replaced?": "bike-service.json",
     "which planet is the largest?": "solar-system.html",
-    "how much sencha tea is in stock?": "tea-inventory.csv",
+    "how long should sencha steep?": "tea-inventory.csv",
     "how do I publish a release?": "release-process.rst",
 }
+
+# the harder set: every paragraph of the examples is a passage, so the others of the same document
+# (same topic, same words) compete; question -> words found only in the paragraphs that answer it
+PARAGRAPH_QUESTIONS = {
+    "how often do I feed the starter?": ["Feed the starter once a day"],
+    "what temperature should the starter be kept at?": ["Keep it at room temperature"],
+    "how much does a healthy starter rise?": ["doubles in four to six hours"],
+    "what is the grey liquid on top of the starter?": ["hooch"],
+    "which flour makes a more active starter?": ["Rye flour"],
+    "when should I bake?": ["Bake when the starter"],
+    "what does ef trade off?": ["beam width"],
+    "what happens to deleted vectors?": ["tombstones"],
+    "how many neighbours does layer zero hold?": ["layer zero"],
+    "when is the fog horn tested?": ["fog horn"],
+    "when was the chain replaced?": ["replaced chain"],
+    "which planet is the largest?": ["Jupiter"],
+    "how fast are the winds on Neptune?": ["Neptune"],
+    "how long should sencha steep?": ["Sencha"],
+    "when is a release tagged?": ["tagged from the main branch"],
+    "what bumps the major version number?": ["semantic versioning"],
+    "how is a bad release rolled back?": ["rolled back"],
+    "can I downgrade across a database migration?": ["rolled back"],
+}
+
+
+def example_paragraphs() -> list[dict]:
+    """The blank-line paragraphs of the examples' extracted text (as ingest sees them), with their
+    spans; a heading alone is not a passage."""
+    import re
+
+    from ragweedd.extract.registry import extract_file
+
+    out = []
+    for p in sorted(EXAMPLES.iterdir()):
+        text = extract_file(p).text
+        for m in re.finditer(r"\S(?:.*?\S)?(?=\n\s*\n|\s*$)", text, re.S):
+            body = m.group(0)
+            if len(body.split()) < 4:
+                continue
+            out.append({"text": body, "filename": p.name, "doc_id": p.name, "span": [m.start(), m.end()],
+                        "lines": [text.count("\n", 0, m.start()) + 1, text.count("\n", 0, m.end()) + 1],
+                        "uri": p.as_uri()})
+    return out
 
 
 def example_passages() -> list[dict]:
@@ -56,6 +100,26 @@ def example_passages() -> list[dict]:
         out.append({"text": text, "filename": p.name, "doc_id": p.name, "span": [0, len(text)],
                     "lines": [1, text.count("\n") + 1], "uri": p.as_uri()})
     return out
+
+
+def passage_scores(cands: list, n: int, weight: float) -> list[float]:
+    """Each passage's best sentence under another semantic weight (the candidates keep both parts)."""
+    best = [0.0] * n
+    for c in cands:
+        best[c.hit] = max(best[c.hit], weight * c.sim + (1 - weight) * c.keyword)
+    return best
+
+
+def weight_grid(raw: list[tuple[list, int, list[bool]]]) -> list[dict]:
+    """Precision / recall / first-listed-is-relevant for several semantic weights at several ratios."""
+    rows = []
+    for w in WEIGHTS:
+        runs = [(passage_scores(cands, n, w), labels) for cands, n, labels in raw]
+        for row in evaluate(runs)[:-1]:
+            if row["rule"] in ("ratio 0.5", "ratio 0.6", "ratio 0.7", "ratio 0.8"):
+                top1 = sum(labels[max(range(len(sc)), key=lambda i: sc[i])] for sc, labels in runs) / len(runs)
+                rows.append({"weight": w, **row, "p_at_1": top1})
+    return rows
 
 
 def evaluate(runs: list[tuple[list[float], list[bool]]]) -> list[dict]:
@@ -80,22 +144,26 @@ def evaluate(runs: list[tuple[list[float], list[bool]]]) -> list[dict]:
     return rows
 
 
-def run_examples(emb) -> list[dict]:
+def run_examples(emb, paragraphs: bool = False) -> tuple[list[dict], list]:
     from ragweedd.embed.long import embed_texts
 
-    passages = example_passages()
+    passages = example_paragraphs() if paragraphs else example_passages()
     pvecs = embed_texts(emb, [p["text"] for p in passages])
-    runs = []
-    for q, answer in EXAMPLE_QUESTIONS.items():
+    runs, raw = [], []
+    questions = PARAGRAPH_QUESTIONS if paragraphs else EXAMPLE_QUESTIONS
+    for q, answer in questions.items():
         # in the order dense retrieval gives them, so "first five" is what the answer listed before
         sims = pvecs @ embed_texts(emb, [q.lower()])[0]
         ranked = [passages[i] for i in sorted(range(len(passages)), key=lambda i: -sims[i])]
-        scores, _ = Q.rank_passages(q, ranked, emb)
-        runs.append((scores, [p["filename"] == answer for p in ranked]))
-    return evaluate(runs)
+        scores, cands = Q.rank_passages(q, ranked, emb)
+        labels = ([any(w in p["text"] for w in answer) for p in ranked] if paragraphs
+                  else [p["filename"] == answer for p in ranked])
+        runs.append((scores, labels))
+        raw.append((cands, len(ranked), labels))
+    return evaluate(runs), raw
 
 
-def run_scifact(emb, n_queries: int, pool: int, seed: int) -> list[dict]:
+def run_scifact(emb, n_queries: int, pool: int, seed: int) -> tuple[list[dict], list]:
     import numpy as np
 
     from ragweedd.embed.long import embed_texts
@@ -125,15 +193,17 @@ def run_scifact(emb, n_queries: int, pool: int, seed: int) -> list[dict]:
     dvecs = embed_texts(emb, texts)
     qvecs = embed_texts(emb, [queries[q].lower() for q in qids])
     print(f"embedded {len(ids)} abstracts and {len(qids)} claims in {time.perf_counter() - t0:.0f}s", file=sys.stderr)
-    runs = []
+    runs, raw = [], []
     t0 = time.perf_counter()
     for k, qid in enumerate(qids):
         top = np.argsort(-(dvecs @ qvecs[k]))[:10]
         hits = [{"text": texts[i], "doc_id": ids[i], "span": [0, len(texts[i])]} for i in top]
-        scores, _ = Q.rank_passages(queries[qid], hits, emb)
-        runs.append((scores, [ids[i] in qrels[qid] for i in top]))
+        scores, cands = Q.rank_passages(queries[qid], hits, emb)
+        labels = [ids[i] in qrels[qid] for i in top]
+        runs.append((scores, labels))
+        raw.append((cands, len(hits), labels))
     print(f"scored {len(qids)} answers in {time.perf_counter() - t0:.0f}s", file=sys.stderr)
-    return evaluate(runs)
+    return evaluate(runs), raw
 
 
 def main() -> None:
@@ -147,13 +217,25 @@ def main() -> None:
 
     emb = MiniLMEmbedder(threads=2).load()
     cols = ["rule", "precision", "recall", "listed_per_q"]
-    ex = run_examples(emb)
+    grid_cols = ["weight", "rule", "precision", "recall", "listed_per_q", "p_at_1"]
+    ex, raw = run_examples(emb)
     print(f"examples ({len(EXAMPLE_QUESTIONS)} questions, 7 passages each)\n" + table(ex, cols) + "\n")
-    payload = {"examples": ex, "sem_weight": Q.SEM_WEIGHT}
+    ex_grid = weight_grid(raw)
+    print("examples, by semantic weight\n" + table(ex_grid, grid_cols) + "\n")
+    para, raw = run_examples(emb, paragraphs=True)
+    n_para = len(example_paragraphs())
+    print(f"example paragraphs ({len(PARAGRAPH_QUESTIONS)} questions, {n_para} passages each)\n"
+          + table(para, cols) + "\n")
+    para_grid = weight_grid(raw)
+    print("example paragraphs, by semantic weight\n" + table(para_grid, grid_cols) + "\n")
+    payload = {"examples": ex, "examples_grid": ex_grid, "paragraphs": para, "paragraphs_grid": para_grid,
+               "sem_weight": Q.SEM_WEIGHT}
     if not a.no_scifact and (SCIFACT / "corpus.jsonl").exists():
-        sf = run_scifact(emb, a.queries, a.pool, a.seed)
-        print(f"SciFact train ({a.queries} claims, top 10 of {a.pool} + judged abstracts)\n" + table(sf, cols))
-        payload.update(scifact=sf, queries=a.queries, pool=a.pool, seed=a.seed)
+        sf, raw = run_scifact(emb, a.queries, a.pool, a.seed)
+        print(f"SciFact train ({a.queries} claims, top 10 of {a.pool} + judged abstracts)\n" + table(sf, cols) + "\n")
+        sf_grid = weight_grid(raw)
+        print("SciFact, by semantic weight\n" + table(sf_grid, grid_cols))
+        payload.update(scifact=sf, scifact_grid=sf_grid, queries=a.queries, pool=a.pool, seed=a.seed)
     write_json("quotes_threshold", payload)
 
 

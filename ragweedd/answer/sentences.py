@@ -88,7 +88,7 @@ def _segments(text: str, a: int, b: int):
         line = text[s:e]
         prev_line = text[prev[0]:prev[1]].strip()
         # a title: much shorter than the block's lines and not ending as prose or a wrapped clause does
-        title = (widest > 60 and len(prev_line) < min(40, widest // 2) and prev_line[-1:] not in ".,;:-"
+        title = (len(prev_line) < min(40, widest * 0.7) and prev_line[-1:] not in ".,;:-"
                  and line.lstrip()[:1].isupper())
         if prev_hard or title or _hard_start(line):
             yield seg_start, prev[1]

@@ -51,6 +51,13 @@ def test_blank_lines_headings_and_titles_end_sentences():
                            "that was measured carefully."]
 
 
+def test_a_title_line_over_a_narrow_block_stands_alone():
+    assert sents("Lighthouse keeper's schedule\nLamp lit at sunset, extinguished at sunrise.\n"
+                 "Lens cleaned every morning; fog horn tested on Sundays.") == [
+        "Lighthouse keeper's schedule", "Lamp lit at sunset, extinguished at sunrise.",
+        "Lens cleaned every morning; fog horn tested on Sundays."]
+
+
 def test_bullets_and_numbered_items_are_one_sentence_each_even_when_wrapped():
     text = ("Steps:\n- Mix flour and water\n- Wait four hours, then\n  fold the dough\n• Bake\n"
             "1. First item\n2) Second item\n(a) third")

@@ -117,8 +117,7 @@ def weight_grid(raw: list[tuple[list, int, list[bool]]]) -> list[dict]:
         runs = [(passage_scores(cands, n, w), labels) for cands, n, labels in raw]
         for row in evaluate(runs)[:-1]:
             if row["rule"] in ("ratio 0.5", "ratio 0.6", "ratio 0.7", "ratio 0.8"):
-                top1 = sum(labels[max(range(len(sc)), key=lambda i: sc[i])] for sc, labels in runs) / len(runs)
-                rows.append({"weight": w, **row, "p_at_1": top1})
+                rows.append({"weight": w, **row})
     return rows
 
 
@@ -133,14 +132,17 @@ def evaluate(runs: list[tuple[list[float], list[bool]]]) -> list[dict]:
             listed += len(keep)
             rel += sum(labels)
         rows.append({"rule": f"ratio {r}", "precision": tp / max(listed, 1), "recall": tp / max(rel, 1),
-                     "listed_per_q": listed / max(len(runs), 1)})
+                     "listed_per_q": listed / max(len(runs), 1),
+                     "p_at_1": sum(labels[max(range(len(sc)), key=lambda i: sc[i])] for sc, labels in runs)
+                     / max(len(runs), 1)})
     tp = listed = rel = 0
     for _, labels in runs:
         tp += sum(labels[:5])
         listed += min(5, len(labels))
         rel += sum(labels)
     rows.append({"rule": "first five (before)", "precision": tp / max(listed, 1), "recall": tp / max(rel, 1),
-                 "listed_per_q": listed / max(len(runs), 1)})
+                 "listed_per_q": listed / max(len(runs), 1),
+                 "p_at_1": sum(labels[0] for _, labels in runs) / max(len(runs), 1)})
     return rows
 
 
@@ -216,7 +218,7 @@ def main() -> None:
     from ragweedd.embed.local import MiniLMEmbedder
 
     emb = MiniLMEmbedder(threads=2).load()
-    cols = ["rule", "precision", "recall", "listed_per_q"]
+    cols = ["rule", "precision", "recall", "listed_per_q", "p_at_1"]
     grid_cols = ["weight", "rule", "precision", "recall", "listed_per_q", "p_at_1"]
     ex, raw = run_examples(emb)
     print(f"examples ({len(EXAMPLE_QUESTIONS)} questions, 7 passages each)\n" + table(ex, cols) + "\n")

@@ -171,13 +171,16 @@ async def answer_question(query: str, hits: list[dict], cfg, *, annotator=None, 
 
         # --- no LLM: cited passages -----------------------------------------------------
         if synthesizer is None:
+            t0 = time.perf_counter()
             text, numbered = (await asyncio.to_thread(passages_answer, outcome.kept, query=query, embedder=embedder)
                               if outcome.kept else (REFUSAL, []))
+            quote_ms = (time.perf_counter() - t0) * 1000
             yield {"type": "context", "sources": [_compact(h, with_text=True) for h in numbered]}
             yield {"type": "token", "text": text}
             yield _done(base, mode="passages" if numbered else "empty", answer=text, context=numbered,
                         stop_reason="end", usage_by=usage_by, provider=None, model=None, llm_calls=outcome.calls,
-                        annotate_ms=outcome.ms, synth_ms=0.0, t_start=t_start, messages=None, cfg=cfg)
+                        annotate_ms=outcome.ms, synth_ms=0.0, t_start=t_start, messages=None, cfg=cfg,
+                        quote_ms=quote_ms)
             return
 
         # --- nothing left to answer from: refuse without spending a call ---------------------
@@ -197,7 +200,9 @@ async def answer_question(query: str, hits: list[dict], cfg, *, annotator=None, 
         # each source carries its best sentence, so a citation can point at the words, not the passage
         from ragweedd.answer.quotes import attach
 
+        t0 = time.perf_counter()
         packed = await asyncio.to_thread(attach, query, packed, embedder)
+        quote_ms = (time.perf_counter() - t0) * 1000
         yield {"type": "context", "sources": [_compact(h, with_text=True) for h in packed]}
         messages = synthesis_messages(query, packed, prompts)
         t0 = time.perf_counter()
@@ -218,7 +223,8 @@ async def answer_question(query: str, hits: list[dict], cfg, *, annotator=None, 
         synth_ms = (time.perf_counter() - t0) * 1000
         yield _done(base, mode="llm", answer="".join(parts), context=packed, stop_reason=stop, usage_by=usage_by,
                     provider=synthesizer.spec, model=model, llm_calls=outcome.calls + synthesizer.calls - calls0,
-                    annotate_ms=outcome.ms, synth_ms=synth_ms, t_start=t_start, messages=messages, cfg=cfg)
+                    annotate_ms=outcome.ms, synth_ms=synth_ms, t_start=t_start, messages=messages, cfg=cfg,
+                    quote_ms=quote_ms)
     finally:
         if own_a:
             await annotator.aclose()
@@ -247,7 +253,7 @@ def _merged_prompts(config_dir, annotator, synthesizer) -> Prompts:
 
 def _done(base: dict, *, mode: str, answer: str, context: list[dict], stop_reason: str, usage_by: dict,
           provider, model, llm_calls: int, annotate_ms: float, synth_ms: float, t_start: float,
-          messages, cfg, continuations: int = 0) -> dict:
+          messages, cfg, continuations: int = 0, quote_ms: float | None = None) -> dict:
     check = check_citations(answer, len(context)) if mode == "llm" else {
         "cited": [h["n"] for h in context], "invalid": []}
     by_n = {h["n"]: h for h in context}
@@ -276,6 +282,8 @@ def _done(base: dict, *, mode: str, answer: str, context: list[dict], stop_reaso
         "timings": {"annotate_ms": round(annotate_ms, 1), "synthesize_ms": round(synth_ms, 1),
                     "total_ms": round((time.perf_counter() - t_start) * 1000, 1)},
     }
+    if quote_ms is not None:  # choosing the quoted sentences (their embedding included)
+        done["timings"]["quote_ms"] = round(quote_ms, 1)
     if check["invalid"]:
         log.warning("invalid_citations", numbers=check["invalid"], sources=len(context))
     if continuable:

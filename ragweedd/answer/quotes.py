@@ -31,7 +31,7 @@ from ragweedd.logging import get_logger
 
 log = get_logger(__name__)
 
-SEM_WEIGHT = 0.7
+SEM_WEIGHT = 0.5
 KEEP_RATIO = 0.6  # passages whose best sentence scores below this share of the best one's are dropped
 QUOTE_RATIO = 0.75  # within a kept passage, sentences this close to its best are quoted as well
 QUOTES_PER_SOURCE = 3

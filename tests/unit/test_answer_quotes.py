@@ -184,3 +184,53 @@ def test_kept_is_relative_to_the_best():
     assert Q.kept([0.2, 0.9, 0.5, 0.6]) == [1, 3]
     assert Q.kept([0.2, 0.9, 0.5, 0.6], 0.5) == [1, 3, 2]
     assert Q.kept([]) == [] and Q.kept([0.0, 0.0]) == [0, 1]
+
+
+def test_a_passage_without_span_or_lines_still_quotes_with_the_file_uri():
+    h = hit(SOURDOUGH, 0, uri="file:///n/f0.docx")
+    h["span"], h["lines"] = [None, None], None
+    _, numbered = passages_answer([h], query="feed the starter", embedder=EMB)
+    q = numbered[0]["quote"]
+    assert q["span"] is None and q["lines"] is None and q["uri"] == "file:///n/f0.docx"
+    assert q["text"] in SOURDOUGH
+
+
+def test_printed_quotes_escape_control_characters():
+    import io
+
+    from ragweedd.cli.ctl import print_quotes
+
+    out = io.StringIO()
+    print_quotes({"quotes": [{"text": "Feed it\x1b]0;owned\x07 daily.", "uri": "file:///n/f.txt#L3"}]}, out)
+    assert "\x1b" not in out.getvalue() and "\\x1b" in out.getvalue()
+    assert out.getvalue().endswith("      file:///n/f.txt#L3\n")
+
+
+def test_the_ask_flow_hands_the_embedder_to_the_answer_and_the_history_keeps_quotes(tmp_path):
+    from ragweedd.answer.ask_flow import AskFlow
+    from ragweedd.answer.history import HistoryStore
+
+    made = []
+
+    class Counting:
+        id, dim, max_input_tokens = EMB.id, EMB.dim, EMB.max_input_tokens
+
+        def embed_batch(self, texts):
+            made.append(len(texts))
+            return EMB.embed_batch(texts)
+
+    def embedder():
+        made.append("made")
+        return Counting()
+
+    async def go():
+        with HistoryStore(tmp_path / "h.sqlite3") as hs:
+            flow = AskFlow(default_config(), hs, embedder=embedder)
+            res = {"results": [hit(LIGHTHOUSE, 0), hit(SOURDOUGH, 1)], "retrieval_meta": {}}
+            evs = [e async for e in await flow.ask("how often do I feed the starter?", res)]
+            return evs[-1], hs.show(evs[-1]["history_id"])
+
+    done, entry = asyncio.run(go())
+    assert made[0] == "made" and sum(n for n in made[1:]) > 2, "the question and the sentences were embedded"
+    assert [s["filename"] for s in done["sources"]] == ["f1.txt"] and done["timings"]["quote_ms"] >= 0
+    assert entry["sources"][0]["quote"] == done["sources"][0]["quote"], "the history keeps the quotes"

@@ -60,8 +60,8 @@ def _stem(w: str) -> str:
     for suf, rep in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("edly", ""), ("ed", ""), ("ly", ""),
                      ("es", ""), ("s", "")):
         if w.endswith(suf) and len(w) - len(suf) >= 3:
-            if suf == "s" and w.endswith(("ss", "us", "is")):
-                return w
+            if (suf == "s" and w.endswith(("ss", "us", "is"))) or (suf == "ed" and w.endswith("eed")):
+                return w  # "glass", "virus", "speed" keep their ending
             return w[: len(w) - len(suf)] + rep
     return w
 

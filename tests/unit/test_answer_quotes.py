@@ -101,6 +101,7 @@ def hit(text, i=0, *, span0=100, lines=None, pages=None, uri=None, doc_id=None, 
 
 def test_words_are_stemmed_and_stop_words_dropped():
     assert Q.words("How often do I feed the starters? Feeding feeds") == ["often", "feed", "starter", "feed", "feed"]
+    assert Q.words("speed speeds glass viruses studies tested") == ["speed", "speed", "glass", "virus", "study", "test"]
 
 
 @pytest.mark.parametrize("embedder", [None, EMB], ids=["keywords", "hash-embedder"])

@@ -14,8 +14,8 @@ chose the ratio). Without an embedder the score is the keyword part alone.
 A quote is ``{text, span, lines, page_label, uri, score}``: ``text`` is exactly the document's text at
 ``span`` (the passage's own span moved by the sentence's offset; both in the extracted text's
 coordinates), ``lines`` are counted from the passage's first line as editors count them, and a quote
-in a passage that runs over two pages gets its own page when another retrieved passage of the same
-document pins where the page turns, else the passage's page range.
+in a passage that runs over two pages gets its own page when the passage's page joins or another
+retrieved passage of the same document pin where the page turns, else the passage's page range.
 """
 
 from __future__ import annotations
@@ -183,7 +183,7 @@ def make_quote(hit: dict, c: Candidate, hits: Sequence[dict] = ()) -> dict:
     base = span[0] if isinstance(span[0], int) else None
     q_span = [base + c.start, base + c.end] if base is not None else None
     lines = _lines_of(hit, text, c.start, c.end)
-    page = _page_of(hit, q_span, hits)
+    page = _page_of(hit, q_span, hits, c.start)
     return {"text": text[c.start:c.end], "span": q_span, "lines": lines,
             "page_label": page if page is not None else hit.get("page_label"),
             "uri": _uri(hit, page, lines), "score": round(c.score, 4)}
@@ -204,13 +204,24 @@ def _lines_of(hit: dict, text: str, a: int, b: int) -> list[int] | None:
     return [min(first, lines[-1]), min(last, lines[-1])]
 
 
-def _page_of(hit: dict, span: list[int] | None, hits: Sequence[dict]) -> str | None:
-    """The page of a quote when it can be told: the passage's only page, or, in a passage over
-    several pages, the page another retrieved passage of the document proves the span lies on."""
+_PAGE_JOIN = re.compile(r"\n[ \t]*\n")
+
+
+def _page_of(hit: dict, span: list[int] | None, hits: Sequence[dict], offset: int = 0) -> str | None:
+    """The page of a quote when it can be told: the passage's only page; in a passage over several
+    pages, the page its blank lines tell (PDF pages are joined by a blank line, so a passage over
+    k pages with k - 1 blank lines turns a page at each, and a sentence never crosses one), else
+    the page another retrieved passage of the document proves the span lies on."""
     pages = hit.get("pages") or []
     if len(pages) == 1:
         return str(pages[0])
-    if len(pages) < 2 or span is None:
+    if len(pages) < 2:
+        return None
+    text = hit.get("text") or ""
+    turns = [m.start() for m in _PAGE_JOIN.finditer(text)]
+    if len(turns) == len(pages) - 1:
+        return str(pages[sum(1 for t in turns if t < offset)])
+    if span is None:
         return None
     lo, hi = pages[0], pages[-1]
     for other in hits:

@@ -128,3 +128,49 @@ def test_llm_answer_sources_carry_quote_spans():
         assert q["uri"].startswith(f"file:///ex/{s['filename']}#L")
     cited = done["cited"][0]
     assert cited["filename"] == "sourdough.txt" and "feed" in cited["quote"]["text"].lower()
+
+
+# --- a real PDF, extracted and chunked as ingest does ---------------------------------------------------
+PAGE1 = ("Maintenance report for the north pumping station. The inspection covered both pumps and the "
+         "control cabinet. The main pump failed at 3.5 bar on Monday, e.g. during the morning test run. "
+         "Pressure was restored by noon.")
+PAGE2 = ("The inlet valve was replaced on Tuesday by Dr. Okafor's team. The old valve showed corrosion "
+         "on its seat. No further faults were found in the station.")
+
+
+def test_pdf_quotes_are_the_extracted_text_at_their_span_on_their_own_page(tmp_path):
+    from fpdf import FPDF
+
+    from ragweedd.chunk.chunker import ChunkParams, chunk_document
+    from ragweedd.contract import place_uri
+    from ragweedd.extract.registry import extract_file
+
+    pdf = FPDF()
+    pdf.set_font("Helvetica", size=12)
+    for text in (PAGE1, PAGE2):
+        pdf.add_page()
+        pdf.multi_cell(0, 8, text)
+    path = tmp_path / "report.pdf"
+    pdf.output(str(path))
+    doc = extract_file(path)
+    # small chunks with the PDF overlap, so passages run over the page turn and overlap each other
+    chunks = chunk_document(doc, ChunkParams(64, 40, 64, 15, pdf_overlap_pct=50)).chunks
+    assert any(len(c["meta"]["pages"]) == 2 for c in chunks), "a passage spans both pages"
+    hits = []
+    for c in chunks:
+        m = c["meta"]
+        hits.append({"embedding_id": c["chunk_idx"], "collection": "c", "doc_id": "report", "filename": "report.pdf",
+                     "source_file": str(path), "source_rel_path": "report.pdf", "text": c["text"],
+                     "span": [m["char_start"], m["char_end"]], "pages": m["pages"], "page_label": m["page_label"],
+                     "lines": None, "uri": place_uri(str(path), pages=m["pages"]), "rel_score": 1.0, "score": 0.016,
+                     "section": None, "t_start": None, "t_end": None, "member": None})
+    for question, words, page in (("when was the inlet valve replaced?", "inlet valve was replaced", "2"),
+                                  ("at what pressure did the main pump fail?", "failed at 3.5 bar", "1")):
+        _, numbered = passages_answer(hits, query=question, embedder=make_embedder("hash:256"))
+        best = max((q for h in numbered for q in h["quotes"]), key=lambda q: q["score"])
+        assert words in " ".join(best["text"].split()), (question, best)
+        assert doc.text[best["span"][0]:best["span"][1]] == best["text"]
+        assert best["page_label"] == page and best["uri"] == f"{path.as_uri()}#page={page}", best
+        for h in numbered:  # every quote is the document's own text, whichever passage it came from
+            for q in h["quotes"]:
+                assert doc.text[q["span"][0]:q["span"][1]] == q["text"]

@@ -133,18 +133,30 @@ def test_member_and_time_uris():
     assert Q.quotes_for(0, [h], cands)[0]["uri"] == "file:///n/r.mp3#t=12,20", "a sentence has no time of its own"
 
 
-def test_pdf_quote_page_is_told_by_another_passage_of_the_document_else_the_range():
+def test_pdf_quote_page_is_told_by_the_page_joins_of_its_passage():
+    # PDF pages are joined by a blank line: one blank line in a passage over two pages is the turn
     text = "Page three ends here with a fact about pumps.\n\nPage four starts with the valve story."
     two = hit(text, 0, span0=1000, pages=[3, 4], uri="file:///n/x.pdf#page=3", doc_id="pdf")
+    for question, page in (("pumps fact", "3"), ("valve story", "4")):
+        _, cands = Q.rank_passages(question, [two], EMB)
+        q = Q.quotes_for(0, [two], cands, limit=1)[0]
+        assert q["page_label"] == page and q["uri"] == f"file:///n/x.pdf#page={page}", q
+
+
+def test_pdf_quote_page_is_told_by_another_passage_of_the_document_else_the_range():
+    # two blank lines over two pages: one is a paragraph break, which one the page turn is unknown
+    text = ("Page three ends here with a fact about pumps.\n\nStill page three, or four.\n\n"
+            "Page four starts with the valve story.")
+    two = hit(text, 0, span0=1000, pages=[3, 4], uri="file:///n/x.pdf#page=3", doc_id="pdf")
     before = hit("earlier text on page three only", 1, span0=900, pages=[3], doc_id="pdf")
-    before["span"] = [900, 1030]  # ends inside the first sentence of the two-page passage... and after it
+    before["span"] = [900, 1030]  # ends inside the first sentence of the two-page passage
     _, cands = Q.rank_passages("pumps fact", [two], EMB)
-    alone = Q.quotes_for(0, [two], cands, limit=1)[0]
+    alone = Q.quotes_for(0, [two, before], cands, limit=1)[0]
     assert alone["page_label"] == "3-4" and alone["uri"] == "file:///n/x.pdf#page=3"
     before["span"] = [900, 1050]  # the first sentence, 1000-1045, lies inside a page-3-only passage
     q = Q.quotes_for(0, [two, before], cands, limit=1)[0]
     assert q["text"].startswith("Page three ends") and q["page_label"] == "3" and q["uri"].endswith("#page=3")
-    after = hit("later text on page four only", 2, span0=1040, pages=[4], doc_id="pdf")
+    after = hit("later text on page four only", 2, span0=1070, pages=[4], doc_id="pdf")
     _, cands = Q.rank_passages("valve story", [two], EMB)
     q = Q.quotes_for(0, [two, after], cands, limit=1)[0]
     assert q["text"].startswith("Page four") and q["page_label"] == "4" and q["uri"] == "file:///n/x.pdf#page=4"

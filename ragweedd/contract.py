@@ -384,6 +384,20 @@ class SearchResult(TypedDict):
 
 
 # --------------------------------------------------------------------------- answers
+class Quote(TypedDict):
+    """A sentence of a source that answers the question: ``text`` is exactly the document's
+    extracted text at ``span`` (the same coordinates as the source's ``span``); ``lines`` (text
+    files) and ``page_label`` (PDFs: the page when it can be told, else the source's range) place
+    it, and ``uri`` opens it (``#L12``, ``#page=3``). ``score`` ranks the sentences of one answer."""
+
+    text: str
+    span: list[int] | None
+    lines: list[int] | None
+    page_label: str | None
+    uri: str
+    score: float
+
+
 class Source(TypedDict):
     """A hit as an answer cites it: numbered from 1 in prompt order (``n``), with a label for
     ``[N]`` and either the full text (sources that went into the prompt) or an excerpt."""
@@ -410,6 +424,8 @@ class Source(TypedDict):
     text: NotRequired[str]
     excerpt: NotRequired[str]
     truncated: NotRequired[bool]
+    quotes: NotRequired[list[Quote]]  # the sentences quoted from this source, in reading order
+    quote: NotRequired[Quote | None]  # the best of them: what a citation of [n] highlights
 
 
 class SourcesEvent(TypedDict):

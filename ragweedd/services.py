@@ -55,7 +55,7 @@ class Services:
             passes = self._open_passes  # probed at the first dense search, never by `ask --continue`
         self.vectors = VectorSearch(cfg, indexes if indexes is not None else disk_indexes, passes)
         self.history = HistoryStore(self.stores.open_history(), max_entries=cfg.history_max_entries)
-        self.ask_flow = AskFlow(cfg, self.history)
+        self.ask_flow = AskFlow(cfg, self.history, embedder=lambda: self.embedder)
         # the daemon names its collections (declared or added); a one-shot command knows those it finds
         self._registry = collection_names is not None
         self._names = collection_names or self.stores.indexed_collections

@@ -16,6 +16,7 @@ error envelope or an SSE error event.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import AsyncIterator
 
@@ -41,6 +42,9 @@ def _compact(hit: dict, *, with_text: bool = False) -> dict:
         out["n"] = hit["n"]
     if "annotation" in hit:
         out["annotation"] = hit["annotation"]
+    if "quotes" in hit:
+        out["quotes"] = hit["quotes"]
+        out["quote"] = hit.get("quote")
     text = hit.get("text") or ""
     if with_text:
         out["text"] = text
@@ -71,17 +75,36 @@ def _overhead(query: str, prompts: Prompts) -> int:
         fill(prompts.synthesis, SOURCES="", QUERY=query, REFUSAL=REFUSAL))
 
 
-def passages_answer(hits: list[dict], limit: int = PASSAGES_SHOWN) -> tuple[str, list[dict]]:
-    """The answer without an LLM: the top passages, numbered, with their sources, clearly labelled."""
-    top = sorted(hits, key=lambda h: -(h.get("rel_score") or 0.0))[:limit]
-    numbered = [{**h, "n": i} for i, h in enumerate(top, 1)]
+def passages_answer(hits: list[dict], limit: int = PASSAGES_SHOWN, *, query: str = "",
+                    embedder=None) -> tuple[str, list[dict]]:
+    """The answer without an LLM: the sentences of the retrieved passages that best answer ``query``
+    (ragweedd/answer/quotes.py), grouped by passage, numbered, clearly labelled. Passages far below
+    the best are not sources; each source carries its ``quotes`` and best ``quote``."""
+    from ragweedd.answer import quotes as Q
+
+    ordered = sorted(hits, key=lambda h: -(h.get("rel_score") or 0.0))
+    scores, cands = Q.rank_passages(query, ordered, embedder)
+    top = max(scores, default=0.0)
+    seen: set[tuple] = set()
+    numbered: list[dict] = []
     parts = [NO_LLM_LABEL + ":"]
-    for h in numbered:
-        text = " ".join((h.get("text") or "").split())
-        if len(text) > PASSAGE_CHARS:
-            text = text[:PASSAGE_CHARS].rsplit(" ", 1)[0] + " …"
-        parts.append(f"[{h['n']}] {source_label(h)}\n{text}")
+    for i in Q.kept(scores):
+        if len(numbered) >= limit:
+            break
+        # overlapping passages of one document hold the same sentence: it is quoted once, first
+        qs = Q.quotes_for(i, ordered, cands, skip=seen)
+        if not qs or max(q["score"] for q in qs) < Q.KEEP_RATIO * top - 1e-4:  # scores are rounded
+            continue
+        seen.update((ordered[i].get("doc_id"), tuple(q["span"])) for q in qs if q["span"])
+        h = {**ordered[i], "n": len(numbered) + 1, "quotes": qs, "quote": max(qs, key=lambda q: q["score"])}
+        numbered.append(h)
+        parts.append(f"[{h['n']}] {source_label(h)}\n" + "\n".join(f"> {_one_line(q['text'])}" for q in qs))
     return "\n\n".join(parts), numbered
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= PASSAGE_CHARS else text[:PASSAGE_CHARS].rsplit(" ", 1)[0] + " …"
 
 
 def _provider_from(cfg, spec_attr: str, given, key: str):
@@ -96,9 +119,11 @@ def _provider_from(cfg, spec_attr: str, given, key: str):
 
 
 async def answer_question(query: str, hits: list[dict], cfg, *, annotator=None, synthesizer=None,
-                          prompts: Prompts | None = None, config_dir=None) -> AsyncIterator[dict]:
+                          prompts: Prompts | None = None, config_dir=None, embedder=None) -> AsyncIterator[dict]:
     """Stream the events of one answer. ``annotator`` / ``synthesizer`` are ChatProviders; when None
-    they are built from cfg.llm_annotation / cfg.llm_synthesis (empty = that stage is skipped)."""
+    they are built from cfg.llm_annotation / cfg.llm_synthesis (empty = that stage is skipped).
+    ``embedder`` (the collection's) scores the sentences quoted; without it quotes are chosen by
+    keywords alone."""
     t_start = time.perf_counter()
     annotator, own_a = _provider_from(cfg, "llm_annotation", annotator, "llm.annotation")
     try:
@@ -146,12 +171,16 @@ async def answer_question(query: str, hits: list[dict], cfg, *, annotator=None, 
 
         # --- no LLM: cited passages -----------------------------------------------------
         if synthesizer is None:
-            text, numbered = passages_answer(outcome.kept) if outcome.kept else (REFUSAL, [])
+            t0 = time.perf_counter()
+            text, numbered = (await asyncio.to_thread(passages_answer, outcome.kept, query=query, embedder=embedder)
+                              if outcome.kept else (REFUSAL, []))
+            quote_ms = (time.perf_counter() - t0) * 1000
             yield {"type": "context", "sources": [_compact(h, with_text=True) for h in numbered]}
             yield {"type": "token", "text": text}
             yield _done(base, mode="passages" if numbered else "empty", answer=text, context=numbered,
                         stop_reason="end", usage_by=usage_by, provider=None, model=None, llm_calls=outcome.calls,
-                        annotate_ms=outcome.ms, synth_ms=0.0, t_start=t_start, messages=None, cfg=cfg)
+                        annotate_ms=outcome.ms, synth_ms=0.0, t_start=t_start, messages=None, cfg=cfg,
+                        quote_ms=quote_ms)
             return
 
         # --- nothing left to answer from: refuse without spending a call ---------------------
@@ -168,6 +197,12 @@ async def answer_question(query: str, hits: list[dict], cfg, *, annotator=None, 
                                                 max_tokens=cfg.max_tokens, context_chunks=cfg.context_chunks,
                                                 overhead_tokens=_overhead(query, prompts))
         base["budget"] = {**budget, "left_out": [h.get("embedding_id") for h in left_out]}
+        # each source carries its best sentence, so a citation can point at the words, not the passage
+        from ragweedd.answer.quotes import attach
+
+        t0 = time.perf_counter()
+        packed = await asyncio.to_thread(attach, query, packed, embedder)
+        quote_ms = (time.perf_counter() - t0) * 1000
         yield {"type": "context", "sources": [_compact(h, with_text=True) for h in packed]}
         messages = synthesis_messages(query, packed, prompts)
         t0 = time.perf_counter()
@@ -188,7 +223,8 @@ async def answer_question(query: str, hits: list[dict], cfg, *, annotator=None, 
         synth_ms = (time.perf_counter() - t0) * 1000
         yield _done(base, mode="llm", answer="".join(parts), context=packed, stop_reason=stop, usage_by=usage_by,
                     provider=synthesizer.spec, model=model, llm_calls=outcome.calls + synthesizer.calls - calls0,
-                    annotate_ms=outcome.ms, synth_ms=synth_ms, t_start=t_start, messages=messages, cfg=cfg)
+                    annotate_ms=outcome.ms, synth_ms=synth_ms, t_start=t_start, messages=messages, cfg=cfg,
+                    quote_ms=quote_ms)
     finally:
         if own_a:
             await annotator.aclose()
@@ -217,7 +253,7 @@ def _merged_prompts(config_dir, annotator, synthesizer) -> Prompts:
 
 def _done(base: dict, *, mode: str, answer: str, context: list[dict], stop_reason: str, usage_by: dict,
           provider, model, llm_calls: int, annotate_ms: float, synth_ms: float, t_start: float,
-          messages, cfg, continuations: int = 0) -> dict:
+          messages, cfg, continuations: int = 0, quote_ms: float | None = None) -> dict:
     check = check_citations(answer, len(context)) if mode == "llm" else {
         "cited": [h["n"] for h in context], "invalid": []}
     by_n = {h["n"]: h for h in context}
@@ -246,6 +282,8 @@ def _done(base: dict, *, mode: str, answer: str, context: list[dict], stop_reaso
         "timings": {"annotate_ms": round(annotate_ms, 1), "synthesize_ms": round(synth_ms, 1),
                     "total_ms": round((time.perf_counter() - t_start) * 1000, 1)},
     }
+    if quote_ms is not None:  # choosing the quoted sentences (their embedding included)
+        done["timings"]["quote_ms"] = round(quote_ms, 1)
     if check["invalid"]:
         log.warning("invalid_citations", numbers=check["invalid"], sources=len(context))
     if continuable:

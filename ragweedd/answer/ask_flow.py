@@ -11,7 +11,7 @@ awaits.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, cast
+from typing import Any, AsyncIterator, Callable, cast
 
 from ragweedd.answer import history as hist
 from ragweedd.contract import AskEvent, SearchResult
@@ -19,9 +19,11 @@ from ragweedd.errors import RagweedError, RequestError
 
 
 class AskFlow:
-    def __init__(self, cfg: Any, history: hist.HistoryStore) -> None:
+    def __init__(self, cfg: Any, history: hist.HistoryStore, *, embedder: Callable[[], Any] | None = None) -> None:
         self.cfg = cfg
         self.history = history
+        # called when an answer starts, so a continuation (which quotes nothing new) loads no model
+        self._embedder = embedder
 
     async def ask(self, query: str, res: SearchResult) -> AsyncIterator[AskEvent]:
         """Start an answer from a search result; the history entry exists once this returns."""
@@ -30,7 +32,8 @@ class AskFlow:
         body = hist.pending_answer(dict(res))
         hid = await asyncio.to_thread(self.history.add, "ask", query, body)
         hits = cast(list[dict[str, Any]], res["results"])
-        return self._recorded(answer_question(query, hits, self.cfg), hid, body,
+        embedder = self._embedder() if self._embedder is not None else None
+        return self._recorded(answer_question(query, hits, self.cfg, embedder=embedder), hid, body,
                               res.get("retrieval_meta") or {}, record_errors=True)
 
     async def resume(self, history_id: str) -> tuple[dict[str, Any], AsyncIterator[AskEvent]]:

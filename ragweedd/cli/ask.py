@@ -2,7 +2,8 @@
 
 Search exactly as ``ragweedd search`` does and run the same ask flow as the daemon
 (ragweedd/answer/ask_flow.py); print the answer as its tokens arrive, then the numbered sources with
-file, place and score. With no LLM configured the answer is the top passages, labelled as such.
+file, place and score, each with the sentences quoted from it and the uri that opens each. With no
+LLM configured the answer is those sentences (ragweedd/answer/quotes.py), labelled as such.
 Every answer is stored in the history the daemon uses, so ``ragweedctl history`` and ``ask
 --continue`` see it.
 """
@@ -87,10 +88,10 @@ async def _print(services, events, as_json: bool, out: TextIO, err: TextIO) -> i
 
 
 def print_sources(rec: dict, out: TextIO) -> None:
-    """The numbered sources behind the answer: for an LLM answer the ones it cited (their numbers
-    are the [N] in the text), for the passages answer every passage shown."""
+    """The numbered sources behind the answer, each with its quoted sentences: for an LLM answer the
+    ones it cited (their numbers are the [N] in the text), without an LLM every source quoted."""
     from ragweedd.cli.common import where
-    from ragweedd.cli.ctl import safe
+    from ragweedd.cli.ctl import print_quotes, safe
 
     sources = rec.get("sources") or []
     cited = set(rec.get("cited_numbers") or [])
@@ -106,6 +107,7 @@ def print_sources(rec: dict, out: TextIO) -> None:
         # the uri opens the cited place (page, lines, time, member), where the path opens only the file
         if s.get("uri") or s.get("source_file"):
             out.write(f"    {safe(s.get('uri') or s['source_file'])}\n")
+        print_quotes(s, out)
     left = len(sources) - len(shown)
     if rec.get("mode") == "llm" and left > 0:
         out.write(f"({left} more source{'s' if left != 1 else ''} given to the model but not cited; "

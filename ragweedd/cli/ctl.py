@@ -143,6 +143,22 @@ def _print_sources(sources: list[dict], out) -> None:
         # the uri opens the cited place (page, lines, time, member), where the path opens only the file
         if h.get("uri") or h.get("source_file"):
             out.write(f"    {safe(h.get('uri') or h['source_file'])}\n")
+        print_quotes(h, out)
+
+
+QUOTE_CHARS = 300  # of one quote on a terminal; --json has it whole
+
+
+def print_quotes(source: dict, out) -> None:
+    """The sentences an answer quotes from a source, each with the uri that opens it (``#L14``,
+    ``#page=4``), under the source they come from."""
+    for q in source.get("quotes") or ([source["quote"]] if source.get("quote") else []):
+        text = " ".join(str(q.get("text", "")).split())
+        if len(text) > QUOTE_CHARS:
+            text = text[:QUOTE_CHARS].rsplit(" ", 1)[0] + " …"
+        out.write(f"    > {safe(text)}\n")
+        if q.get("uri"):
+            out.write(f"      {safe(q['uri'])}\n")
 
 
 def _print_json(data, out) -> None:

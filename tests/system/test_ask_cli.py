@@ -99,6 +99,9 @@ def test_ask_is_stored_and_shown_in_history(d, llm):
     a = r.json()
     assert a["answer"] == ANSWER and a["finish_reason"] == "stop" and a["history_id"]
     assert [s["filename"] for s in a["sources"]] == ["cats.md"], "tea and bikes were annotated irrelevant"
+    q = a["sources"][0]["quote"]  # the sentence a citation pill highlights: the document's own text
+    assert DOCS["cats.md"][q["span"][0]:q["span"][1]] == q["text"] and "purr" in q["text"]
+    assert q["uri"].endswith(f"/cats.md#L{q['lines'][0]}")
 
     items = d.api("GET", "/v1/history").json()["items"]
     assert items[0]["id"] == a["history_id"] and items[0]["kind"] == "ask" and items[0]["query"] == "do cats purr?"
@@ -279,9 +282,13 @@ def test_oneshot_without_llm_prints_labelled_passages_with_citations(plain):
     passages, _, sources = p.stdout.partition("\nSources:\n")
     assert "[1] notes/" in passages and "Cats purr when they are content" in passages
     numbered = [ln for ln in sources.splitlines() if ln.startswith("[")]
-    assert len(numbered) == 3 and all("score " in ln for ln in numbered)
-    assert {ln.split()[1] for ln in numbered} == {"notes/cats.md", "notes/tea.txt", "notes/bikes.txt"}
-    assert any("[§ Cats" in ln or "chars 0-" in ln for ln in numbered), "place (section / span) is shown"
+    # tea and bikes share no word or meaning with the question: they are not sources
+    assert len(numbered) == 1 and "score " in numbered[0] and numbered[0].split()[1] == "notes/cats.md", p.stdout
+    assert "tea.txt" not in p.stdout and "bikes.txt" not in p.stdout
+    assert "[§ Cats" in numbered[0], "place (section / lines) is shown"
+    # the quoted sentence, then the uri that opens its line
+    assert "> Cats purr when they are content." in passages
+    assert "    > Cats purr when they are content.\n      file://" in sources and "/cats.md#L3\n" in sources
     hid = entry_id(p.stderr)
     with HistoryStore(plain.parent / "state" / "history.sqlite3") as s:
         e = s.show(hid)
@@ -308,11 +315,20 @@ def test_daemon_without_llm_answers_with_labelled_passages(daemon, tmp_path):
                60, 0.2, "three indexed documents")
     a = dm.api("POST", "/v1/ask", json={"query": "do cats purr?", "stream": False}).json()
     assert a["mode"] == "passages" and a["label"] == NO_LLM_LABEL and a["answer"].startswith(NO_LLM_LABEL)
-    assert a["provider"] is None and a["llm_calls"] == 0 and len(a["sources"]) == 3
+    assert a["provider"] is None and a["llm_calls"] == 0 and [s["filename"] for s in a["sources"]] == ["cats.md"]
+    doc = (tmp_path / "docs" / "cats.md").read_text()
+    quotes = a["sources"][0]["quotes"]
+    assert quotes and a["sources"][0]["quote"] in quotes
+    for q in quotes:  # exactly the document's text at the span, on the lines its uri opens
+        assert doc[q["span"][0]:q["span"][1]] == q["text"]
+        assert q["text"] in "\n".join(doc.splitlines()[q["lines"][0] - 1:q["lines"][1]])
+        assert q["uri"].endswith(f"/cats.md#L{q['lines'][0]}") and q["lines"][0] == q["lines"][1] == 3
+    assert quotes[0]["text"].startswith("Cats purr when they are content.")
     e = dm.api("GET", f"/v1/history/{a['history_id']}").json()
     assert e["mode"] == "passages" and e["answer"] == a["answer"] and e["status"] == "done"
     env = {**os.environ, "RAGWEED_STATE_DIR": str(dm.base / "state")}
     p = subprocess.run([sys.executable, "-m", "ragweedd.cli.ctl", "ask", "do cats purr?"], capture_output=True,
                        text=True, env=env, cwd=ROOT, timeout=60)
     assert p.returncode == 0 and p.stdout.startswith(NO_LLM_LABEL), p.stdout + p.stderr
-    assert "[1] notes/" in p.stdout and p.stdout.count("\n[") >= 6, "three passages, then three numbered sources"
+    assert "[1] notes/cats.md" in p.stdout and "[2]" not in p.stdout, "one source: the others answer nothing"
+    assert "\n    > Cats purr when they are content." in p.stdout and "/cats.md#L3\n" in p.stdout, p.stdout

@@ -1,0 +1,261 @@
+"""The sentences of the retrieved passages that best answer a question, with their exact place.
+
+Every sentence of every passage (``sentences.split_sentences``) is scored by
+
+    score = SEM_WEIGHT * cosine(question, sentence) + (1 - SEM_WEIGHT) * keyword(question, sentence)
+
+where the cosine comes from the collection's embedder (all sentences in one batched call) and
+``keyword`` is the share of the question's IDF mass the sentence holds: stemmed question words
+(stop words dropped) weighted by their IDF over the candidate sentences themselves, so a word every
+passage repeats counts little. A passage scores as its best sentence; passages below
+``KEEP_RATIO`` x the best passage's score are not answers (docs/answers.md has the measurement that
+chose the ratio). Without an embedder the score is the keyword part alone.
+
+A quote is ``{text, span, lines, page_label, uri, score}``: ``text`` is exactly the document's text at
+``span`` (the passage's own span moved by the sentence's offset; both in the extracted text's
+coordinates), ``lines`` are counted from the passage's first line as editors count them, and a quote
+in a passage that runs over two pages gets its own page when the passage's page joins or another
+retrieved passage of the same document pin where the page turns, else the passage's page range.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+from urllib.parse import quote as pct
+
+from ragweedd.answer.sentences import split_sentences
+from ragweedd.logging import get_logger
+
+log = get_logger(__name__)
+
+SEM_WEIGHT = 0.5
+KEEP_RATIO = 0.6  # passages whose best sentence scores below this share of the best one's are dropped
+QUOTE_RATIO = 0.75  # within a kept passage, sentences this close to its best are quoted as well
+QUOTES_PER_SOURCE = 3
+MIN_WORDS = 3  # shorter pieces (headings, "1.", table rules) are quoted only when nothing else is there
+MAX_SENTENCES = 400  # the embedding batch of one answer is bounded whatever top_k asks for
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_STOP = frozenset("""
+a an the and or but if then else of to in on at by for with from into onto over under about as is are
+was were be been being am do does did doing done have has had having i me my we our you your he him his
+she her it its they them their this that these those what which who whom whose when where why how
+can could should would will shall may might must not no nor so than too very just also there here
+any all some each every more most other such only own same both few much many out up down off again
+""".split())
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased, stemmed content words."""
+    return [_stem(w) for w in _WORD.findall(text.lower()) if w not in _STOP]
+
+
+def _stem(w: str) -> str:
+    # a light suffix stripper: enough to meet "feeding"/"feeds"/"feed", cheap, no dependency
+    if len(w) <= 3:
+        return w
+    for suf, rep in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("edly", ""), ("ed", ""), ("ly", ""),
+                     ("es", ""), ("s", "")):
+        if w.endswith(suf) and len(w) - len(suf) >= 3:
+            if (suf == "s" and w.endswith(("ss", "us", "is"))) or (suf == "ed" and w.endswith("eed")):
+                return w  # "glass", "virus", "speed" keep their ending
+            return w[: len(w) - len(suf)] + rep
+    return w
+
+
+@dataclass
+class Candidate:
+    hit: int  # index into the hits
+    start: int  # offsets into the hit's text
+    end: int
+    terms: set[str] = field(default_factory=set)
+    words: int = 0
+    sim: float = 0.0
+    keyword: float = 0.0
+    score: float = 0.0
+
+
+def candidates(hits: Sequence[dict]) -> list[Candidate]:
+    out: list[Candidate] = []
+    for i, h in enumerate(hits):
+        text = h.get("text") or ""
+        mine = []
+        for a, b in split_sentences(text):
+            toks = _WORD.findall(text[a:b])
+            mine.append(Candidate(i, a, b, set(words(text[a:b])), len(toks)))
+        full = [c for c in mine if c.words >= MIN_WORDS]
+        out.extend(full or mine)
+    return out[:MAX_SENTENCES]
+
+
+def score(query: str, hits: Sequence[dict], cands: list[Candidate], embedder: Any = None) -> None:
+    """Fill ``sim``, ``keyword`` and ``score`` of every candidate."""
+    if not cands:
+        return
+    qterms = set(words(query))
+    n = len(cands)
+    df = {t: sum(1 for c in cands if t in c.terms) for t in qterms}
+    idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in qterms}
+    mass = sum(idf.values())
+    for c in cands:
+        c.keyword = sum(idf[t] for t in qterms & c.terms) / mass if mass else 0.0
+    sims = _similarities(query, hits, cands, embedder) if embedder is not None else None
+    for k, c in enumerate(cands):
+        if sims is None:
+            c.score = c.keyword
+        else:
+            c.sim = max(0.0, float(sims[k]))
+            c.score = SEM_WEIGHT * c.sim + (1 - SEM_WEIGHT) * c.keyword
+
+
+def _similarities(query: str, hits: Sequence[dict], cands: list[Candidate], embedder: Any):
+    from ragweedd.embed.long import embed_texts
+    from ragweedd.errors import EmbedderError
+
+    texts = [query.lower()] + [(hits[c.hit].get("text") or "")[c.start:c.end] for c in cands]
+    try:
+        vecs = embed_texts(embedder, texts)
+    except EmbedderError as e:
+        # the answer still stands on keywords; the search that found these passages already worked
+        log.warning("quote_embedding_failed", error=str(e))
+        return None
+    return vecs[1:] @ vecs[0]
+
+
+def rank_passages(query: str, hits: Sequence[dict], embedder: Any = None) -> tuple[list[float], list[Candidate]]:
+    """(each hit's score = its best sentence's, the scored candidates)."""
+    cands = candidates(hits)
+    score(query, hits, cands, embedder)
+    best = [0.0] * len(hits)
+    for c in cands:
+        best[c.hit] = max(best[c.hit], c.score)
+    return best, cands
+
+
+def kept(scores: Sequence[float], ratio: float = KEEP_RATIO) -> list[int]:
+    """Indices of the passages within ``ratio`` of the best, best first."""
+    if not scores:
+        return []
+    top = max(scores)
+    order = sorted(range(len(scores)), key=lambda i: -scores[i])
+    # nothing scored at all (no shared word, no embedder): the retrieval order stands, all kept
+    return [i for i in order if scores[i] >= ratio * top]
+
+
+def quotes_for(i: int, hits: Sequence[dict], cands: list[Candidate], *, limit: int = QUOTES_PER_SOURCE,
+               ratio: float = QUOTE_RATIO, skip: set[tuple] | None = None) -> list[dict]:
+    """The quotes of hit ``i``: its best sentence and those close to it, in reading order;
+    ``skip`` holds (doc_id, (start, end)) of document spans already quoted."""
+    mine = sorted((c for c in cands if c.hit == i and not (skip and _key(hits[i], c) in skip)),
+                  key=lambda c: -c.score)
+    if not mine:
+        return []
+    top = mine[0].score
+    chosen = [c for c in mine[:limit] if c.score >= ratio * top or c is mine[0]]
+    return [make_quote(hits[i], c, hits) for c in sorted(chosen, key=lambda c: c.start)]
+
+
+def attach(query: str, hits: list[dict], embedder: Any = None) -> list[dict]:
+    """Copies of ``hits`` each carrying ``quotes`` and ``quote`` (its best sentence), for sources
+    an LLM answer cites: every passage keeps its place, only the quotes are added."""
+    _, cands = rank_passages(query, hits, embedder)
+    out = []
+    for i, h in enumerate(hits):
+        qs = quotes_for(i, hits, cands, limit=1)
+        out.append({**h, "quotes": qs, "quote": qs[0] if qs else None})
+    return out
+
+
+def _key(hit: dict, c: Candidate) -> tuple | None:
+    span = hit.get("span") or [None]
+    if not isinstance(span[0], int):
+        return None
+    return hit.get("doc_id"), (span[0] + c.start, span[0] + c.end)
+
+
+# --------------------------------------------------------------------------- place of a quote
+def make_quote(hit: dict, c: Candidate, hits: Sequence[dict] = ()) -> dict:
+    text = hit.get("text") or ""
+    span = hit.get("span") or [None, None]
+    base = span[0] if isinstance(span[0], int) else None
+    q_span = [base + c.start, base + c.end] if base is not None else None
+    lines = _lines_of(hit, text, c.start, c.end)
+    page = _page_of(hit, q_span, hits, c.start)
+    return {"text": text[c.start:c.end], "span": q_span, "lines": lines,
+            "page_label": page if page is not None else hit.get("page_label"),
+            "uri": _uri(hit, page, lines), "score": round(c.score, 4)}
+
+
+def _breaks(seg: str) -> int:
+    # as the chunker counts lines: "\n", "\r\n" and a lone "\r" each end one
+    return seg.count("\n") + seg.count("\r") - seg.count("\r\n")
+
+
+def _lines_of(hit: dict, text: str, a: int, b: int) -> list[int] | None:
+    lines = hit.get("lines")
+    if not lines:
+        return None
+    # a sentence starts and ends on a visible character, so neither cut splits a "\r\n"
+    first = lines[0] + _breaks(text[:a])
+    last = lines[0] + _breaks(text[:b - 1])
+    return [min(first, lines[-1]), min(last, lines[-1])]
+
+
+_PAGE_JOIN = re.compile(r"\n[ \t]*\n")
+
+
+def _page_of(hit: dict, span: list[int] | None, hits: Sequence[dict], offset: int = 0) -> str | None:
+    """The page of a quote when it can be told: the passage's only page; in a passage over several
+    pages, the page its blank lines tell (PDF pages are joined by a blank line, so a passage over
+    k pages with k - 1 blank lines turns a page at each, and a sentence never crosses one), else
+    the page another retrieved passage of the document proves the span lies on."""
+    pages = hit.get("pages") or []
+    if len(pages) == 1:
+        return str(pages[0])
+    if len(pages) < 2:
+        return None
+    text = hit.get("text") or ""
+    turns = [m.start() for m in _PAGE_JOIN.finditer(text)]
+    if len(turns) == len(pages) - 1:
+        return str(pages[sum(1 for t in turns if t < offset)])
+    if span is None:
+        return None
+    lo, hi = pages[0], pages[-1]
+    for other in hits:
+        o_pages, o_span = other.get("pages") or [], other.get("span") or [None, None]
+        if (other is hit or other.get("doc_id") != hit.get("doc_id") or not o_pages
+                or not isinstance(o_span[0], int) or not isinstance(o_span[1], int)):
+            continue
+        # text in a passage that ends on page p is on page <= p; text after one that starts on p is >= p
+        if span[1] <= o_span[1]:
+            hi = min(hi, max(o_pages))
+        if span[0] >= o_span[0]:
+            lo = max(lo, min(o_pages))
+    if lo == hi:
+        return str(lo)
+    return f"{lo}-{hi}" if lo < hi else None
+
+
+def _uri(hit: dict, page: str | None, lines: list[int] | None) -> str:
+    """The hit's uri with the fragment narrowed to the quote (page or lines); a time range stays the
+    passage's (a sentence has no time of its own)."""
+    uri = hit.get("uri") or ""
+    if not uri or hit.get("t_start") is not None:
+        return uri
+    base, _, frag = uri.partition("#")
+    if page is not None and "-" not in page:
+        return f"{base}#page={page}"
+    if hit.get("pages"):
+        return uri
+    anchor = ""
+    if lines:
+        anchor = f"L{lines[0]}" if lines[0] == lines[-1] else f"L{lines[0]}-L{lines[-1]}"
+    if frag.startswith("member="):
+        member = frag.split("&", 1)[0]
+        return f"{base}#{member}" + (f"&{anchor}" if anchor else "")
+    if hit.get("member"):
+        return f"{base}#member={pct(hit['member'])}" + (f"&{anchor}" if anchor else "")
+    return f"{base}#{anchor}" if anchor else base

@@ -1,0 +1,249 @@
+"""The sentence splitter and the quote scorer of answers (ragweedd/answer/sentences.py, quotes.py),
+with the deterministic hash embedder; the real model is in tests/integration/test_answer_quotes_model.py."""
+
+import asyncio
+
+import pytest
+
+from ragweedd.answer import NO_LLM_LABEL, answer_question, passages_answer
+from ragweedd.answer import quotes as Q
+from ragweedd.answer.sentences import MAX_CHARS, split_sentences
+from ragweedd.config import default_config
+from ragweedd.embed.factory import make_embedder
+
+EMB = make_embedder("hash:256")
+
+
+def sents(text: str) -> list[str]:
+    out = split_sentences(text)
+    for a, b in out:  # offsets, trimmed, in order, never overlapping
+        assert text[a:b] == text[a:b].strip() and text[a:b]
+    assert all(b1 <= a2 for (_, b1), (a2, _) in zip(out, out[1:]))
+    return [text[a:b] for a, b in out]
+
+
+# --- splitter ---------------------------------------------------------------------------------------
+def test_abbreviations_initials_and_decimals_do_not_end_a_sentence():
+    text = ("Take 3.5 mg daily, e.g. with food, i.e. twice. Dr. Smith et al. agree (see Fig. 2). "
+            "J. R. R. Tolkien wrote it! Version 2.0.1 shipped? Yes.")
+    assert sents(text) == ["Take 3.5 mg daily, e.g. with food, i.e. twice.", "Dr. Smith et al. agree (see Fig. 2).",
+                           "J. R. R. Tolkien wrote it!", "Version 2.0.1 shipped?", "Yes."]
+
+
+def test_a_full_stop_before_a_lower_case_word_or_at_a_number_does_not_end_one():
+    assert sents("It costs approx. three euros. The pH was 7.4 at 25 °C.") == [
+        "It costs approx. three euros.", "The pH was 7.4 at 25 °C."]
+
+
+def test_line_broken_pdf_text_joins_and_quotes_close_sentences():
+    text = ("The treatment was effective in\n80% of the patients. Side effects were\nrare and mild.\n\n"
+            "She said \"it works.\" Then she left.")
+    assert sents(text) == ["The treatment was effective in\n80% of the patients.", "Side effects were\nrare and mild.",
+                           "She said \"it works.\"", "Then she left."]
+
+
+def test_blank_lines_headings_and_titles_end_sentences():
+    text = ("# Tuning\nThe beam width trades recall for speed\n\nIntroduction\n"
+            "The method described here is based on a new kind of analysis of long running text\n"
+            "that was measured carefully.")
+    assert sents(text) == ["# Tuning", "The beam width trades recall for speed", "Introduction",
+                           "The method described here is based on a new kind of analysis of long running text\n"
+                           "that was measured carefully."]
+
+
+def test_a_title_line_over_a_narrow_block_stands_alone():
+    assert sents("Lighthouse keeper's schedule\nLamp lit at sunset, extinguished at sunrise.\n"
+                 "Lens cleaned every morning; fog horn tested on Sundays.") == [
+        "Lighthouse keeper's schedule", "Lamp lit at sunset, extinguished at sunrise.",
+        "Lens cleaned every morning; fog horn tested on Sundays."]
+
+
+def test_bullets_and_numbered_items_are_one_sentence_each_even_when_wrapped():
+    text = ("Steps:\n- Mix flour and water\n- Wait four hours, then\n  fold the dough\n• Bake\n"
+            "1. First item\n2) Second item\n(a) third")
+    assert sents(text) == ["Steps:", "- Mix flour and water", "- Wait four hours, then\n  fold the dough", "• Bake",
+                           "1. First item", "2) Second item", "(a) third"]
+
+
+def test_table_rows_are_one_sentence_each():
+    assert sents("| Tea | Grams |\n|---|---|\n| Sencha | 120 |\n| Oolong | 30 |") == [
+        "| Tea | Grams |", "|---|---|", "| Sencha | 120 |", "| Oolong | 30 |"]
+    assert sents("Sencha\t120\tgreen\nOolong\t30\tsemi") == ["Sencha\t120\tgreen", "Oolong\t30\tsemi"]
+    assert sents("Revenue      1,200      1,350\nCosts        800        900") == [
+        "Revenue      1,200      1,350", "Costs        800        900"]
+
+
+def test_crlf_and_a_run_on_text_are_cut():
+    assert sents("One line.\r\n\r\nTwo lines\r\nhere.") == ["One line.", "Two lines\r\nhere."]
+    long = " ".join(["word"] * 300)
+    parts = sents(long)
+    assert len(parts) > 1 and all(len(p) <= MAX_CHARS for p in parts) and " ".join(parts) == long
+    assert split_sentences("") == [] and split_sentences("  \n\n ") == []
+
+
+# --- scorer -----------------------------------------------------------------------------------------
+SOURDOUGH = ("Sourdough starter care\n\nFeed the starter once a day with equal weights of flour and water. "
+             "Keep it at room temperature,\naround 24 degrees Celsius.\n\nBake when the starter is at its peak.")
+LIGHTHOUSE = ("Lighthouse keeper's schedule\nLamp lit at sunset, extinguished at sunrise.\n"
+              "Lens cleaned every morning; fog horn tested on Sundays.")
+
+
+def hit(text, i=0, *, span0=100, lines=None, pages=None, uri=None, doc_id=None, rel=1.0, **kw):
+    h = {"embedding_id": i, "collection": "notes", "doc_id": doc_id or f"doc{i}", "source_file": f"/n/f{i}.txt",
+         "filename": f"f{i}.txt", "source_rel_path": f"f{i}.txt", "text": text, "span": [span0, span0 + len(text)],
+         "lines": lines, "pages": pages, "page_label": (str(pages[0]) if len(pages) == 1 else
+                                                         f"{pages[0]}-{pages[-1]}") if pages else None,
+         "uri": uri or f"file:///n/f{i}.txt", "score": 0.016, "rel_score": rel, "section": None, "t_start": None,
+         "t_end": None, "member": None}
+    h.update(kw)
+    return h
+
+
+def test_words_are_stemmed_and_stop_words_dropped():
+    assert Q.words("How often do I feed the starters? Feeding feeds") == ["often", "feed", "starter", "feed", "feed"]
+    assert Q.words("speed speeds glass viruses studies tested") == ["speed", "speed", "glass", "virus", "study", "test"]
+
+
+@pytest.mark.parametrize("embedder", [None, EMB], ids=["keywords", "hash-embedder"])
+def test_the_unrelated_passage_is_not_a_source(embedder):
+    hits = [hit(LIGHTHOUSE, 0, rel=1.0), hit(SOURDOUGH, 1, rel=0.99)]  # retrieval ranked the lighthouse first
+    text, numbered = passages_answer(hits, query="how often do I feed the starter?", embedder=embedder)
+    assert [h["filename"] for h in numbered] == ["f1.txt"], text
+    assert "Lighthouse" not in text and "> Feed the starter once a day" in text
+    assert numbered[0]["quote"]["text"] == "Feed the starter once a day with equal weights of flour and water."
+
+
+def test_quote_span_is_the_documents_text_and_lines_and_uri_follow_it():
+    doc = "x" * 100 + SOURDOUGH
+    h = hit(SOURDOUGH, 0, span0=100, lines=[7, 11], uri="file:///n/f0.txt#L7-L11")
+    _, cands = Q.rank_passages("what temperature for the starter?", [h], EMB)
+    q = Q.quotes_for(0, [h], cands, limit=1)[0]
+    assert q["text"].startswith("Keep it at room temperature")
+    assert doc[q["span"][0]:q["span"][1]] == q["text"]
+    assert q["lines"] == [9, 10] and q["uri"] == "file:///n/f0.txt#L9-L10" and q["page_label"] is None
+
+
+def test_member_and_time_uris():
+    h = hit("Feed the starter daily.", 0, lines=[3, 3], member="box/notes.txt",
+            uri="file:///n/a.zip#member=box/notes.txt&L3-L3")
+    _, cands = Q.rank_passages("feed", [h])
+    assert Q.quotes_for(0, [h], cands)[0]["uri"] == "file:///n/a.zip#member=box/notes.txt&L3"
+    h = hit("Feed the starter daily.", 0, t_start=12.0, t_end=20.0, uri="file:///n/r.mp3#t=12,20")
+    _, cands = Q.rank_passages("feed", [h])
+    assert Q.quotes_for(0, [h], cands)[0]["uri"] == "file:///n/r.mp3#t=12,20", "a sentence has no time of its own"
+
+
+def test_pdf_quote_page_is_told_by_the_page_joins_of_its_passage():
+    # PDF pages are joined by a blank line: one blank line in a passage over two pages is the turn
+    text = "Page three ends here with a fact about pumps.\n\nPage four starts with the valve story."
+    two = hit(text, 0, span0=1000, pages=[3, 4], uri="file:///n/x.pdf#page=3", doc_id="pdf")
+    for question, page in (("pumps fact", "3"), ("valve story", "4")):
+        _, cands = Q.rank_passages(question, [two], EMB)
+        q = Q.quotes_for(0, [two], cands, limit=1)[0]
+        assert q["page_label"] == page and q["uri"] == f"file:///n/x.pdf#page={page}", q
+
+
+def test_pdf_quote_page_is_told_by_another_passage_of_the_document_else_the_range():
+    # two blank lines over two pages: one is a paragraph break, which one the page turn is unknown
+    text = ("Page three ends here with a fact about pumps.\n\nStill page three, or four.\n\n"
+            "Page four starts with the valve story.")
+    two = hit(text, 0, span0=1000, pages=[3, 4], uri="file:///n/x.pdf#page=3", doc_id="pdf")
+    before = hit("earlier text on page three only", 1, span0=900, pages=[3], doc_id="pdf")
+    before["span"] = [900, 1030]  # ends inside the first sentence of the two-page passage
+    _, cands = Q.rank_passages("pumps fact", [two], EMB)
+    alone = Q.quotes_for(0, [two, before], cands, limit=1)[0]
+    assert alone["page_label"] == "3-4" and alone["uri"] == "file:///n/x.pdf#page=3"
+    before["span"] = [900, 1050]  # the first sentence, 1000-1045, lies inside a page-3-only passage
+    q = Q.quotes_for(0, [two, before], cands, limit=1)[0]
+    assert q["text"].startswith("Page three ends") and q["page_label"] == "3" and q["uri"].endswith("#page=3")
+    after = hit("later text on page four only", 2, span0=1070, pages=[4], doc_id="pdf")
+    _, cands = Q.rank_passages("valve story", [two], EMB)
+    q = Q.quotes_for(0, [two, after], cands, limit=1)[0]
+    assert q["text"].startswith("Page four") and q["page_label"] == "4" and q["uri"] == "file:///n/x.pdf#page=4"
+    other_doc = {**after, "doc_id": "another"}
+    assert Q.quotes_for(0, [two, other_doc], cands, limit=1)[0]["page_label"] == "3-4"
+
+
+def test_overlapping_passages_quote_a_sentence_once():
+    a = hit(SOURDOUGH, 0, span0=0, doc_id="d", rel=1.0)
+    cut = SOURDOUGH.index("Feed")
+    b = hit(SOURDOUGH[cut:], 1, span0=cut, doc_id="d", rel=0.9)
+    text, numbered = passages_answer([a, b], query="how often do I feed the starter?", embedder=EMB)
+    spans = [tuple(q["span"]) for h in numbered for q in h["quotes"]]
+    assert len(spans) == len(set(spans)) and text.count("Feed the starter once a day") == 1
+
+
+def test_no_llm_answer_events_carry_quotes():
+    async def go():
+        return [e async for e in answer_question("how often do I feed the starter?",
+                                                 [hit(LIGHTHOUSE, 0), hit(SOURDOUGH, 1, rel=0.5)],
+                                                 default_config(), embedder=EMB)]
+    evs = asyncio.run(go())
+    done = evs[-1]
+    assert done["answer"].startswith(NO_LLM_LABEL) and done["mode"] == "passages"
+    assert [s["filename"] for s in done["sources"]] == ["f1.txt"] and done["cited_numbers"] == [1]
+    src = done["sources"][0]
+    assert src["quote"] in src["quotes"] and src["quote"]["span"][0] >= src["span"][0]
+    assert [s["embedding_id"] for s in done["retrieved"]] == [0, 1], "everything retrieved is still recorded"
+
+
+def test_without_a_question_word_in_common_every_passage_stays_in_retrieval_order():
+    hits = [hit("Alpha beta gamma delta.", 0, rel=1.0), hit("Epsilon zeta eta theta.", 1, rel=0.5)]
+    _, numbered = passages_answer(hits, query="quux?")
+    assert [h["embedding_id"] for h in numbered] == [0, 1]
+
+
+def test_kept_is_relative_to_the_best():
+    assert Q.kept([0.2, 0.9, 0.5, 0.6]) == [1, 3]
+    assert Q.kept([0.2, 0.9, 0.5, 0.6], 0.5) == [1, 3, 2]
+    assert Q.kept([]) == [] and Q.kept([0.0, 0.0]) == [0, 1]
+
+
+def test_a_passage_without_span_or_lines_still_quotes_with_the_file_uri():
+    h = hit(SOURDOUGH, 0, uri="file:///n/f0.docx")
+    h["span"], h["lines"] = [None, None], None
+    _, numbered = passages_answer([h], query="feed the starter", embedder=EMB)
+    q = numbered[0]["quote"]
+    assert q["span"] is None and q["lines"] is None and q["uri"] == "file:///n/f0.docx"
+    assert q["text"] in SOURDOUGH
+
+
+def test_printed_quotes_escape_control_characters():
+    import io
+
+    from ragweedd.cli.ctl import print_quotes
+
+    out = io.StringIO()
+    print_quotes({"quotes": [{"text": "Feed it\x1b]0;owned\x07 daily.", "uri": "file:///n/f.txt#L3"}]}, out)
+    assert "\x1b" not in out.getvalue() and "\\x1b" in out.getvalue()
+    assert out.getvalue().endswith("      file:///n/f.txt#L3\n")
+
+
+def test_the_ask_flow_hands_the_embedder_to_the_answer_and_the_history_keeps_quotes(tmp_path):
+    from ragweedd.answer.ask_flow import AskFlow
+    from ragweedd.answer.history import HistoryStore
+
+    made = []
+
+    class Counting:
+        id, dim, max_input_tokens = EMB.id, EMB.dim, EMB.max_input_tokens
+
+        def embed_batch(self, texts):
+            made.append(len(texts))
+            return EMB.embed_batch(texts)
+
+    def embedder():
+        made.append("made")
+        return Counting()
+
+    async def go():
+        with HistoryStore(tmp_path / "h.sqlite3") as hs:
+            flow = AskFlow(default_config(), hs, embedder=embedder)
+            res = {"results": [hit(LIGHTHOUSE, 0), hit(SOURDOUGH, 1)], "retrieval_meta": {}}
+            evs = [e async for e in await flow.ask("how often do I feed the starter?", res)]
+            return evs[-1], hs.show(evs[-1]["history_id"])
+
+    done, entry = asyncio.run(go())
+    assert made[0] == "made" and sum(n for n in made[1:]) > 2, "the question and the sentences were embedded"
+    assert [s["filename"] for s in done["sources"]] == ["f1.txt"] and done["timings"]["quote_ms"] >= 0
+    assert entry["sources"][0]["quote"] == done["sources"][0]["quote"], "the history keeps the quotes"

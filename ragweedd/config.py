@@ -178,6 +178,8 @@ KEYS: tuple[KeySpec, ...] = (
     K("", "fusion", str, "zscore", "How keyword and vector results merge: 'zscore' (each leg standardised over its top scores, then weighted; measured best over SciFact train and FinanceBench dev), 'convex' (cosine and BM25 over the query's best BM25, weighted), 'rrf' (reciprocal-rank fusion) or 'boost' (+fts_weight, the original design).", _choice("zscore", "convex", "rrf", "boost")),
     K("", "zscore_dense_weight", float, 0.55, "Fusion 'zscore': the dense leg's weight (the keyword leg gets the rest).", _range(0.0, 1.0)),
     K("", "convex_dense_weight", float, 0.7, "Fusion 'convex': the cosine's weight (the normalised BM25 gets the rest).", _range(0.0, 1.0)),
+    K("", "dense_feedback", int, 5, "Rocchio feedback of hybrid search with 'zscore' or 'convex' fusion: the query vector moves toward the stored vectors of this many top fused results and the vector search runs again (0 = off).", _range(0, 100)),
+    K("", "dense_feedback_weight", float, 0.3, "Rocchio feedback: the weight of the feedback vectors' mean added to the query vector.", _range(0.0, 10.0)),
     K("", "rrf_keyword_weight", float, 1.0, "RRF fusion: the weight of the keyword list (the dense list's is 1).", _range(0.0, 100.0)),
     K("", "rrf_k", int, 60, "The k of reciprocal-rank fusion.", _range(1, 10000)),
     # --- answers (original RAGWeed keys) -----------------------------------------------------
@@ -301,6 +303,8 @@ class Config:
     fusion: str = "zscore"
     zscore_dense_weight: float = 0.55
     convex_dense_weight: float = 0.7
+    dense_feedback: int = 5
+    dense_feedback_weight: float = 0.3
     rrf_keyword_weight: float = 1.0
     rrf_k: int = 60
     # answers

@@ -147,7 +147,13 @@ class Searcher:
         if mode == "hybrid" and fusion in ("zscore", "convex") and plans:
             self._fill_keyword_scores(cols, cands, plans)
             timings["keyword_scores"] = _ms(t)
-        fuse(list(cands.values()), mode=mode, params=FusionParams.of(cfg, fusion))
+        params = FusionParams.of(cfg, fusion)
+        fuse(list(cands.values()), mode=mode, params=params)
+        feedback = None
+        if mode == "hybrid" and qvec is not None and cfg.dense_feedback > 0 and fusion in ("zscore", "convex"):
+            feedback = self._dense_feedback(cols, cands, qvec, depth, allowed, plans, fusion)
+            if feedback is not None:
+                fuse(list(cands.values()), mode=mode, params=params)
         hits = self._hits(cols, cands)
         results, counts = finish(hits, max_per_file=cfg.max_chunks_per_file, min_score=cfg.min_score,
                                  limit=limit, keep_pct=cfg.pre_annotate_keep)
@@ -161,6 +167,7 @@ class Searcher:
                        "keyword": sum(1 for c in cands.values() if c.in_keyword), **counts},
             "tier": {name: m.get("tier") for name, m in fts_meta.items()} if use_fts else None,
             "fts": fts_meta, "synonyms": self.wordnet_status, "timings_ms": timings,
+            "dense_feedback": feedback,
         }
         return {"results": results, "retrieval_meta": meta}
 
@@ -193,6 +200,46 @@ class Searcher:
                 if score > 0:
                     cands[(c.name, cid)].bm25 = score
 
+    def _dense_feedback(self, cols, cands, qvec, depth, allowed, plans, fusion) -> dict[str, Any] | None:
+        """Rocchio on the query vector: it moves toward the mean stored vector of the first
+        ``dense_feedback`` fused results (weight ``dense_feedback_weight``), the primary space is
+        searched again with it, and every candidate's cosine becomes its cosine with the moved
+        vector; first-round vector hits that only the old vector found leave. Measured a small,
+        steady gain on SciFact train and none lost on FinanceBench dev (docs/retrieval.md)."""
+        import numpy as np
+
+        from ragweedd.query.vectors import vectors_of
+
+        t = time.perf_counter()
+        top = sorted(cands.values(), key=lambda c: -c.score)[:self.cfg.dense_feedback]
+        q = np.asarray(qvec, dtype=np.float32)
+        vecs = []
+        for c in cols:
+            ids = [x.chunk_id for x in top if x.collection == c.name]
+            vecs += [v for v in vectors_of(c.rag, ids).values() if v.shape == q.shape] if ids else []
+        if not vecs:
+            return None
+        moved = q + self.cfg.dense_feedback_weight * np.mean(vecs, axis=0)
+        moved /= float(np.linalg.norm(moved)) or 1.0
+        found: dict[tuple[str, int], float] = {}
+        for c in cols:
+            for cid, sim in self.vectors.search(c.rag, moved, depth, allowed=allowed[c.name]):
+                found[(c.name, cid)] = sim
+        for key in [k for k, cand in cands.items() if not cand.in_keyword and k not in found]:
+            del cands[key]
+        for cand in cands.values():
+            cand.sim, cand.in_dense, cand.dense_rank = None, False, None
+        for (name, cid), sim in found.items():
+            cand = cands.get((name, cid))
+            if cand is None:
+                cand = cands[(name, cid)] = Candidate(name, cid)
+            cand.sim, cand.in_dense = sim, True
+        self._fill_similarity(cols, cands, moved)
+        if fusion in ("zscore", "convex") and plans:
+            self._fill_keyword_scores(cols, cands, plans)
+        return {"results": len(top), "vectors": len(vecs), "weight": self.cfg.dense_feedback_weight,
+                "ms": _ms(t)}
+
     def _fill_similarity(self, cols, cands, qvec) -> None:
         import numpy as np
 
@@ -206,7 +253,8 @@ class Searcher:
             q = np.asarray(qvec, dtype=np.float32)
             for cid in missing:
                 v = vecs.get(cid)
-                cands[(c.name, cid)].sim = float(v @ q) if v is not None and v.shape == q.shape else 0.0
+                # a chunk whose vector is still pending has no cosine: the fusion treats it as unknown
+                cands[(c.name, cid)].sim = float(v @ q) if v is not None and v.shape == q.shape else None
 
     def _hits(self, cols, cands) -> list[dict[str, Any]]:
         out = []

@@ -3,10 +3,12 @@
     .venv/bin/python benchmarks/query.py keyword [--chunks 500000] [--queries 200]
     .venv/bin/python benchmarks/query.py search  [--chunks 100000] [--queries 200]
 
-keyword: FTS5 tiers on N synthetic chunks of ~1,500 chars recombined from SciFact sentences (built
-once with SQLite, cached in benchmarks/results/). Queries are SciFact claims: the AND tier gets two
-words of each claim, the OR tier its first six words plus WordNet synonyms. "before" is plain FTS5
-(`ORDER BY bm25(fts_chunks)` over every word), "after" is ragweedd's plan (query/fts_plan.py).
+keyword: FTS5 tiers, LIMIT fts_top_k (the keyword leg's depth), on N synthetic chunks of ~1,500
+chars recombined from SciFact sentences (built once with SQLite, cached in benchmarks/results/).
+Queries are SciFact claims: the AND tier gets two words of each claim, the OR tier its first six
+words plus WordNet synonyms. "before" is plain FTS5 (`ORDER BY bm25(fts_chunks)` over every word),
+"after" is ragweedd's plan (query/fts_plan.py); plan_total is the whole plan on the whole claim,
+the BM25 of the words the OR tier's budget leaves out included.
 
 search: end-to-end hybrid search latency (query embedding with the local MiniLM included, no LLM)
 over N chunks of real text with real MiniLM vectors (embedding N chunks takes a while the first
@@ -69,7 +71,7 @@ def keyword(args) -> dict:
     cfg = load_config(text="")
     wn = open_wordnet(cfg)
     status = wordnet_status(cfg)
-    k = cfg.top_k
+    k = cfg.fts_top_k  # the keyword leg's depth
     qs = [q for q in claims(args.queries * 2) if len(query_words(q)) >= 6][: args.queries]
     # Warm the page cache once so both plans are measured on a warm database.
     for q in qs[:20]:

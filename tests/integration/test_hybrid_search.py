@@ -253,3 +253,50 @@ def test_fts_rebuild_is_safe_while_searching(tmp_path):
     assert done[0] > 5 and misses == []
     reader.close()
     rag.close()
+
+
+def test_score_fusion_weighs_every_candidate_on_both_legs(tmp_path):
+    """zscore (the default): chunks the keyword leg did not return still get the BM25 of the
+    query's words, so the fusion sees both legs for every candidate; Rocchio feedback runs and says
+    so; without feedback the cosines are the query's own."""
+    cfg = make_cfg(tmp_path, "fts_top_k = 1\ntop_k = 20")
+    assert cfg.fusion == "zscore"
+    paths = Paths.from_config(cfg).ensure()
+    emb = HashEmbedder(64)
+    root = tmp_path / "src"
+    root.mkdir()
+    texts = [f"Protein number {i} folds in the cell {'membrane ' * i}." for i in range(6)]
+    texts += [f"Lunch order {i}: espresso and juice; the weather was mild." for i in range(12)]
+    pipe = Pipeline(cfg, paths, emb)
+    for i, t in enumerate(texts):
+        (root / f"d{i}.txt").write_text(t)
+        pipe.ingest_file("c", root / f"d{i}.txt", root)
+    pipe.close()
+    with Searcher(cfg, paths, emb) as s:
+        res = s.search("protein membrane", limit=10)
+        meta = res["retrieval_meta"]
+        hits = res["results"]
+        assert meta["fusion"] == "zscore" and meta["fts_top_k"] == 1
+        assert meta["counts"]["keyword"] == 3  # the AND tier's page: at least MIN_TIER_HITS rows
+        with_words = [h for h in hits if "Protein" in h["text"]]
+        assert len(with_words) == 6 and all(h["bm25"] and h["bm25"] > 0 for h in with_words)
+        assert sum(1 for h in with_words if not h["fts"]) == 3  # scored for the fusion, not found by the leg
+        assert all(h["bm25"] is None for h in hits if "Protein" not in h["text"])
+        assert meta["dense_feedback"]["results"] == 5 and meta["dense_feedback"]["vectors"] == 5
+        assert "membrane" in hits[0]["text"] and hits[0]["fts"]
+    cfg0 = make_cfg(tmp_path, "fts_top_k = 1\ntop_k = 20\ndense_feedback = 0")
+    with Searcher(cfg0, paths, emb) as s:
+        res = s.search("protein membrane", limit=10)
+        assert res["retrieval_meta"]["dense_feedback"] is None
+        from ragweedd.embed.long import embed_texts
+
+        q = embed_texts(emb, ["protein membrane"])[0]
+        from ragweedd.store.rag_db import RagDB
+
+        rag = RagDB(paths.rag_db("c"), "c")
+        try:
+            for h in res["results"]:
+                v = np.frombuffer(rag.vectors_for([h["embedding_id"]])[h["embedding_id"]], dtype=np.float32)
+                assert h["sim"] == pytest.approx(float(v @ q), abs=1e-5)
+        finally:
+            rag.close()

@@ -1,5 +1,5 @@
-"""Merging (zscore, convex, boost and weighted RRF), the per-file cap, dedup, rel_score, MIN_SCORE, PRE_ANNOTATE_KEEP, and
-filter validation."""
+"""Merging (zscore, convex, boost and weighted RRF), the per-file cap, dedup, rel_score, MIN_SCORE,
+PRE_ANNOTATE_KEEP, and filter validation."""
 
 import pytest
 

@@ -49,36 +49,49 @@ def fill_vectors(rag: Any, cache: Any, embedder: Any, index_embedder_id: str, *,
     each batch written at once. Returns (vectors written, texts sent to the embedder);
     ``on_batch(written, sent)`` follows each batch. Raises :class:`Interrupted` between batches
     when ``should_stop()`` says so."""
+    return _fill(rag, cache, embedder, embedder.dim, "vectors", read=rag.pending_batch,
+                 write=lambda items: rag.add_vectors(index_embedder_id, items), batch_size=batch_size,
+                 should_stop=should_stop, on_batch=on_batch)
+
+
+def _fill(rag: Any, cache: Any, embedder: Any, dim: int, what: str, *, read: Callable[[int, int], list],
+          write: Callable[[list], list], batch_size: int, after_id: int = 0,
+          should_stop: Callable[[], bool] | None = None,
+          on_batch: Callable[[int, int], None] | None = None) -> tuple[int, int]:
+    """The loop both the primary vectors and each extra pass's run: ``read(n, after)`` gives
+    (chunk id, embedding id, text, context) rows waiting for a vector, their texts go through the
+    embed cache under the embedder's own id, ``write(rows with vectors)`` stores a batch."""
     from ragweedd.embed.long import EmbedStopped, embed_texts
 
     eid = embedder.id
     written = sent = 0
-    last = 0
+    last = after_id
     while True:
-        rows = rag.pending_batch(batch_size * BATCHES_PER_READ, last)
+        rows = read(batch_size * BATCHES_PER_READ, last)
         if not rows:
             return written, sent
         last = rows[-1][0]
         inputs = [embed_input(text, ctx) for _, _, text, ctx in rows]
         hashes = [text_hash(x) for x in inputs]
         have = cache.cached_vectors(eid, hashes)
-        todo: dict[str, str] = {}
-        for h, x in zip(hashes, inputs):
-            if h not in have and h not in todo:
-                todo[h] = x
+        todo = {h: x for h, x in zip(hashes, inputs) if h not in have}
         if should_stop is not None and should_stop():
-            raise Interrupted(f"stopped with chunks of {rag.collection} waiting for vectors")
+            raise Interrupted(f"stopped with chunks of {rag.collection} waiting for {what}")
         if todo:
             items = list(todo.items())
             try:
                 vecs = embed_texts(embedder, [x for _, x in items], batch_size=batch_size, should_stop=should_stop)
             except EmbedStopped as e:
-                raise Interrupted(f"stopped while embedding chunks of {rag.collection}") from e
+                raise Interrupted(f"stopped while embedding {what} of {rag.collection}") from e
+            if vecs.shape[1] != dim:
+                from ragweedd.errors import EmbedderError
+
+                raise EmbedderError(f"the embedder {eid} returned {vecs.shape[1]}-d vectors for {what}, not {dim}-d",
+                                    hint="check the model the configuration names")
             blobs = [(h, vecs[j].astype("float32").tobytes()) for j, (h, _) in enumerate(items)]
-            cache.store_vectors(eid, embedder.dim, blobs)
+            cache.store_vectors(eid, dim, blobs)
             have.update(blobs)
-        done = rag.add_vectors(index_embedder_id, [(cid, emb_id, ctx, have[h])
-                                                   for (cid, emb_id, _, ctx), h in zip(rows, hashes)])
+        done = write([(cid, emb_id, ctx, have[h]) for (cid, emb_id, _, ctx), h in zip(rows, hashes)])
         written += len(done)
         sent += len(todo)
         if on_batch is not None:
@@ -101,47 +114,16 @@ def fill_pass_vectors(rag: Any, cache: Any, p: Any, *, batch_size: int, after_id
     every chunk of ``rag`` (with an id above ``after_id``) without a vector in the pass's space
     gets one. Vectors of another model recorded for that space are dropped first (the pass's model
     changed). The pass's vectors go through the embed cache under the pass embedder's own id."""
-    from ragweedd.embed.long import EmbedStopped, embed_texts
-
     have_id = rag.embedder(p.space)
     if have_id is None or have_id[0] != p.index_id or have_id[1] != p.dim:
         gone = rag.reset_pass(p.space, p.index_id, p.dim)
         if have_id is not None:
             log.info("embed_pass_reset", collection=rag.collection, space=p.space, was=have_id[0], now=p.index_id,
                      vectors_dropped=gone)
-    eid = p.embedder.id
-    written = sent = 0
-    last = after_id
-    while True:
-        rows = rag.pass_missing_batch(p.space, batch_size * BATCHES_PER_READ, last)
-        if not rows:
-            return written, sent
-        last = rows[-1][0]
-        inputs = [embed_input(text, ctx) for _, _, text, ctx in rows]
-        hashes = [text_hash(x) for x in inputs]
-        have = cache.cached_vectors(eid, hashes)
-        todo = {h: x for h, x in zip(hashes, inputs) if h not in have}
-        if should_stop is not None and should_stop():
-            raise Interrupted(f"stopped with chunks of {rag.collection} waiting for {p.key} vectors")
-        if todo:
-            items = list(todo.items())
-            try:
-                vecs = embed_texts(p.embedder, [x for _, x in items], batch_size=batch_size, should_stop=should_stop)
-            except EmbedStopped as e:
-                raise Interrupted(f"stopped while embedding {p.key} vectors of {rag.collection}") from e
-            if vecs.shape[1] != p.dim:
-                from ragweedd.errors import EmbedderError
-
-                raise EmbedderError(f"{p.key} = {p.spec!r} returned {vecs.shape[1]}-d vectors, not {p.dim}-d")
-            blobs = [(h, vecs[j].astype("float32").tobytes()) for j, (h, _) in enumerate(items)]
-            cache.store_vectors(eid, p.dim, blobs)
-            have.update(blobs)
-        done = rag.add_pass_vectors(p.space, p.index_id, [(cid, emb_id, ctx, have[h])
-                                                          for (cid, emb_id, _, ctx), h in zip(rows, hashes)])
-        written += len(done)
-        sent += len(todo)
-        if on_batch is not None:
-            on_batch(len(done), len(todo))
+    return _fill(rag, cache, p.embedder, p.dim, f"{p.key} vectors",
+                 read=lambda n, after: rag.pass_missing_batch(p.space, n, after),
+                 write=lambda items: rag.add_pass_vectors(p.space, p.index_id, items), batch_size=batch_size,
+                 after_id=after_id, should_stop=should_stop, on_batch=on_batch)
 
 
 class Vectorizer:

@@ -45,6 +45,7 @@ class Candidate:
     fts_rank: int | None = None
     in_dense: bool = False  # found by the vector search (not just scored from its stored vector)
     in_keyword: bool = False  # found by the keyword leg (not just scored for the query's words)
+    words_scored: bool = False  # its BM25 for the query's words was worked out (None: none of them)
     score: float = 0.0
 
 

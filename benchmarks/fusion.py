@@ -12,8 +12,9 @@ dense candidate (query/bm25.py); each variant then ranks those candidates with t
 document and page hit@5 after the per-file cap and dedup (merge.finish), as the search serves.
 
 Variants: RRF (equal, weighted), convex (over the keyword leg's own list, and with every candidate's
-BM25), zscore at several weights, per-leg depth, Rocchio feedback on the query vector, and a
-document-level bonus for further matching chunks of a file. Prints a table, writes JSON.
+BM25), zscore at several weights, per-leg depth, RM3-style expansion of the keyword leg, Rocchio
+feedback on the query vector, and a document-level bonus for further matching chunks of a file.
+Prints a table, writes JSON.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def collect(services, collection: str, queries: list[tuple[str, str]]) -> dict[s
     c = s.collections[0]
     out = {}
     for qid, text in queries:
-        kw, _, plan = keyword_leg(c.fts, text, c.idf, services.cfg, DEPTH, wordnet=s.wordnet,
+        kw, meta, plan = keyword_leg(c.fts, text, c.idf, services.cfg, DEPTH, wordnet=s.wordnet,
                                   synonym_status=s.wordnet_status)
         qv = np.asarray(embed_texts(s.embedder, [text.lower()])[0], dtype=np.float32)
         dense = s.vectors.search(c.rag, qv, DEPTH)
@@ -54,8 +55,39 @@ def collect(services, collection: str, queries: list[tuple[str, str]]) -> dict[s
         sims = {i: float(v @ qv) for i, v in vecs.items()}
         kwids = {i for i, _ in kw}
         bm25 = {} if plan.skipped else plan.scorer(c.fts).score_rows(c.fts, [i for i, _ in dense if i not in kwids])
-        out[qid] = {"dense": dense, "keyword": kw, "sims": sims, "bm25": bm25, "qvec": qv}
+        out[qid] = {"dense": dense, "keyword": kw, "sims": sims, "bm25": bm25, "qvec": qv,
+                    "keyword_rm3": rm3(c, kw, meta, plan)}
     return {"legs": out, "searcher": s, "collection": c}
+
+
+def rm3(c, kw: list[tuple[int, float]], meta: dict, plan, feedback: int = 10, terms: int = 10,
+        query_weight: int = 3) -> list[tuple[int, float]]:
+    """RM3-style expansion of the keyword leg: the terms that weigh most in the top ``feedback``
+    keyword hits (each hit's term frequencies over its length, weighted by its share of the best
+    score; terms in more than a tenth of the chunks left out) join the query's OR, whose own terms
+    are repeated ``query_weight`` times (FTS5's bm25() sums over the expression's terms, so a repeat
+    is a weight)."""
+    from ragweedd.store.fts_reader import STEMMER
+
+    tiers = meta.get("tiers") or []
+    if plan.skipped or not kw or not tiers:
+        return kw
+    n = max(plan.n_docs, 1)
+    own = {t for w in plan.words for t in STEMMER.terms(w.word)}
+    top = kw[:feedback]
+    texts = c.rag.briefs([i for i, _ in top])
+    weights: dict[str, float] = {}
+    for i, score in top:
+        toks = STEMMER.terms(texts[i][2]) if i in texts else ()
+        for t in set(toks):
+            if t not in own and not t.isdigit() and len(t) > 2:
+                weights[t] = weights.get(t, 0.0) + toks.count(t) / len(toks) * score / top[0][1]
+    chosen = [t for t, _ in sorted(weights.items(), key=lambda x: -x[1])[:50]
+              if 0 < c.fts.df_term(t) <= n / 10][:terms]
+    if not chosen:
+        return kw
+    expr = " OR ".join([tiers[-1]["match"]] * query_weight + [f'"{t}"' for t in chosen])
+    return c.fts.match(expr, DEPTH)
 
 
 def fused(legs: dict, params, *, dense_depth: int = 64, kw_depth: int = 128, full: bool = True,
@@ -183,6 +215,7 @@ def main(argv=None) -> int:
     variants: list[tuple[str, Callable[[dict, Any], list]]] = [
         ("dense only", lambda legs, ctx: legs["dense"]),
         ("keyword only", lambda legs, ctx: legs["keyword"]),
+        ("keyword only, RM3 expansion", lambda legs, ctx: legs["keyword_rm3"]),
         ("rrf, equal weights", lambda legs, ctx: fused(legs, p("rrf"), full=False)),
         ("rrf, keyword weight 0.5", lambda legs, ctx: fused(legs, p("rrf", rrf_keyword_weight=0.5), full=False)),
         ("rrf, keyword weight 2", lambda legs, ctx: fused(legs, p("rrf", rrf_keyword_weight=2.0), full=False)),
@@ -199,6 +232,8 @@ def main(argv=None) -> int:
         ("zscore 0.55, keyword depth 64", lambda legs, ctx: fused(legs, p("zscore"), kw_depth=64)),
         ("zscore 0.55, doc bonus 0.1", lambda legs, ctx: doc_bonus(
             fused(legs, p("zscore")), (lambda i: sf_doc.get(i, "")) if ctx is sf else fb_doc, 0.1)),
+        ("zscore 0.55, RM3 keyword leg", lambda legs, ctx: fused({**legs, "keyword": legs["keyword_rm3"]},
+                                                                 p("zscore"))),
         ("convex 0.7 + Rocchio", lambda legs, ctx: rocchio(ctx, legs, p("convex", dense_weight=0.7))),
         ("zscore 0.55 + Rocchio (default)", lambda legs, ctx: rocchio(ctx, legs, p("zscore"))),
     ]

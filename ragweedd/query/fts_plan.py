@@ -90,6 +90,7 @@ class Plan:
     mean_idf: float
     skipped: str | None = None
     synonym_status: dict[str, Any] = field(default_factory=dict)
+    _scorer: Bm25Terms | None = field(default=None, repr=False)
 
     @property
     def kept(self) -> list[WordInfo]:
@@ -116,7 +117,10 @@ class Plan:
 
     def scorer(self, fts: KeywordReader) -> Bm25Terms:
         """FTS5's BM25 inputs for the plan's one-word terms (kept words and one-word synonyms that
-        occur; a phrase synonym is scored only where MATCH finds it)."""
+        occur; a phrase synonym is scored only where MATCH finds it). Worked out once per plan:
+        the OR tier and the fusion's scoring of vector hits both use it."""
+        if self._scorer is not None:
+            return self._scorer
         idf: dict[str, float] = {}
         for s, df in self.or_terms():
             if " " in s:
@@ -124,7 +128,8 @@ class Plan:
             terms = STEMMER.terms(s.strip('"'))
             if len(terms) == 1:
                 idf.setdefault(terms[0], fts5_idf(df, self.n_docs))
-        return Bm25Terms(idf, fts.mean_row_tokens() if idf else 0.0)
+        self._scorer = Bm25Terms(idf, fts.mean_row_tokens() if idf else 0.0)
+        return self._scorer
 
     def meta(self) -> dict[str, Any]:
         return {"words": [w.as_dict() for w in self.words], "n_docs": self.n_docs,

@@ -50,7 +50,8 @@ class KeySpec:
 
 def _range(lo: float | None = None, hi: float | None = None) -> _Check:
     def check(v: Any) -> str | None:
-        if (lo is not None and v < lo) or (hi is not None and v > hi):
+        # NaN compares false with everything, so it would pass any bound and poison every score
+        if v != v or (lo is not None and v < lo) or (hi is not None and v > hi):
             lo_s = "-inf" if lo is None else lo
             hi_s = "inf" if hi is None else hi
             return f"a number from {lo_s} to {hi_s}"

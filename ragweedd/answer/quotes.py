@@ -74,6 +74,7 @@ class Sentence:
     end: int
     terms: set[str] = field(default_factory=set)
     words: int = 0
+    partial: bool = False  # cut by the passage's start or end
     sim: float = 0.0
     keyword: float = 0.0
     score: float = 0.0
@@ -84,12 +85,31 @@ def candidates(hits: Sequence[dict]) -> list[Sentence]:
     for i, h in enumerate(hits):
         text = h.get("text") or ""
         mine = []
-        for a, b in split_sentences(text):
+        spans = split_sentences(text)
+        for k, (a, b) in enumerate(spans):
             toks = _WORD.findall(text[a:b])
-            mine.append(Sentence(i, a, b, set(words(text[a:b])), len(toks)))
-        full = [c for c in mine if c.words >= MIN_WORDS]
+            partial = (k == 0 and _starts_mid_sentence(h, text, a)) or \
+                      (k == len(spans) - 1 and k > 0 and _ends_mid_sentence(text, a, b))
+            mine.append(Sentence(i, a, b, set(words(text[a:b])), len(toks), partial))
+        full = [c for c in mine if c.words >= MIN_WORDS and not c.partial]
         out.extend(full or mine)
     return out[:MAX_SENTENCES]
+
+
+_OPENS = re.compile(r"[A-Z\u00C0-\u00DE\u0391-\u03A9\u0410-\u042F•*#>\-–(\[\"“'‘]|\d+[.)]\s|$")
+
+
+def _starts_mid_sentence(hit: dict, text: str, a: int) -> bool:
+    """A passage after the first of its document that opens with a lower-case word, a bare number
+    or closing punctuation began inside a sentence ("6 Notes, the ...", '"Board"), each ...')."""
+    if not hit.get("chunk_idx") or text[:a].strip():
+        return False
+    return not (_OPENS.match(text, a) or not text[a:a + 1].isascii() and text[a:a + 1].isupper())
+
+
+def _ends_mid_sentence(text: str, a: int, b: int) -> bool:
+    """The last piece of a passage that stops without a sentence's end, where the chunk was cut."""
+    return not text[b:].strip() and not re.search(r"[.!?…:;)\]\"”'’]\s*$", text[a:b])
 
 
 def score(query: str, hits: Sequence[dict], cands: list[Sentence], embedder: Any = None) -> None:
@@ -150,7 +170,7 @@ def quotes_for(i: int, hits: Sequence[dict], cands: list[Sentence], *, limit: in
                ratio: float = QUOTE_RATIO, skip: set[tuple] | None = None) -> list[dict]:
     """The quotes of hit ``i``: its best sentence and those close to it, in reading order;
     ``skip`` holds (doc_id, (start, end)) of document spans already quoted."""
-    mine = sorted((c for c in cands if c.hit == i and not (skip and _key(hits[i], c) in skip)),
+    mine = sorted((c for c in cands if c.hit == i and not (skip and _overlaps(_key(hits[i], c), skip))),
                   key=lambda c: -c.score)
     if not mine:
         return []
@@ -168,6 +188,18 @@ def attach(query: str, hits: list[dict], embedder: Any = None) -> list[dict]:
         qs = quotes_for(i, hits, cands, limit=1)
         out.append({**h, "quotes": qs, "quote": qs[0] if qs else None})
     return out
+
+
+def _overlaps(key: tuple | None, skip: set[tuple]) -> bool:
+    """Whether a document span is (mostly) one already quoted: overlapping passages split the same
+    sentence at different places, so the spans differ while the sentence is the same."""
+    if key is None:
+        return False
+    doc, (a, b) = key
+    for d, (x, y) in skip:
+        if d == doc and min(b, y) - max(a, x) >= 0.5 * min(b - a, y - x):
+            return True
+    return False
 
 
 def _key(hit: dict, c: Sentence) -> tuple | None:

@@ -410,6 +410,16 @@ def cmd_service(a, out) -> int:
 
 
 # --------------------------------------------------------------------------- parser
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return n
+
+
 def _fmt(prog):
     return argparse.RawDescriptionHelpFormatter(prog, width=HELP_WIDTH, max_help_position=30)
 
@@ -438,7 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "(default 5 for status, 600 for ask, 300 for upload, else 30)")
     filt = argparse.ArgumentParser(add_help=False, formatter_class=_fmt)
     filt.add_argument("-c", "--collection", action="append", metavar="NAME", help="only this collection (repeatable)")
-    filt.add_argument("--top-k", type=int, metavar="N", help="vector candidates per collection")
+    filt.add_argument("--top-k", type=_positive, metavar="N", help="results to retrieve (default 10)")
     filt.add_argument("--path-glob", metavar="GLOB", help="only files whose path matches")
     filt.add_argument("--type", metavar="EXT", help="only this file type, e.g. pdf")
     filt.add_argument("--doc", metavar="DOC_KEY", help="only this document")
@@ -464,7 +474,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="continue an answer that was cut at max_tokens")
     s = add("search", "search without writing an answer", [filt])
     s.add_argument("query", nargs="+")
-    s.add_argument("-n", "--limit", type=int, default=20, help="results to print (default 20)")
+    s.add_argument("-n", "--limit", type=_positive, default=20, help="results to print (default 20)")
     add("collections", "list collections")
     s = add("add", "add a collection of folders")
     s.add_argument("name")

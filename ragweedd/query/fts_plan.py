@@ -230,7 +230,8 @@ def execute(fts: KeywordReader, plan: Plan, limit: int, *, max_postings: int,
     # The AND of the words holds no more rows than its rarest word: when that is under a page the
     # AND tier cannot be the answer, and its cost (FTS5 intersects every word's postings) is saved.
     rarest = min((w.df for w in plan.kept if w.df > 0), default=0)
-    if expr and rarest >= limit:
+    # With synonyms the OR tier holds terms the AND has not got, so a full AND page is not its answer.
+    if expr and rarest >= limit and not any(w.synonyms for w in plan.kept):
         hits = run(1, expr, limit)
         # BM25 over the OR of the words ranks the rows holding all of them first, so a full page
         # of them is the OR tier's answer at a fraction of its cost; a partial page is not, and

@@ -37,7 +37,7 @@ class _Collection:
         self.fts = fts
         self.fts_lock = threading.Lock()
         self.idf = IdfCache(rag.collection, self.fts, n_docs=self.fts.chunk_count, seq=self.fts.max_seq,
-                            cache=cache, changes_since=self.fts.change_counts_after)
+                            cache=cache, changes_since=self.fts.change_counts_after, version=self.fts.version)
 
     def close(self) -> None:
         self.fts.close()

@@ -48,27 +48,33 @@ class IdfCache:
 
     def __init__(self, collection: str, stats: KeywordReader, *, n_docs: Callable[[], int],
                  seq: Callable[[], int], cache: IdfCacheStore | None = None,
-                 changes_since: Callable[[int], tuple[int, int]] | None = None) -> None:
+                 changes_since: Callable[[int], tuple[int, int]] | None = None,
+                 version: Callable[[], object] | None = None) -> None:
         self.collection = collection
         self.stats = stats
         self._n_docs = n_docs
         self._seq = seq
+        # What the per-process memo is valid for: the change sequence, and (``version``) anything
+        # else that moves when keyword rows arrive without a change entry (chunks published before
+        # their vectors log their change only when the vectors come).
+        self._version = version or seq
         self._changes_since = changes_since
         self.cache = cache
         self._memo: dict[str, int] = {}
-        self._memo_seq: int | None = None
+        self._memo_version: object = None
         self._n: int | None = None
         self._lock = threading.Lock()
         self.source_counts = {"memo": 0, "cache": 0, "vocab": 0}
 
     # --- validity ---------------------------------------------------------------------------
     def _refresh(self) -> None:
-        seq = self._seq()
-        if seq == self._memo_seq and self._n is not None:
+        version = self._version()
+        if version == self._memo_version and self._n is not None:
             return
+        seq = self._seq()
         self._memo.clear()
         self._n = self._n_docs()
-        self._memo_seq = seq
+        self._memo_version = version
         if self.cache is not None:
             try:
                 self._check_persistent(seq, self._n)

@@ -8,11 +8,13 @@ Fusion "zscore" (the default; measured best over SciFact train and FinanceBench 
 docs/retrieval.md): each leg's scores are standardised by the mean and deviation of that leg's top
 scores (the dense leg's first ``top_k`` over all collections, one cosine scale; the keyword leg's
 first ``fts_top_k`` per collection, since BM25 scales differ between collections), and
-score = a * z(dense) + (1 - a) * z(keyword), a = ``zscore_dense_weight``. A leg that did not score a
-chunk gives it the lowest z of its window. Standardising puts both legs on one scale (how far a
-chunk stands above its leg's usual top scores), whatever the raw scale of BM25 in a collection or
-the range of cosines a model gives: a model whose cosines all lie between 0.5 and 0.9 is weighed
-like one whose cosines spread from 0.1 to 0.8, which dividing by the best score does not do.
+score = a * z(dense) + (1 - a) * z(keyword), a = ``zscore_dense_weight``. A chunk without any of the
+query's words has BM25 0 (a keyword window its matches do not fill is filled with zeros); a chunk
+without a cosine (its vector still pending) gets the lowest z of the dense window. Standardising
+puts both legs on one scale (how far a chunk stands above its leg's usual top scores), whatever the
+raw scale of BM25 in a collection or the range of cosines a model gives: a model whose cosines all
+lie between 0.5 and 0.9 is weighed like one whose cosines spread from 0.1 to 0.8, which dividing by
+the best score does not do.
 Fusion "convex": score = a * cosine + (1 - a) * bm25 / (the best bm25 of the query in that
 collection), a = ``convex_dense_weight``. Fusion "rrf": score = sum over the two lists of
 w / (RRF_K + rank), ranks 1-based in the dense list (all collections, by similarity) and the keyword
@@ -93,8 +95,13 @@ def fuse(cands: list[Candidate], *, mode: str, params: FusionParams) -> None:
     if mode == "hybrid" and params.fusion == "zscore":
         dstat = _window_stats([c.sim or 0.0 for c in sorted((c for c in cands if c.sim is not None),
                                                             key=lambda c: -(c.sim or 0.0))[:params.dense_window]])
-        kstat = {name: _window_stats(sorted((x.bm25 or 0.0 for x in xs), reverse=True)[:params.keyword_window])
-                 for name, xs in by_col.items()}
+        # A chunk without the query's words has BM25 0, so a window the matches do not fill is
+        # filled with zeros: a word only one chunk holds then lifts that chunk far above the rest
+        # instead of standing alone in its window (deviation 0) and counting for nothing.
+        kstat = {}
+        for name, xs in by_col.items():
+            top = sorted((x.bm25 or 0.0 for x in xs), reverse=True)[:params.keyword_window]
+            kstat[name] = _window_stats(top + [0.0] * (params.keyword_window - len(top)))
     a, k = params.dense_weight, params.rrf_k
     for c in cands:
         if mode == "dense":
@@ -104,8 +111,8 @@ def fuse(cands: list[Candidate], *, mode: str, params: FusionParams) -> None:
         elif params.fusion == "zscore":
             m, sd, lo = dstat
             zd = ((c.sim if c.sim is not None else lo) - m) / sd
-            km, ksd, klo = kstat.get(c.collection, (0.0, 1.0, 0.0))
-            zk = ((c.bm25 if c.bm25 else klo) - km) / ksd
+            km, ksd, _ = kstat.get(c.collection, (0.0, 1.0, 0.0))
+            zk = ((c.bm25 or 0.0) - km) / ksd
             c.score = a * zd + (1.0 - a) * zk
         elif params.fusion == "convex":
             top = best_bm25.get(c.collection) or 0.0

@@ -214,6 +214,13 @@ class FtsReader:
     def max_seq(self) -> int:
         return int(self.conn.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()[0])
 
+    def version(self) -> tuple[int, int]:
+        """(change sequence, newest chunk id): moves with every write, including chunks published
+        before their vectors, which log their change only when the vectors come. Two index lookups."""
+        row = self.conn.execute("SELECT (SELECT coalesce(max(seq), 0) FROM changes),"
+                                " (SELECT coalesce(max(id), 0) FROM embeddings)").fetchone()
+        return int(row[0]), int(row[1])
+
     def change_counts_after(self, seq: int) -> tuple[int, int]:
         """(adds, deletes) logged after ``seq``."""
         return _change_counts_after(self.conn, seq)

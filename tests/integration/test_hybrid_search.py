@@ -300,3 +300,30 @@ def test_score_fusion_weighs_every_candidate_on_both_legs(tmp_path):
                 assert h["sim"] == pytest.approx(float(v @ q), abs=1e-5)
         finally:
             rag.close()
+
+
+def test_keyword_search_sees_chunks_published_before_their_vectors(tmp_path):
+    """Chunks are keyword-searchable as soon as they are published, before their vectors (which log
+    the change): a searcher that has already searched must not keep its old document counts."""
+    cfg = make_cfg(tmp_path)
+    paths = Paths.from_config(cfg).ensure()
+    emb = HashEmbedder(64)
+    root = tmp_path / "src"
+    root.mkdir()
+    for i in range(6):
+        (root / f"old{i}.txt").write_text(f"Notes number {i} about gardening and compost heaps.")
+    pipe = Pipeline(cfg, paths, emb)
+    for i in range(6):
+        pipe.ingest_file("c", root / f"old{i}.txt", root)
+    pipe.close()
+    with Searcher(cfg, paths, emb) as s:
+        before = s.search("zanzibar clove harvest", mode="keyword", limit=5)
+        assert before["results"] == []
+        (root / "new.txt").write_text("The zanzibar clove harvest starts in July.")
+        late = Pipeline(cfg, paths, emb, defer_vectors=True)
+        assert late.ingest_file("c", root / "new.txt", root).status == "indexed"
+        late.close()
+        after = s.search("zanzibar clove harvest", mode="keyword", limit=5)
+        m = after["retrieval_meta"]["fts"]["c"]
+        assert m["n_docs"] == 7 and {w["word"]: w["df"] for w in m["words"]}["zanzibar"] == 1
+        assert [h["filename"] for h in after["results"]] == ["new.txt"]

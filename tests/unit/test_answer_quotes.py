@@ -173,6 +173,31 @@ def test_overlapping_passages_quote_a_sentence_once():
     assert len(spans) == len(set(spans)) and text.count("Feed the starter once a day") == 1
 
 
+def test_passages_that_cut_a_sentence_at_different_places_quote_it_once():
+    doc = ("Votes cast for and against: 10,716,259 6,884,223\n"
+           "and each of the ten nominees to the Board was duly elected for a one-year term.")
+    a = hit(doc, 0, span0=0, doc_id="d", rel=1.0, chunk_idx=0)
+    cut = doc.index("6,884,223")
+    b = hit(doc[cut:], 1, span0=cut, doc_id="d", rel=0.9, chunk_idx=1)
+    assert Q.candidates([a])[0].start == 0 and len(Q.candidates([a])) == 1  # one sentence, cut differently
+    assert b["text"].startswith("6,884,223")
+    text, numbered = passages_answer([a, b], query="were the nominees to the board elected?", embedder=EMB)
+    assert text.count("duly elected") == 1
+
+
+def test_a_sentence_cut_by_the_passage_start_or_end_is_not_quoted():
+    text = ('6 Notes, the "New Notes"), in each case as the indenture allows. The issuer may substitute '
+            "any subsidiary for itself under Section 101 of the indenture. It then entered into the Second")
+    h = hit(text, 3, span0=5000, doc_id="d", chunk_idx=3)
+    _, cands = Q.rank_passages("may the issuer substitute a subsidiary under section 101?", [h], EMB)
+    assert [c.partial for c in cands] == [False]  # the whole sentence in the middle is the one left
+    q = Q.quotes_for(0, [h], cands, limit=3)
+    assert [x["text"] for x in q] == ["The issuer may substitute any subsidiary for itself under Section 101 "
+                                      "of the indenture."]
+    first = hit(text, 0, span0=0, doc_id="d", chunk_idx=0)  # a document's first passage starts a sentence
+    assert Q.candidates([first])[0].partial is False
+
+
 def test_no_llm_answer_events_carry_quotes():
     async def go():
         return [e async for e in answer_question("how often do I feed the starter?",

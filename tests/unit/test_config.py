@@ -50,6 +50,8 @@ def test_env_overrides_file(tmp_path):
     ("top_k = 0", {}, "key 'top_k' has value 0; allowed: a number from 1 to 10000"),
     ("fts_weight = true", {}, "key 'fts_weight' has value True, but it must be a number"),
     ('fusion = "max"', {}, "allowed: one of 'zscore', 'convex', 'rrf', 'boost'"),
+    ("zscore_dense_weight = nan", {}, "key 'zscore_dense_weight' has value nan; allowed: a number from 0.0 to 1.0"),
+    ("", {"RAGWEED_MIN_SCORE": "nan"}, "key 'min_score' has value nan; allowed: a number from 0.0 to 1.0"),
     ("chunk_size = 8", {}, "'auto' or a whole number of tokens from 16 to 32768"),
     ("topk = 3", {}, "unknown key 'topk'"),
     ("[embed]\nmodle = 'x'", {}, "unknown key 'embed.modle'"),

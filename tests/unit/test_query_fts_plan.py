@@ -192,3 +192,19 @@ def test_min_tier_hits_is_three():
 def test_filter_allowed_ids(conn):
     hits, meta = fts_search(conn, "protein membrane", idf_cache(conn), cfg(), 10, allowed={2})
     assert [h[0] for h in hits] == [2]
+
+
+def test_a_full_and_page_does_not_answer_when_synonyms_widen_the_or_tier():
+    """A word the collection lacks gets synonyms; the AND of the other words cannot stand for the
+    OR tier then, however many rows it has."""
+    class FakeWN:
+        def synonyms(self, w):
+            return ("shareholder",) if w == "stockholders" else ()
+
+    texts = ["the board voted"] * 4 + ["every shareholder voted"] * 2 + ["shareholder letters"]
+    conn = FtsReader(fts_db(texts))
+    hits, meta = fts_search(conn, "stockholders voted", idf_cache(conn), cfg(fts_min_query_ic=0.0), 3,
+                            wordnet=FakeWN())
+    assert [t["tier"] for t in meta["tiers"]] == [2]
+    assert meta["synonyms"] == {"stockholders": ["shareholder"]}
+    assert {h[0] for h in hits} == {5, 6, 7}  # the rows holding "shareholder", not the AND's "voted" rows

@@ -67,7 +67,7 @@ def test_zscore_standardises_each_leg_over_its_window():
     fuse(cands, mode="hybrid", params=FusionParams("zscore", dense_weight=0.5, dense_window=3, keyword_window=3))
     sims, bms = [0.8, 0.6, 0.5], [9.0, 3.0, 3.0]  # each leg's top 3 over every candidate
     z = {c.chunk_id: c.score for c in cands}
-    assert z[1] == pytest.approx(0.5 * _z(sims, 0.8) + 0.5 * _z(bms, 3.0))  # no words: the window's lowest
+    assert z[1] == pytest.approx(0.5 * _z(sims, 0.8) + 0.5 * _z(bms, 0.0))  # none of the words: BM25 0
     assert z[2] == pytest.approx(0.5 * _z(sims, 0.6) + 0.5 * _z(bms, 3.0))
     assert z[11] == pytest.approx(0.5 * _z(sims, 0.5) + 0.5 * _z(bms, 9.0))
     # one scale for both legs whatever their raw scales: BM25 times 10 and cosines shifted by 0.1
@@ -78,6 +78,22 @@ def test_zscore_standardises_each_leg_over_its_window():
         c.bm25 = c.bm25 * 10 if c.bm25 is not None else None
     fuse(moved, mode="hybrid", params=FusionParams("zscore", dense_weight=0.5, dense_window=3, keyword_window=3))
     assert {c.chunk_id: pytest.approx(c.score) for c in moved} == z
+
+
+def test_zscore_lifts_the_one_chunk_that_holds_a_rare_word():
+    """A word only one chunk holds (an identifier, a name) must lift it: the keyword window the
+    matches do not fill is filled with zeros, so the lone match stands far above it."""
+    cands = [Candidate("c", i, sim=s, in_dense=True) for i, s in enumerate((0.8, 0.7, 0.6), 1)]
+    lone = Candidate("c", 9, sim=0.5, bm25=4.85, in_keyword=True)
+    fuse(cands + [lone], mode="hybrid", params=FusionParams("zscore"))
+    assert lone.score > max(c.score for c in cands)
+    # two near-equal matches stay near each other and both above the chunks without the words
+    pair = [Candidate("c", 10, sim=0.5, bm25=2.963, in_keyword=True),
+            Candidate("c", 11, sim=0.5, bm25=2.919, in_keyword=True)]
+    others = [Candidate("c", i, sim=s, in_dense=True) for i, s in enumerate((0.8, 0.7, 0.6), 1)]
+    fuse(pair + others, mode="hybrid", params=FusionParams("zscore"))
+    assert min(p.score for p in pair) > max(c.score for c in others)
+    assert pair[0].score - pair[1].score < 0.1
 
 
 def test_dense_and_keyword_modes_score_one_half_only():

@@ -16,7 +16,9 @@ import socket
 import sqlite3
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import requests
@@ -162,6 +164,29 @@ class Daemon:
                 and (status is None or e.get("status") == status)]
 
 
+def wait_indexed(d: Daemon, collection: str, n: int, timeout: float = 60) -> None:
+    """Until ``n`` documents of ``collection`` are extracted and published."""
+    wait_until(lambda: sum(1 for r in d.live_rows(collection).values() if r["extract_status"] == "done") == n,
+               timeout, 0.2, f"{n} indexed documents in {collection}")
+
+
+def stop(d: Daemon) -> None:
+    """A clean stop, or kill -9 when that fails: a test's daemon never outlives it."""
+    try:
+        d.stop(30)
+    except Exception:
+        d.kill9()
+
+
+@contextmanager
+def serving(d: Daemon) -> Iterator[Daemon]:
+    """A started daemon for a ``with`` block (module fixtures), stopped after it."""
+    try:
+        yield d.start()
+    finally:
+        stop(d)
+
+
 @pytest.fixture
 def daemon(tmp_path):
     made: list[Daemon] = []
@@ -174,7 +199,4 @@ def daemon(tmp_path):
 
     yield make
     for d in made:
-        try:
-            d.stop(30)
-        except Exception:
-            d.kill9()
+        stop(d)

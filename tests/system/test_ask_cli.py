@@ -17,7 +17,7 @@ import pytest
 from ragweedd.answer import NO_LLM_LABEL
 from ragweedd.answer.history import HistoryStore
 from tests.fakes.llm_server import API_KEY, FakeLLMServer
-from tests.system.conftest import ROOT, Daemon, wait_until
+from tests.system.conftest import ROOT, Daemon, serving, wait_indexed
 
 DOCS = {
     "cats.md": "# Cats\n\nCats purr when they are content. A purring cat is usually relaxed and safe.\n",
@@ -63,17 +63,10 @@ def _fresh_script(llm):
 @pytest.fixture(scope="module")
 def d(tmp_path_factory, llm):
     base = tmp_path_factory.mktemp("askd")
-    dm = Daemon(base / "d", {"notes": [write_docs(base / "docs")]}, extra=llm_toml(llm)).start()
-    try:
-        wait_until(lambda: sum(1 for r in dm.live_rows("notes").values() if r["extract_status"] == "done") == 3,
-                   60, 0.2, "three indexed documents")
+    with serving(Daemon(base / "d", {"notes": [write_docs(base / "docs")]}, extra=llm_toml(llm))) as dm:
+        wait_indexed(dm, "notes", 3)
         dm.wait_idle()
         yield dm
-    finally:
-        try:
-            dm.stop(30)
-        except Exception:
-            dm.kill9()
 
 
 def entry_id(stderr: str) -> str:
@@ -311,8 +304,7 @@ def test_oneshot_bad_input(plain, args, code, words):
 
 def test_daemon_without_llm_answers_with_labelled_passages(daemon, tmp_path):
     dm = daemon({"notes": [write_docs(tmp_path / "docs")]})
-    wait_until(lambda: sum(1 for r in dm.live_rows("notes").values() if r["extract_status"] == "done") == 3,
-               60, 0.2, "three indexed documents")
+    wait_indexed(dm, "notes", 3)
     a = dm.api("POST", "/v1/ask", json={"query": "do cats purr?", "stream": False}).json()
     assert a["mode"] == "passages" and a["label"] == NO_LLM_LABEL and a["answer"].startswith(NO_LLM_LABEL)
     assert a["provider"] is None and a["llm_calls"] == 0 and [s["filename"] for s in a["sources"]] == ["cats.md"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fakes.llm_server import API_KEY, FakeLLMServer, relevance_reply
-from tests.system.conftest import Daemon, wait_until
+from tests.system.conftest import Daemon, serving, wait_indexed
 
 DOCS = {
     "cats.md": "Cats purr when they are content; the pump in the cattery hums all day.",
@@ -36,17 +36,10 @@ def d(tmp_path_factory, llm):
         (docs / name).write_text(text)
     extra = "\n".join(["[llm]", 'rerank = "openai:test-model"', f'openai_base_url = "{llm.url}/v1"',
                        f'openai_api_key = "{API_KEY}"', "max_retries = 0", "timeout_s = 20"])
-    dm = Daemon(base / "d", {"notes": [docs]}, extra=extra).start()
-    try:
-        wait_until(lambda: sum(1 for r in dm.live_rows("notes").values() if r["extract_status"] == "done") == 3,
-                   60, 0.2, "three indexed documents")
+    with serving(Daemon(base / "d", {"notes": [docs]}, extra=extra)) as dm:
+        wait_indexed(dm, "notes", 3)
         dm.wait_idle()
         yield dm
-    finally:
-        try:
-            dm.stop(30)
-        except Exception:
-            dm.kill9()
 
 
 def names(hits):

@@ -279,7 +279,7 @@ class Searcher:
             for cid in ids:
                 b = briefs.get(cid)
                 h = {"embedding_id": cid, "collection": c.name, "doc_id": b[0], "source_file": b[1],
-                     "text": b[2]} if b is not None else full.get(cid)
+                     "text": b[2], "pages": b[3]} if b is not None else full.get(cid)
                 if h is None:  # deleted between retrieval and now
                     continue
                 cand = cands[(c.name, cid)]

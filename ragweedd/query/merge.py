@@ -22,7 +22,10 @@ leg's own list (all collections, by BM25), w = 1 for the dense list and ``rrf_ke
 the keyword list. Fusion "boost" (the original design's): score = vector similarity + FTS_WEIGHT
 when the keyword leg found the chunk.
 
-Then, in this order: sort; keep at most MAX_CHUNKS_PER_FILE per (collection, source file); drop a
+Then, in this order: sort; drop a chunk whose pages a higher-scoring chunk of the same file already
+covers (with 50% overlap between PDF chunks, two chunks of one page would otherwise spend the file's
+places on one page: measured +0.026 page hit@5 on FinanceBench dev); keep at most
+MAX_CHUNKS_PER_FILE per (collection, source file); drop a
 chunk whose first 200 characters (whitespace collapsed) repeat a higher-scoring one; rel_score =
 (score - min) / (max - min) over that set (1.0 for all when max == min); drop rel_score < MIN_SCORE;
 cut to the number of results asked for; mark the top PRE_ANNOTATE_KEEP percent (rounded up) of
@@ -133,9 +136,20 @@ def finish(hits: list[dict[str, Any]], *, max_per_file: int, min_score: float, l
     """hits carry 'score'; returns (results, counts per stage)."""
     counts = {"merged": len(hits)}
     hits = sorted(hits, key=lambda h: (-h["score"], h["collection"], h["embedding_id"]))
+    shown: dict[tuple[str, str], list[frozenset[int]]] = {}
+    new_pages = []
+    for h in hits:
+        key = (h["collection"], h.get("source_file") or h.get("doc_id") or "")
+        pages = frozenset(h.get("pages") or ())
+        if pages and any(pages <= s for s in shown.get(key, ())):
+            continue  # a page a better chunk of the file already shows: no new place to cite
+        if pages:
+            shown.setdefault(key, []).append(pages)
+        new_pages.append(h)
+    counts["after_same_pages"] = len(new_pages)
     per_file: dict[tuple[str, str], int] = {}
     capped = []
-    for h in hits:
+    for h in new_pages:
         key = (h["collection"], h.get("source_file") or h.get("doc_id") or "")
         if per_file.get(key, 0) >= max_per_file:
             continue

@@ -508,17 +508,20 @@ class RagDB(PassVectors):
         """FTS5 MATCH of an already-safe expression: [(chunk id, bm25 as a positive score)], best first."""
         return keyword_match(self.conn, expr, limit)
 
-    def briefs(self, ids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
-        """{chunk id: (document md5, its file as stored, chunk text)}: what ranking needs (the
-        per-file cap and the dedup) for every candidate, one row each; ``hits`` is for the few
-        returned. A chunk whose keyword row is missing (a keyword backfill under way) is absent."""
-        out: dict[int, tuple[str, str, str]] = {}
+    def briefs(self, ids: Sequence[int]) -> dict[int, tuple[str, str, str, list[int] | None]]:
+        """{chunk id: (document md5, its file as stored, chunk text, its pages)}: what ranking needs
+        (the per-file cap, the same-pages and text dedup) for every candidate, one row each; ``hits``
+        is for the few returned. A chunk whose keyword row is missing (a keyword backfill under
+        way) is absent."""
+        out: dict[int, tuple[str, str, str, list[int] | None]] = {}
         for i in range(0, len(ids), 500):
             part = list(ids[i:i + 500])
             q = ",".join("?" * len(part))
-            for r in self.conn.execute(f"SELECT e.id, e.md5, f.source_file, f.content FROM embeddings e"
-                                       f" JOIN fts_chunks f ON f.rowid = e.id WHERE e.id IN ({q})", part):
-                out[int(r[0])] = (r[1], r[2] or "", r[3] or "")
+            for r in self.conn.execute(
+                    f"SELECT e.id, e.md5, f.source_file, f.content, m.string_value FROM embeddings e"
+                    f" JOIN fts_chunks f ON f.rowid = e.id"
+                    f" LEFT JOIN embedding_metadata m ON m.id = e.id AND m.key = 'pages' WHERE e.id IN ({q})", part):
+                out[int(r[0])] = (r[1], r[2] or "", r[3] or "", json.loads(r[4]) if r[4] else None)
         return out
 
     def hits(self, ids: Sequence[int]) -> dict[int, dict[str, Any]]:

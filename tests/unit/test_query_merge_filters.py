@@ -104,6 +104,18 @@ def test_dense_and_keyword_modes_score_one_half_only():
     assert a.score == pytest.approx(7.0)
 
 
+def test_a_chunk_on_pages_a_better_chunk_of_the_file_shows_gives_way():
+    """Overlapping PDF chunks of one page would take both of the file's places with one page."""
+    hits = [dict(hit(1, 0.9, "/a.pdf"), pages=[4]), dict(hit(2, 0.8, "/a.pdf"), pages=[4]),
+            dict(hit(3, 0.7, "/a.pdf"), pages=[4, 5]), dict(hit(4, 0.6, "/a.pdf"), pages=[5]),
+            dict(hit(5, 0.5, "/b.pdf"), pages=[4]), hit(6, 0.4, "/a.txt"), hit(7, 0.3, "/a.txt")]
+    out, counts = finish(hits, max_per_file=2, min_score=0.0, limit=10, keep_pct=100)
+    # page 4 of a.pdf once; pages 4-5 add page 5 so they stay, page 5 alone then gives way; another
+    # file's page 4 and chunks without pages are not concerned
+    assert [h["embedding_id"] for h in out] == [1, 3, 5, 6, 7]
+    assert counts["after_same_pages"] == 5
+
+
 def test_file_cap_then_dedup_then_rel_score():
     hits = [hit(1, 0.9, "/a"), hit(2, 0.8, "/a"), hit(3, 0.7, "/a"),  # third of /a goes
             hit(4, 0.6, "/b", text="same   text " + "x" * 300),
@@ -111,8 +123,8 @@ def test_file_cap_then_dedup_then_rel_score():
             hit(6, 0.1, "/d")]
     out, counts = finish(hits, max_per_file=2, min_score=0.0, limit=10, keep_pct=100)
     assert [h["embedding_id"] for h in out] == [1, 2, 4, 6]
-    assert counts == {"merged": 6, "after_file_cap": 5, "after_dedup": 4, "after_min_score": 4,
-                      "returned": 4, "for_annotation": 4}
+    assert counts == {"merged": 6, "after_same_pages": 6, "after_file_cap": 5, "after_dedup": 4,
+                      "after_min_score": 4, "returned": 4, "for_annotation": 4}
     assert out[0]["rel_score"] == 1.0 and out[-1]["rel_score"] == 0.0
     assert out[1]["rel_score"] == pytest.approx((0.8 - 0.1) / 0.8)
     assert dedup_key("a\n b") == "a b"

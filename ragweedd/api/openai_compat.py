@@ -65,7 +65,8 @@ OPENAPI_PATHS: dict[str, Any] = {
     "/v1/models": {"get": {
         "operationId": "openai_models", "summary": "OpenAI-compatible: the collections as models "
         "'ragweedd/<name>', plus 'ragweedd/all'",
-        "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": ref(contract.ChatModelList)}}},
+        "responses": {"200": {"description": "OK",
+                              "content": {"application/json": {"schema": ref(contract.ChatModelList)}}},
                       "default": {"$ref": "#/components/responses/Error"}}}},
     "/v1/chat/completions": {"post": {
         "operationId": "openai_chat_completions",

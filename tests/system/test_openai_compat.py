@@ -247,3 +247,33 @@ def test_rebinding_host_and_foreign_origin_are_refused(plain):
                       headers={**plain.headers, "Origin": "https://evil.example"},
                       json={"model": "ragweedd/all", "messages": [{"role": "user", "content": "do cats purr?"}]})
     assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden_origin"
+
+
+# --------------------------------------------------------------------------- the LLM failing or cut short
+@pytest.fixture
+def fresh_llm(llm):
+    llm.script.clear()
+    yield llm
+    llm.script.clear()
+
+
+def test_provider_failure_is_an_api_error_and_the_daemon_stays_up(with_llm, fresh_llm):
+    fresh_llm.push({"status": 500, "message": "the model server is overloaded"})
+    with pytest.raises(openai.InternalServerError) as ei:
+        ask(client(with_llm), "ragweedd/all", "do cats purr?")
+    assert ei.value.status_code == 502 and ei.value.code == "provider" and "overloaded" in ei.value.message
+
+    # streaming: the failure comes after the headers, as a data line holding "error", which the SDK raises
+    fresh_llm.push({"status": 500, "message": "the model server is overloaded"})
+    with pytest.raises(openai.APIError, match="overloaded"):
+        list(ask(client(with_llm), "ragweedd/all", "do cats purr?", stream=True))
+    assert ask(client(with_llm), "ragweedd/all", "do cats purr?").choices[0].finish_reason == "stop"
+
+
+def test_an_answer_cut_at_max_tokens_finishes_with_length(with_llm, fresh_llm):
+    fresh_llm.push({"text": "Cats purr when", "stop": "max_tokens"})
+    r = ask(client(with_llm), "ragweedd/all", "do cats purr?")
+    assert r.choices[0].finish_reason == "length" and r.choices[0].message.content == "Cats purr when"
+    fresh_llm.push({"text": "Cats purr when", "stop": "max_tokens"})
+    chunks = list(ask(client(with_llm), "ragweedd/all", "do cats purr?", stream=True))
+    assert chunks[-1].choices[0].finish_reason == "length"

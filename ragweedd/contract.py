@@ -586,6 +586,92 @@ class HistoryEntry(HistoryItem, total=False):
 
 
 # --------------------------------------------------------------------------- the operations
+# --------------------------------------------------------------------------- OpenAI-compatible face
+class ChatModel(TypedDict):
+    """One entry of GET /v1/models: a collection as ``ragweedd/<name>``, or ``ragweedd/all``."""
+
+    id: str
+    object: Literal["model"]
+    created: int
+    owned_by: str
+
+
+class ChatModelList(TypedDict):
+    object: Literal["list"]
+    data: list[ChatModel]
+
+
+class Citation(TypedDict):
+    """A source the answer cites as ``[n]`` (additive to OpenAI's shape): where to open it
+    (``file``, ``page``, ``lines``, ``span``, ``uri``) and the sentence it was cited for."""
+
+    n: int
+    collection: str
+    doc_id: str
+    file: str
+    filename: str
+    page: str | None
+    lines: list[int] | None
+    span: list[int | None] | None
+    uri: str
+    quote: str | None
+
+
+class ChatMessage(TypedDict):
+    role: Literal["assistant"]
+    content: str
+
+
+class ChatChoice(TypedDict):
+    index: int
+    message: ChatMessage
+    finish_reason: Literal["stop", "length"]
+
+
+class ChatUsage(TypedDict):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class ChatCompletion(TypedDict):
+    """POST /v1/chat/completions without streaming; ``citations`` and ``history_id`` are ours."""
+
+    id: str
+    object: Literal["chat.completion"]
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: ChatUsage
+    citations: list[Citation]
+    history_id: str
+
+
+class ChatDelta(TypedDict, total=False):
+    role: Literal["assistant"]
+    content: str
+
+
+class ChatChunkChoice(TypedDict):
+    index: int
+    delta: ChatDelta
+    finish_reason: Literal["stop", "length"] | None
+
+
+class ChatCompletionChunk(TypedDict):
+    """One ``data:`` line of a streamed completion; only the last one (the one with a
+    ``finish_reason``) carries ``citations``, ``usage`` and ``history_id``."""
+
+    id: str
+    object: Literal["chat.completion.chunk"]
+    created: int
+    model: str
+    choices: list[ChatChunkChoice]
+    citations: NotRequired[list[Citation]]
+    usage: NotRequired[ChatUsage]
+    history_id: NotRequired[str]
+
+
 class Engine(Protocol):
     """What every face calls. Coroutines that never block the event loop; failures are
     ragweedd.errors exceptions, which the faces turn into ``ApiError`` with the exception's

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from ragweedd.api.openai_compat import add_openai_routes
 from ragweedd.api.routes import add_routes
 from ragweedd.api.security import STATE_KEY, ApiState, error_middleware, security_middleware
 from ragweedd.logging import get_logger
@@ -25,4 +26,5 @@ def build_app(engine, *, token: str, port: int, max_body_bytes: int = 64 * 2**20
                               extra_hosts=tuple(h.lower() for h in extra_hosts),
                               log=get_logger("ragweedd.api"))
     add_routes(app)
+    add_openai_routes(app)
     return app

@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from ragweedd import __version__, contract
+from ragweedd.api import openai_compat
 from ragweedd.api.schemas import components, ref
 from ragweedd.errors import RequestError
 
@@ -192,6 +193,7 @@ DOCUMENT: dict[str, Any] = {
                        params=[_path("history_id", _text(1, 128),
                                      "History id")]),
         },
+        **openai_compat.OPENAPI_PATHS,
     },
     "components": {
         "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
@@ -209,6 +211,7 @@ DOCUMENT: dict[str, Any] = {
                               "properties": {"query": _QUERY, **_FILTERS}},
             "AskRequest": {"type": "object", "required": ["query"], "additionalProperties": False,
                            "properties": {"query": _QUERY, **_FILTERS, "stream": {"type": "boolean"}}},
+            **openai_compat.OPENAPI_SCHEMAS,
         },
     },
 }

@@ -25,6 +25,9 @@ PUBLISHED: tuple[type, ...] = (
     contract.SourcesEvent, contract.AnnotationEvent, contract.ContextEvent, contract.TokenEvent,
     contract.DoneEvent, contract.ErrorEvent, contract.Answer, contract.HistoryItem, contract.HistoryPage,
     contract.HistoryEntry,
+    contract.ChatModel, contract.ChatModelList, contract.Citation, contract.ChatMessage, contract.ChatChoice,
+    contract.ChatUsage, contract.ChatCompletion, contract.ChatDelta, contract.ChatChunkChoice,
+    contract.ChatCompletionChunk,
 )
 _NAMES = {t: t.__name__ for t in PUBLISHED}
 

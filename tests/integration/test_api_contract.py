@@ -259,6 +259,17 @@ case("history-show-ask", "llm_api", "GET", "/v1/history/{history_id}")(
                            ["history_id"]))
 case("history-show-404", "api", "GET", "/v1/history/{history_id}", 404)(
     lambda a, _: a.request("GET", "/v1/history/0000000000000000"))
+# the OpenAI-compatible face (its streaming is checked through the SDK in tests/system/test_openai_compat.py)
+_CHAT = {"messages": [{"role": "user", "content": "do cats purr?"}]}
+case("openai-models", "api", "GET", "/v1/models")(lambda a, _: a.request("GET", "/v1/models"))
+case("openai-chat-no-llm", "api", "POST", "/v1/chat/completions")(
+    lambda a, _: a.request("POST", "/v1/chat/completions", {"model": "ragweedd/all", **_CHAT}))
+case("openai-chat-llm", "llm_api", "POST", "/v1/chat/completions")(
+    lambda a, _: a.request("POST", "/v1/chat/completions", {"model": "ragweedd/notes", "temperature": 0.2, **_CHAT}))
+case("openai-chat-404-model", "api", "POST", "/v1/chat/completions", 404)(
+    lambda a, _: a.request("POST", "/v1/chat/completions", {"model": "gpt-4o", **_CHAT}))
+case("openai-chat-400-no-question", "api", "POST", "/v1/chat/completions", 400)(
+    lambda a, _: a.request("POST", "/v1/chat/completions", {"model": "ragweedd/all", "messages": []}))
 
 @pytest.mark.parametrize("cid", list(CASES))
 def test_route_conforms_to_documented_schema(cid, request):

@@ -514,7 +514,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dry-run", action="store_true", help="print what would be done, change nothing")
     s.add_argument("--config", metavar="FILE", help="config file the service passes to ragweedd")
     s.add_argument("--ragweedd", metavar="PATH", help="ragweedd executable (default: next to this Python)")
-    s = add("mcp", "serve MCP over stdio for AI assistants (Claude, Cursor), proxying to the daemon")
+    s = add("mcp", "MCP server on stdio for AI assistants, proxying to the daemon")
     s.add_argument("--allow-writes", action="store_true",
                    help="also offer add_collection, scan and upload (default: read-only tools)")
     return p

@@ -5,6 +5,7 @@ The daemon has no LLM, so ``ask`` answers with quoted passages."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import sys
@@ -220,4 +221,27 @@ def test_daemon_mcp_allow_writes_offers_write_tools_that_work(tmp_path):
                     "upload", {"collection": "notes", "filename": "y.md"}))
                 assert data(await s.call_tool("scan", {"name": "notes"}))["queued"] is True
                 assert "collection 'nope' does not exist" in error_text(await s.call_tool("scan", {"name": "nope"}))
+            # the stdio server proxies the same write tools through the HTTP API
+            async with stdio_session(dm.base / "state", "--allow-writes") as s:
+                blob = base64.b64encode(b"Gliders ride thermals.\n").decode()
+                up = data(await s.call_tool("upload", {"collection": "notes", "filename": "gliders.txt",
+                                                       "content_base64": blob}))
+                assert up["source_file"].endswith("gliders.txt") and up["size_bytes"] == 23
+                assert "not valid base64" in error_text(await s.call_tool(
+                    "upload", {"collection": "notes", "filename": "z.txt", "content_base64": "***"}))
+                added = data(await s.call_tool("add_collection", {"name": "more", "paths": [str(docs)]}))
+                assert added["name"] == "more"
         run(go)
+        wait_indexed(dm, "notes", 3)
+        assert {h["filename"] for h in dm.search("gliders thermals")} >= {"gliders.txt"}
+
+
+def test_read_only_server_refuses_write_tools(d):
+    async def go():
+        async with http_session(d) as s:
+            res = await s.call_tool("upload", {"collection": "notes", "filename": "x.md", "text": "x"})
+            assert res.is_error and "upload" in error_text(res)
+        async with stdio_session(d.base / "state") as s:
+            res = await s.call_tool("scan", {"name": "notes"})
+            assert res.is_error and "scan" in error_text(res)
+    run(go)

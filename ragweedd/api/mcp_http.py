@@ -1,4 +1,4 @@
-"""``/mcp``: the MCP tools (ragweedd/mcp_server.py) over streamable HTTP, inside the daemon's aiohttp app.
+"""``/mcp``: the MCP tools (ragweedd/api/mcp_tools.py) over streamable HTTP, in the daemon's aiohttp app.
 
 The SDK's streamable-HTTP transport is an ASGI app (StreamableHTTPSessionManager.handle_request);
 this handler hands it each aiohttp request as one ASGI call. /mcp sits behind the app's middlewares
@@ -42,7 +42,7 @@ class McpHttp:
                 return self.manager
             from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-            from ragweedd.mcp_server import EngineBackend, build_server
+            from ragweedd.api.mcp_tools import EngineBackend, build_server
 
             st = app[STATE_KEY]
             server = build_server(EngineBackend(st.engine, st), allow_writes=self.allow_writes)

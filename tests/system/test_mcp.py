@@ -160,6 +160,9 @@ def test_get_document_by_path_and_key_with_line_range_and_byte_cap(d, transport)
             assert "query" in error_text(await s.call_tool("search", {"limit": 3}))
             nope = await s.call_tool("search", {"query": "x", "collections": ["nope"]})
             assert "collection 'nope' does not exist" in error_text(nope)
+            bad_name = await s.call_tool("search", {"query": "x", "collections": ["bad name!"]})
+            assert "'bad name!' is not allowed" in error_text(bad_name)
+            assert "limit" in error_text(await s.call_tool("search", {"query": "x", "limit": 0}))
     run(go)
 
 

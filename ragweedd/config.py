@@ -138,6 +138,7 @@ KEYS: tuple[KeySpec, ...] = (
     K("", "http_idle_timeout_s", float, 15.0, "An API connection that has not sent a whole request head this long after connecting or after its previous answer is closed (idle and half-sent connections).", _range(1.0, 3600.0)),
     K("", "http_body_timeout_s", float, 60.0, "A request body must have arrived this long after its head, else HTTP 408 (raise it for big uploads over slow links).", _range(1.0, 3600.0)),
     K("", "http_write_timeout_s", float, 30.0, "An API client that accepts no bytes of an answer for this long is disconnected (frees its answer slot).", _range(1.0, 3600.0)),
+    K("", "mcp_allow_writes", bool, False, "The daemon's MCP endpoint (/mcp) also offers the add_collection, scan and upload tools; read-only tools otherwise."),
     K("", "history_max_entries", int, 0, "Most searches and answers kept in the history (oldest dropped first); 0 = keep all.", _range(0, 10**9)),
     # --- chunking (original RAGWeed keys) --------------------------------------------------
     K("", "chunk_size", (int, str), "auto", "CHUNK_SIZE in tokens (4 chars/token); 'auto' = the embedder's measured default (2048 for long-context embedders, see docs/chunking.md).", _chunk_size),
@@ -263,6 +264,7 @@ class Config:
     http_idle_timeout_s: float = 15.0
     http_body_timeout_s: float = 60.0
     http_write_timeout_s: float = 30.0
+    mcp_allow_writes: bool = False
     history_max_entries: int = 0
     # chunking
     chunk_size: int | str = "auto"

@@ -185,6 +185,9 @@ async def _serve(core, cfg, paths: Paths, token: str, allow_remote: bool,
                        port_file=paths.port_file, max_body_bytes=cfg.max_body_mb * 2**20,
                        max_concurrent_answers=cfg.max_concurrent_answers, idle_timeout=cfg.http_idle_timeout_s,
                        body_timeout=cfg.http_body_timeout_s, write_timeout=cfg.http_write_timeout_s)
+    from ragweedd.api.mcp_http import add_mcp_route  # aiohttp only; the SDK loads at the first /mcp call
+
+    add_mcp_route(server.app, allow_writes=cfg.mcp_allow_writes)
     await server.start()
     try:
         while not stop.is_set():

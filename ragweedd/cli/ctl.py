@@ -399,6 +399,18 @@ def cmd_history(c: Client, a, out) -> int:
     return EXIT_OK
 
 
+def cmd_mcp(a, err) -> int:
+    # The SDK (pydantic, starlette, anyio) costs ~0.5 s to import: only this command pays it.
+    try:
+        from ragweedd.api.mcp_tools import run_stdio
+    except ImportError as e:
+        raise CtlError(f"ragweedctl mcp needs the 'mcp' package ({e}); install it with `pip install 'mcp>=2.3'`",
+                       EXIT_ERROR) from None
+    if a.timeout is not None and not a.timeout > 0:
+        raise CtlError(f"--timeout must be a positive number of seconds, not {a.timeout}", EXIT_USAGE)
+    return run_stdio(_state_dir(a.state_dir), allow_writes=a.allow_writes, timeout=a.timeout, err=err)
+
+
 def cmd_service(a, out) -> int:
     from ragweedd.cli import service
 
@@ -502,6 +514,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dry-run", action="store_true", help="print what would be done, change nothing")
     s.add_argument("--config", metavar="FILE", help="config file the service passes to ragweedd")
     s.add_argument("--ragweedd", metavar="PATH", help="ragweedd executable (default: next to this Python)")
+    s = add("mcp", "MCP server on stdio for AI assistants, proxying to the daemon")
+    s.add_argument("--allow-writes", action="store_true",
+                   help="also offer add_collection, scan and upload (default: read-only tools)")
     return p
 
 
@@ -522,6 +537,8 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
     try:
         if a.command == "service":
             return cmd_service(a, out)
+        if a.command == "mcp":
+            return cmd_mcp(a, err)
         if a.timeout is not None and not a.timeout > 0:
             raise CtlError(f"--timeout must be a positive number of seconds, not {a.timeout}", EXIT_USAGE)
         timeout = a.timeout if a.timeout is not None else TIMEOUTS.get(a.command, DEFAULT_TIMEOUT)

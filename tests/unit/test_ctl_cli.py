@@ -347,6 +347,7 @@ def test_ctl_imports_nothing_heavy(api):
     imported = {line.split("|")[-1].strip() for line in p.stderr.splitlines() if line.startswith("import time:")}
     assert "ragweedd.paths" not in imported  # --state-dir given: not even that
     forbidden = {"numpy", "aiohttp", "structlog", "ssl", "email.parser", "http.client", "ragweedd.config",
-                 "ragweedd.api", "asyncio", "numba", "onnxruntime", "ragweedd.contract", "typing"}
+                 "ragweedd.api", "asyncio", "numba", "onnxruntime", "ragweedd.contract", "typing",
+                 "mcp", "ragweedd.api.mcp_tools", "pydantic", "anyio", "starlette"}
     assert not (imported & forbidden), imported & forbidden
     assert "argparse" in imported  # the check sees real imports

@@ -1,0 +1,398 @@
+"""The MCP (Model Context Protocol) face of ragweedd: tools an assistant calls to search, read and ask.
+
+One tool set, two ways to reach the index (see docs/mcp.md):
+
+* ``ragweedctl mcp`` serves MCP over stdio and proxies every call to the running daemon through
+  its HTTP API, with ragweedctl's own client (port and token files, the health proof);
+* the daemon serves MCP over streamable HTTP at ``/mcp`` (ragweedd/api/mcp_http.py), calling its
+  engine directly.
+
+The ``mcp`` SDK (and pydantic, starlette under it) is imported only here, and this module only by
+those two: ragweedctl's other commands and the daemon's start stay as fast as before.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import inspect
+from typing import Annotated, Any, Protocol
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from ragweedd import __version__
+
+# What a tool hands back is read by a model: a whole 64 MiB document would drown it.
+DEFAULT_MAX_BYTES = 20_000
+MAX_MAX_BYTES = 1_000_000
+# The whole request per kind of call, as ragweedctl's own defaults.
+TIMEOUTS = {"ask": 600.0, "upload": 300.0}
+DEFAULT_TIMEOUT = 30.0
+
+INSTRUCTIONS = (
+    "ragweedd indexes the user's local documents. Use `search` to find passages (each hit has a `uri` "
+    "that opens the exact place: #page=N, #L12-L20), `get_document` to read a document or a page or line "
+    "range of it, and `ask` for an answer with numbered citations (or quoted passages when no LLM is "
+    "configured). Cite hits by their uri.")
+
+
+class Backend(Protocol):
+    """Where the tools' calls go: the daemon's HTTP API (stdio server) or its engine (/mcp)."""
+
+    async def call(self, method: str, path: str, body: dict | None = None, *, raw: bytes | None = None,
+                   query: dict | None = None) -> dict: ...
+
+
+# --------------------------------------------------------------------------- backends
+class HttpBackend:
+    """Every call opens a new ragweedctl Client, so a daemon started (or restarted, with a new port
+    or token) after the MCP server is found without restarting the MCP host."""
+
+    def __init__(self, state_dir: str, timeout: float | None = None) -> None:
+        self.state_dir = state_dir
+        self.timeout = timeout
+
+    def connect(self):
+        from ragweedd.cli.ctl_http import Client
+
+        return Client(self.state_dir, timeout=self.timeout)
+
+    def _call(self, method: str, path: str, body: dict | None, raw: bytes | None, query: dict | None) -> dict:
+        from urllib.parse import urlencode
+
+        from ragweedd.cli.ctl_http import CtlError
+
+        kind = "ask" if path == "/v1/ask" else "upload" if path.endswith("/documents") and raw is not None else ""
+        try:
+            client = self.connect()
+            items = {k: v for k, v in (query or {}).items() if v is not None}
+            full = path + ("?" + urlencode(items) if items else "")
+            return client.call(method, full, body, raw=raw, timeout=TIMEOUTS.get(kind, DEFAULT_TIMEOUT))
+        except CtlError as e:
+            raise ToolError(str(e)) from None
+        except OSError as e:
+            raise ToolError(f"connection to ragweedd failed: {e}") from None
+
+    async def call(self, method: str, path: str, body: dict | None = None, *, raw: bytes | None = None,
+                   query: dict | None = None) -> dict:
+        # ragweedctl's client is blocking (standard library sockets): keep it off the event loop.
+        return await anyio.to_thread.run_sync(self._call, method, path, body, raw, query)
+
+
+class EngineBackend:
+    """The daemon's engine, called in-process with the same validation as the REST routes."""
+
+    def __init__(self, engine: Any, api_state: Any = None) -> None:
+        self.engine = engine
+        self.api_state = api_state  # shares max_concurrent_answers with /v1/ask
+
+    async def call(self, method: str, path: str, body: dict | None = None, *, raw: bytes | None = None,
+                   query: dict | None = None) -> dict:
+        from ragweedd.errors import RagweedError
+
+        try:
+            return await self._dispatch(method, path, body or {}, raw, query or {})
+        except RagweedError as e:
+            raise ToolError(e.message + (f"\nhint: {e.hint}" if e.hint else "")) from None
+
+    async def _dispatch(self, method: str, path: str, body: dict, raw: bytes | None, query: dict) -> Any:
+        from urllib.parse import unquote
+
+        from ragweedd.api import openapi
+
+        eng = self.engine
+        parts = [unquote(p) for p in path.strip("/").split("/")]  # v1, resource, ...
+        match (method, parts[1:]):
+            case ("GET", ["status"]):
+                return await eng.status()
+            case ("GET", ["collections"]):
+                return {"items": await eng.list_collections()}
+            case ("POST", ["collections"]):
+                openapi.validate(body, openapi.schema("AddCollection"), "arguments")
+                return await eng.add_collection(body["name"], body["paths"], body.get("ignore") or [],
+                                                body.get("topic", ""))
+            case ("POST", ["collections", name, "scan"]):
+                return await eng.scan(name)
+            case ("POST", ["collections", name, "documents"]):
+                from ragweedd.api.routes import check_filename
+
+                return await eng.upload(name, check_filename(query["filename"]), raw or b"")
+            case ("GET", ["documents"]):
+                return await eng.list_documents(collection=query.get("collection"), state=query.get("state"),
+                                                path_glob=query.get("path_glob"), offset=query.get("offset", 0),
+                                                limit=query.get("limit", 50))
+            case ("GET", ["documents", key]):
+                return await eng.get_document(key)
+            case ("POST", ["search"]):
+                openapi.validate(body, openapi.schema("SearchRequest"), "arguments")
+                return await eng.search(body.pop("query"), **body)
+            case ("POST", ["ask"]):
+                body.pop("stream", None)
+                openapi.validate(body, openapi.schema("AskRequest"), "arguments")
+                return await self._ask(body)
+        raise ToolError(f"internal: no engine call for {method} {path}")
+
+    async def _ask(self, body: dict) -> dict:
+        from ragweedd.api.routes import _collect
+
+        st = self.api_state
+        if st is not None and st.answers_in_flight >= st.max_concurrent_answers:
+            raise ToolError(f"{st.max_concurrent_answers} answers are already being written; retry in a few "
+                            "seconds or raise max_concurrent_answers in the config")
+        if st is not None:
+            st.answers_in_flight += 1
+        events = None
+        try:
+            query = body.pop("query")
+            res = self.engine.ask(query, **body)
+            events = (await res) if inspect.isawaitable(res) else res
+            return await _collect(await anext(events, None), events)
+        finally:
+            if st is not None:
+                st.answers_in_flight -= 1
+            if events is not None and hasattr(events, "aclose"):
+                await events.aclose()
+
+
+# --------------------------------------------------------------------------- shaping
+_PLACE = ("collection", "filename", "source_file", "uri", "page_label", "section", "span", "lines",
+          "t_start", "t_end", "member")
+
+
+def _hit(h: dict) -> dict:
+    out = {k: h.get(k) for k in ("doc_id", *_PLACE, "score") if h.get(k) is not None}
+    out["text"] = h.get("text", "")
+    return out
+
+
+def _source(s: dict) -> dict:
+    out = {k: s.get(k) for k in ("n", "label", *_PLACE, "score") if s.get(k) is not None}
+    quotes = s.get("quotes") or ([s["quote"]] if s.get("quote") else [])
+    if quotes:
+        out["quotes"] = [{k: q.get(k) for k in ("text", "uri", "lines", "page_label") if q.get(k) is not None}
+                         for q in quotes]
+    if s.get("text"):
+        out["text"] = s["text"]
+    return out
+
+
+def _cap(text: str, max_bytes: int) -> tuple[str, bool]:
+    data = text.encode("utf-8")
+    if len(data) <= max_bytes:
+        return text, False
+    return data[:max_bytes].decode("utf-8", "ignore"), True
+
+
+def _glob_escape(path: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[" else c for c in path)
+
+
+def merge_chunks(chunks: list[dict]) -> tuple[str, int | None]:
+    """The text the chunks cover, overlaps counted once, in document order (chunks overlap by
+    chunk_overlap_pct); a gap (a chunk dropped as garbage) is marked. Returns (text, first line)."""
+    ordered = sorted(chunks, key=lambda c: ((c.get("span") or [None])[0] or 0, c.get("chunk_idx", 0)))
+    out: list[str] = []
+    end: int | None = None
+    for c in ordered:
+        span = c.get("span") or [None, None]
+        start, stop = span[0], span[-1]
+        text = c.get("text", "")
+        if start is None or stop is None:  # no position: whole, in order
+            out.append(("\n" if out else "") + text)
+        elif end is None or start >= end:
+            if end is not None and start > end:
+                out.append("\n[…]\n")
+            out.append(text)
+            end = stop
+        elif stop > end:
+            out.append(text[end - start:])
+            end = stop
+    first = next((c["lines"][0] for c in ordered if c.get("lines")), None)
+    return "".join(out), first
+
+
+# --------------------------------------------------------------------------- the server
+Str = Annotated[str, Field(min_length=1, max_length=8000)]
+Name = Annotated[str, Field(min_length=1, max_length=128, description="a collection name")]
+
+
+def build_server(backend: Backend, *, allow_writes: bool = False, name: str = "ragweedd") -> MCPServer:
+    mcp: MCPServer = MCPServer(name, version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+    def filters(collections, path_glob, file_type) -> dict:
+        f = {"collections": collections or None, "path_glob": path_glob, "file_type": file_type}
+        return {k: v for k, v in f.items() if v is not None}
+
+    @mcp.tool(annotations=read_only)
+    async def search(
+        query: Annotated[str, Field(min_length=1, max_length=8000, description="what to look for")],
+        collections: Annotated[list[str] | None, Field(description="only these collections")] = None,
+        path_glob: Annotated[str | None, Field(description="only files whose path matches, e.g. '*/2024/*'")] = None,
+        file_type: Annotated[str | None, Field(description="only this file type, e.g. 'pdf' or 'md'")] = None,
+        limit: Annotated[int, Field(ge=1, le=100, description="most hits to return")] = 10,
+    ) -> dict[str, Any]:
+        """Hybrid (keyword + vector) search of the indexed documents. Each hit has its text and where it
+        is: collection, file, page or section, character span, line range, and a uri that opens the place."""
+        res = await backend.call("POST", "/v1/search", {"query": query, "top_k": limit,
+                                                        **filters(collections, path_glob, file_type)})
+        hits = [_hit(h) for h in res.get("results", [])[:limit]]
+        return {"query": query, "hits": hits}
+
+    @mcp.tool(annotations=read_only)
+    async def get_document(
+        doc_key: Annotated[str | None, Field(description="the document's key (a hit's doc_id, or from list)")] = None,
+        path: Annotated[str | None, Field(description="the file's path (absolute, or its end: 'notes/a.md')")] = None,
+        page: Annotated[str | None, Field(description="only this page (its label, e.g. '4' or 'iv')")] = None,
+        line_start: Annotated[int | None, Field(ge=1, description="first line to return (1-based)")] = None,
+        line_end: Annotated[int | None, Field(ge=1, description="last line to return (inclusive)")] = None,
+        max_bytes: Annotated[int, Field(ge=100, le=MAX_MAX_BYTES,
+                                        description="cut the text after this many UTF-8 bytes")] = DEFAULT_MAX_BYTES,
+    ) -> dict[str, Any]:
+        """The indexed text of one document, by doc_key or path, optionally one page or a line range,
+        cut at max_bytes (truncated says whether it was)."""
+        if (doc_key is None) == (path is None):
+            raise ToolError("give exactly one of doc_key or path")
+        if line_end is not None and line_start is not None and line_end < line_start:
+            raise ToolError(f"line_end ({line_end}) is before line_start ({line_start})")
+        if doc_key is None:
+            doc_key = await _find_key(str(path))
+        from urllib.parse import quote
+
+        d = await backend.call("GET", f"/v1/documents/{quote(doc_key, safe='')}")
+        chunks = d.get("chunks_detail") or []
+        if page is not None:
+            chunks = [c for c in chunks if c.get("page_label") == page]
+            if not chunks:
+                raise ToolError(f"document {d.get('source_file')!r} has no indexed text on page {page!r}")
+        text, first = merge_chunks(chunks)
+        out: dict[str, Any] = {k: d.get(k) for k in ("doc_key", "collection", "source_file", "uri", "state")}
+        if line_start is not None or line_end is not None:
+            if first is None:
+                raise ToolError(f"document {d.get('source_file')!r} has no line numbers (only plain text, "
+                                "markdown and source files do); ask by page instead")
+            lines = text.split("\n")
+            lo = max(line_start or first, first)
+            hi = min(line_end or (first + len(lines) - 1), first + len(lines) - 1)
+            if lo > hi:
+                raise ToolError(f"lines {line_start}-{line_end} are outside the document "
+                                f"(lines {first}-{first + len(lines) - 1})")
+            text = "\n".join(lines[lo - first: hi - first + 1])
+            out["lines"] = [lo, hi]
+        if page is not None:
+            out["page"] = page
+        out["text"], out["truncated"] = _cap(text, max_bytes)
+        return out
+
+    async def _find_key(path: str) -> str:
+        exact = path.startswith("/")
+        glob = _glob_escape(path) if exact else "*/" + _glob_escape(path.lstrip("./"))
+        res = await backend.call("GET", "/v1/documents", query={"path_glob": glob, "limit": 20})
+        items = [d for d in res.get("items", []) if d.get("state") != "superseded"]
+        if not items:
+            raise ToolError(f"no indexed document has the path {path!r}; `search` or `list_collections` "
+                            "show what is indexed")
+        if len(items) > 1:
+            names = ", ".join(str(d.get("source_file")) for d in items[:5])
+            raise ToolError(f"{len(items)} documents match {path!r} ({names}); give the full path or a doc_key")
+        return str(items[0]["doc_key"])
+
+    @mcp.tool(annotations=read_only)
+    async def ask(
+        query: Annotated[str, Field(min_length=1, max_length=8000, description="the question")],
+        collections: Annotated[list[str] | None, Field(description="only these collections")] = None,
+        path_glob: Annotated[str | None, Field(description="only files whose path matches")] = None,
+        file_type: Annotated[str | None, Field(description="only this file type, e.g. 'pdf'")] = None,
+    ) -> dict[str, Any]:
+        """An answer with numbered citations [N] to its sources (each with a uri and quoted sentences).
+        Without an LLM configured in ragweedd, the answer is the quoted passages that answer the question
+        (mode 'passages')."""
+        res = await backend.call("POST", "/v1/ask", {"query": query, "stream": False,
+                                                     **filters(collections, path_glob, file_type)})
+        if res.get("error"):
+            err = res["error"]
+            raise ToolError(f"the answer failed: {err.get('message', 'unknown error')}"
+                            + (f"\nhint: {err['hint']}" if err.get("hint") else ""))
+        out = {k: res.get(k) for k in ("answer", "mode", "label", "history_id", "finish_reason")
+               if res.get(k) is not None}
+        out["sources"] = [_source(s) for s in res.get("sources", [])]
+        return out
+
+    @mcp.tool(annotations=read_only)
+    async def list_collections() -> dict[str, Any]:
+        """The collections: name, folders, number of documents."""
+        res = await backend.call("GET", "/v1/collections")
+        return {"collections": res.get("items", [])}
+
+    @mcp.tool(annotations=read_only)
+    async def status() -> dict[str, Any]:
+        """The daemon's state: collections, files by state, queue, indexing progress, problems."""
+        return await backend.call("GET", "/v1/status")
+
+    if not allow_writes:
+        return mcp
+    writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+
+    @mcp.tool(annotations=writes)
+    async def add_collection(
+        name: Annotated[str, Field(min_length=1, max_length=64, description="the new collection's name")],
+        paths: Annotated[list[str], Field(min_length=1, description="absolute folder paths to index")],
+        ignore: Annotated[list[str] | None, Field(description="glob patterns to skip")] = None,
+        topic: Annotated[str, Field(max_length=4096, description="what the collection is about")] = "",
+    ) -> dict[str, Any]:
+        """Add a collection of folders; indexing starts in the background."""
+        return await backend.call("POST", "/v1/collections", {"name": name, "paths": paths,
+                                                              "ignore": ignore or [], "topic": topic})
+
+    @mcp.tool(annotations=writes)
+    async def scan(name: Name) -> dict[str, Any]:
+        """Reconcile a collection's folders with its index now (new, changed and removed files)."""
+        from urllib.parse import quote
+
+        return await backend.call("POST", f"/v1/collections/{quote(name, safe='')}/scan")
+
+    @mcp.tool(annotations=writes)
+    async def upload(
+        collection: Name,
+        filename: Annotated[str, Field(min_length=1, max_length=255, description="a bare file name, e.g. notes.md")],
+        text: Annotated[str | None, Field(description="the file's content as text (UTF-8)")] = None,
+        content_base64: Annotated[str | None, Field(description="the file's bytes, base64 (for binary files)")] = None,
+    ) -> dict[str, Any]:
+        """Store a file in a collection's managed folder and index it."""
+        if (text is None) == (content_base64 is None):
+            raise ToolError("give exactly one of text or content_base64")
+        if text is not None:
+            data = text.encode("utf-8")
+        else:
+            try:
+                data = base64.b64decode(str(content_base64), validate=True)
+            except (binascii.Error, ValueError):
+                raise ToolError("content_base64 is not valid base64") from None
+        from urllib.parse import quote
+
+        return await backend.call("POST", f"/v1/collections/{quote(collection, safe='')}/documents",
+                                  raw=data, query={"filename": filename})
+
+    return mcp
+
+
+# --------------------------------------------------------------------------- ragweedctl mcp
+def run_stdio(state_dir: str, *, allow_writes: bool, timeout: float | None, err) -> int:
+    """``ragweedctl mcp``: serve until the MCP host closes stdin."""
+    from ragweedd.cli.ctl_http import CtlError
+
+    backend = HttpBackend(state_dir, timeout)
+    try:
+        backend.connect()
+    except CtlError as e:
+        # Served anyway: the host shows the tools, and each call says the same until the daemon is up.
+        err.write(f"ragweedctl mcp: {e}\nragweedctl mcp: serving anyway; every tool call reports this "
+                  "until ragweedd runs\n")
+        err.flush()
+    server = build_server(backend, allow_writes=allow_writes)
+    anyio.run(server.run_stdio_async)
+    return 0

@@ -32,12 +32,12 @@ from ragweedd import contract
 from ragweedd.api.jsontext import dumps
 from ragweedd.api.schemas import ref
 from ragweedd.api.security import STATE_KEY, ApiState, error_response
-from ragweedd.errors import NotFoundError, RagweedError, RequestError
+from ragweedd.api.sse import next_event, stream_error
+from ragweedd.errors import NotFoundError, RequestError
 
 MODEL_PREFIX = "ragweedd/"
 ALL_MODEL = MODEL_PREFIX + "all"
 MAX_QUESTION_CHARS = 8000  # as /v1/ask's query
-_KEEPALIVE_S = 15.0
 
 
 # --------------------------------------------------------------------------- OpenAPI fragment
@@ -272,22 +272,11 @@ async def _stream(request: web.Request, head: dict, first: dict | None, events: 
                 # OpenAI streams report a failure as a data line holding "error"; the SDKs raise it
                 await resp.write(f"data: {dumps({'error': ev.get('error') or {}})}\n\n".encode())
                 break
-            nxt = asyncio.ensure_future(anext(events, None))
-            try:
-                while not (await asyncio.wait({nxt}, timeout=_KEEPALIVE_S))[0]:
-                    await resp.write(b": keep-alive\n\n")  # while annotation runs
-            except BaseException:
-                nxt.cancel()
-                raise
-            ev = nxt.result()
+            ev = await next_event(events, resp)
     except (ConnectionResetError, asyncio.CancelledError):
         raise
     except Exception as e:  # noqa: BLE001 - headers are sent: report inside the stream
-        if isinstance(e, RagweedError):
-            err = e.to_dict()
-        else:
-            st.log.exception("chat_stream_failed", path=request.path)
-            err = {"code": "internal", "message": "the answer failed inside ragweedd", "hint": "see the daemon log"}
+        err = stream_error(e, st.log, request.path, "chat_stream_failed")
         await resp.write(f"data: {dumps({'error': err})}\n\n".encode())
     await resp.write(b"data: [DONE]\n\n")
     await resp.write_eof()

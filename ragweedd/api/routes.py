@@ -17,9 +17,9 @@ from ragweedd import __version__
 from ragweedd.api import openapi
 from ragweedd.api.jsontext import dumps
 from ragweedd.api.security import STATE_KEY, ApiState, error_response
+from ragweedd.api.sse import next_event, stream_error
 from ragweedd.errors import RequestError
 
-SSE_KEEPALIVE_S = 15.0
 
 
 def _st(request: web.Request) -> ApiState:
@@ -303,29 +303,11 @@ async def _sse(request: web.Request, first: dict | None, events: AsyncIterator[d
             await resp.write(_sse_frame(ev))
             if ev.get("type") in ("done", "error"):
                 break
-            nxt = asyncio.ensure_future(anext(events, None))
-            try:
-                while True:
-                    done, _ = await asyncio.wait({nxt}, timeout=SSE_KEEPALIVE_S)
-                    if done:
-                        break
-                    # Comments keep proxies and clients from timing out while annotation runs.
-                    await resp.write(b": keep-alive\n\n")
-            except BaseException:
-                nxt.cancel()
-                raise
-            ev = nxt.result()
+            ev = await next_event(events, resp)
     except (ConnectionResetError, asyncio.CancelledError):
         raise
     except Exception as e:  # noqa: BLE001 - headers are sent: report inside the stream
-        from ragweedd.errors import RagweedError
-
-        if isinstance(e, RagweedError):
-            err = e.to_dict()
-        else:
-            st.log.exception("answer_stream_failed", path=request.path)
-            err = {"code": "internal", "message": "the answer failed inside ragweedd",
-                   "hint": "see the daemon log"}
+        err = stream_error(e, st.log, request.path, "answer_stream_failed")
         await resp.write(_sse_frame({"type": "error", "error": err}))
     await resp.write_eof()
     return resp

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import inspect
 from typing import Annotated, Any, Protocol
 
 import anyio
@@ -138,24 +137,14 @@ class EngineBackend:
 
     async def _ask(self, body: dict) -> dict:
         from ragweedd.api.routes import _collect
+        from ragweedd.api.sse import AnswersBusy, answer_events
 
-        st = self.api_state
-        if st is not None and st.answers_in_flight >= st.max_concurrent_answers:
-            raise ToolError(f"{st.max_concurrent_answers} answers are already being written; retry in a few "
-                            "seconds or raise max_concurrent_answers in the config")
-        if st is not None:
-            st.answers_in_flight += 1
-        events = None
+        query = body.pop("query")
         try:
-            query = body.pop("query")
-            res = self.engine.ask(query, **body)
-            events = (await res) if inspect.isawaitable(res) else res
-            return await _collect(await anext(events, None), events)
-        finally:
-            if st is not None:
-                st.answers_in_flight -= 1
-            if events is not None and hasattr(events, "aclose"):
-                await events.aclose()
+            async with answer_events(self.api_state, lambda: self.engine.ask(query, **body)) as (first, events):
+                return await _collect(first, events)
+        except AnswersBusy as e:
+            raise ToolError(f"{e}; {e.hint}") from None
 
 
 # --------------------------------------------------------------------------- shaping

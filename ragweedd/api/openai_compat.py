@@ -32,7 +32,7 @@ from ragweedd import contract
 from ragweedd.api.jsontext import dumps
 from ragweedd.api.schemas import ref
 from ragweedd.api.security import STATE_KEY, ApiState, error_response
-from ragweedd.api.sse import next_event, stream_error
+from ragweedd.api.sse import AnswersBusy, answer_events, next_event, stream_error
 from ragweedd.errors import NotFoundError, RequestError
 
 MODEL_PREFIX = "ragweedd/"
@@ -198,28 +198,14 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     st = _st(request)
     model, question, stream = parse_request(await _read_json(request))
     collections = await _collections_for(st.engine, model)
-    if st.answers_in_flight >= st.max_concurrent_answers:
-        return error_response(429, "too_many_answers",
-                              f"{st.max_concurrent_answers} answers are already being written",
-                              "retry in a few seconds or raise max_concurrent_answers in the config",
-                              headers={"Retry-After": "2"})
-    st.answers_in_flight += 1
-    events: AsyncIterator[dict] | None = None
     try:
-        events = await st.engine.ask(question, collections=collections)
-        # the first event before any byte: a request the engine rejects gets its HTTP status
-        first = await anext(events, None)
-        head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": model}
-        if stream:
-            return await _stream(request, head, first, events, st)
-        return await _whole(head, first, events)
-    finally:
-        st.answers_in_flight -= 1
-        if events is not None and hasattr(events, "aclose"):
-            try:
-                await events.aclose()
-            except Exception:  # noqa: BLE001 - the answer is over either way
-                pass
+        async with answer_events(st, lambda: st.engine.ask(question, collections=collections)) as (first, events):
+            head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": model}
+            if stream:
+                return await _stream(request, head, first, events, st)
+            return await _whole(head, first, events)
+    except AnswersBusy as e:
+        return e.response()
 
 
 async def _whole(head: dict, first: dict | None, events: AsyncIterator[dict]) -> web.Response:

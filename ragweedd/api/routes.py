@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import inspect
 import json
 from typing import Any, AsyncIterator
 
@@ -16,8 +15,8 @@ from aiohttp import BodyPartReader, web
 from ragweedd import __version__
 from ragweedd.api import openapi
 from ragweedd.api.jsontext import dumps
-from ragweedd.api.security import STATE_KEY, ApiState, error_response
-from ragweedd.api.sse import next_event, stream_error
+from ragweedd.api.security import STATE_KEY, ApiState
+from ragweedd.api.sse import AnswersBusy, answer_events, next_event, stream_error
 from ragweedd.errors import RequestError
 
 
@@ -237,29 +236,13 @@ async def ask_continue(request: web.Request) -> web.StreamResponse:
 
 async def _answer(request: web.Request, stream: bool, start) -> web.StreamResponse:
     st = _st(request)
-    if st.answers_in_flight >= st.max_concurrent_answers:
-        return error_response(429, "too_many_answers",
-                              f"{st.max_concurrent_answers} answers are already being written",
-                              "retry in a few seconds or raise max_concurrent_answers in the config",
-                              headers={"Retry-After": "2"})
-    st.answers_in_flight += 1
-    events: AsyncIterator[dict] | None = None
     try:
-        res = start(st.engine)
-        events = (await res) if inspect.isawaitable(res) else res
-        # The first event is fetched before any byte is sent, so a request the engine rejects
-        # gets a proper HTTP status instead of an error inside a 200 stream.
-        first = await anext(events, None)
-        if not stream:
-            return _json(await _collect(first, events))
-        return await _sse(request, first, events, st)
-    finally:
-        st.answers_in_flight -= 1
-        if events is not None and hasattr(events, "aclose"):
-            try:
-                await events.aclose()
-            except Exception:  # noqa: BLE001 - the answer is over either way
-                pass
+        async with answer_events(st, lambda: start(st.engine)) as (first, events):
+            if not stream:
+                return _json(await _collect(first, events))
+            return await _sse(request, first, events, st)
+    except AnswersBusy as e:
+        return e.response()
 
 
 async def _collect(first: dict | None, events: AsyncIterator[dict]) -> dict:

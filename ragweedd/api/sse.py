@@ -1,17 +1,59 @@
-"""What the two streamed answers (/v1/ask's events and /v1/chat/completions' chunks) share: waiting
-for the next event while keeping the connection alive, and turning a failure after the headers
-were sent into something the stream can carry."""
+"""What the answer faces (/v1/ask, /v1/chat/completions, the MCP ``ask`` tool) share: one of
+``max_concurrent_answers`` slots held while an answer is written, waiting for the next event while
+keeping the connection alive, and turning a failure after the headers were sent into something the
+stream can carry."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator
+import inspect
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Callable
 
 from aiohttp import web
 
+from ragweedd.api.security import ApiState, error_response
 from ragweedd.errors import RagweedError
 
 SSE_KEEPALIVE_S = 15.0
+
+
+class AnswersBusy(Exception):
+    """Every answer slot is taken."""
+
+    hint = "retry in a few seconds or raise max_concurrent_answers in the config"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"{limit} answers are already being written")
+
+    def response(self) -> web.Response:
+        return error_response(429, "too_many_answers", str(self), self.hint, headers={"Retry-After": "2"})
+
+
+@asynccontextmanager
+async def answer_events(st: ApiState | None, start: Callable[[], Any]) -> AsyncIterator[tuple[dict | None,
+                                                                                              AsyncIterator[dict]]]:
+    """(first event, the rest) of the answer ``start()`` begins, holding an answer slot of ``st``
+    (none counted without one) until the block ends, then closing the events. The first event is
+    read before the caller sends a byte, so a request the engine rejects gets its HTTP status
+    instead of an error inside a 200 stream. Raises :class:`AnswersBusy` when no slot is free."""
+    if st is not None:
+        if st.answers_in_flight >= st.max_concurrent_answers:
+            raise AnswersBusy(st.max_concurrent_answers)
+        st.answers_in_flight += 1
+    events: Any = None
+    try:
+        res = start()
+        events = (await res) if inspect.isawaitable(res) else res
+        yield await anext(events, None), events
+    finally:
+        if st is not None:
+            st.answers_in_flight -= 1
+        if events is not None and hasattr(events, "aclose"):
+            try:
+                await events.aclose()
+            except Exception:  # noqa: BLE001 - the answer is over either way
+                pass
 
 
 async def next_event(events: AsyncIterator[dict], resp: web.StreamResponse,

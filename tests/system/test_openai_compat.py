@@ -13,6 +13,7 @@ import openai
 import pytest
 import requests
 
+from tests.data.make_fixtures import _pdf_text
 from tests.fakes.llm_server import API_KEY, FakeLLMServer
 from tests.system.conftest import Daemon, serving, wait_indexed
 
@@ -22,17 +23,6 @@ TEXTS = {
 }
 PDF_PAGES = ["Chapter one is about dogs. Dogs bark at the postman every single morning.",
              "Chapter two is about cats. Cats purr when they are content and relaxed."]
-
-
-def write_pdf(path: Path, pages: list[str]) -> None:
-    from fpdf import FPDF
-
-    pdf = FPDF()
-    pdf.set_font("Helvetica", size=12)
-    for text in pages:
-        pdf.add_page()
-        pdf.multi_cell(0, 8, text)
-    pdf.output(str(path))
 
 
 def reply(provider, messages):
@@ -51,7 +41,7 @@ def make_docs(base: Path) -> tuple[Path, Path]:
     pets.mkdir()
     for name, text in TEXTS.items():
         (notes / name).write_text(text)
-    write_pdf(pets / "animals.pdf", PDF_PAGES)
+    _pdf_text(pets / "animals.pdf", PDF_PAGES)
     return notes, pets
 
 
@@ -61,34 +51,27 @@ def llm():
         yield srv
 
 
-def _started(base: Path, extra: str = ""):
+def _ready(base: Path, extra: str = ""):
+    """A daemon over the notes and the PDF, once every document is indexed (fixture body)."""
     notes, pets = make_docs(base)
-    d = Daemon(base / "d", {"notes": [notes], "pets": [pets]}, extra=extra)
-    return serving(d), pets
-
-
-@pytest.fixture(scope="module")
-def plain(tmp_path_factory):
-    ctx, pets = _started(tmp_path_factory.mktemp("oai-plain"))
-    with ctx as d:
+    with serving(Daemon(base / "d", {"notes": [notes], "pets": [pets]}, extra=extra)) as d:
         wait_indexed(d, "notes", 2)
         wait_indexed(d, "pets", 1)
         d.wait_idle()
         d.pets = pets
         yield d
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory):
+    yield from _ready(tmp_path_factory.mktemp("oai-plain"))
 
 
 @pytest.fixture(scope="module")
 def with_llm(tmp_path_factory, llm):
     extra = "\n".join(["[llm]", 'synthesis = "openai:test-model"', f'openai_base_url = "{llm.url}/v1"',
                        f'openai_api_key = "{API_KEY}"', "max_retries = 0", "timeout_s = 20"])
-    ctx, pets = _started(tmp_path_factory.mktemp("oai-llm"), extra)
-    with ctx as d:
-        wait_indexed(d, "notes", 2)
-        wait_indexed(d, "pets", 1)
-        d.wait_idle()
-        d.pets = pets
-        yield d
+    yield from _ready(tmp_path_factory.mktemp("oai-llm"), extra)
 
 
 def client(d: Daemon, key: str | None = None) -> openai.OpenAI:

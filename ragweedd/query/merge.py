@@ -59,13 +59,24 @@ FUSIONS = ("zscore", "convex", "rrf", "boost")
 
 @dataclass(frozen=True)
 class FusionParams:
-    fusion: str = "zscore"
-    dense_weight: float = 0.55
-    fts_weight: float = 0.15
-    rrf_k: int = 60
-    rrf_keyword_weight: float = 1.0
-    dense_window: int = 64
-    keyword_window: int = 128
+    """The fusion settings of a configuration (``of``); the defaults live in config.py only."""
+
+    fusion: str
+    dense_weight: float
+    fts_weight: float
+    rrf_k: int
+    rrf_keyword_weight: float
+    dense_window: int
+    keyword_window: int
+
+    @classmethod
+    def default(cls, fusion: str, **changes: Any) -> "FusionParams":
+        """The default configuration's settings for ``fusion``, with ``changes``."""
+        import dataclasses
+
+        from ragweedd.config import default_config
+
+        return dataclasses.replace(cls.of(default_config(), fusion), **changes)
 
     @classmethod
     def of(cls, cfg, fusion: str | None = None) -> "FusionParams":

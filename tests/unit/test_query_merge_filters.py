@@ -17,7 +17,7 @@ def test_boost_adds_fts_weight_and_keyword_only_uses_stored_similarity():
     a = Candidate("c", 1, sim=0.50, in_dense=True)
     b = Candidate("c", 2, sim=0.45, bm25=3.0, in_dense=True, in_keyword=True)
     c = Candidate("c", 3, sim=0.20, bm25=9.0, in_keyword=True)  # keyword-only, sim from its stored vector
-    fuse([a, b, c], mode="hybrid", params=FusionParams("boost", fts_weight=0.15, rrf_k=60))
+    fuse([a, b, c], mode="hybrid", params=FusionParams.default("boost", fts_weight=0.15, rrf_k=60))
     assert a.score == pytest.approx(0.50)
     assert b.score == pytest.approx(0.60)
     assert c.score == pytest.approx(0.35)
@@ -30,12 +30,12 @@ def test_rrf_uses_ranks_of_both_lists():
     b = Candidate("c", 2, sim=0.8, bm25=1.0, in_dense=True, in_keyword=True)
     c = Candidate("c", 3, sim=0.1, bm25=5.0, in_keyword=True)
     d = Candidate("c", 4, sim=0.05, bm25=2.0, in_dense=True)  # scored for its words, not found by them
-    fuse([a, b, c, d], mode="hybrid", params=FusionParams("rrf", rrf_k=10))
+    fuse([a, b, c, d], mode="hybrid", params=FusionParams.default("rrf", rrf_k=10))
     assert a.score == pytest.approx(1 / 11)
     assert b.score == pytest.approx(1 / 12 + 1 / 12)
     assert c.score == pytest.approx(1 / 11)
     assert d.score == pytest.approx(1 / 13) and d.fts_rank is None
-    fuse([a, b, c, d], mode="hybrid", params=FusionParams("rrf", rrf_k=10, rrf_keyword_weight=0.5))
+    fuse([a, b, c, d], mode="hybrid", params=FusionParams.default("rrf", rrf_k=10, rrf_keyword_weight=0.5))
     assert b.score == pytest.approx(1 / 12 + 0.5 / 12) and c.score == pytest.approx(0.5 / 11)
 
 
@@ -44,7 +44,7 @@ def test_convex_weighs_cosine_and_bm25_over_the_best_per_collection():
     b = Candidate("c", 2, sim=0.5, bm25=4.0, in_dense=True, in_keyword=True)
     c = Candidate("c", 3, sim=0.2, bm25=8.0, in_keyword=True)
     d = Candidate("other", 1, sim=0.3, bm25=1.0, in_keyword=True)  # its own collection's best
-    fuse([a, b, c, d], mode="hybrid", params=FusionParams("convex", dense_weight=0.7))
+    fuse([a, b, c, d], mode="hybrid", params=FusionParams.default("convex", dense_weight=0.7))
     assert a.score == pytest.approx(0.63)
     assert b.score == pytest.approx(0.7 * 0.5 + 0.3 * 0.5)
     assert c.score == pytest.approx(0.7 * 0.2 + 0.3)
@@ -56,6 +56,9 @@ def _z(xs, x):
     return (x - m) / (sum((v - m) ** 2 for v in xs) / len(xs)) ** 0.5
 
 
+SMALL_WINDOWS = FusionParams.default("zscore", dense_weight=0.5, dense_window=3, keyword_window=3)
+
+
 def _cands(bm25s):
     dense = [Candidate("c", i, sim=s, in_dense=True) for i, s in enumerate((0.8, 0.6, 0.4), 1)]
     dense[1].bm25 = 3.0  # a dense hit that holds some of the words
@@ -64,7 +67,7 @@ def _cands(bm25s):
 
 def test_zscore_standardises_each_leg_over_its_window():
     cands = _cands((9.0, 3.0))
-    fuse(cands, mode="hybrid", params=FusionParams("zscore", dense_weight=0.5, dense_window=3, keyword_window=3))
+    fuse(cands, mode="hybrid", params=SMALL_WINDOWS)
     sims, bms = [0.8, 0.6, 0.5], [9.0, 3.0, 3.0]  # each leg's top 3 over every candidate
     z = {c.chunk_id: c.score for c in cands}
     assert z[1] == pytest.approx(0.5 * _z(sims, 0.8) + 0.5 * _z(bms, 0.0))  # none of the words: BM25 0
@@ -76,7 +79,7 @@ def test_zscore_standardises_each_leg_over_its_window():
     for c in moved:
         c.sim = (c.sim or 0.0) + 0.1
         c.bm25 = c.bm25 * 10 if c.bm25 is not None else None
-    fuse(moved, mode="hybrid", params=FusionParams("zscore", dense_weight=0.5, dense_window=3, keyword_window=3))
+    fuse(moved, mode="hybrid", params=SMALL_WINDOWS)
     assert {c.chunk_id: pytest.approx(c.score) for c in moved} == z
 
 
@@ -85,22 +88,22 @@ def test_zscore_lifts_the_one_chunk_that_holds_a_rare_word():
     matches do not fill is filled with zeros, so the lone match stands far above it."""
     cands = [Candidate("c", i, sim=s, in_dense=True) for i, s in enumerate((0.8, 0.7, 0.6), 1)]
     lone = Candidate("c", 9, sim=0.5, bm25=4.85, in_keyword=True)
-    fuse(cands + [lone], mode="hybrid", params=FusionParams("zscore"))
+    fuse(cands + [lone], mode="hybrid", params=FusionParams.default("zscore"))
     assert lone.score > max(c.score for c in cands)
     # two near-equal matches stay near each other and both above the chunks without the words
     pair = [Candidate("c", 10, sim=0.5, bm25=2.963, in_keyword=True),
             Candidate("c", 11, sim=0.5, bm25=2.919, in_keyword=True)]
     others = [Candidate("c", i, sim=s, in_dense=True) for i, s in enumerate((0.8, 0.7, 0.6), 1)]
-    fuse(pair + others, mode="hybrid", params=FusionParams("zscore"))
+    fuse(pair + others, mode="hybrid", params=FusionParams.default("zscore"))
     assert min(p.score for p in pair) > max(c.score for c in others)
     assert pair[0].score - pair[1].score < 0.1
 
 
 def test_dense_and_keyword_modes_score_one_half_only():
     a = Candidate("c", 1, sim=0.3, bm25=7.0, in_dense=True)
-    fuse([a], mode="dense", params=FusionParams("boost"))
+    fuse([a], mode="dense", params=FusionParams.default("boost"))
     assert a.score == pytest.approx(0.3)
-    fuse([a], mode="keyword", params=FusionParams("zscore"))
+    fuse([a], mode="keyword", params=FusionParams.default("zscore"))
     assert a.score == pytest.approx(7.0)
 
 

@@ -23,6 +23,7 @@ import asyncio
 import fcntl
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -78,9 +79,11 @@ def data_writer_lock(paths: Paths) -> InstanceLock:
                              "or use ragweedctl add / upload / scan; or stop it (ragweedctl status shows it) first")
 
 
-def run_daemon(cfg, allow_remote: bool = False, *, embedder=None, extract=None, watcher_factory=None) -> int:
+def run_daemon(cfg, allow_remote: bool = False, *, embedder=None, extract=None, watcher_factory=None,
+               banner_json: bool = False) -> int:
     """Run until SIGTERM/SIGINT; returns the exit code. ``embedder``, ``extract`` and
-    ``watcher_factory`` replace the configured parts (see ragweedd.services.open_daemon)."""
+    ``watcher_factory`` replace the configured parts (see ragweedd.services.open_daemon);
+    ``banner_json`` prints the start-up line as one JSON object on stdout (``ragweedd --json run``)."""
     from ragweedd.api.server import ensure_token
     from ragweedd.jobs.repair import check_and_repair
     from ragweedd.services import open_daemon
@@ -135,13 +138,38 @@ def run_daemon(cfg, allow_remote: bool = False, *, embedder=None, extract=None, 
         core = open_core(check_and_repair(paths, sorted(cfg.collections)))
         log.info("daemon_started", pid=os.getpid(), collections=sorted(core.collections.items),
                  embedder=core.embedder.id, data_dir=str(paths.data), state_dir=str(paths.state))
-        asyncio.run(_serve(core, cfg, paths, token, allow_remote or cfg.allow_remote_bind, repair_live))
+        _check_keys_file()
+        asyncio.run(_serve(core, cfg, paths, token, allow_remote or cfg.allow_remote_bind, repair_live,
+                           banner_json))
         return 0
     finally:
         for core in cores:
             core.stop()
         writer.release()
         lock.release()
+
+
+def _check_keys_file() -> None:
+    """Say at start-up, not at the first answer, that the keys file cannot be used (its keys are
+    never logged: only which providers it names)."""
+    from ragweedd.keyfile import KeyFileError, keys_file, read_keys
+
+    try:
+        keys = read_keys()
+    except KeyFileError as e:
+        log.warning("keys_file_unusable", problem=str(e), effect="its API keys are not used")
+        return
+    if keys:
+        log.info("keys_file", path=str(keys_file()), providers=sorted(keys))
+
+
+def started_banner(host: str, port: int, as_dict: bool = False) -> Any:
+    """The line a person starting the daemon by hand reads (the JSON log says the same for machines):
+    where the API and the web UI are, with the port actually bound."""
+    base = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    if as_dict:
+        return {"event": "ragweedd_ready", "api": f"{base}/v1", "web_ui": f"{base}/", "pid": os.getpid()}
+    return f"ragweedd: API at {base}/v1  web UI: {base}/  (ragweedctl open signs you in)"
 
 
 def _repair_notes(repairs: dict) -> list[str]:
@@ -152,7 +180,7 @@ def _repair_notes(repairs: dict) -> list[str]:
 
 
 async def _serve(core, cfg, paths: Paths, token: str, allow_remote: bool,
-                 repair_live: Callable[[Any], Any]) -> None:
+                 repair_live: Callable[[Any], Any], banner_json: bool = False) -> None:
     from ragweedd.api.server import ApiServer
     from ragweedd.engine import DaemonEngine
 
@@ -189,6 +217,12 @@ async def _serve(core, cfg, paths: Paths, token: str, allow_remote: bool,
 
     add_mcp_route(server.app, allow_writes=cfg.mcp_allow_writes)
     await server.start()
+    if banner_json:
+        import json
+
+        print(json.dumps(started_banner(server.host, server.port, as_dict=True)), flush=True)
+    else:
+        print(started_banner(server.host, server.port), file=sys.stderr, flush=True)
     try:
         while not stop.is_set():
             waits = {asyncio.ensure_future(stop.wait()), asyncio.ensure_future(damaged.wait())}

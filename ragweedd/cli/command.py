@@ -11,10 +11,23 @@ from ragweedd.errors import RagweedError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ragweedd", description="Local document indexer and question-answering daemon.")
-    p.add_argument("--config", help="TOML config file (default: ~/.config/ragweedd/config.toml if present)")
+    common = argparse.ArgumentParser(add_help=False)
+    # SUPPRESS: --json given before the command must not be reset by the sub-parser's default
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="machine-readable output: one JSON document on stdout (errors too)")
+    p = argparse.ArgumentParser(prog="ragweedd", description="Local document indexer and question-answering daemon.",
+                                parents=[common],
+                                epilog="exit codes: 0 ok, 1 failure, 2 bad configuration or request, 130 interrupted")
+    p.add_argument("--config", metavar="FILE",
+                   help="TOML config file (default: ~/.config/ragweedd/config.toml if present)")
     p.add_argument("--version", action="version", version=f"ragweedd {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
+    _add = sub.add_parser
+
+    def add_parser(name, **kw):
+        return _add(name, parents=[common], **kw)
+
+    sub.add_parser = add_parser  # type: ignore[method-assign]  # every command takes --json
 
     r = sub.add_parser("run", help="start the daemon (watch, ingest, serve the API)")
     r.add_argument("--allow-remote", action="store_true", help="permit a non-loopback listen address")
@@ -30,7 +43,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--collection", "-c", action="append", help="collection to search (repeatable; default all)")
     s.add_argument("--top-k", "-k", type=int, default=10)
     s.add_argument("--mode", choices=("hybrid", "dense", "keyword"), default="hybrid")
-    s.add_argument("--json", action="store_true", help="machine-readable output")
 
     a = sub.add_parser("ask", help="answer a question once (no daemon needed): answer, then numbered sources")
     a.add_argument("query", nargs="*", help="the question")
@@ -38,43 +50,71 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--top-k", "-k", type=int, default=10, help="passages retrieved for the answer")
     a.add_argument("--continue", dest="continue_id", metavar="HISTORY_ID",
                    help="continue an answer that was cut at max_tokens")
-    a.add_argument("--json", action="store_true", help="one JSON object (the history record) instead of a stream")
 
     from ragweedd.eval.cli import add_parser as add_eval_parser
 
     add_eval_parser(sub)
     sub.add_parser("check-config", help="validate the configuration and print the effective values")
     sub.add_parser("doctor", help="list every format, its extractor and whether its tools are installed")
+    c = sub.add_parser("completion", help="print a shell completion script (bash, zsh or fish)")
+    c.add_argument("shell", choices=["bash", "zsh", "fish"])
+    sub.add_parser("man", help="print the ragweedd(1) man page (roff)")
+    _suppress_json_defaults(p)
     return p
+
+
+def _suppress_json_defaults(parser: argparse.ArgumentParser) -> None:
+    """A sub-command's own ``--json`` (eval's) must not reset one given before it to False."""
+    for act in parser._actions:
+        if act.dest == "json":
+            act.default = argparse.SUPPRESS
+        if isinstance(act, argparse._SubParsersAction):
+            for sp in act.choices.values():
+                _suppress_json_defaults(sp)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.json = getattr(args, "json", False)
     try:
         return _dispatch(args)
     except RagweedError as e:
+        if args.json:
+            _json_out({"error": e.to_dict()})
         print(f"ragweedd: error: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
+        if args.json:
+            _json_out({"error": {"code": "interrupted", "message": "interrupted"}})
         return 130
+
+
+def _json_out(doc) -> None:
+    import json
+
+    json.dump(doc, sys.stdout, ensure_ascii=False, default=str)
+    sys.stdout.write("\n")
+    sys.stdout.flush()
 
 
 def _dispatch(args) -> int:
     from ragweedd.cli import common
 
+    if args.cmd in ("completion", "man"):  # no configuration needed
+        return _generated(args)
     cfg = common.load(args.config)
     from ragweedd.logging import configure
 
     configure(cfg.log_level, stream=sys.stderr if args.cmd != "run" else sys.stdout)
     if args.cmd == "check-config":
-        return _check_config(cfg)
+        return _check_config(cfg, args.json)
     if args.cmd == "ingest":
         return _ingest(cfg, args)
     if args.cmd == "search":
         return _search(cfg, args)
     if args.cmd == "doctor":
-        return _doctor(cfg)
+        return _doctor(cfg, args.json)
     if args.cmd == "ask":
         from ragweedd.cli.ask import run
 
@@ -87,8 +127,21 @@ def _dispatch(args) -> int:
         from ragweedd.daemon import run_daemon
 
         install_crash_reporting()
-        return run_logged(lambda: run_daemon(cfg, allow_remote=args.allow_remote))
+        return run_logged(lambda: run_daemon(cfg, allow_remote=args.allow_remote, banner_json=args.json))
     raise AssertionError(args.cmd)
+
+
+def _generated(args) -> int:
+    from ragweedd.cli.completion import man_page, script
+
+    parser = build_parser()
+    if args.cmd == "man":
+        text = man_page(parser, "ragweedd")
+        _json_out({"man": text}) if args.json else sys.stdout.write(text)
+    else:
+        text = script(parser, args.shell)
+        _json_out({"shell": args.shell, "script": text}) if args.json else sys.stdout.write(text)
+    return 0
 
 
 def install_crash_reporting() -> None:
@@ -150,9 +203,17 @@ def run_logged(run) -> int:
     return code
 
 
-def _check_config(cfg) -> int:
+def _check_config(cfg, as_json: bool = False) -> int:
     from ragweedd.config import KEYS
 
+    if as_json:
+        values: dict = {}
+        for k in sorted(KEYS, key=lambda k: (k.section, k.name)):
+            (values.setdefault(k.section, {}) if k.section else values)[k.name] = _shown(k, cfg)
+        _json_out({"ok": True, "source": str(cfg.source), "config": values,
+                   "collections": {n: {"paths": list(c.paths), "ignore": list(c.ignore)}
+                                   for n, c in cfg.collections.items()}})
+        return 0
     print(f"# configuration OK (source: {cfg.source})")
     section = None
     for k in sorted(KEYS, key=lambda k: (k.section, k.name)):
@@ -160,10 +221,17 @@ def _check_config(cfg) -> int:
             section = k.section
             if section:
                 print(f"\n[{section}]")
-        print(f"{k.name} = {_toml(getattr(cfg, k.attr))}")
+        print(f"{k.name} = {_toml(_shown(k, cfg))}")
     for name, c in cfg.collections.items():
         print(f"\n[collections.{name}]\npaths = {_toml(list(c.paths))}\nignore = {_toml(list(c.ignore))}")
     return 0
+
+
+def _shown(k, cfg):
+    """A key's value as check-config prints it: API keys only as whether they are set (the output
+    lands in terminals, bug reports and CI logs)."""
+    v = getattr(cfg, k.attr)
+    return ("<set>" if v else "") if k.attr.endswith("_api_key") else v
 
 
 def _toml(v) -> str:
@@ -203,7 +271,10 @@ def _ingest(cfg, args) -> int:
                 n = rag.rebuild_fts()
             finally:
                 rag.close()
-            print(f"rebuilt keyword index of '{args.collection}': {n} chunks")
+            if args.json:
+                _json_out({"collection": args.collection, "rebuilt_fts_chunks": n})
+            else:
+                print(f"rebuilt keyword index of '{args.collection}': {n} chunks")
             return 0
         return _ingest_files(services, args, roots, coll.ignore if coll else ())
     finally:
@@ -216,6 +287,7 @@ def _ingest_files(services, args, roots, ignore) -> int:
     from ragweedd.watch.ignore import walk_files
 
     from ragweedd.chunk.context import index_embedder_id
+    from ragweedd.cli.progress import Bar
     from ragweedd.ingest.vectorize import Vectorizer
 
     cfg = services.cfg
@@ -229,19 +301,30 @@ def _ingest_files(services, args, roots, ignore) -> int:
     vectorizer.start()
     counts: dict[str, int] = {}
     chunks = 0
+    problems: list[dict] = []
     t0 = time.monotonic()
+    # the whole list first, so the progress bar knows its total (names only: cheap next to extraction)
+    todo = [(f, root if root.is_dir() else root.parent) for root in roots for f in walk_files(root, ignore)]
+    bar = Bar("ingest", len(todo), sys.stderr)
+    if bar.enabled:  # log lines are printed above the bar instead of through it
+        from ragweedd.logging import configure
+
+        configure(cfg.log_level, stream=bar.log_stream())
     try:
-        for root in roots:
-            base = root if root.is_dir() else root.parent
-            for f in walk_files(root, ignore):
-                out = pipe.ingest_file(args.collection, f, base, force=args.force)
-                vectorizer.notify(args.collection)
-                counts[out.status] = counts.get(out.status, 0) + 1
-                chunks += out.chunks if out.status == "indexed" else 0
-                if out.status in ("failed", "skipped"):
-                    print(f"{out.status}: {out.path}: {out.error}", file=sys.stderr)
+        for n, (f, base) in enumerate(todo, 1):
+            out = pipe.ingest_file(args.collection, f, base, force=args.force)
+            vectorizer.notify(args.collection)
+            counts[out.status] = counts.get(out.status, 0) + 1
+            chunks += out.chunks if out.status == "indexed" else 0
+            if out.status in ("failed", "skipped"):
+                problems.append({"status": out.status, "path": str(out.path), "error": out.error})
+                bar.clear()
+                print(f"{out.status}: {out.path}: {out.error}", file=sys.stderr)
+            bar.update(n, force=n == len(todo))
+        bar.close()
         embed_error = vectorizer.drain()
     finally:
+        bar.close()
         vectorizer.stop()
         pipe.close()
     embedded = vectorizer.sent
@@ -253,18 +336,26 @@ def _ingest_files(services, args, roots, ignore) -> int:
     finally:
         sync.close()
     dt = time.monotonic() - t0
+    degraded = passes.degraded()
+    code = 1 if embed_error is not None or waiting or counts.get("failed") else 0
+    if args.json:
+        _json_out({"collection": args.collection, "files": counts, "new_chunks": chunks, "embedded": embedded,
+                   "seconds": round(dt, 3), "problems": problems, "chunks_without_vectors": waiting,
+                   "embed_error": None if embed_error is None else str(embed_error), "warnings": degraded,
+                   "ok": code == 0})
     summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
-    print(f"ingested into '{args.collection}': {summary or 'no files'}; {chunks} new chunks, "
-          f"{embedded} embedded, {dt:.1f} s")
+    if not args.json:
+        print(f"ingested into '{args.collection}': {summary or 'no files'}; {chunks} new chunks, "
+              f"{embedded} embedded, {dt:.1f} s")
     if embed_error is not None or waiting:
         print(f"error: {waiting} chunks of '{args.collection}' have no vector yet (the embedder failed: "
               f"{embed_error}); keyword search finds them, dense search does not. Fix the embedder "
               f"(embed.model) and run this command again, or start the daemon: either computes them.",
               file=sys.stderr)
         return 1
-    for problem in passes.degraded():
+    for problem in degraded:
         print(f"warning: {problem}", file=sys.stderr)
-    return 1 if counts.get("failed") else 0
+    return code
 
 
 def _refuse_other_embedder(services, embedder, collection: str, cfg) -> None:
@@ -305,10 +396,13 @@ def _search(cfg, args) -> int:
     return 0
 
 
-def _doctor(cfg) -> int:
+def _doctor(cfg, as_json: bool = False) -> int:
     from ragweedd.extract.doctor import report
 
     rows = report(cfg)
+    if as_json:
+        _json_out({"ok": all(r["ok"] for r in rows), "formats": rows})
+        return 0
     bad = 0
     for r in rows:
         missing = ", ".join(f"{m['name']} (install {m['package']})" for m in r.get("missing", []))

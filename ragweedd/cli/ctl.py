@@ -90,6 +90,9 @@ class SafeWriter:
     def flush(self) -> None:
         self.out.flush()
 
+    def isatty(self) -> bool:
+        return bool(getattr(self.out, "isatty", lambda: False)())
+
 
 def _q(params: dict) -> str:
     from urllib.parse import urlencode  # light: no email/ssl
@@ -167,6 +170,14 @@ def _print_json(data, out) -> None:
 
 # --------------------------------------------------------------------------- commands
 def cmd_status(c: Client, a, out) -> int:
+    if a.watch:
+        from ragweedd.cli.watch import watch
+
+        if not a.interval > 0:
+            raise CtlError(f"--interval must be a positive number of seconds, not {a.interval}", EXIT_USAGE)
+        # its lines are numbers only, so the raw stream: the redraw needs its cursor movements
+        raw = out.out if isinstance(out, SafeWriter) else out
+        return watch(c, a, raw, tty=not a.json and out.isatty())
     s: Status = c.call("GET", "/v1/status")
     if a.json:
         _print_json(s, out)
@@ -479,7 +490,11 @@ def build_parser() -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help, description=help, parents=[common, *parents],
                               formatter_class=_fmt, **kw)
 
-    add("status", "daemon status: collections, files by state, queue, embedder, problems")
+    s = add("status", "daemon status: collections, files by state, queue, embedder, problems")
+    s.add_argument("--watch", action="store_true",
+                   help="refresh the ingest progress (done/total, rate, ETA) until Ctrl-C")
+    s.add_argument("--interval", type=float, default=2.0, metavar="S", help="seconds between refreshes (default 2)")
+    s.add_argument("--count", type=_positive, metavar="N", help="stop after N refreshes")
     s = add("ask", "ask a question; the answer streams, then its numbered sources", [filt])
     s.add_argument("query", nargs="*", help="the question")
     s.add_argument("--continue", dest="continue_id", metavar="HISTORY_ID",
@@ -517,6 +532,12 @@ def build_parser() -> argparse.ArgumentParser:
     s = add("mcp", "MCP server on stdio for AI assistants, proxying to the daemon")
     s.add_argument("--allow-writes", action="store_true",
                    help="also offer add_collection, scan and upload (default: read-only tools)")
+    from ragweedd.cli.keys import add_parser as add_keys
+
+    add_keys(add)
+    s = add("completion", "print a shell completion script (bash, zsh or fish)")
+    s.add_argument("shell", choices=["bash", "zsh", "fish"])
+    add("man", "print the ragweedctl(1) man page (roff)")
     return p
 
 
@@ -525,6 +546,32 @@ COMMANDS = {
     "add": cmd_add, "remove": cmd_remove, "scan": cmd_scan, "reanalyze": cmd_reanalyze,
     "rebuild-fts": cmd_rebuild_fts, "upload": cmd_upload, "docs": cmd_docs, "history": cmd_history,
 }
+
+
+def cmd_keys(a, out) -> int:
+    from ragweedd.cli import keys
+
+    return keys.run(a, out)
+
+
+def cmd_completion(a, out) -> int:
+    from ragweedd.cli.completion import script
+
+    text = script(build_parser(), a.shell)
+    out.write(json.dumps({"shell": a.shell, "script": text}) + "\n" if a.json else text)
+    return EXIT_OK
+
+
+def cmd_man(a, out) -> int:
+    from ragweedd.cli.completion import man_page
+
+    text = man_page(build_parser(), section_name="ragweedctl")
+    out.write(json.dumps({"man": text}) + "\n" if a.json else text)
+    return EXIT_OK
+
+
+# commands that do not talk to the daemon
+LOCAL_COMMANDS = {"keys": cmd_keys, "completion": cmd_completion, "man": cmd_man}
 
 
 def main(argv: list[str] | None = None, out=None, err=None) -> int:
@@ -539,6 +586,8 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
             return cmd_service(a, out)
         if a.command == "mcp":
             return cmd_mcp(a, err)
+        if a.command in LOCAL_COMMANDS:
+            return LOCAL_COMMANDS[a.command](a, out)
         if a.timeout is not None and not a.timeout > 0:
             raise CtlError(f"--timeout must be a positive number of seconds, not {a.timeout}", EXIT_USAGE)
         timeout = a.timeout if a.timeout is not None else TIMEOUTS.get(a.command, DEFAULT_TIMEOUT)

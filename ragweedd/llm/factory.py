@@ -10,6 +10,7 @@ import os
 from typing import Mapping
 
 from ragweedd.errors import ConfigError, ProviderAuthError
+from ragweedd.keyfile import KEY_PROVIDERS
 from ragweedd.llm.base import BaseProvider
 
 PROVIDERS = ("anthropic", "openai", "gemini", "ollama")
@@ -33,15 +34,27 @@ def parse_spec(spec: str, key: str = "llm.synthesis") -> tuple[str, str]:
 
 
 def _key(cfg, attr: str, env: Mapping[str, str], names: tuple[str, ...], provider: str, model: str) -> str:
+    """The key of ``provider``: the config's, else the environment's, else the keys file's
+    (ragweedd/keyfile.py; read at every call, so ``ragweedctl keys set`` needs no restart)."""
+    from ragweedd.keyfile import KeyFileError, keys_file, read_keys
+
     explicit = getattr(cfg, attr, "") if cfg is not None else ""
     if explicit:
         return explicit
     for n in names:
         if env.get(n):
             return env[n]
+    try:
+        stored = read_keys().get(provider)
+    except KeyFileError as e:
+        raise ProviderAuthError(f"{provider}: no usable API key for model '{model}': {e}",
+                                hint="fix the keys file as said, or set the key in the config or environment") from None
+    if stored:
+        return stored
     raise ProviderAuthError(
         f"{provider}: no API key for model '{model}'",
-        hint=f"set {' or '.join(names)} in the daemon's environment, "
+        hint=f"run `ragweedctl keys set {provider}` (stored in {keys_file()}, which the daemon reads), "
+             f"set {' or '.join(names)} in the daemon's environment, "
              f"or llm.{attr.removeprefix('llm_')} in the config file",
     )
 
@@ -63,14 +76,14 @@ def make_provider(spec: str, cfg=None, *, env: Mapping[str, str] | None = None, 
     if provider == "anthropic":
         from ragweedd.llm.anthropic_provider import AnthropicProvider
 
-        api_key = _key(cfg, "llm_anthropic_api_key", env, ("ANTHROPIC_API_KEY",), provider, model)
+        api_key = _key(cfg, "llm_anthropic_api_key", env, KEY_PROVIDERS["anthropic"], provider, model)
         return AnthropicProvider(model, api_key=api_key, base_url=base_url, **common)
     if provider == "openai":
         from ragweedd.llm.openai_provider import OpenAIProvider
 
         base_url = base_url or getattr(cfg, "llm_openai_base_url", "") or None
         try:
-            api_key = _key(cfg, "llm_openai_api_key", env, ("OPENAI_API_KEY",), provider, model)
+            api_key = _key(cfg, "llm_openai_api_key", env, KEY_PROVIDERS["openai"], provider, model)
         except ProviderAuthError:
             if not base_url:
                 raise
@@ -79,7 +92,7 @@ def make_provider(spec: str, cfg=None, *, env: Mapping[str, str] | None = None, 
     if provider == "gemini":
         from ragweedd.llm.gemini_provider import GeminiProvider
 
-        api_key = _key(cfg, "llm_gemini_api_key", env, ("GEMINI_API_KEY", "GOOGLE_API_KEY"), provider, model)
+        api_key = _key(cfg, "llm_gemini_api_key", env, KEY_PROVIDERS["gemini"], provider, model)
         return GeminiProvider(model, api_key=api_key, base_url=base_url, **common)
     from ragweedd.llm.ollama_provider import OllamaProvider
 

@@ -1,0 +1,138 @@
+"""``ragweedctl keys set|list|remove``: provider API keys in the 0600 keys file the daemon reads.
+
+The key is read without echo (getpass on a terminal, else one line of stdin, for
+``pass show anthropic | ragweedctl keys set anthropic``) and never printed, not even in ``--json``:
+``list`` tells only where each provider's key comes from. See ragweedd/keyfile.py for the file,
+its place and the precedence (config, then environment, then this file).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ragweedd.cli.ctl_http import CtlError
+from ragweedd.keyfile import KEY_PROVIDERS, KeyFileError, keys_file, read_keys, unknown_provider, write_keys
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+
+
+def add_parser(add) -> None:
+    """Register ``keys`` through ragweedctl's ``add(name, help)``."""
+    k = add("keys", "store, list or remove LLM provider API keys (file the daemon reads, mode 0600)")
+    k.add_argument("action", choices=["set", "list", "remove"])
+    prov = k.add_argument("provider", nargs="?", metavar="PROVIDER", help=f"one of {', '.join(KEY_PROVIDERS)}")
+    # not argparse choices: an unknown name gets our message (which also says ollama needs no key);
+    # the completion scripts offer these
+    prov.completions = tuple(KEY_PROVIDERS)  # type: ignore[attr-defined]
+    k.add_argument("--config", metavar="FILE", help="config file to look for keys in (list only; default: "
+                                                    "the daemon's default config file)")
+
+
+def run(a, out, stdin=None) -> int:
+    stdin = stdin or sys.stdin
+    if a.action == "list":
+        if a.provider:
+            raise CtlError("keys list takes no PROVIDER", EXIT_USAGE)
+        return _list(a, out)
+    if not a.provider:
+        raise CtlError(f"keys {a.action} needs a PROVIDER: one of {', '.join(KEY_PROVIDERS)}", EXIT_USAGE)
+    if a.provider not in KEY_PROVIDERS:
+        raise CtlError(unknown_provider(a.provider), EXIT_USAGE)
+    path = keys_file()
+    try:
+        keys = read_keys(path)
+    except KeyFileError as e:
+        raise CtlError(str(e), EXIT_ERROR) from None
+    if a.action == "set":
+        keys[a.provider] = _read_secret(a.provider, stdin)
+        done = "stored"
+    else:
+        if a.provider not in keys:
+            raise CtlError(f"no key for {a.provider} in {path}; `ragweedctl keys list` shows where keys come from",
+                           EXIT_USAGE)
+        del keys[a.provider]
+        done = "removed"
+    try:
+        write_keys(keys, path)
+    except OSError as e:
+        raise CtlError(f"cannot write {path}: {e.strerror}", EXIT_ERROR) from None
+    if a.json:
+        out.write(json_dumps({"provider": a.provider, "file": str(path), "action": done}))
+    else:
+        out.write(f"{done} the {a.provider} key {'in' if done == 'stored' else 'from'} {path}\n")
+    return EXIT_OK
+
+
+def _read_secret(provider: str, stdin) -> str:
+    if stdin.isatty():
+        import getpass
+
+        try:
+            key = getpass.getpass(f"{provider} API key (not shown): ")
+        except EOFError:
+            key = ""
+    else:
+        key = stdin.readline()
+    key = key.strip()
+    if not key:
+        raise CtlError(f"no key given for {provider} (type it at the prompt, or pipe it on stdin)", EXIT_USAGE)
+    if any(c.isspace() or ord(c) < 32 for c in key):
+        raise CtlError(f"the {provider} key contains spaces or control characters; an API key has none", EXIT_USAGE)
+    return key
+
+
+def sources(cfg, env, stored: dict[str, str]) -> list[dict]:
+    """Where each provider's key comes from, in the daemon's order (never the key itself)."""
+    rows = []
+    for provider, names in KEY_PROVIDERS.items():
+        found = []
+        if cfg is not None and getattr(cfg, f"llm_{provider}_api_key", ""):
+            found.append({"source": "config", "where": f"llm.{provider}_api_key in {cfg.source}"})
+        for n in names:
+            if env.get(n):
+                found.append({"source": "env", "where": n})
+        if provider in stored:
+            found.append({"source": "file", "where": str(keys_file())})
+        rows.append({"provider": provider, "source": found[0]["source"] if found else None,
+                     "where": found[0]["where"] if found else None,
+                     "shadowed": [f["source"] for f in found[1:]]})
+    return rows
+
+
+def _list(a, out) -> int:
+    problem = None
+    try:
+        stored = read_keys()
+    except KeyFileError as e:
+        stored, problem = {}, str(e)
+    cfg = None
+    from ragweedd.errors import RagweedError
+
+    try:
+        from ragweedd.cli import common
+
+        cfg = common.load(a.config)
+    except RagweedError as e:
+        problem = (problem + "; " if problem else "") + f"config not read: {e}"
+    rows = sources(cfg, os.environ, stored)
+    if a.json:
+        out.write(json_dumps({"keys_file": str(keys_file()), "providers": rows, "problem": problem}))
+        return EXIT_OK
+    for r in rows:
+        if r["source"] is None:
+            out.write(f"{r['provider']:<10} not set\n")
+            continue
+        note = f"  (also {', '.join(r['shadowed'])}, not used)" if r["shadowed"] else ""
+        env_note = " (this shell's environment; a service started by systemd/launchd does not see it)" \
+            if r["source"] == "env" else ""
+        out.write(f"{r['provider']:<10} {r['source']:<7} {r['where']}{env_note}{note}\n")
+    if problem:
+        out.write(f"warning: {problem}\n")
+    return EXIT_OK
+
+
+def json_dumps(data) -> str:
+    import json
+
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"

@@ -86,8 +86,8 @@ def sources(cfg, env, stored: dict[str, str]) -> list[dict]:
     """Where each provider's key comes from, in the daemon's order (never the key itself)."""
     rows = []
     for provider, names in KEY_PROVIDERS.items():
-        found = []
-        if cfg is not None and getattr(cfg, f"llm_{provider}_api_key", ""):
+        found: list[dict[str, str]] = []
+        if cfg is not None and bool(getattr(cfg, f"llm_{provider}_api_key", None)):
             found.append({"source": "config", "where": f"llm.{provider}_api_key in {cfg.source}"})
         for n in names:
             if env.get(n):

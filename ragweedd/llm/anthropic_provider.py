@@ -32,7 +32,7 @@ class AnthropicProvider(BaseProvider):
                                                 timeout=self.timeout_s, max_retries=0)
 
     def _key_hint(self) -> str:
-        return "ANTHROPIC_API_KEY or llm.anthropic_api_key"
+        return "llm.anthropic_api_key, ANTHROPIC_API_KEY or the keys file (ragweedctl keys list)"
 
     def _model_hint(self) -> str:
         return ("use a model id from https://docs.anthropic.com/en/docs/about-claude/models, "

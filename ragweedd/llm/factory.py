@@ -33,9 +33,11 @@ def parse_spec(spec: str, key: str = "llm.synthesis") -> tuple[str, str]:
     return provider, model
 
 
-def _key(cfg, attr: str, env: Mapping[str, str], names: tuple[str, ...], provider: str, model: str) -> str:
+def _key(cfg, attr: str, env: Mapping[str, str], names: tuple[str, ...], provider: str, model: str,
+         optional: bool = False) -> str:
     """The key of ``provider``: the config's, else the environment's, else the keys file's
-    (ragweedd/keyfile.py; read at every call, so ``ragweedctl keys set`` needs no restart)."""
+    (ragweedd/keyfile.py; read at every call, so ``ragweedctl keys set`` needs no restart).
+    ``optional``: "" when there is none (but a keys file that cannot be used is still an error)."""
     from ragweedd.keyfile import KeyFileError, keys_file, read_keys
 
     explicit = getattr(cfg, attr, "") if cfg is not None else ""
@@ -49,8 +51,8 @@ def _key(cfg, attr: str, env: Mapping[str, str], names: tuple[str, ...], provide
     except KeyFileError as e:
         raise ProviderAuthError(f"{provider}: no usable API key for model '{model}': {e}",
                                 hint="fix the keys file as said, or set the key in the config or environment") from None
-    if stored:
-        return stored
+    if stored or optional:
+        return stored or ""
     raise ProviderAuthError(
         f"{provider}: no API key for model '{model}'",
         hint=f"run `ragweedctl keys set {provider}` (stored in {keys_file()}, which the daemon reads), "
@@ -82,12 +84,9 @@ def make_provider(spec: str, cfg=None, *, env: Mapping[str, str] | None = None, 
         from ragweedd.llm.openai_provider import OpenAIProvider
 
         base_url = base_url or getattr(cfg, "llm_openai_base_url", "") or None
-        try:
-            api_key = _key(cfg, "llm_openai_api_key", env, KEY_PROVIDERS["openai"], provider, model)
-        except ProviderAuthError:
-            if not base_url:
-                raise
-            api_key = "not-needed"  # local OpenAI-compatible servers (llama.cpp, vLLM) usually take no key
+        # local OpenAI-compatible servers (llama.cpp, vLLM) usually take no key
+        api_key = _key(cfg, "llm_openai_api_key", env, KEY_PROVIDERS["openai"], provider, model,
+                       optional=bool(base_url)) or "not-needed"
         return OpenAIProvider(model, api_key=api_key, base_url=base_url, **common)
     if provider == "gemini":
         from ragweedd.llm.gemini_provider import GeminiProvider

@@ -27,7 +27,7 @@ class GeminiProvider(BaseProvider):
         self._client = genai.Client(api_key=api_key, http_options=types.HttpOptions(**opts))
 
     def _key_hint(self) -> str:
-        return "GEMINI_API_KEY / GOOGLE_API_KEY or llm.gemini_api_key"
+        return "llm.gemini_api_key, GEMINI_API_KEY / GOOGLE_API_KEY or the keys file (ragweedctl keys list)"
 
     def _model_hint(self) -> str:
         return "use a Gemini model id, e.g. 'gemini:gemini-2.5-flash'"

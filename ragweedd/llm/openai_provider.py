@@ -33,7 +33,7 @@ class OpenAIProvider(BaseProvider):
                                           timeout=self.timeout_s, max_retries=0)
 
     def _key_hint(self) -> str:
-        return "OPENAI_API_KEY or llm.openai_api_key"
+        return "llm.openai_api_key, OPENAI_API_KEY or the keys file (ragweedctl keys list)"
 
     def _model_hint(self) -> str:
         where = self.base_url or "api.openai.com"

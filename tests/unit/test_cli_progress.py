@@ -1,0 +1,144 @@
+"""The progress renderer of the one-shot ingest and ``status --watch``: rate and ETA math, width, and
+that nothing is drawn where stderr is not a terminal."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ragweedd.cli.progress import Bar, RateMeter, clock, eta, render
+from ragweedd.cli.watch import lines
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_eta_math():
+    assert eta(20, 100, 4.0) == 20.0
+    assert eta(100, 100, 0.0) == 0.0  # all done: no estimate needed
+    assert eta(0, 100, None) is None and eta(0, 100, 0.0) is None  # no rate yet
+    assert eta(5, 0, 2.0) is None  # unknown total
+
+
+def test_clock():
+    assert clock(None) == "--" and clock(float("nan")) == "--" and clock(-1) == "--"
+    assert clock(0) == "0:00" and clock(65.4) == "1:05" and clock(3725) == "1:02:05"
+
+
+def test_rate_over_a_window_of_recent_samples():
+    m = RateMeter(window=10)
+    assert m.rate() is None
+    m.add(0.0, 0)
+    assert m.rate() is None  # one sample: no rate
+    m.add(2.0, 10)
+    assert m.rate() == 5.0
+    # a stall at the start drops out of the window: nothing for 10 s, then 10 files/s for 20 s;
+    # the whole-run average (200 files in 30 s) would say 6.7
+    m = RateMeter(window=10)
+    for t in range(0, 31):
+        m.add(float(t), max(0, t - 10) * 10)
+    assert m.samples[0][0] == 20.0
+    assert m.rate() == pytest.approx(10.0)
+    assert eta(200, 500, m.rate()) == pytest.approx(30.0)
+
+
+@pytest.mark.parametrize("width", [20, 40, 60, 80, 200])
+def test_render_fits_the_width(width):
+    line = render("ingest", 120, 3000, 4.1, eta(120, 3000, 4.1), width)
+    assert len(line) <= width
+    assert "120/3000 files" in line or width < 40
+
+
+def test_render_contents_and_bar_fill():
+    line = render("ingest", 50, 100, 2.5, 20, 80)
+    assert line.startswith("ingest [") and line.endswith("50/100 files  2.5 files/s  ETA 0:20")
+    bar = line[line.index("[") + 1: line.index("]")]
+    assert len(bar) == 80 - len("ingest") - 3 - len(" 50/100 files  2.5 files/s  ETA 0:20")
+    assert bar.count("#") == len(bar) // 2 and set(bar) == {"#", "."}
+    # too narrow for a bar: the numbers alone
+    assert render("ingest", 50, 100, 2.5, 20, 45) == "ingest 50/100 files  2.5 files/s  ETA 0:20"
+    # unknown total and rate
+    assert render("ingest", 3, 0, None, None, 80) == "ingest 3 files  -- files/s  ETA --"
+    over = render("x", 200, 100, 1.0, 0, 60)  # more done than total: a full bar, no overflow
+    assert len(over) == 60 and "." not in over[: over.index("]")] and "[" + "#" * 10 in over
+
+
+class FakeTTY(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_bar_draws_only_on_a_terminal_and_clears_itself():
+    t = [0.0]
+    s = io.StringIO()
+    b = Bar("ingest", 10, s, now=lambda: t[0])
+    for n in range(1, 11):
+        t[0] += 1
+        b.update(n)
+    b.close()
+    assert s.getvalue() == ""  # not a terminal: no control characters at all
+
+    tty = FakeTTY()
+    b = Bar("ingest", 10, tty, now=lambda: t[0], enabled=True)
+    t[0] += 1
+    b.update(5)
+    assert "\r\x1b[K" in tty.getvalue() and "5/10 files" in tty.getvalue() and "1.0 files/s" not in tty.getvalue()
+    log = b.log_stream()
+    print("a log line", file=log)  # printed above the bar, which comes back under it
+    assert tty.getvalue().endswith("a log line\n\r\x1b[K" + tty.getvalue().rsplit("\r\x1b[K", 1)[1])
+    b.close()
+    assert tty.getvalue().endswith("\r\x1b[K")
+    b.update(10)  # closed: nothing more is drawn
+    assert tty.getvalue().endswith("\r\x1b[K")
+
+
+def test_watch_lines_for_a_terminal():
+    s = {"ingest": {"total": 300, "done": 120, "running": 1, "files_per_s": 4.0, "chunks_per_s": 30.0, "eta_s": 45.0,
+                    "done_since_start": 120, "failed_since_start": 0},
+         "vectors": {"pending_chunks": 0, "files_with_vectors": 120, "vectors_since_start": 400,
+                     "files_searchable": 120, "chunks_per_s": 0.0, "eta_s": None},
+         "queue": {"queued": 180, "running": 1, "debouncing": 0, "failed": 2}}
+    out = lines(s, 70)
+    assert out[0].startswith("ingest [") and "120/300 files  4.0 files/s  ETA 0:45" in out[0]
+    assert all(len(x) <= 70 for x in out)
+    assert out[2] == "queue: 180 queued, 1 running, 0 settling, 2 failed"
+    s["ingest"].update(total=0, running=0)
+    assert lines(s, 70)[0].startswith("ingest: idle")
+
+
+def test_oneshot_ingest_draws_the_bar_on_a_terminal_only(tmp_path):
+    """The real ``ragweedd ingest`` with stderr on a pseudo-terminal, then on a pipe."""
+    pty = pytest.importorskip("pty")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(12):
+        (docs / f"f{i}.txt").write_text(f"note {i} about tea and cats\n")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'data_dir = "{tmp_path / "data"}"\nstate_dir = "{tmp_path / "state"}"\n'
+                   f'cache_dir = "{tmp_path / "cache"}"\n[collections.n]\npaths = ["{docs}"]\n')
+    env = {**os.environ, "RAGWEED_EMBED_MODEL": "hash:64", "COLUMNS": "100"}
+    argv = [sys.executable, "-m", "ragweedd", "--config", str(cfg), "ingest", "-c", "n"]
+    master, slave = pty.openpty()
+    p = subprocess.Popen(argv + ["--force"], stdout=subprocess.PIPE, stderr=slave, env=env, cwd=ROOT)
+    os.close(slave)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    out, _ = p.communicate(timeout=120)
+    assert p.returncode == 0
+    text = seen.decode()
+    assert "\r\x1b[Kingest [" in text and "12/12 files" in text and "ETA" in text, text[-2000:]
+    assert "ingested into 'n': 12 " in out.decode()
+    p2 = subprocess.run(argv + ["--force"], capture_output=True, env=env, cwd=ROOT, timeout=120)
+    assert p2.returncode == 0 and b"\x1b[K" not in p2.stderr and b"\r" not in p2.stderr

@@ -202,9 +202,9 @@ KEYS: tuple[KeySpec, ...] = (
     K("llm", "max_retries", int, 4, "Retries of a rate-limited LLM call (exponential backoff).", _range(0, 20)),
     K("llm", "context_tokens", int, 32000, "Context window of the synthesis model, in tokens.", _range(512, 4_000_000)),
     K("llm", "retry_backoff_s", float, 1.0, "First wait before retrying a rate-limited LLM call; doubles each retry (capped at 60 s).", _range(0.0, 60.0)),
-    K("llm", "anthropic_api_key", str, "", "Anthropic API key; empty = ANTHROPIC_API_KEY from the environment."),
-    K("llm", "openai_api_key", str, "", "OpenAI (or compatible server) API key; empty = OPENAI_API_KEY from the environment."),
-    K("llm", "gemini_api_key", str, "", "Gemini API key; empty = GEMINI_API_KEY or GOOGLE_API_KEY from the environment."),
+    K("llm", "anthropic_api_key", str, "", "Anthropic API key; empty = ANTHROPIC_API_KEY from the environment, else the keys file (ragweedctl keys set)."),
+    K("llm", "openai_api_key", str, "", "OpenAI (or compatible server) API key; empty = OPENAI_API_KEY from the environment, else the keys file."),
+    K("llm", "gemini_api_key", str, "", "Gemini API key; empty = GEMINI_API_KEY or GOOGLE_API_KEY from the environment, else the keys file."),
     K("llm", "synthesis_temperature", float, 0.2, "Temperature of the answer-writing call (annotation always uses 1.0).", _range(0.0, 2.0)),
     # --- extraction (original RAGWeed keys + sandbox) ----------------------------------------
     K("", "tess_bin", str, "tesseract", "TESS_BIN: tesseract binary used for OCR."),

@@ -19,7 +19,7 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
 def add_parser(add) -> None:
     """Register ``keys`` through ragweedctl's ``add(name, help)``."""
-    k = add("keys", "store, list or remove LLM provider API keys (file the daemon reads, mode 0600)")
+    k = add("keys", "store, list or remove LLM API keys (a 0600 file the daemon reads)")
     k.add_argument("action", choices=["set", "list", "remove"])
     prov = k.add_argument("provider", nargs="?", metavar="PROVIDER", help=f"one of {', '.join(KEY_PROVIDERS)}")
     # not argparse choices: an unknown name gets our message (which also says ollama needs no key);

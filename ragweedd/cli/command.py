@@ -132,16 +132,9 @@ def _dispatch(args) -> int:
 
 
 def _generated(args) -> int:
-    from ragweedd.cli.completion import man_page, script
+    from ragweedd.cli.completion import run_generated
 
-    parser = build_parser()
-    if args.cmd == "man":
-        text = man_page(parser, "ragweedd")
-        _json_out({"man": text}) if args.json else sys.stdout.write(text)
-    else:
-        text = script(parser, args.shell)
-        _json_out({"shell": args.shell, "script": text}) if args.json else sys.stdout.write(text)
-    return 0
+    return run_generated(build_parser(), args.cmd, getattr(args, "shell", None), args.json, sys.stdout)
 
 
 def install_crash_reporting() -> None:

@@ -222,6 +222,20 @@ def fish(root: Node, prog: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def run_generated(parser: argparse.ArgumentParser, command: str, shell: str | None, as_json: bool, out) -> int:
+    """``PROG completion SHELL`` / ``PROG man``, as text or (``--json``) one JSON object."""
+    import json
+
+    if command == "man":
+        text = man_page(parser)
+        out.write(json.dumps({"man": text}) + "\n" if as_json else text)
+    else:
+        assert shell is not None
+        text = script(parser, shell)
+        out.write(json.dumps({"shell": shell, "script": text}) + "\n" if as_json else text)
+    return 0
+
+
 def script(parser: argparse.ArgumentParser, shell: str) -> str:
     prog = parser.prog
     return {"bash": bash, "zsh": zsh, "fish": fish}[shell](walk(parser), prog)
@@ -251,7 +265,7 @@ def _option_lines(n: Node) -> list[str]:
     return out
 
 
-def man_page(parser: argparse.ArgumentParser, section_name: str, today: date | None = None) -> str:
+def man_page(parser: argparse.ArgumentParser, today: date | None = None) -> str:
     from ragweedd import __version__
 
     root = walk(parser)

@@ -548,30 +548,15 @@ COMMANDS = {
 }
 
 
-def cmd_keys(a, out) -> int:
-    from ragweedd.cli import keys
+def cmd_local(a, out) -> int:
+    """The commands that do not talk to the daemon: keys, completion, man."""
+    if a.command == "keys":
+        from ragweedd.cli import keys
 
-    return keys.run(a, out)
+        return keys.run(a, out)
+    from ragweedd.cli.completion import run_generated
 
-
-def cmd_completion(a, out) -> int:
-    from ragweedd.cli.completion import script
-
-    text = script(build_parser(), a.shell)
-    out.write(json.dumps({"shell": a.shell, "script": text}) + "\n" if a.json else text)
-    return EXIT_OK
-
-
-def cmd_man(a, out) -> int:
-    from ragweedd.cli.completion import man_page
-
-    text = man_page(build_parser(), section_name="ragweedctl")
-    out.write(json.dumps({"man": text}) + "\n" if a.json else text)
-    return EXIT_OK
-
-
-# commands that do not talk to the daemon
-LOCAL_COMMANDS = {"keys": cmd_keys, "completion": cmd_completion, "man": cmd_man}
+    return run_generated(build_parser(), a.command, getattr(a, "shell", None), a.json, out)
 
 
 def main(argv: list[str] | None = None, out=None, err=None) -> int:
@@ -586,8 +571,8 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
             return cmd_service(a, out)
         if a.command == "mcp":
             return cmd_mcp(a, err)
-        if a.command in LOCAL_COMMANDS:
-            return LOCAL_COMMANDS[a.command](a, out)
+        if a.command in ("keys", "completion", "man"):
+            return cmd_local(a, out)
         if a.timeout is not None and not a.timeout > 0:
             raise CtlError(f"--timeout must be a positive number of seconds, not {a.timeout}", EXIT_USAGE)
         timeout = a.timeout if a.timeout is not None else TIMEOUTS.get(a.command, DEFAULT_TIMEOUT)

@@ -190,6 +190,24 @@ def test_status_watch_against_a_real_daemon(tmp_path):
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
         assert proc.returncode == 0 and "Traceback" not in err, err
+        # on a terminal: the same three lines redrawn in place
+        import pty
+
+        master, slave = pty.openpty()
+        proc = subprocess.Popen(CTL + ["--state-dir", state, "status", "--watch", "--interval", "0.1", "--count", "3"],
+                                stdout=slave, stderr=subprocess.PIPE, cwd=ROOT)
+        os.close(slave)
+        seen = b""
+        try:
+            while chunk := os.read(master, 65536):
+                seen += chunk
+        except OSError:  # EIO: the child closed the terminal
+            pass
+        os.close(master)
+        assert proc.wait(30) == 0
+        screen = seen.decode()
+        assert screen.count("\x1b[3F") == 2 and screen.count("\x1b[Kingest") == 3, screen
+        assert "vectors: all 1 files" in screen
         p = subprocess.run(CTL + ["--state-dir", state, "status", "--watch", "--interval", "0"],
                            capture_output=True, text=True, cwd=ROOT, timeout=60)
         assert p.returncode == 2 and "--interval" in p.stderr

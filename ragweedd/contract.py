@@ -377,6 +377,17 @@ class Hit(TypedDict):
 RetrievalMeta = dict[str, Any]  # what each stage did: tiers, words, synonyms, timings (free-form, logged)
 
 
+class SearchCacheMeta(TypedDict):
+    """``retrieval_meta.cache`` (null when the semantic search cache is off): whether the result
+    came from the cache, and from which earlier query how close."""
+
+    hit: bool
+    entries: int
+    similarity: NotRequired[float]
+    cached_query: NotRequired[str]
+    age_s: NotRequired[float]
+
+
 class SearchResult(TypedDict):
     results: list[Hit]
     retrieval_meta: RetrievalMeta

@@ -55,6 +55,9 @@ class Services:
             passes = self._open_passes  # probed at the first dense search, never by `ask --continue`
         self.vectors = VectorSearch(cfg, indexes if indexes is not None else disk_indexes, passes)
         self.history = HistoryStore(self.stores.open_history(), max_entries=cfg.history_max_entries)
+        from ragweedd.query.semantic_cache import SemanticCache
+
+        self.search_cache = SemanticCache.of(cfg)  # shared by every thread's searcher
         self.ask_flow = AskFlow(cfg, self.history, embedder=lambda: self.embedder)
         # the daemon names its collections (declared or added); a one-shot command knows those it finds
         self._registry = collection_names is not None
@@ -151,7 +154,7 @@ class Services:
         if held is not None:
             self._release(held[1])
         s = Searcher(self.cfg, self.paths, self.embedder, collections=have, vectors=self.vectors,
-                     stores=self.stores)
+                     stores=self.stores, cache=self.search_cache)
         with self._lock:
             if self._closed:
                 s.close()
@@ -171,6 +174,8 @@ class Services:
         searching finishes first), so none keeps the removed database open or serves it again
         should a collection of the same name come back."""
         self.vectors.forget(name)
+        if self.search_cache is not None:
+            self.search_cache.clear()  # a new collection of that name starts its sequences again
         with self._lock:
             self._generation += 1
 

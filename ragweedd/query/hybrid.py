@@ -19,6 +19,7 @@ from ragweedd.query.filters import Filters
 from ragweedd.query.fts_plan import keyword_leg
 from ragweedd.query.idf import IdfCache
 from ragweedd.query.merge import FUSIONS, Candidate, FusionParams, finish, fuse
+from ragweedd.query.semantic_cache import SemanticCache
 from ragweedd.query.vectors import VectorSearch
 from ragweedd.query.wordnet import open_wordnet, wordnet_status
 from ragweedd.store.protocols import IdfCacheStore, KeywordReader, RagStore, StoreBackend
@@ -49,7 +50,10 @@ class Searcher:
     indexes); without it the searcher makes its own over the collections' index files on disk."""
 
     def __init__(self, cfg, paths, embedder, *, collections: Iterable[str] | None = None,
-                 vectors: VectorSearch | None = None, stores: StoreBackend | None = None) -> None:
+                 vectors: VectorSearch | None = None, stores: StoreBackend | None = None,
+                 cache: SemanticCache | None = None) -> None:
+        """``cache``: the semantic search cache shared by the searchers of one Services (none for a
+        one-shot search: it searches once)."""
         from ragweedd.query.simple import backend_of, open_collections
 
         self._disk = None
@@ -62,6 +66,7 @@ class Searcher:
         self.cfg = cfg
         self.paths = paths
         self.embedder = embedder
+        self.cache = cache
         self.stores = backend_of(stores if stores is not None else paths)
         self.idf_cache = _open_cache(self.stores)
         opened = open_collections(self.stores, list(collections) if collections else None)
@@ -114,6 +119,18 @@ class Searcher:
 
                 raise NotFoundError(f"collection(s) {', '.join(sorted(unknown))} not open in this search",
                                     hint="check the collection names (ragweedctl status lists them)")
+        cache_key = versions = None
+        if self.cache is not None:
+            cache_key = (mode, fusion, tuple(sorted(c.name for c in cols)), repr(sorted(filters.as_dict().items())),
+                         limit, depth, fts_depth)
+            # read before the search runs: a write meanwhile leaves the entry older than the data
+            versions = {c.name: c.rag.search_version() for c in cols}
+            qvec0 = self._query_vector(query) if mode != "keyword" else None
+            hit, cache_meta = self.cache.lookup(cache_key, versions, query, qvec0)
+            if hit is not None:
+                hit["retrieval_meta"].update(query=query, cache=cache_meta,
+                                             timings_ms={"cache": _ms(t0), "total": _ms(t0)})
+                return hit
         allowed = {c.name: filters.allowed_ids(c.rag) for c in cols}
         timings: dict[str, float] = {"filters": _ms(t0)}
         use_fts = mode in ("hybrid", "keyword") and cfg.fts_enabled
@@ -168,9 +185,27 @@ class Searcher:
                        "keyword": sum(1 for c in cands.values() if c.in_keyword), **counts},
             "tier": {name: m.get("tier") for name, m in fts_meta.items()} if use_fts else None,
             "fts": fts_meta, "synonyms": self.wordnet_status, "timings_ms": timings,
-            "dense_feedback": feedback,
+            "dense_feedback": feedback, "cache": None,
         }
-        return {"results": results, "retrieval_meta": meta}
+        out = {"results": results, "retrieval_meta": meta}
+        if self.cache is not None and versions is not None:
+            self.cache.store(cache_key, versions, query, self._qvecs.get(query.lower()) if mode != "keyword" else None,
+                             out)
+            meta["cache"] = cache_meta
+        return out
+
+    def _query_vector(self, query: str) -> Any:
+        """The primary embedder's vector of the query, kept where the dense leg looks for it."""
+        from ragweedd.embed.long import embed_texts
+
+        key = query.lower()
+        qvec = self._qvecs.get(key)
+        if qvec is None:
+            qvec = embed_texts(self.embedder, [key])[0]
+            if len(self._qvecs) > 256:
+                self._qvecs.clear()
+            self._qvecs[key] = qvec
+        return qvec
 
     def _keyword(self, cols, query, depth, allowed):
         t = time.perf_counter()

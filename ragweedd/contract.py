@@ -388,6 +388,25 @@ class SearchCacheMeta(TypedDict):
     age_s: NotRequired[float]
 
 
+class HydeMeta(TypedDict):
+    """``retrieval_meta.hyde`` (only with ``[llm] hyde`` set, in dense and hybrid searches): whether
+    hypothetical passages moved the dense leg, and what asking for them cost."""
+
+    used: bool
+    gate: float
+    best_score: float | None
+    provider: str
+    model: str
+    passages: NotRequired[int]
+    calls: NotRequired[int]
+    input_tokens: NotRequired[int]
+    output_tokens: NotRequired[int]
+    ms: NotRequired[float]
+    best_score_after: NotRequired[float | None]
+    error: NotRequired[str]
+    error_code: NotRequired[str]
+
+
 class SearchResult(TypedDict):
     results: list[Hit]
     retrieval_meta: RetrievalMeta

@@ -26,6 +26,7 @@ from ragweedd.config import Config
 from ragweedd.contract import SearchResult
 from ragweedd.errors import RequestError
 from ragweedd.paths import Paths
+from ragweedd.query.hyde import HyDE, make_hyde
 from ragweedd.query.rerank import Reranker, make_reranker, rerank_result
 from ragweedd.query.vectors import VectorSearch
 from ragweedd.store.protocols import StoreBackend
@@ -43,10 +44,12 @@ class Services:
     def __init__(self, cfg: Config, paths: Paths, *, embedder: Any = None, indexes: IndexLookup | None = None,
                  disk_indexes: DiskIndexes | None = None,
                  collection_names: Callable[[], list[str]] | None = None, passes: Any = None,
-                 reranker: Reranker | None | Literal["config"] = "config") -> None:
+                 reranker: Reranker | None | Literal["config"] = "config",
+                 hyde: HyDE | None | Literal["config"] = "config") -> None:
         self.cfg, self.paths = cfg, paths
         # "config": the [llm] rerank of cfg (None when it is empty); tests hand in their own
         self.reranker: Reranker | None = make_reranker(cfg) if isinstance(reranker, str) else reranker
+        self.hyde: HyDE | None = make_hyde(cfg) if isinstance(hyde, str) else hyde  # [llm] hyde, like the reranker
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
         self._disk = disk_indexes
@@ -154,7 +157,7 @@ class Services:
         if held is not None:
             self._release(held[1])
         s = Searcher(self.cfg, self.paths, self.embedder, collections=have, vectors=self.vectors,
-                     stores=self.stores, cache=self.search_cache)
+                     stores=self.stores, cache=self.search_cache, hyde=self.hyde)
         with self._lock:
             if self._closed:
                 s.close()

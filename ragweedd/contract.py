@@ -386,6 +386,7 @@ class SearchCacheMeta(TypedDict):
     similarity: NotRequired[float]
     cached_query: NotRequired[str]
     age_s: NotRequired[float]
+    stored: NotRequired[bool]  # on a miss: whether this result was kept for the next searches
 
 
 class HydeMeta(TypedDict):

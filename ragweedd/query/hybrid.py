@@ -195,11 +195,13 @@ class Searcher:
         if hyde_meta is not None:
             meta["hyde"] = hyde_meta
         out = {"results": results, "retrieval_meta": meta}
-        # a search that fell back from a failed HyDE call is not kept: the next one tries again
-        if self.cache is not None and versions is not None and not (hyde_meta or {}).get("error"):
-            self.cache.store(cache_key, versions, query, self._qvecs.get(query.lower()) if mode != "keyword" else None,
-                             out)
-            meta["cache"] = cache_meta
+        if self.cache is not None and versions is not None:
+            # a search that fell back from a failed HyDE call is not kept: the next one tries again
+            keep = not (hyde_meta or {}).get("error")
+            meta["cache"] = {**cache_meta, "stored": keep}
+            if keep:
+                self.cache.store(cache_key, versions, query,
+                                 self._qvecs.get(query.lower()) if mode != "keyword" else None, out)
         return out
 
     def _query_vector(self, query: str) -> Any:

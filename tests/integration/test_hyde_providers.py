@@ -183,3 +183,22 @@ def test_config_off_by_default_and_a_bad_spec_is_a_config_error(world):
         make_hyde(load_config(text="[llm]\nhyde = 'nonsense'\n", env={}))
     with pytest.raises(ConfigError, match="hyde_passages"):
         load_config(text="[llm]\nhyde_passages = 0\n", env={})
+
+
+def test_a_fallen_back_search_is_not_cached_so_the_next_one_tries_again(world, server):
+    cfg, paths, emb = world
+    import dataclasses
+
+    cached = dataclasses.replace(cfg, search_cache_size=16)
+    svc = Services(cached, paths, embedder=emb, disk_indexes=DiskIndexes(cached, paths), reranker=None,
+                   hyde=hyde(cfg, server, "openai"))
+    try:
+        server.push({"status": 500})
+        first = svc.search(VAGUE, None, 4, mode="dense")
+        assert first["retrieval_meta"]["hyde"]["error"] and first["retrieval_meta"]["cache"]["hit"] is False
+        second = svc.search(VAGUE, None, 4, mode="dense")
+        assert second["retrieval_meta"]["cache"]["hit"] is False and second["retrieval_meta"]["hyde"]["used"]
+        third = svc.search(VAGUE, None, 4, mode="dense")
+        assert third["retrieval_meta"]["cache"]["hit"] is True and len(server.requests) == 2
+    finally:
+        svc.close()

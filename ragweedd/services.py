@@ -28,6 +28,7 @@ from ragweedd.errors import RequestError
 from ragweedd.paths import Paths
 from ragweedd.query.hyde import HyDE, make_hyde
 from ragweedd.query.rerank import Reranker, make_reranker, rerank_result
+from ragweedd.query.semantic_cache import SemanticCache
 from ragweedd.query.vectors import VectorSearch
 from ragweedd.store.protocols import StoreBackend
 from ragweedd.store.sqlite_backend import SqliteBackend
@@ -58,8 +59,6 @@ class Services:
             passes = self._open_passes  # probed at the first dense search, never by `ask --continue`
         self.vectors = VectorSearch(cfg, indexes if indexes is not None else disk_indexes, passes)
         self.history = HistoryStore(self.stores.open_history(), max_entries=cfg.history_max_entries)
-        from ragweedd.query.semantic_cache import SemanticCache
-
         self.search_cache = SemanticCache.of(cfg)  # shared by every thread's searcher
         self.ask_flow = AskFlow(cfg, self.history, embedder=lambda: self.embedder)
         # the daemon names its collections (declared or added); a one-shot command knows those it finds

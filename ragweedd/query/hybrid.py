@@ -16,8 +16,8 @@ from typing import Any, Iterable
 from ragweedd.errors import RequestError
 from ragweedd.logging import get_logger
 from ragweedd.query.filters import Filters
-from ragweedd.query.hyde import HyDE
 from ragweedd.query.fts_plan import keyword_leg
+from ragweedd.query.hyde import HyDE
 from ragweedd.query.idf import IdfCache
 from ragweedd.query.merge import FUSIONS, Candidate, FusionParams, finish, fuse
 from ragweedd.query.semantic_cache import SemanticCache

@@ -1,14 +1,23 @@
 """How close paraphrases and near-misses of a query embed with the default model: the measurement
 behind search_cache_similarity = 0.97 (docs/retrieval.md, Semantic cache). Prints cosine, whether the
-pair asks the same thing, and the pair."""
+pair asks the same thing, and the pair.
+
+    python benchmarks/search_cache_threshold.py
+"""
+
+import sys
+from pathlib import Path
+
 import numpy as np
 
-from ragweedd.config import default_config
-from ragweedd.embed.factory import make_embedder
-from ragweedd.embed.long import embed_texts
-cfg = default_config()
-emb = make_embedder(cfg.embed_model, cfg)
-pairs = [
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ragweedd.config import default_config  # noqa: E402
+from ragweedd.embed.factory import make_embedder  # noqa: E402
+from ragweedd.embed.long import embed_texts  # noqa: E402
+from ragweedd.query.semantic_cache import numbers_of  # noqa: E402
+
+PAIRS = [
  ("what is the capital of france", "what's the capital of france", "same"),
  ("what is the capital of france", "What is the capital of France?", "same"),
  ("how do mitochondria produce atp", "how do mitochondria make atp", "same"),
@@ -25,7 +34,17 @@ pairs = [
  ("termination clause of the lease", "termination clause in the lease", "same"),
  ("q3 2021 operating margin", "q3 2022 operating margin", "different"),
 ]
-a = embed_texts(emb, [p[0].lower() for p in pairs])
-b = embed_texts(emb, [p[1].lower() for p in pairs])
-for (x, y, kind), u, v in zip(pairs, a, b):
-    print(f"{float(np.dot(u, v)):.4f}\t{kind}\t{x!r} / {y!r}")
+
+
+def main() -> None:
+    cfg = default_config()
+    emb = make_embedder(cfg.embed_model, cfg)
+    a = embed_texts(emb, [p[0].lower() for p in PAIRS])
+    b = embed_texts(emb, [p[1].lower() for p in PAIRS])
+    print("cosine\tasks\tnumbers differ\tpair")
+    for (x, y, kind), u, v in zip(PAIRS, a, b):
+        print(f"{float(np.dot(u, v)):.4f}\t{kind}\t{numbers_of(x) != numbers_of(y)}\t{x!r} / {y!r}")
+
+
+if __name__ == "__main__":
+    main()

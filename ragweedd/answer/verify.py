@@ -194,6 +194,16 @@ def verify(answer: str, sources: Sequence[dict], *, min_support: float = 0.6) ->
     return out
 
 
+def yes_no(text: str) -> bool | None:
+    """The model's verdict: its first word when that is yes or no, else the only one of them it
+    says; None when it says neither or both."""
+    said = re.findall(r"[a-z]+", (text or "").lower())
+    if said and said[0] in ("yes", "no"):
+        return said[0] == "yes"
+    found = {w for w in said if w in ("yes", "no")}
+    return (found == {"yes"}) if len(found) == 1 else None
+
+
 ENTAIL_SYSTEM = "You check whether a passage supports a claim. Answer only yes or no."
 ENTAIL_PROMPT = """Passage:
 {passage}
@@ -210,7 +220,6 @@ async def entail(checks: list[dict[str, Any]], sources: Sequence[dict], provider
     import asyncio
 
     from ragweedd.errors import RagweedError
-    from ragweedd.query.rerank import BadOutput, parse_yes_no
 
     by_n = {s.get("n"): s for s in sources}
     sem = asyncio.Semaphore(max(1, concurrency))
@@ -226,9 +235,12 @@ async def entail(checks: list[dict[str, Any]], sources: Sequence[dict], provider
             cost["calls"] += 1
             cost["input_tokens"] += int((r.usage or {}).get("input_tokens") or 0)
             cost["output_tokens"] += int((r.usage or {}).get("output_tokens") or 0)
-            yes = parse_yes_no(r.text) >= 0.5
-        except (RagweedError, BadOutput) as e:
+            yes = yes_no(r.text)
+        except RagweedError as e:
             ch["entailment_error"] = str(e)[:300]
+            return
+        if yes is None:
+            ch["entailment_error"] = f"the entailment model answered {' '.join(r.text.split())[:80]!r}, not yes or no"
             return
         ch["method"] = "terms+llm"
         ch["entailed"] = yes

@@ -134,3 +134,15 @@ def test_the_cli_marks_unsupported_claims(server):
     print_citation_checks({**done, "citation_checks": [c for c in done["citation_checks"] if c["supported"]],
                            "citations_verified": {**done["citations_verified"], "method": "terms"}}, quiet)
     assert quiet.getvalue().strip() == "Citation check (terms): 1 of 1 citations supported."
+
+
+def test_an_entailment_reply_that_is_neither_yes_nor_no_keeps_the_terms_verdict(server):
+    server.reply = lambda provider, messages: ("perhaps" if "Does the passage support" in messages[-1]["content"]
+                                               else ANSWER)
+    try:
+        done = run(server, "openai", ent=provider(server, "anthropic"))
+    finally:
+        server.reply = reply
+    assert [c["supported"] for c in done["citation_checks"]] == [True, False, True]
+    assert "not yes or no" in done["citation_checks"][0]["entailment_error"]
+    assert "not yes or no" in done["citations_verified"]["entailment"]["error"]

@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from ragweedd.answer.verify import claims, names, numbers, verify  # noqa: E402
+from ragweedd.answer.verify import claims, names, numbers, verify, yes_no  # noqa: E402
 
 DATA = json.loads((Path(__file__).resolve().parents[1] / "data" / "citations.json").read_text(encoding="utf-8"))
 
@@ -71,3 +71,9 @@ def test_citations_of_missing_sources_are_left_to_invalid_citations():
 def test_min_support(min_support, expect):
     (c,) = verify("Revenue grew 12% [3].", DATA["sources"], min_support=min_support)
     assert c["supported"] is expect and c["score"] == pytest.approx(2 / 3, abs=1e-3)
+
+
+def test_yes_no():
+    assert yes_no("Yes.") is True and yes_no("no, it does not") is False
+    assert yes_no("The passage says yes") is True
+    assert yes_no("maybe") is None and yes_no("it could be yes or no") is None

@@ -387,6 +387,7 @@ class SearchCacheMeta(TypedDict):
     cached_query: NotRequired[str]
     age_s: NotRequired[float]
     stored: NotRequired[bool]  # on a miss: whether this result was kept for the next searches
+    closest_similarity: NotRequired[float]  # on a miss: the nearest cached query of the same options
 
 
 class HydeMeta(TypedDict):

@@ -79,6 +79,7 @@ class SemanticCache:
         text, numbers = normal_text(query), numbers_of(query)
         q = None if qvec is None else np.asarray(qvec, dtype=np.float32).reshape(-1)
         best: tuple[float, int] | None = None
+        closest: float | None = None  # the nearest valid entry, for tuning search_cache_similarity
         with self._lock:
             for eid, e in list(self._entries.items()):
                 if e.key != key:
@@ -92,10 +93,14 @@ class SemanticCache:
                     continue
                 else:
                     sim = float(e.vec @ q)
+                closest = sim if closest is None else max(closest, sim)
                 if sim >= self.similarity and (best is None or sim > best[0]):
                     best = (sim, eid)
             if best is None:
-                return None, {"hit": False, "entries": len(self._entries)}
+                miss: dict[str, Any] = {"hit": False, "entries": len(self._entries)}
+                if closest is not None:
+                    miss["closest_similarity"] = round(closest, 6)
+                return None, miss
             e = self._entries[best[1]]
             self._entries.move_to_end(best[1])
             result = copy.deepcopy(e.result)

@@ -76,7 +76,8 @@ def test_same_and_nearly_same_query_hit_a_farther_one_misses(engine):
     near = svc.search(NEAR)
     assert _cache(near)["hit"] is True and 0.9 < _cache(near)["similarity"] < 1.0
     assert near["retrieval_meta"]["query"] == NEAR and near["results"] == first["results"]
-    assert _cache(svc.search(FAR))["hit"] is False
+    far = _cache(svc.search(FAR))
+    assert far["hit"] is False and 0.6 < far["closest_similarity"] < 0.9 and far["stored"] is True
 
 
 def test_every_option_that_changes_the_result_is_in_the_key(engine):

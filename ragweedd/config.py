@@ -184,8 +184,12 @@ KEYS: tuple[KeySpec, ...] = (
     K("", "dense_feedback_weight", float, 0.3, "Rocchio feedback: the weight of the feedback vectors' mean added to the query vector.", _range(0.0, 10.0)),
     K("", "rrf_keyword_weight", float, 1.0, "RRF fusion: the weight of the keyword list (the dense list's is 1).", _range(0.0, 100.0)),
     K("", "rrf_k", int, 60, "The k of reciprocal-rank fusion.", _range(1, 10000)),
+    K("", "search_cache_size", int, 256, "Searches kept by the semantic search cache (least recently used dropped first); 0 = off. An entry answers only while none of its collections has changed since it was stored (docs/retrieval.md, Semantic cache).", _range(0, 100000)),
+    K("", "search_cache_similarity", float, 0.97, "Semantic search cache: the least cosine between a query's embedding and a cached query's for the cached result to answer it (1.0 = the same text only).", _range(0.5, 1.0)),
     # --- answers (original RAGWeed keys) -----------------------------------------------------
     K("", "max_tokens", int, 1024, "MAX_TOKENS: tokens reserved for the answer.", _range(16, 200000)),
+    K("", "verify_citations", bool, True, "Check every sentence of an LLM answer that cites [N] against source N: its numbers, names and key terms must appear there (docs/answers.md, Verified citations)."),
+    K("", "citation_min_support", float, 0.6, "Verified citations: the least share of a sentence's key terms (numbers and names must all be there) that the cited source must hold for the claim to count as supported.", _range(0.0, 1.0)),
     K("", "context_chunks", int, 12, "CONTEXT_CHUNKS: most sources packed into the answer prompt.", _range(1, 1000)),
     K("", "annotation_concurrency", int, 4, "ANNOTATION_CONCURRENCY: annotation calls in flight.", _range(1, 256)),
     K("", "annotation_irrelevant_re", str, r"\[IRRELEVANT!!!\]", "ANNOTATION_IRRELEVANT_RE: annotations matching this are filtered out.", _regex),
@@ -197,6 +201,11 @@ KEYS: tuple[KeySpec, ...] = (
     K("llm", "rerank_candidates", int, 20, "How many of the top fused results the reranker sees (the search fetches at least this many, then cuts to the number asked for).", _range(2, 200)),
     K("llm", "rerank_concurrency", int, 4, "Calls in flight for rerank_strategy 'each'.", _range(1, 64)),
     K("llm", "rerank_timeout_s", float, 30.0, "Longest the rerank stage may take; past it the search answers in fused order and says so in retrieval_meta.rerank.error.", _range(1.0, 3600.0)),
+    K("llm", "hyde", str, "", "Provider:model that writes hypothetical passages for queries the vector search finds nothing close to (HyDE, docs/retrieval.md); empty = off."),
+    K("llm", "hyde_gate", float, 0.5, "HyDE runs when the best cosine of the query's own vector search is below this.", _range(0.0, 1.0)),
+    K("llm", "hyde_passages", int, 1, "Hypothetical passages HyDE asks for (one call); their embeddings are averaged with the query's.", _range(1, 8)),
+    K("llm", "hyde_timeout_s", float, 20.0, "Longest the HyDE call may take; past it (or on any provider error) the search uses the plain query vector and says so in retrieval_meta.hyde.error.", _range(1.0, 600.0)),
+    K("llm", "entailment", str, "", "Provider:model that also checks each cited sentence against its source (yes/no) after the deterministic check (docs/answers.md, Verified citations); empty = deterministic check only."),
     K("llm", "openai_base_url", str, "", "Base URL for an OpenAI-compatible server (empty = api.openai.com)."),
     K("llm", "timeout_s", float, 120.0, "Timeout of one LLM call.", _range(1.0, 3600.0)),
     K("llm", "max_retries", int, 4, "Retries of a rate-limited LLM call (exponential backoff).", _range(0, 20)),
@@ -310,8 +319,12 @@ class Config:
     dense_feedback_weight: float = 0.3
     rrf_keyword_weight: float = 1.0
     rrf_k: int = 60
+    search_cache_size: int = 256
+    search_cache_similarity: float = 0.97
     # answers
     max_tokens: int = 1024
+    verify_citations: bool = True
+    citation_min_support: float = 0.6
     context_chunks: int = 12
     annotation_concurrency: int = 4
     annotation_irrelevant_re: str = r"\[IRRELEVANT!!!\]"
@@ -323,6 +336,11 @@ class Config:
     llm_rerank_candidates: int = 20
     llm_rerank_concurrency: int = 4
     llm_rerank_timeout_s: float = 30.0
+    llm_hyde: str = ""
+    llm_hyde_gate: float = 0.5
+    llm_hyde_passages: int = 1
+    llm_hyde_timeout_s: float = 20.0
+    llm_entailment: str = ""
     llm_openai_base_url: str = ""
     llm_timeout_s: float = 120.0
     llm_max_retries: int = 4

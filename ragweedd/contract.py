@@ -377,6 +377,38 @@ class Hit(TypedDict):
 RetrievalMeta = dict[str, Any]  # what each stage did: tiers, words, synonyms, timings (free-form, logged)
 
 
+class SearchCacheMeta(TypedDict):
+    """``retrieval_meta.cache`` (null when the semantic search cache is off): whether the result
+    came from the cache, and from which earlier query how close."""
+
+    hit: bool
+    entries: int
+    similarity: NotRequired[float]
+    cached_query: NotRequired[str]
+    age_s: NotRequired[float]
+    stored: NotRequired[bool]  # on a miss: whether this result was kept for the next searches
+    closest_similarity: NotRequired[float]  # on a miss: the nearest cached query of the same options
+
+
+class HydeMeta(TypedDict):
+    """``retrieval_meta.hyde`` (only with ``[llm] hyde`` set, in dense and hybrid searches): whether
+    hypothetical passages moved the dense leg, and what asking for them cost."""
+
+    used: bool
+    gate: float
+    best_score: float | None
+    provider: str
+    model: str
+    passages: NotRequired[int]
+    calls: NotRequired[int]
+    input_tokens: NotRequired[int]
+    output_tokens: NotRequired[int]
+    ms: NotRequired[float]
+    best_score_after: NotRequired[float | None]
+    error: NotRequired[str]
+    error_code: NotRequired[str]
+
+
 class SearchResult(TypedDict):
     results: list[Hit]
     retrieval_meta: RetrievalMeta
@@ -457,6 +489,47 @@ FinishReason = Literal["stop", "max_tokens"]
 AnswerMode = Literal["llm", "passages", "empty"]
 
 
+class SourceSentence(TypedDict):
+    """The sentence of a cited source that best matches a claim: ``offsets`` into the source's
+    ``text``; ``span`` in the document's extracted text (as a Quote's), null when the source has
+    no span."""
+
+    text: str
+    offsets: list[int]
+    span: list[int] | None
+    score: float
+
+
+class CitationCheck(TypedDict):
+    """One citation of an LLM answer checked against its source (docs/answers.md, Verified
+    citations): the claim (the citing sentence without its marks, at ``answer_span`` in the
+    answer), whether source ``n`` supports it, the share of its terms the source holds, what it
+    lacks, and the source's closest sentence."""
+
+    n: int
+    claim: str
+    answer_span: list[int]
+    supported: bool
+    score: float
+    missing: list[str]
+    method: Literal["terms", "terms+llm"]
+    source_sentence: SourceSentence | None
+    entailed: NotRequired[bool]
+    entailment_error: NotRequired[str]
+
+
+class CitationsVerified(TypedDict):
+    """The summary of ``citation_checks``."""
+
+    method: Literal["terms", "terms+llm"]
+    checked: int
+    supported: int
+    unsupported: int
+    min_support: float
+    ms: float
+    entailment: NotRequired[dict[str, Any]]  # provider, calls, input_tokens, output_tokens, error?
+
+
 class DoneEvent(TypedDict):
     """The last event of an answer: the whole record the history keeps."""
 
@@ -487,6 +560,8 @@ class DoneEvent(TypedDict):
     annotation_errors: list[dict[str, Any]]
     retrieved: list[Source]  # every hit retrieval found, compact (an excerpt, no full text)
     budget: NotRequired[dict[str, Any]]  # how the prompt's context budget was spent (LLM answers)
+    citation_checks: NotRequired[list[CitationCheck]]  # LLM answers with verify_citations on
+    citations_verified: NotRequired[CitationsVerified]
 
 
 class ErrorEvent(TypedDict):
@@ -517,6 +592,8 @@ class Answer(TypedDict):
     cited: NotRequired[list[Source]]
     cited_numbers: NotRequired[list[int]]
     invalid_citations: NotRequired[list[int]]
+    citation_checks: NotRequired[list[CitationCheck]]
+    citations_verified: NotRequired[CitationsVerified]
     refused: NotRequired[bool]
     refused_only: NotRequired[bool]
     stop_reason: NotRequired[str]
@@ -582,6 +659,8 @@ class HistoryEntry(HistoryItem, total=False):
     annotation_provider: str | None
     annotation_errors: list[dict[str, Any]]
     budget: dict[str, Any]
+    citation_checks: list[CitationCheck]
+    citations_verified: CitationsVerified
     state: dict[str, Any] | None
 
 

@@ -26,7 +26,9 @@ from ragweedd.config import Config
 from ragweedd.contract import SearchResult
 from ragweedd.errors import RequestError
 from ragweedd.paths import Paths
+from ragweedd.query.hyde import HyDE, make_hyde
 from ragweedd.query.rerank import Reranker, make_reranker, rerank_result
+from ragweedd.query.semantic_cache import SemanticCache
 from ragweedd.query.vectors import VectorSearch
 from ragweedd.store.protocols import StoreBackend
 from ragweedd.store.sqlite_backend import SqliteBackend
@@ -43,10 +45,12 @@ class Services:
     def __init__(self, cfg: Config, paths: Paths, *, embedder: Any = None, indexes: IndexLookup | None = None,
                  disk_indexes: DiskIndexes | None = None,
                  collection_names: Callable[[], list[str]] | None = None, passes: Any = None,
-                 reranker: Reranker | None | Literal["config"] = "config") -> None:
+                 reranker: Reranker | None | Literal["config"] = "config",
+                 hyde: HyDE | None | Literal["config"] = "config") -> None:
         self.cfg, self.paths = cfg, paths
         # "config": the [llm] rerank of cfg (None when it is empty); tests hand in their own
         self.reranker: Reranker | None = make_reranker(cfg) if isinstance(reranker, str) else reranker
+        self.hyde: HyDE | None = make_hyde(cfg) if isinstance(hyde, str) else hyde  # [llm] hyde, like the reranker
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
         self._disk = disk_indexes
@@ -55,6 +59,7 @@ class Services:
             passes = self._open_passes  # probed at the first dense search, never by `ask --continue`
         self.vectors = VectorSearch(cfg, indexes if indexes is not None else disk_indexes, passes)
         self.history = HistoryStore(self.stores.open_history(), max_entries=cfg.history_max_entries)
+        self.search_cache = SemanticCache.of(cfg)  # shared by every thread's searcher
         self.ask_flow = AskFlow(cfg, self.history, embedder=lambda: self.embedder)
         # the daemon names its collections (declared or added); a one-shot command knows those it finds
         self._registry = collection_names is not None
@@ -151,7 +156,7 @@ class Services:
         if held is not None:
             self._release(held[1])
         s = Searcher(self.cfg, self.paths, self.embedder, collections=have, vectors=self.vectors,
-                     stores=self.stores)
+                     stores=self.stores, cache=self.search_cache, hyde=self.hyde)
         with self._lock:
             if self._closed:
                 s.close()
@@ -171,6 +176,8 @@ class Services:
         searching finishes first), so none keeps the removed database open or serves it again
         should a collection of the same name come back."""
         self.vectors.forget(name)
+        if self.search_cache is not None:
+            self.search_cache.clear()  # a new collection of that name starts its sequences again
         with self._lock:
             self._generation += 1
 

@@ -119,7 +119,8 @@ def _provider_from(cfg, spec_attr: str, given, key: str):
 
 
 async def answer_question(query: str, hits: list[dict], cfg, *, annotator=None, synthesizer=None,
-                          prompts: Prompts | None = None, config_dir=None, embedder=None) -> AsyncIterator[dict]:
+                          prompts: Prompts | None = None, config_dir=None, embedder=None,
+                          entailer=None) -> AsyncIterator[dict]:
     """Stream the events of one answer. ``annotator`` / ``synthesizer`` are ChatProviders; when None
     they are built from cfg.llm_annotation / cfg.llm_synthesis (empty = that stage is skipped).
     ``embedder`` (the collection's) scores the sentences quoted; without it quotes are chosen by
@@ -221,10 +222,11 @@ async def answer_question(query: str, hits: list[dict], cfg, *, annotator=None, 
             if c.model:
                 model = c.model
         synth_ms = (time.perf_counter() - t0) * 1000
+        verified = await verify_citations("".join(parts), packed, cfg, entailer)
         yield _done(base, mode="llm", answer="".join(parts), context=packed, stop_reason=stop, usage_by=usage_by,
                     provider=synthesizer.spec, model=model, llm_calls=outcome.calls + synthesizer.calls - calls0,
                     annotate_ms=outcome.ms, synth_ms=synth_ms, t_start=t_start, messages=messages, cfg=cfg,
-                    quote_ms=quote_ms)
+                    quote_ms=quote_ms, verified=verified)
     finally:
         if own_a:
             await annotator.aclose()
@@ -251,9 +253,42 @@ def _merged_prompts(config_dir, annotator, synthesizer) -> Prompts:
                            "synthesis_system": s.source["synthesis_system"]})
 
 
+async def verify_citations(answer: str, context: list[dict], cfg, entailer=None) -> dict | None:
+    """``citation_checks`` and ``citations_verified`` of an LLM answer (answer/verify.py), or None
+    when ``verify_citations`` is off. The entailment model (``[llm] entailment``, or ``entailer``)
+    is asked only about the citations the deterministic check accepts; its failure never fails the
+    answer."""
+    if not getattr(cfg, "verify_citations", True):
+        return None
+    from ragweedd.answer.verify import entail, verify
+
+    t0 = time.perf_counter()
+    checks = verify(answer, context, min_support=cfg.citation_min_support)
+    summary: dict = {"method": "terms", "checked": len(checks), "min_support": cfg.citation_min_support}
+    provider, own = None, False
+    try:
+        provider, own = _provider_from(cfg, "llm_entailment", entailer, "llm.entailment")
+        if provider is not None and checks:
+            cost = await entail(checks, context, provider, concurrency=cfg.annotation_concurrency)
+            summary.update(method="terms+llm", entailment={"provider": provider.spec, **cost})
+            errors = [c["entailment_error"] for c in checks if "entailment_error" in c]
+            if errors:
+                summary["entailment"]["error"] = errors[0]
+    except Exception as e:  # noqa: BLE001 - a failed entailment check leaves the deterministic verdicts
+        log.warning("entailment_failed", error=str(e)[:300])
+        summary["entailment"] = {"error": str(e)[:300]}
+    finally:
+        if own and provider is not None:
+            await provider.aclose()
+    summary["unsupported"] = sum(1 for c in checks if not c["supported"])
+    summary["supported"] = len(checks) - summary["unsupported"]
+    summary["ms"] = round((time.perf_counter() - t0) * 1000, 1)
+    return {"citation_checks": checks, "citations_verified": summary}
+
+
 def _done(base: dict, *, mode: str, answer: str, context: list[dict], stop_reason: str, usage_by: dict,
           provider, model, llm_calls: int, annotate_ms: float, synth_ms: float, t_start: float,
-          messages, cfg, continuations: int = 0, quote_ms: float | None = None) -> dict:
+          messages, cfg, continuations: int = 0, quote_ms: float | None = None, verified: dict | None = None) -> dict:
     check = check_citations(answer, len(context)) if mode == "llm" else {
         "cited": [h["n"] for h in context], "invalid": []}
     by_n = {h["n"]: h for h in context}
@@ -284,6 +319,10 @@ def _done(base: dict, *, mode: str, answer: str, context: list[dict], stop_reaso
     }
     if quote_ms is not None:  # choosing the quoted sentences (their embedding included)
         done["timings"]["quote_ms"] = round(quote_ms, 1)
+    if verified is not None:
+        done.update(verified)
+        if verified["citations_verified"]["unsupported"]:
+            log.info("unsupported_citations", count=verified["citations_verified"]["unsupported"])
     if check["invalid"]:
         log.warning("invalid_citations", numbers=check["invalid"], sources=len(context))
     if continuable:
@@ -338,11 +377,13 @@ async def continue_answer(state: dict, cfg, *, synthesizer=None) -> AsyncIterato
         usage_by = dict(state["usage_by"])
         usage_by["synthesis"] = _usage_add(usage_by["synthesis"], usage)
         synth_ms = state.get("synthesize_ms", 0.0) + (time.perf_counter() - t0) * 1000
+        verified = await verify_citations(prev + "".join(parts), state["context"], cfg)
         yield _done(state["base"], mode="llm", answer=prev + "".join(parts), context=state["context"],
                     stop_reason=stop, usage_by=usage_by, provider=synthesizer.spec, model=model,
                     llm_calls=state.get("llm_calls", 0) + synthesizer.calls - calls0,
                     annotate_ms=state.get("annotate_ms", 0.0), synth_ms=synth_ms, t_start=t_start,
-                    messages=state["messages"], cfg=cfg, continuations=state.get("continuations", 0) + 1)
+                    messages=state["messages"], cfg=cfg, continuations=state.get("continuations", 0) + 1,
+                    verified=verified)
     finally:
         if own:
             await synthesizer.aclose()

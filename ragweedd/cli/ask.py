@@ -114,7 +114,47 @@ def print_sources(rec: dict, out: TextIO) -> None:
                   "--json lists them)\n")
     if rec.get("invalid_citations"):
         out.write(f"(warning: the answer cites sources that do not exist: {rec['invalid_citations']})\n")
+    print_citation_checks(rec, out)
     filtered = rec.get("filtered") or []
     if filtered:
         out.write(f"({len(filtered)} passage{'s' if len(filtered) != 1 else ''} judged irrelevant by annotation "
                   "were left out)\n")
+
+
+CLAIM_CHARS = 160
+
+
+def _clip(text: str, n: int = CLAIM_CHARS) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[:n].rsplit(" ", 1)[0] + " …"
+
+
+def print_citation_checks(rec: dict, out: TextIO) -> None:
+    """The verdict of the citation check (ragweedd/answer/verify.py): a count, then every claim
+    whose cited source does not hold it, marked UNSUPPORTED, with what the source lacks and the
+    source's closest sentence. Shared by ``ragweedd ask`` and ``ragweedctl ask``."""
+    from ragweedd.cli.ctl import safe
+
+    summary = rec.get("citations_verified")
+    checks = rec.get("citation_checks") or []
+    if not summary or not checks:
+        return
+    bad = [c for c in checks if not c.get("supported")]
+    how = "terms and an entailment model" if summary.get("method") == "terms+llm" else "terms"
+    out.write(f"\nCitation check ({how}): {len(checks) - len(bad)} of {len(checks)} citations supported"
+              + ("." if not bad else f", {len(bad)} UNSUPPORTED:") + "\n")
+    for c in bad:
+        out.write(f"  UNSUPPORTED [{c.get('n')}] {safe(_clip(c.get('claim', '')))}\n")
+        why = [m for m in c.get("missing") or []][:8]
+        if why:
+            out.write(f"      not in source {c.get('n')}: {safe(', '.join(why))}\n")
+        elif c.get("entailed") is False:
+            out.write(f"      the entailment model says source {c.get('n')} does not support it\n")
+        best = c.get("source_sentence") or {}
+        if best.get("text"):
+            where = best.get("span") or best.get("offsets")
+            out.write(f"      closest in [{c.get('n')}]: {safe(_clip(best['text']))}"
+                      + (f"  (chars {where[0]}-{where[1]})" if where else "") + "\n")
+    err = (summary.get("entailment") or {}).get("error")
+    if err:
+        out.write(f"(the entailment check failed, terms only: {safe(_clip(err, 200))})\n")

@@ -307,6 +307,9 @@ def cmd_ask(c: Client, a, out) -> int:
     # the done event's sources are the numbered ones the answer's [N] refer to (the first event lists
     # everything retrieved, before annotation and packing)
     _print_sources(done.get("sources") or sources, out)
+    from ragweedd.cli.ask import print_citation_checks
+
+    print_citation_checks(done, out)
     if done.get("finish_reason") == "max_tokens":
         out.write("\n(the answer was cut at max_tokens; continue with: "
                   f"ragweedctl ask --continue {safe(done.get('history_id'))})\n")

@@ -187,9 +187,10 @@ def run(directory: str | Path, cfg, embedder, *, split: str = "train", limit: in
         key = hashlib.sha1(f"{ds.fingerprint}|{eid}|{tokens}|{params.overlap_pct}".encode()).hexdigest()[:12]
         workdir = Paths.from_config(cfg).cache / "eval" / f"{ds.name}-{key}"
     workdir = Path(workdir)
-    # the scratch collection lives in its own data directory, built like any one-shot command's
+    # the scratch collection lives in its own data directory, built like any one-shot command's;
+    # no semantic search cache: each query is measured on its own results, never a neighbour's
     scratch = with_overrides(cfg, data_dir=str(workdir / "data"), state_dir=str(workdir / "state"),
-                             cache_dir=str(workdir / "cache"))
+                             cache_dir=str(workdir / "cache"), search_cache_size=0)
     services = open_oneshot(scratch, embedder=embedder)
     try:
         return _run(ds, split, qids, services, workdir, depth, modes, tokens, samples, progress)

@@ -87,7 +87,10 @@ def _run_questions(cfg, args) -> int:
         if args.limit < 1:
             raise RequestError(f"--limit must be at least 1, not {args.limit}")
         qs = qs[: args.limit]
-    services = open_oneshot(cfg, embedder=common.make_embedder(cfg))
+    from ragweedd.eval.beir import with_overrides
+
+    # no semantic search cache: each question is measured on its own results, never a neighbour's
+    services = open_oneshot(with_overrides(cfg, search_cache_size=0), embedder=common.make_embedder(cfg))
     try:
         services.searchable(args.collection)  # a name that does not exist fails before any search
 

@@ -17,8 +17,10 @@ from ragweedd.errors import RequestError
 from ragweedd.logging import get_logger
 from ragweedd.query.filters import Filters
 from ragweedd.query.fts_plan import keyword_leg
+from ragweedd.query.hyde import HyDE
 from ragweedd.query.idf import IdfCache
 from ragweedd.query.merge import FUSIONS, Candidate, FusionParams, finish, fuse
+from ragweedd.query.semantic_cache import SemanticCache
 from ragweedd.query.vectors import VectorSearch
 from ragweedd.query.wordnet import open_wordnet, wordnet_status
 from ragweedd.store.protocols import IdfCacheStore, KeywordReader, RagStore, StoreBackend
@@ -49,7 +51,10 @@ class Searcher:
     indexes); without it the searcher makes its own over the collections' index files on disk."""
 
     def __init__(self, cfg, paths, embedder, *, collections: Iterable[str] | None = None,
-                 vectors: VectorSearch | None = None, stores: StoreBackend | None = None) -> None:
+                 vectors: VectorSearch | None = None, stores: StoreBackend | None = None,
+                 cache: SemanticCache | None = None, hyde: HyDE | None = None) -> None:
+        """``cache``: the semantic search cache shared by the searchers of one Services (none for a
+        one-shot search: it searches once). ``hyde``: the adaptive HyDE stage (query/hyde.py)."""
         from ragweedd.query.simple import backend_of, open_collections
 
         self._disk = None
@@ -62,6 +67,8 @@ class Searcher:
         self.cfg = cfg
         self.paths = paths
         self.embedder = embedder
+        self.cache = cache
+        self.hyde = hyde
         self.stores = backend_of(stores if stores is not None else paths)
         self.idf_cache = _open_cache(self.stores)
         opened = open_collections(self.stores, list(collections) if collections else None)
@@ -114,6 +121,18 @@ class Searcher:
 
                 raise NotFoundError(f"collection(s) {', '.join(sorted(unknown))} not open in this search",
                                     hint="check the collection names (ragweedctl status lists them)")
+        cache_key = versions = None
+        if self.cache is not None:
+            cache_key = (mode, fusion, tuple(sorted(c.name for c in cols)), repr(sorted(filters.as_dict().items())),
+                         limit, depth, fts_depth)
+            # read before the search runs: a write meanwhile leaves the entry older than the data
+            versions = {c.name: c.rag.search_version() for c in cols}
+            qvec0 = self._query_vector(query) if mode != "keyword" else None
+            hit, cache_meta = self.cache.lookup(cache_key, versions, query, qvec0)
+            if hit is not None:
+                hit["retrieval_meta"].update(query=query, cache=cache_meta,
+                                             timings_ms={"cache": _ms(t0), "total": _ms(t0)})
+                return hit
         allowed = {c.name: filters.allowed_ids(c.rag) for c in cols}
         timings: dict[str, float] = {"filters": _ms(t0)}
         use_fts = mode in ("hybrid", "keyword") and cfg.fts_enabled
@@ -122,10 +141,13 @@ class Searcher:
             fts_future = self._pool.submit(self._keyword, cols, query, fts_depth, allowed)
         cands: dict[tuple[str, int], Candidate] = {}
         qvec = None
+        hyde_meta: dict[str, Any] | None = None
         if mode in ("hybrid", "dense"):
             # the primary and every extra embedding pass, best similarity per chunk (query/vectors.py)
             qvec, dense = self.vectors.dense_leg([c.rag for c in cols], query, self.embedder, depth, allowed,
                                                  timings, self._qvecs)
+            if self.hyde is not None:
+                qvec, dense, hyde_meta = self._hyde(cols, query, qvec, dense, depth, allowed, timings)
             for (name, cid), sim in dense.items():
                 cands[(name, cid)] = Candidate(name, cid, sim=sim, in_dense=True)
         fts_meta: dict[str, Any] = {}
@@ -168,9 +190,70 @@ class Searcher:
                        "keyword": sum(1 for c in cands.values() if c.in_keyword), **counts},
             "tier": {name: m.get("tier") for name, m in fts_meta.items()} if use_fts else None,
             "fts": fts_meta, "synonyms": self.wordnet_status, "timings_ms": timings,
-            "dense_feedback": feedback,
+            "dense_feedback": feedback, "cache": None,
         }
-        return {"results": results, "retrieval_meta": meta}
+        if hyde_meta is not None:
+            meta["hyde"] = hyde_meta
+        out = {"results": results, "retrieval_meta": meta}
+        if self.cache is not None and versions is not None:
+            # a search that fell back from a failed HyDE call is not kept: the next one tries again
+            keep = not (hyde_meta or {}).get("error")
+            meta["cache"] = {**cache_meta, "stored": keep}
+            if keep:
+                self.cache.store(cache_key, versions, query,
+                                 self._qvecs.get(query.lower()) if mode != "keyword" else None, out)
+        return out
+
+    def _query_vector(self, query: str) -> Any:
+        """The primary embedder's vector of the query, kept where the dense leg looks for it."""
+        from ragweedd.embed.long import embed_texts
+
+        key = query.lower()
+        qvec = self._qvecs.get(key)
+        if qvec is None:
+            qvec = embed_texts(self.embedder, [key])[0]
+            if len(self._qvecs) > 256:
+                self._qvecs.clear()
+            self._qvecs[key] = qvec
+        return qvec
+
+    def _hyde(self, cols, query, qvec, dense, depth, allowed, timings):
+        """The dense leg again from the query's vector averaged with hypothetical passages', when
+        the best cosine found is under the gate; otherwise (or when the LLM fails) as it was."""
+        from ragweedd.embed.long import embed_texts
+        from ragweedd.query.hyde import hyde_vector
+
+        hy = self.hyde
+        assert hy is not None
+        best = max(dense.values()) if dense else None
+        meta: dict[str, Any] = {"used": False, "gate": hy.gate,
+                                "best_score": round(best, 6) if best is not None else None,
+                                "provider": hy.provider, "model": hy.model}
+        if best is not None and best >= hy.gate:
+            return qvec, dense, meta
+        t = time.perf_counter()
+        out = hy.write(query)
+        meta.update(passages=len(out.passages), calls=out.calls, input_tokens=out.input_tokens,
+                    output_tokens=out.output_tokens, ms=out.ms)
+        if out.error is not None:
+            log.warning("hyde_fallback", error=out.error, code=out.error_code)
+            meta.update(error=out.error, error_code=out.error_code)
+            timings["hyde"] = _ms(t)
+            return qvec, dense, meta
+        try:
+            moved = hyde_vector(qvec, list(embed_texts(self.embedder, [p.lower() for p in out.passages])))
+        except Exception as e:  # noqa: BLE001 - HyDE never fails the search
+            meta.update(error=f"embedding the HyDE passages failed: {e}"[:300], error_code="embedder")
+            timings["hyde"] = _ms(t)
+            return qvec, dense, meta
+        found: dict[tuple[str, int], float] = {}
+        for c in cols:
+            for cid, sim in self.vectors.search(c.rag, moved, depth, allowed=allowed[c.name]):
+                found[(c.name, cid)] = sim
+        meta["used"] = True
+        meta["best_score_after"] = round(max(found.values()), 6) if found else None
+        timings["hyde"] = _ms(t)
+        return moved, found, meta
 
     def _keyword(self, cols, query, depth, allowed):
         t = time.perf_counter()

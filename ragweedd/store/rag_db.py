@@ -141,6 +141,26 @@ CREATE TRIGGER pass_vector_deleted AFTER DELETE ON vectors WHEN OLD.space != 'pr
 END;
 INSERT INTO pass_changes(space, op, id) SELECT space, 'add', id FROM vectors WHERE space != 'primary' ORDER BY id;
 """),
+    # A path renamed, linked to content already here, or removed while another path keeps the
+    # content logs no chunk change, yet it changes what a search shows and what a path filter
+    # lets through. Triggers count every such write, so a cached search result keyed by
+    # ``search_version`` can never outlive one (ragweedd/query/semantic_cache.py).
+    (6, "path_version", """
+CREATE TABLE path_version (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    n INTEGER NOT NULL
+);
+INSERT INTO path_version(id, n) VALUES (1, 0);
+CREATE TRIGGER path_added AFTER INSERT ON document_paths BEGIN
+    UPDATE path_version SET n = n + 1 WHERE id = 1;
+END;
+CREATE TRIGGER path_removed AFTER DELETE ON document_paths BEGIN
+    UPDATE path_version SET n = n + 1 WHERE id = 1;
+END;
+CREATE TRIGGER path_changed AFTER UPDATE ON document_paths BEGIN
+    UPDATE path_version SET n = n + 1 WHERE id = 1;
+END;
+"""),
 ]
 
 
@@ -450,6 +470,17 @@ class RagDB(PassVectors):
     # --- reading -----------------------------------------------------------------------------------
     def max_seq(self) -> int:
         return self.conn.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()[0]
+
+    def search_version(self) -> tuple[int, int, int, int]:
+        """(change sequence, newest chunk id, extra passes' change sequence, path writes): moves
+        with every write that can change a search's results -- chunks added (also those still
+        waiting for their vector, which log their change only later), deleted, vectors written,
+        paths added, renamed or removed. Four index lookups."""
+        row = self.conn.execute(
+            "SELECT (SELECT coalesce(max(seq), 0) FROM changes), (SELECT coalesce(max(id), 0) FROM embeddings),"
+            " (SELECT coalesce(max(seq), 0) FROM pass_changes), (SELECT n FROM path_version WHERE id = 1)"
+        ).fetchone()
+        return int(row[0]), int(row[1]), int(row[2]), int(row[3] or 0)
 
     def min_seq(self) -> int | None:
         """The oldest change still in the log (None when it is empty)."""

@@ -156,6 +156,22 @@ def test_ask_prints_answer_then_numbered_sources(api, llm):
     assert js["provider"] == "openai:test-model" and js["cited_numbers"] == [1]
 
 
+def test_ask_marks_an_unsupported_claim(api, llm):
+    llm.push({"text": "Cats purr at 25 Hz [1]."})  # short: this daemon's max_tokens is small
+    code, out, err = run(api, "ask", "do", "cats", "purr?")
+    assert code == 0, err
+    assert "Citation check (terms): 0 of 1 citations supported, 1 UNSUPPORTED:" in out, out
+    assert "UNSUPPORTED [1] Cats purr at 25 Hz." in out
+    assert "not in source 1: 25" in out and "closest in [1]: Cats purr when they are content." in out
+    code, out, _ = run(api, "ask", "do", "cats", "purr?")
+    assert code == 0 and "Citation check (terms): 1 of 1 citations supported." in out and "UNSUPPORTED" not in out
+    llm.push({"text": "Cats purr at 25 Hz [1]."})
+    code, out, _ = run(api, "ask", "--json", "do", "cats", "purr?")
+    js = json.loads(out)
+    assert [c["supported"] for c in js["citation_checks"]] == [False]
+    assert js["citations_verified"]["unsupported"] == 1
+
+
 def test_ask_continue(api, llm):
     llm.push({"text": "Cats purr when they are content and relaxed [1], which owners notice at home."})
     code, out, err = run(api, "ask", "do", "cats", "purr?")

@@ -79,7 +79,7 @@ function route() {
   if (parts[0] === "view" && parts[1]) { openTextView(parts[1], parts[2], parts[3]); return; }
   const tab = ["ask", "search", "documents", "history"].includes(parts[0]) ? parts[0] : "ask";
   show(tab);
-  if (tab === "documents") { loadCollections(); loadDocuments(true); }
+  if (tab === "documents") { loadCollections(); loadDocuments(true); pollStatus(); }
   if (tab === "history") loadHistory(true);
 }
 

@@ -41,7 +41,8 @@ AS_TEXT = {"application/json", "application/xml", "application/javascript", "app
 
 
 def _asset(name: str) -> bytes:
-    return resources.files("ragweedd.web").joinpath(name).read_bytes()
+    # ragweedd/web holds data only (no __init__.py): package data of ragweedd itself
+    return resources.files("ragweedd").joinpath("web", name).read_bytes()
 
 
 def _page_headers(ctype: str) -> dict[str, str]:

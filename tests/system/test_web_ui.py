@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import http.server
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -17,7 +19,7 @@ import pytest
 import requests
 
 from tests.data.make_fixtures import _pdf_text
-from tests.system.conftest import Daemon, free_port, serving, wait_indexed, wait_until
+from tests.system.conftest import ROOT, Daemon, free_port, serving, wait_indexed, wait_until
 from tests.tools import require_tool
 
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -83,10 +85,19 @@ def login_url(d: Daemon) -> str:
     return body["url"]
 
 
+def ragweedctl(d: Daemon, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ragweedd.cli.ctl", "--state-dir", str(d.base / "state"), *args],
+                          capture_output=True, text=True, timeout=60, cwd=str(ROOT), env={**os.environ, **(env or {})})
+
+
 @pytest.fixture(scope="module")
 def ui(d, browser):
-    """The browser signed in to the daemon's UI."""
-    browser.get(login_url(d))
+    """The browser signed in to the daemon's UI through the link `ragweedctl open --print-only` prints."""
+    p = ragweedctl(d, "open", "--print-only")
+    assert p.returncode == 0, p.stderr
+    url = p.stdout.splitlines()[0]
+    assert url.startswith(f"http://127.0.0.1:{d.port}/login?code="), p.stdout
+    browser.get(url)
     wait_until(lambda: browser.current_url == f"http://127.0.0.1:{d.port}/", 10, what="the redirect to /")
     browser.used_url = None
     return browser
@@ -162,6 +173,27 @@ def test_a_login_code_works_once(d, browser):
     browser.get(url)  # the browser sees the same clear page
     assert "This sign-in link does not work" in by_css(browser, "h1")[0].text
     shot(d, browser, "used-code")
+
+
+def test_ragweedctl_open_hands_the_link_to_the_browser(d, tmp_path):
+    """Without --print-only the link goes to Python's webbrowser (here a BROWSER command that
+    records it) and is printed too; the token is in neither."""
+    seen = tmp_path / "seen.txt"
+    fake = tmp_path / "fake-browser"
+    fake.write_text(f"#!/bin/sh\necho \"$1\" > {seen}\n")
+    fake.chmod(0o755)
+    p = ragweedctl(d, "open", env={"BROWSER": f"{fake} %s", "DISPLAY": ""})
+    assert p.returncode == 0, p.stderr
+    url = p.stdout.splitlines()[0]
+    wait_until(seen.exists, 10, what="the browser command")
+    assert seen.read_text().strip() == url and "/login?code=" in url
+    token = (d.base / "state" / "token").read_text().strip()
+    assert token not in url and token not in p.stdout
+    assert requests.get(url, allow_redirects=False, timeout=10).status_code == 303  # a live code
+    # no daemon: the usual "not running" error, exit 3
+    p = subprocess.run([sys.executable, "-m", "ragweedd.cli.ctl", "--state-dir", str(tmp_path / "none"), "open"],
+                       capture_output=True, text=True, timeout=60, cwd=str(ROOT))
+    assert p.returncode == 3 and "not running" in p.stderr, p.stderr
 
 
 def test_without_a_session_the_page_says_how_to_sign_in(d, ui, tmp_path):

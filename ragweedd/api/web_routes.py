@@ -6,14 +6,16 @@ LOGIN_CODE_TTL_S and opens ``/login?code=...``; that page swaps the code for a s
 HttpOnly, SameSite=Strict cookie and sends the browser to ``/``. The page's scripts never see the
 token or the cookie; the security middleware accepts the cookie in place of the token.
 
-A file is served only when its document is indexed and its real path (symlinks resolved) lies
-inside one of its collection's current roots. Files that a browser would run as a page of this
+A file is served only when its document is indexed and its path lies inside one of its
+collection's current roots, as written and with symlinks resolved, and it opens as a regular file
+without following a symlink below that root (as ingest opens files). Files that a browser would run as a page of this
 origin (HTML, SVG, XML, scripts) are sent as plain text, and everything but PDFs under a sandbox
 CSP, so an indexed file cannot act with the session of the user who opens it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import html
 import mimetypes
 import os
@@ -32,6 +34,7 @@ PAGES = {("GET", "/"), ("GET", "/login"), ("GET", "/ui/{asset}")}
 ASSETS = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
 PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
             "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+CHUNK = 256 * 1024
 # Shown in the browser as they are: the PDF viewer, images, audio and video.
 INLINE_TYPES = {"application/pdf", "image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp"}
 INLINE_PREFIXES = ("audio/", "video/")
@@ -96,26 +99,32 @@ async def login_code(request: web.Request) -> web.Response:
 
 
 def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+    return path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def served_path(path: str, roots: list[str]) -> str:
-    """The real path to serve for ``path``, or a ``PermissionError`` saying why not: the path must
-    be absolute, without ``..``, and with symlinks resolved lie inside one of ``roots`` (resolved
-    likewise), and be a regular file."""
+def open_served(path: str, roots: list[str]) -> int:
+    """A read-only fd of the file to serve for ``path``, or ``PermissionError`` saying why not: the
+    path must be absolute and without ``..``, lie inside one of ``roots`` both as written and with
+    symlinks resolved, and be a regular file reached without following a symlink below that root
+    (opened component by component with O_NOFOLLOW, as ingest opens files: a file swapped for a
+    link after the check is refused too). ``FileNotFoundError`` when it is gone."""
+    from ragweedd.ingest.safe_open import NotRegularFile, open_regular
+
     if not os.path.isabs(path) or ".." in path.split(os.sep):
         raise PermissionError("its path is not a plain absolute path")
     if not roots:
         raise PermissionError("its collection has no folders any more")
     real = os.path.realpath(path)
-    if not any(_inside(real, os.path.realpath(r)) for r in roots):
+    root = next((r for r in roots if _inside(path, r) and _inside(real, os.path.realpath(r))), None)
+    if root is None:
         raise PermissionError("it lies outside every folder of its collection (a symlink may point elsewhere)")
-    if not os.path.isfile(real):
-        raise PermissionError("it is not a regular file any more")
-    return real
+    try:
+        return open_regular(path, root)
+    except NotRegularFile:
+        raise PermissionError("it is a symbolic link, or reached through one, or not a regular file") from None
 
 
-def file_headers(real: str, name: str) -> dict[str, str]:
+def file_headers(name: str) -> dict[str, str]:
     """Content type and disposition for an original file: see the module's docstring."""
     ctype, _ = mimetypes.guess_type(name, strict=False)
     ctype = ctype or "application/octet-stream"
@@ -141,13 +150,60 @@ async def original_file(request: web.Request) -> web.StreamResponse:
         raise NotFoundError(f"document '{key}' ({shown!r}) is not in the index (it failed, was skipped, is still "
                             "queued or was replaced)", hint="only indexed documents are served; see GET /v1/documents")
     try:
-        real = served_path(src["path"], src["roots"])
+        fd = await asyncio.to_thread(open_served, src["path"], src["roots"])
     except PermissionError as e:
         return error_response(403, "forbidden_path", f"the file of document '{key}' is not served: {e}",
-                              "only files inside a collection's folders are served")
-    headers = file_headers(real, shown)
-    headers["X-Frame-Options"] = "SAMEORIGIN"
-    return web.FileResponse(real, headers=headers)
+                              "only regular files inside a collection's folders are served")
+    except FileNotFoundError:
+        raise NotFoundError(f"the file of document '{key}' ({shown!r}) is gone",
+                            hint="a scan of its collection will notice") from None
+    try:
+        return await _send_fd(request, fd, file_headers(shown))
+    finally:
+        os.close(fd)
+
+
+def _range(header: str, size: int) -> tuple[int, int] | None:
+    """(first, last) of a single ``bytes=`` range within ``size``; None for anything else (the
+    whole file is sent then, which a client must accept)."""
+    unit, _, spec = header.partition("=")
+    if unit.strip() != "bytes" or "," in spec:
+        return None
+    first, _, last = spec.strip().partition("-")
+    if not (first.isdigit() or last.isdigit()) or (first and not first.isdigit()) or (last and not last.isdigit()):
+        return None
+    if not first:  # the last N bytes
+        n = int(last)
+        return (max(0, size - n), size - 1) if n else None
+    lo, hi = int(first), (int(last) if last else size - 1)
+    if lo >= size or hi < lo:
+        return None
+    return lo, min(hi, size - 1)
+
+
+async def _send_fd(request: web.Request, fd: int, headers: dict[str, str]) -> web.StreamResponse:
+    """The bytes of ``fd``, or the one range asked for (PDF viewers and media players seek)."""
+    size = os.fstat(fd).st_size
+    lo, hi, status = 0, size - 1, 200
+    rng = _range(request.headers.get("Range", ""), size) if request.headers.get("Range") else None
+    if rng is not None:
+        lo, hi = rng
+        status = 206
+        headers["Content-Range"] = f"bytes {lo}-{hi}/{size}"
+    headers.update({"Accept-Ranges": "bytes", "X-Frame-Options": "SAMEORIGIN", "Cache-Control": "no-store",
+                    "X-Content-Type-Options": "nosniff"})
+    resp = web.StreamResponse(status=status, headers=headers)
+    resp.content_length = max(0, hi - lo + 1)
+    await resp.prepare(request)
+    off = lo
+    while off <= hi:
+        chunk = await asyncio.to_thread(os.pread, fd, min(CHUNK, hi - off + 1), off)
+        if not chunk:  # the file shrank meanwhile: the client sees a short body
+            break
+        await resp.write(chunk)
+        off += len(chunk)
+    await resp.write_eof()
+    return resp
 
 
 def add_web_routes(app: web.Application) -> None:

@@ -310,12 +310,12 @@ def test_history_reopens_an_answer_in_full(d, ui):
     go(ui, d, "history")
     entries = wait_css(ui, "#history-list a", 10, "history entries")
     target = next(e for e in entries if "do cats purr?" in e.text)
-    target.find_element("css selector", "span")  # the kind badge
+    assert target.find_element("css selector", "span.kind").text == "ask"
     target.click()
     wait_css(ui, "#history-out .answer", 10, "the reopened answer")
     assert by_css(ui, "#history-out h2")[0].text == "do cats purr?"
-    wait_until(lambda: [p for p in by_css(ui, "#history-out a.pill") if (p.get_attribute("href") or "").endswith("#page=2")],
-               10, what="the reopened answer's PDF pill")
+    wait_until(lambda: [p for p in by_css(ui, "#history-out a.pill")
+                        if (p.get_attribute("href") or "").endswith("#page=2")], 10, what="the PDF pill")
     shot(d, ui, "history")
 
 

@@ -47,6 +47,7 @@ def d(tmp_path_factory):
     pets.mkdir()
     (notes / "sourdough.md").write_text(SOURDOUGH)
     _pdf_text(pets / "animals.pdf", PDF_PAGES)
+    (pets / "torn.pdf").write_bytes(b"%PDF-1.4 the rest is missing\n")  # fails: its error is shown
     with serving(Daemon(base / "d", {"notes": [notes], "pets": [pets]})) as dm:
         wait_indexed(dm, "notes", 1)
         wait_indexed(dm, "pets", 1)
@@ -127,7 +128,11 @@ def wait_css(drv, css: str, timeout: float = 30, what: str | None = None):
 
 
 def go(drv, d: Daemon, tab: str) -> None:
-    drv.get(f"http://127.0.0.1:{d.port}/#{tab}")
+    url = f"http://127.0.0.1:{d.port}/#{tab}"
+    if drv.current_url == url:  # the same hash again is no navigation: load the tab afresh
+        drv.refresh()
+    else:
+        drv.get(url)
     wait_css(drv, f"#tab-{tab}")
 
 
@@ -302,8 +307,28 @@ def test_upload_in_the_ui_becomes_searchable(d, ui, tmp_path):
     wait_until(listed, 15, what="kettle.txt indexed in the documents table")
     rows = by_css(ui, "#collections tbody tr")
     assert any("notes" in r.text and "ok" in r.text for r in rows), [r.text for r in rows]
+    torn = next(r for r in by_css(ui, "#documents tbody tr") if "torn.pdf" in r.text)
+    assert "failed" in torn.text and "not a readable PDF" in torn.text, torn.text
     assert "Idle" in by_css(ui, "#ingest")[0].text or "Indexing" in by_css(ui, "#ingest")[0].text
     shot(d, ui, "documents")
+
+
+def test_forget_a_collection(d, ui, tmp_path):
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (extra / "x.txt").write_text("an extra note\n")
+    assert d.api("POST", "/v1/collections", json={"name": "extra", "paths": [str(extra)]}).status_code == 200
+    go(ui, d, "documents")
+    row = wait_until(lambda: [r for r in by_css(ui, "#collections tbody tr") if r.text.startswith("extra")], 10,
+                     what="the extra collection")[0]
+    row.find_element("css selector", "button.danger").click()
+    alert = ui.switch_to.alert
+    assert "extra" in alert.text and "files stay" in alert.text
+    alert.accept()
+    wait_until(lambda: not [r for r in by_css(ui, "#collections tbody tr") if r.text.startswith("extra")], 10,
+               what="the collection gone from the table")
+    assert [c["name"] for c in d.api("GET", "/v1/collections").json()["items"]] == ["notes", "pets"]
+    assert (extra / "x.txt").exists()
 
 
 def test_history_reopens_an_answer_in_full(d, ui):

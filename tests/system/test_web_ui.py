@@ -19,12 +19,13 @@ import pytest
 import requests
 
 from tests.data.make_fixtures import _pdf_text
+from tests.fakes.llm_server import API_KEY, FakeLLMServer
 from tests.system.conftest import ROOT, Daemon, free_port, serving, wait_indexed, wait_until
 from tests.tools import require_tool
 
+from tests.system.test_openai_compat import PDF_PAGES, reply  # noqa: E402 - the same PDF and scripted LLM
+
 CHROMEDRIVER = "/usr/bin/chromedriver"
-PDF_PAGES = ["Chapter one is about dogs. Dogs bark at the postman every single morning.",
-             "Chapter two is about cats. Cats purr when they are content and relaxed."]
 SOURDOUGH = ("# Sourdough\n\nA starter is flour and water left to ferment.\n\n"
              "Feed the starter once a day with equal weights of flour and water.\n\n"
              "Bake when the starter doubles within six hours.\n")
@@ -55,6 +56,24 @@ def d(tmp_path_factory):
         dm.notes, dm.pets, dm.shots = notes, pets, base / "screenshots"
         dm.shots.mkdir()
         yield dm
+
+
+@pytest.fixture(scope="module")
+def d_llm(tmp_path_factory):
+    """A daemon whose synthesis LLM is the local wire-protocol server, streaming its cited reply in
+    4-character pieces."""
+    base = tmp_path_factory.mktemp("web-llm")
+    (base / "pets").mkdir()
+    _pdf_text(base / "pets" / "animals.pdf", PDF_PAGES)
+    with FakeLLMServer(models=("test-model",), reply=reply, piece_chars=4) as llm:
+        extra = "\n".join(["[llm]", 'synthesis = "openai:test-model"', f'openai_base_url = "{llm.url}/v1"',
+                           f'openai_api_key = "{API_KEY}"', "max_retries = 0", "timeout_s = 20"])
+        with serving(Daemon(base / "d", {"pets": [base / "pets"]}, extra=extra)) as dm:
+            wait_indexed(dm, "pets", 1)
+            dm.wait_idle()
+            dm.shots = base / "screenshots"
+            dm.shots.mkdir()
+            yield dm
 
 
 @pytest.fixture(scope="module")
@@ -237,9 +256,34 @@ def test_ask_streams_and_the_pdf_pill_opens_the_cited_page(d, ui):
     finally:
         ui.close()
         ui.switch_to.window(main)
-    # what that URL serves is the PDF itself
-    r = d.api("GET", urlsplit(href).path)
-    assert r.status_code == 200 and r.headers["Content-Type"] == "application/pdf" and r.content.startswith(b"%PDF")
+    # what that URL serves the page's session is the PDF itself
+    status, ctype, head = ui.execute_async_script(
+        "const done = arguments[1]; fetch(arguments[0]).then(async r => done([r.status, "
+        "r.headers.get('content-type'), (await r.text()).slice(0, 5)]))", urlsplit(href).path)
+    assert (status, ctype, head) == (200, "application/pdf", "%PDF-")
+
+
+def test_an_llm_answer_streams_in_with_its_pill(d_llm, browser):
+    browser.get(login_url(d_llm))
+    ask_box = wait_css(browser, "#ask-query", 10)[0]
+    # every version of the answer the page shows while it is written (each render adds a new node)
+    browser.execute_script(
+        "window.seen = []; new MutationObserver(recs => { for (const r of recs) for (const n of r.addedNodes) "
+        "if (n.classList && n.classList.contains('answer-text') && n.closest('.streaming')) "
+        "window.seen.push(n.textContent); }).observe(document.getElementById('ask-out'), "
+        "{childList: true, subtree: true});")
+    ask_box.send_keys("do cats purr?")
+    by_css(browser, "#ask-go")[0].click()
+    wait_css(browser, "#ask-out h3", 30, "the finished answer")
+    text = by_css(browser, "#ask-out .answer-text")[0].text
+    assert text.startswith("Cats purr when they are content"), text
+    seen = [t for t in browser.execute_script("return window.seen") if t]
+    # the reply arrives in 4-character pieces: the page showed it growing, piece by piece
+    assert len(seen) >= 5 and seen[0] == "Cats" and all(len(a) < len(b) for a, b in zip(seen, seen[1:])), seen
+    pill = pill_for(browser, "animals.pdf")
+    assert pill.get_attribute("href").endswith("#page=2") and pill.text.isdigit()
+    assert "written by" in by_css(browser, "#ask-out .answer")[0].text
+    shot(d_llm, browser, "ask-llm")
 
 
 def test_the_markdown_pill_marks_the_cited_sentence(d, ui):

@@ -135,6 +135,12 @@ def by_css(drv, css: str):
     return drv.find_elements(By.CSS_SELECTOR, css)
 
 
+def texts(drv, css: str) -> list[str]:
+    """The shown text of every element matching ``css``, read in one go (the page re-renders its
+    tables while it loads: element handles kept across calls go stale)."""
+    return drv.execute_script("return [...document.querySelectorAll(arguments[0])].map(e => e.innerText)", css)
+
+
 def wait_css(drv, css: str, timeout: float = 30, what: str | None = None):
     from selenium.common.exceptions import StaleElementReferenceException
 
@@ -341,18 +347,12 @@ def test_upload_in_the_ui_becomes_searchable(d, ui, tmp_path):
     hits = run_search(ui, d, "kettle whistles")
     assert "kettle.txt" in hits[0].text
     go(ui, d, "documents")
-    def listed():
-        from selenium.common.exceptions import StaleElementReferenceException
-
-        try:
-            return any("kettle.txt" in r.text and "indexed" in r.text for r in by_css(ui, "#documents tbody tr"))
-        except StaleElementReferenceException:
-            return False
-    wait_until(listed, 15, what="kettle.txt indexed in the documents table")
-    rows = by_css(ui, "#collections tbody tr")
-    assert any("notes" in r.text and "ok" in r.text for r in rows), [r.text for r in rows]
-    torn = next(r for r in by_css(ui, "#documents tbody tr") if "torn.pdf" in r.text)
-    assert "failed" in torn.text and "not a readable PDF" in torn.text, torn.text
+    wait_until(lambda: any("kettle.txt" in r and "indexed" in r for r in texts(ui, "#documents tbody tr")), 15,
+               what="kettle.txt indexed in the documents table")
+    rows = texts(ui, "#collections tbody tr")
+    assert any("notes" in r and "ok" in r for r in rows), rows
+    torn = next(r for r in texts(ui, "#documents tbody tr") if "torn.pdf" in r)
+    assert "failed" in torn and "not a readable PDF" in torn, torn
     assert "Idle" in by_css(ui, "#ingest")[0].text or "Indexing" in by_css(ui, "#ingest")[0].text
     shot(d, ui, "documents")
 
@@ -363,13 +363,23 @@ def test_forget_a_collection(d, ui, tmp_path):
     (extra / "x.txt").write_text("an extra note\n")
     assert d.api("POST", "/v1/collections", json={"name": "extra", "paths": [str(extra)]}).status_code == 200
     go(ui, d, "documents")
-    row = wait_until(lambda: [r for r in by_css(ui, "#collections tbody tr") if r.text.startswith("extra")], 10,
-                     what="the extra collection")[0]
-    row.find_element("css selector", "button.danger").click()
-    alert = ui.switch_to.alert
+    wait_until(lambda: [r for r in texts(ui, "#collections tbody tr") if r.startswith("extra")], 10,
+               what="the extra collection")
+    # clicked from a timer: the confirm() it opens must not block this script
+    ui.execute_script("const row = [...document.querySelectorAll('#collections tbody tr')]"
+                      ".find(r => r.innerText.startsWith('extra')); "
+                      "setTimeout(() => row.querySelector('button.danger').click(), 0);")
+    from selenium.common.exceptions import NoAlertPresentException
+
+    def alert_open():
+        try:
+            return ui.switch_to.alert
+        except NoAlertPresentException:
+            return None
+    alert = wait_until(alert_open, 10, what="the confirmation")
     assert "extra" in alert.text and "files stay" in alert.text
     alert.accept()
-    wait_until(lambda: not [r for r in by_css(ui, "#collections tbody tr") if r.text.startswith("extra")], 10,
+    wait_until(lambda: not [r for r in texts(ui, "#collections tbody tr") if r.startswith("extra")], 10,
                what="the collection gone from the table")
     assert [c["name"] for c in d.api("GET", "/v1/collections").json()["items"]] == ["notes", "pets"]
     assert (extra / "x.txt").exists()

@@ -8,9 +8,9 @@ token or the cookie; the security middleware accepts the cookie in place of the 
 
 A file is served only when its document is indexed and its path lies inside one of its
 collection's current roots, as written and with symlinks resolved, and it opens as a regular file
-without following a symlink below that root (as ingest opens files). Files that a browser would run as a page of this
-origin (HTML, SVG, XML, scripts) are sent as plain text, and everything but PDFs under a sandbox
-CSP, so an indexed file cannot act with the session of the user who opens it.
+without following a symlink below that root (as ingest opens files). Files that a browser would
+run as a page of this origin (HTML, SVG, XML, scripts) are sent as plain text, and everything but
+PDFs under a sandbox CSP, so an indexed file cannot act with the session of the user who opens it.
 """
 
 from __future__ import annotations

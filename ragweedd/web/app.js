@@ -9,6 +9,7 @@ function el(tag, attrs, ...kids) {
   for (const [k, v] of Object.entries(attrs || {})) {
     if (v === null || v === undefined || v === false) continue;
     if (k === "class") e.className = v;
+    else if (k === "style") Object.assign(e.style, v);  // CSSOM: the page's CSP refuses style attributes
     else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
     else e.setAttribute(k, v);
   }
@@ -168,7 +169,7 @@ async function pollStatus() {
   const pct = ing.total ? Math.round(100 * ing.done / ing.total) : 100;
   card.replaceChildren(
     el("div", {}, el("strong", {}, "Ingest: "), line),
-    el("div", { class: "bar" }, el("span", { style: `width:${pct}%` })),
+    el("div", { class: "bar" }, el("span", { style: { width: `${pct}%` } })),
     el("div", { class: "muted" }, Object.entries(s.files_by_state).map(([k, n]) => `${k} ${n}`).join(" · "),
       s.degraded.length ? " · degraded: " + s.degraded.join("; ") : ""));
 }

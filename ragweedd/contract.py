@@ -320,6 +320,26 @@ class Uploaded(TypedDict):
     size_bytes: int
 
 
+class SourceFile(TypedDict):
+    """Where an indexed document's original file is (the real path, not a shown one) and its
+    collection's current roots, the managed upload folder included: what the web UI's file view
+    needs to decide whether it may serve the file."""
+
+    doc_key: str
+    collection: str
+    path: str
+    indexed: bool
+    roots: list[str]
+
+
+class LoginCode(TypedDict):
+    """A single-use, short-lived code that signs a browser in to the web UI (``ragweedctl open``)."""
+
+    code: str
+    url: str
+    expires_in_s: float
+
+
 # --------------------------------------------------------------------------- collection actions
 class Queued(TypedDict):
     """A scan, re-analysis or keyword-index rebuild was started in the background."""
@@ -776,6 +796,8 @@ class Engine(Protocol):
                              limit: int = 50) -> DocumentPage: ...
 
     async def get_document(self, doc_key: str) -> DocumentDetail: ...
+
+    async def source_file(self, doc_key: str) -> SourceFile: ...
 
     async def upload(self, collection: str, filename: str, data: bytes) -> Uploaded: ...
 

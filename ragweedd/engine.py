@@ -36,6 +36,7 @@ from ragweedd.contract import (
     Queued,
     Removed,
     SearchResult,
+    SourceFile,
     Status,
     Uploaded,
     iso,
@@ -227,6 +228,23 @@ class DaemonEngine:
                                "t_start": h["t_start"], "t_end": h["t_end"], "uri": h["uri"]})
         doc = _document(r)
         return {**doc, "chunks_detail": detail}  # type: ignore[typeddict-item]
+
+    @_on_core
+    async def source_file(self, doc_key: str) -> SourceFile:
+        if not _DOC_KEY.fullmatch(str(doc_key)):
+            raise NotFoundError(f"document '{str(doc_key)[:80]}' does not exist",
+                                hint="document keys come from GET /v1/documents")
+
+        def find() -> SourceFile:
+            r = self.core.read(lambda db: db.file_by_id(int(doc_key)))
+            if r is None:
+                raise NotFoundError(f"document '{doc_key}' does not exist",
+                                    hint="document keys come from GET /v1/documents")
+            live = not r["superseded"] and r["extract_status"] == "done"
+            return {"doc_key": str(r["id"]), "collection": r["collection"], "path": r["source_file"],
+                    "indexed": bool(live), "roots": list(self.core.collections.roots_of(r["collection"]))}
+
+        return await asyncio.to_thread(find)
 
     @_on_core
     async def upload(self, collection: str, filename: str, data: bytes) -> Uploaded:

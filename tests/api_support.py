@@ -28,8 +28,8 @@ from ragweedd.services import open_daemon
 from tests.tools import wait_until  # noqa: F401 - the API tests import it from here
 
 ENGINE_METHODS = ("status", "list_collections", "add_collection", "remove_collection", "scan", "reanalyze",
-                  "rebuild_fts", "list_documents", "get_document", "upload", "search", "ask", "ask_continue",
-                  "history_list", "history_show")
+                  "rebuild_fts", "list_documents", "get_document", "source_file", "upload", "search", "ask",
+                  "ask_continue", "history_list", "history_show")
 
 # Real documents of three formats; each has words the others lack, so searches can tell them apart.
 DOCS: dict[str, str] = {

@@ -10,6 +10,7 @@ from aiohttp import web
 from ragweedd.api.openai_compat import add_openai_routes
 from ragweedd.api.routes import add_routes
 from ragweedd.api.security import STATE_KEY, ApiState, error_middleware, security_middleware
+from ragweedd.api.web_routes import add_web_routes
 from ragweedd.logging import get_logger
 
 
@@ -27,4 +28,5 @@ def build_app(engine, *, token: str, port: int, max_body_bytes: int = 64 * 2**20
                               log=get_logger("ragweedd.api"))
     add_routes(app)
     add_openai_routes(app)
+    add_web_routes(app)
     return app

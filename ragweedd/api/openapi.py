@@ -193,6 +193,18 @@ DOCUMENT: dict[str, Any] = {
                        params=[_path("history_id", _text(1, 128),
                                      "History id")]),
         },
+        "/v1/login-codes": {
+            "post": _op("login_code", "A single-use sign-in code for the web UI, valid for 60 s (bearer token "
+                        "only; ragweedctl open uses it)", contract.LoginCode, extra={"403": _ERR}),
+        },
+        "/v1/files/{doc_key}": {
+            "get": _op("original_file", "The original file of an indexed document, if it lies inside one of its "
+                       "collection's folders (symlinks resolved); pages, scripts and markup as text/plain",
+                       None, params=[_path("doc_key", _text(1, 512), "Document key from a listing")],
+                       ok={"description": "The file's bytes", "content": {"*/*": {"schema": {
+                           "type": "string", "format": "binary"}}}},
+                       extra={"403": _ERR, "404": _ERR}),
+        },
         **openai_compat.OPENAPI_PATHS,
     },
     "components": {

@@ -27,7 +27,7 @@ PUBLISHED: tuple[type, ...] = (
     contract.HistoryEntry,
     contract.ChatModel, contract.ChatModelList, contract.Citation, contract.ChatMessage, contract.ChatChoice,
     contract.ChatUsage, contract.ChatCompletion, contract.ChatDelta, contract.ChatChunkChoice,
-    contract.ChatCompletionChunk,
+    contract.ChatCompletionChunk, contract.LoginCode,
 )
 _NAMES = {t: t.__name__ for t in PUBLISHED}
 

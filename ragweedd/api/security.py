@@ -9,7 +9,11 @@ and unexpected exceptions -- into ``{"error": {"code", "message", "hint"?}}``; t
 2. Origin, when present, is one of our own origins; Sec-Fetch-Site, when present, is same-origin or
    none. A page on another site can send a "simple" text/plain POST without a preflight; these two
    headers are what browsers cannot let it forge.
-3. The bearer token (constant-time comparison; never logged) on everything but GET /v1/health.
+3. The bearer token (constant-time comparison; never logged) on everything but GET /v1/health and
+   the web UI's pages (``PUBLIC_PREFIXES``). The web UI's session cookie (``ragweedctl open``,
+   docs/web.md) is accepted in its place, except for minting login codes; a request it signs in that
+   changes something must also carry Origin or ``Sec-Fetch-Site: same-origin`` (checked in 2.), so
+   a cookie alone never suffices for a cross-site POST.
 4. A declared Content-Length above the cap is refused with 413 before the body is read.
 """
 
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import secrets
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -28,6 +33,16 @@ from ragweedd.api.jsontext import dumps
 from ragweedd.errors import RagweedError
 
 PUBLIC_ROUTES = {("GET", "/v1/health")}
+# The web UI's shell (HTML, script, style: no data) and its sign-in page need no token; the data
+# they show comes from the API, which checks the session cookie (ragweedd/api/web_routes.py).
+PUBLIC_PAGES = {("GET", "/"), ("GET", "/login")}
+PUBLIC_PREFIXES = (("GET", "/ui/"),)
+# Minting a login code needs the bearer token itself: a browser session cannot extend itself.
+TOKEN_ONLY_ROUTES = {("POST", "/v1/login-codes")}
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+LOGIN_CODE_TTL_S = 60.0
+MAX_LOGIN_CODES = 32
+MAX_SESSIONS = 64
 
 _HTTP_CODES = {
     400: ("bad_request", "the request is malformed"),
@@ -56,6 +71,10 @@ class ApiState:
     log: Any = None
     allowed_hosts: frozenset[str] = field(default_factory=frozenset)
     allowed_origins: frozenset[str] = field(default_factory=frozenset)
+    # login code -> monotonic expiry; session secret -> monotonic creation time (newest kept).
+    # In memory only: a restarted daemon forgets both, and the user runs `ragweedctl open` again.
+    login_codes: dict[str, float] = field(default_factory=dict)
+    sessions: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.set_port(self.port)
@@ -69,6 +88,36 @@ class ApiState:
             hosts |= set(names)
         self.allowed_hosts = frozenset(h.lower() for h in hosts)
         self.allowed_origins = frozenset(f"http://{n}:{port}" for n in ("localhost", "127.0.0.1", "[::1]"))
+
+    @property
+    def cookie_name(self) -> str:
+        # Cookies are not kept apart by port: two daemons on one machine get two names.
+        return f"ragweedd_session_{self.port}"
+
+    def new_login_code(self, ttl: float = LOGIN_CODE_TTL_S) -> str:
+        now = time.monotonic()
+        self.login_codes = {c: t for c, t in self.login_codes.items() if t > now}
+        while len(self.login_codes) >= MAX_LOGIN_CODES:
+            self.login_codes.pop(next(iter(self.login_codes)))
+        code = secrets.token_urlsafe(32)
+        self.login_codes[code] = now + ttl
+        return code
+
+    def redeem_login_code(self, code: str) -> str | None:
+        """A new session secret for a valid code, which is used up; None when the code is
+        unknown, used or expired."""
+        expires = None
+        for known in list(self.login_codes):
+            # every code is compared, in constant time each, so timing tells nothing about them
+            if hmac.compare_digest(known.encode(), code.encode("utf-8", "replace")):
+                expires = self.login_codes.pop(known)
+        if expires is None or expires <= time.monotonic():
+            return None
+        while len(self.sessions) >= MAX_SESSIONS:
+            self.sessions.pop(next(iter(self.sessions)))
+        session = secrets.token_urlsafe(32)
+        self.sessions[session] = time.monotonic()
+        return session
 
 
 STATE_KEY = web.AppKey("ragweedd_api_state", ApiState)
@@ -165,6 +214,35 @@ def check_token(request: web.Request, st: ApiState) -> bool:
     return hmac.compare_digest(given.strip().encode("utf-8", "replace"), st.token.encode())
 
 
+def check_session(request: web.Request, st: ApiState) -> bool:
+    """The web UI's session cookie (set by /login) names a live session."""
+    given = request.cookies.get(st.cookie_name, "")
+    if not given or not st.sessions:
+        return False
+    found = False
+    for known in st.sessions:
+        found |= hmac.compare_digest(known.encode(), given.encode("utf-8", "replace"))
+    return found
+
+
+def check_cookie_write(request: web.Request) -> str | None:
+    """A cookie-signed request that changes something must show it comes from our page: browsers
+    always send Origin on such fetches, and Sec-Fetch-Site; either (already checked to be ours) is
+    required, so a request that carries the cookie and neither is refused."""
+    if request.method in SAFE_METHODS:
+        return None
+    site = request.headers.get("Sec-Fetch-Site", "").strip().lower()
+    if request.headers.get("Origin") or site == "same-origin":
+        return None
+    return "a request signed in by the session cookie must carry Origin or Sec-Fetch-Site: same-origin"
+
+
+def is_public(method: str, path: str) -> bool:
+    if (method, path) in PUBLIC_ROUTES or (method, path) in PUBLIC_PAGES:
+        return True
+    return any(method == m and path.startswith(p) for m, p in PUBLIC_PREFIXES)
+
+
 @web.middleware
 async def security_middleware(request: web.Request, handler) -> web.StreamResponse:
     st = request.app[STATE_KEY]
@@ -176,11 +254,19 @@ async def security_middleware(request: web.Request, handler) -> web.StreamRespon
     if why:
         return error_response(403, "forbidden_origin", why,
                               "browsers on other sites may not use this service")
-    if (request.method, request.path) not in PUBLIC_ROUTES and not check_token(request, st):
-        return error_response(401, "unauthorized", "missing or wrong bearer token",
-                              "send 'Authorization: Bearer <token>' with the token from the state "
-                              "directory's 'token' file (ragweedctl does this for you)",
-                              headers={"WWW-Authenticate": 'Bearer realm="ragweedd"'})
+    if not is_public(request.method, request.path) and not check_token(request, st):
+        if not check_session(request, st):
+            return error_response(401, "unauthorized", "missing or wrong bearer token",
+                                  "send 'Authorization: Bearer <token>' with the token from the state "
+                                  "directory's 'token' file (ragweedctl does this for you); in a browser, "
+                                  "sign in with `ragweedctl open`",
+                                  headers={"WWW-Authenticate": 'Bearer realm="ragweedd"'})
+        if (request.method, request.path) in TOKEN_ONLY_ROUTES:
+            return error_response(403, "token_required", f"{request.method} {request.path} needs the bearer token",
+                                  "the web UI's session cannot do this; use ragweedctl")
+        why = check_cookie_write(request)
+        if why:
+            return error_response(403, "forbidden_origin", why, "browsers on other sites may not use this service")
     length = request.content_length
     if length is not None and length > st.max_body_bytes:
         return error_response(413, "body_too_large",

@@ -19,6 +19,7 @@ import sys
 
 from ragweedd import __version__
 from ragweedd.cli.ctl_http import Client, CtlError, api_error, bad_reply, parse_json, sse_events
+from ragweedd.cli.open_ui import add_open_parser, cmd_open
 
 # The response shapes are ragweedd.contract's; imported for the type checker only, because the
 # contract module (typing and its classes) would cost ragweedctl ~10 ms at every start.
@@ -535,6 +536,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = add("mcp", "MCP server on stdio for AI assistants, proxying to the daemon")
     s.add_argument("--allow-writes", action="store_true",
                    help="also offer add_collection, scan and upload (default: read-only tools)")
+    add_open_parser(add)
     from ragweedd.cli.keys import add_parser as add_keys
 
     add_keys(add)
@@ -548,6 +550,7 @@ COMMANDS = {
     "status": cmd_status, "ask": cmd_ask, "search": cmd_search, "collections": cmd_collections,
     "add": cmd_add, "remove": cmd_remove, "scan": cmd_scan, "reanalyze": cmd_reanalyze,
     "rebuild-fts": cmd_rebuild_fts, "upload": cmd_upload, "docs": cmd_docs, "history": cmd_history,
+    "open": cmd_open,
 }
 
 

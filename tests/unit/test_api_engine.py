@@ -34,7 +34,7 @@ def check_implements(cls) -> list[str]:
 
 def test_protocol_lists_the_routes_methods():
     assert {"status", "list_collections", "add_collection", "remove_collection", "scan", "reanalyze",
-            "rebuild_fts", "list_documents", "get_document", "upload", "search", "ask", "ask_continue",
+            "rebuild_fts", "list_documents", "get_document", "source_file", "upload", "search", "ask", "ask_continue",
             "history_list", "history_show"} == set(METHODS)
 
 

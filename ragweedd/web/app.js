@@ -1,0 +1,497 @@
+// The ragweedd web UI: plain DOM, no framework. The session cookie is HttpOnly, so this script never
+// sees it (nor the token); fetch() sends it with every same-origin request.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "class") e.className = v;
+    else if (k === "style") Object.assign(e.style, v);  // CSSOM: the page's CSP refuses style attributes
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v);
+  }
+  for (const kid of kids.flat()) {
+    if (kid === null || kid === undefined || kid === false) continue;
+    e.append(kid instanceof Node ? kid : String(kid));
+  }
+  return e;
+}
+
+// ------------------------------------------------------------------ API
+class ApiError extends Error {
+  constructor(status, body) {
+    const err = (body && body.error) || {};
+    super(err.message || `HTTP ${status}`);
+    this.status = status;
+    this.hint = err.hint || "";
+    this.code = err.code || "";
+  }
+}
+
+async function api(method, path, body, headers) {
+  const opts = { method, headers: Object.assign({}, headers || {}), credentials: "same-origin" };
+  if (body instanceof Blob) opts.body = body;
+  else if (body !== undefined) {
+    opts.body = JSON.stringify(body);
+    opts.headers["Content-Type"] = "application/json";
+  }
+  const r = await fetch(path, opts);
+  return readJson(r);
+}
+
+async function readJson(r) {
+  let data = null;
+  try { data = await r.json(); } catch (e) { data = null; }
+  if (!r.ok) {
+    if (r.status === 401) $("signin").hidden = false;
+    throw new ApiError(r.status, data);
+  }
+  $("signin").hidden = true;
+  return data;
+}
+
+function showError(e) {
+  const box = $("error");
+  box.replaceChildren(el("strong", {}, "Error: "), e.message || String(e),
+    e.hint ? el("span", { class: "muted" }, " — " + e.hint) : null,
+    el("button", { class: "close", onclick: () => { box.hidden = true; } }, "×"));
+  box.hidden = !(e && !(e instanceof ApiError && e.status === 401));
+}
+
+function q(params) {
+  const u = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== "" && v !== null && v !== undefined) u.set(k, v);
+  const s = u.toString();
+  return s ? "?" + s : "";
+}
+
+// ------------------------------------------------------------------ tabs and routes
+function show(tab) {
+  for (const s of document.querySelectorAll("section.tab")) s.hidden = s.id !== "tab-" + tab;
+  for (const a of document.querySelectorAll("#tabs a")) a.classList.toggle("active", a.dataset.tab === tab);
+}
+
+function route() {
+  const h = decodeURIComponent(location.hash.slice(1)) || "ask";
+  const parts = h.split("/");
+  if (parts[0] === "view" && parts[1]) { openTextView(parts[1], parts[2], parts[3]); return; }
+  const tab = ["ask", "search", "documents", "history"].includes(parts[0]) ? parts[0] : "ask";
+  show(tab);
+  if (tab === "documents") { loadCollections(); loadDocuments(true); pollStatus(); }
+  if (tab === "history") loadHistory(true);
+}
+
+// ------------------------------------------------------------------ collections (select boxes)
+let collections = [];
+
+async function loadCollections() {
+  try {
+    collections = (await api("GET", "/v1/collections")).items;
+  } catch (e) { showError(e); return; }
+  for (const sel of document.querySelectorAll("select.collections")) {
+    const keep = sel.value;
+    const first = sel.id === "upload-collection" ? [] : [el("option", { value: "" }, "all collections")];
+    sel.replaceChildren(...first, ...collections.map((c) => el("option", { value: c.name }, c.name)));
+    if ([...sel.options].some((o) => o.value === keep)) sel.value = keep;
+  }
+  renderCollections();
+}
+
+function renderCollections() {
+  const rows = collections.map((c) => el("tr", {},
+    el("td", {}, el("strong", {}, c.name), c.topic ? el("div", { class: "muted" }, c.topic) : null),
+    el("td", {}, c.roots.map((r) => el("div", { class: "root" }, r.path, " ",
+      el("span", { class: "state " + r.state }, r.state), " ", el("span", { class: "muted" }, "watch: " + r.watch)))),
+    el("td", { class: "num" }, c.documents),
+    el("td", {}, c.available ? "available" : el("span", { class: "state missing" }, "unavailable"),
+      c.last_scan ? el("div", { class: "muted" }, "scanned " + when(c.last_scan.at)) : null),
+    el("td", { class: "actions" },
+      el("button", { onclick: () => collectionAction("POST", c.name, "/scan", "scan queued") }, "Scan"),
+      el("button", {
+        class: "danger", title: c.from_config ? "defined in the config file: remove it there" : "forget this collection",
+        onclick: () => forget(c.name),
+      }, "Forget"))));
+  $("collections").tBodies[0].replaceChildren(...rows);
+}
+
+async function collectionAction(method, name, suffix, done) {
+  try {
+    await api(method, "/v1/collections/" + encodeURIComponent(name) + suffix);
+    $("upload-msg").textContent = `${name}: ${done}`;
+    loadCollections();
+  } catch (e) { showError(e); }
+}
+
+function forget(name) {
+  if (!confirm(`Forget the collection ${name} and its index? Your files stay where they are.`)) return;
+  collectionAction("DELETE", name, "", "forgotten");
+}
+
+// ------------------------------------------------------------------ ingest progress
+function duration(s) {
+  s = Math.round(s);
+  if (s < 90) return `${s} s`;
+  if (s < 5400) return `${Math.round(s / 60)} min`;
+  return `${Math.floor(s / 3600)} h ${String(Math.floor(s / 60) % 60).padStart(2, "0")} min`;
+}
+
+function when(iso) {
+  if (!iso) return "";
+  const d = new Date(iso);
+  return isNaN(d) ? iso : d.toLocaleString();
+}
+
+async function pollStatus() {
+  let s;
+  try {
+    const r = await fetch("/v1/status", { credentials: "same-origin" });
+    if (r.status === 401) { $("signin").hidden = false; return; }
+    s = await r.json();
+    if (!r.ok) return;
+    $("signin").hidden = true;
+  } catch (e) { return; }
+  const ing = s.ingest, v = s.vectors;
+  let line;
+  if (ing.running || ing.total) {
+    line = `Indexing ${ing.done}/${ing.total} files · ${ing.files_per_s.toFixed(1)} files/s`
+      + (ing.eta_s !== null ? ` · about ${duration(ing.eta_s)} left` : "");
+  } else {
+    line = `Idle · ${Object.values(s.files_by_state).reduce((a, b) => a + b, 0)} files`;
+  }
+  if (v.pending_chunks) {
+    line += ` · vectors: ${v.pending_chunks} chunks waiting` + (v.eta_s !== null ? `, about ${duration(v.eta_s)}` : "");
+  }
+  $("progress").textContent = line;
+  const card = $("ingest");
+  const pct = ing.total ? Math.round(100 * ing.done / ing.total) : 100;
+  card.replaceChildren(
+    el("div", {}, el("strong", {}, "Ingest: "), line),
+    el("div", { class: "bar" }, el("span", { style: { width: `${pct}%` } })),
+    el("div", { class: "muted" }, Object.entries(s.files_by_state).map(([k, n]) => `${k} ${n}`).join(" · "),
+      s.degraded.length ? " · degraded: " + s.degraded.join("; ") : ""));
+}
+
+// ------------------------------------------------------------------ sources and citations
+function globEscape(s) { return s.replace(/[*?[]/g, (c) => `[${c}]`); }
+
+const keyCache = new Map();
+
+// The document key of a cited file: sources name the collection and the (shown) path.
+async function docKey(src) {
+  const id = src.collection + "\u0000" + src.source_file;
+  if (!keyCache.has(id)) {
+    keyCache.set(id, api("GET", "/v1/documents" + q({ collection: src.collection, path_glob: globEscape(src.source_file), limit: 20 }))
+      .then((page) => {
+        const d = page.items.find((x) => x.source_file === src.source_file && x.state !== "superseded");
+        if (!d) throw new Error(`${src.source_file} is not in the index any more`);
+        return d.doc_key;
+      }));
+  }
+  return keyCache.get(id);
+}
+
+function fragment(uri) {
+  const i = (uri || "").indexOf("#");
+  return i < 0 ? "" : uri.slice(i + 1);
+}
+
+// Where a citation opens: PDFs (and audio/video) in the browser's own viewer at their page or
+// time, everything else in the text view with the cited span marked.
+function sourceHref(src, key) {
+  const quote = src.quote || null;
+  const frag = fragment((quote && quote.uri) || src.uri);
+  if (/^page=\d+/.test(frag) || /^t=/.test(frag)) return `/v1/files/${encodeURIComponent(key)}#${frag}`;
+  const span = (quote && quote.span) || src.span || [];
+  const s = span[0] ?? "", e = span[1] ?? "";
+  return `#view/${encodeURIComponent(key)}/${s}/${e}`;
+}
+
+function where(src) {
+  const bits = [src.collection + "/" + src.filename];
+  if (src.page_label) bits.push("p. " + src.page_label);
+  if (src.section) bits.push("§ " + src.section);
+  if (src.lines) bits.push(src.lines[0] === src.lines[1] ? `line ${src.lines[0]}` : `lines ${src.lines[0]}-${src.lines[1]}`);
+  return bits.join(" · ");
+}
+
+// Give an <a> the href of its source once the document key is known.
+function linkSource(a, src) {
+  a.classList.add("pending");
+  docKey(src).then((key) => {
+    const href = sourceHref(src, key);
+    a.href = href;
+    if (href.startsWith("/v1/files/")) { a.target = "_blank"; a.rel = "noopener"; }
+    a.classList.remove("pending");
+  }).catch((e) => { a.title = e.message; a.classList.add("broken"); });
+  return a;
+}
+
+// The numbers a citation names: [3], [1, 3], [1; 3], [2-4] (as the answer checker reads them).
+function citedNumbers(inner) {
+  const out = [];
+  for (const part of inner.split(/[,;]/)) {
+    const m = part.trim().match(/^(\d+)(?:\s*[-–]\s*(\d+))?$/);
+    if (!m) return null;
+    const a = Number(m[1]), b = m[2] ? Number(m[2]) : a;
+    if (b < a || b - a > 50) return null;
+    for (let n = a; n <= b; n++) out.push(n);
+  }
+  return out;
+}
+
+function renderAnswerText(text, sources) {
+  const byN = new Map(sources.map((s, i) => [s.n || i + 1, s]));
+  const out = el("div", { class: "answer-text" });
+  const re = /\[(\d+(?:\s*[-–,;]\s*\d+)*)\]/g;
+  let last = 0, m;
+  while ((m = re.exec(text)) !== null) {
+    out.append(text.slice(last, m.index));
+    const nums = citedNumbers(m[1]);
+    if (nums && nums.every((n) => byN.has(n))) {
+      for (const n of nums) {
+        const src = byN.get(n);
+        out.append(linkSource(el("a", { class: "pill", "data-n": n, title: where(src), href: "#" }, String(n)), src));
+      }
+    } else out.append(m[0]);
+    last = re.lastIndex;
+  }
+  out.append(text.slice(last));
+  return out;
+}
+
+function renderSources(sources) {
+  if (!sources.length) return null;
+  return el("ol", { class: "sources" }, sources.map((s, i) => el("li", { value: s.n || i + 1 },
+    linkSource(el("a", { href: "#", class: "where" }, where(s)), s),
+    (s.quote && s.quote.text) ? el("blockquote", {}, s.quote.text) : (s.excerpt ? el("div", { class: "muted" }, s.excerpt) : null))));
+}
+
+function renderAnswer(box, rec) {
+  const sources = rec.sources || [];
+  box.replaceChildren(
+    el("div", { class: "answer card" }, renderAnswerText(rec.answer || "", sources),
+      rec.finish_reason === "max_tokens" ? el("p", { class: "muted" }, "The answer was cut at max_tokens.") : null,
+      rec.mode ? el("p", { class: "muted small" }, rec.mode === "llm" ? `written by ${rec.provider || "the LLM"}`
+        : "quoted passages (no LLM configured)") : null),
+    el("h3", {}, "Sources"), renderSources(sources) || el("p", { class: "muted" }, "none"));
+}
+
+// ------------------------------------------------------------------ ask (streamed)
+async function* sseEvents(response) {
+  const reader = response.body.getReader();
+  const dec = new TextDecoder();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += dec.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
+    let i;
+    while ((i = buf.indexOf("\n\n")) >= 0) {
+      const frame = buf.slice(0, i);
+      buf = buf.slice(i + 2);
+      let name = "message";
+      const data = [];
+      for (const line of frame.split("\n")) {
+        if (line.startsWith(":")) continue;  // keep-alive comment
+        if (line.startsWith("event:")) name = line.slice(6).trim();
+        else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+      }
+      if (data.length) yield [name, JSON.parse(data.join("\n"))];
+    }
+  }
+}
+
+let asking = null;
+
+async function ask(ev) {
+  ev.preventDefault();
+  const query = $("ask-query").value.trim();
+  if (!query) return;
+  if (asking) asking.abort();
+  asking = new AbortController();
+  const body = { query };
+  if ($("ask-collection").value) body.collections = [$("ask-collection").value];
+  const box = $("ask-out");
+  const live = el("div", { class: "answer card streaming" }, el("span", { class: "muted" }, "searching…"));
+  box.replaceChildren(live);
+  $("ask-go").disabled = true;
+  let text = "", sources = [], done = null;
+  try {
+    const r = await fetch("/v1/ask", {
+      method: "POST", credentials: "same-origin", signal: asking.signal,
+      headers: { "Content-Type": "application/json", "Accept": "text/event-stream" }, body: JSON.stringify(body),
+    });
+    if (!r.ok || !(r.headers.get("Content-Type") || "").startsWith("text/event-stream")) { await readJson(r); return; }
+    for await (const [name, data] of sseEvents(r)) {
+      if (name === "sources" || name === "context") sources = data.sources;
+      else if (name === "token") text += data.text;
+      else if (name === "done") done = data;
+      else if (name === "error") throw new ApiError(500, { error: data.error });
+      if (name === "token" || name === "context") live.replaceChildren(renderAnswerText(text, sources));
+    }
+    if (!done) throw new Error("the answer stream ended early (did ragweedd stop?)");
+    renderAnswer(box, done);
+  } catch (e) {
+    if (e.name !== "AbortError") showError(e);
+  } finally {
+    $("ask-go").disabled = false;
+  }
+}
+
+// ------------------------------------------------------------------ search
+function renderHits(box, results) {
+  if (!results.length) { box.replaceChildren(el("p", { class: "muted" }, "no results")); return; }
+  box.replaceChildren(el("ol", { class: "hits" }, results.map((h) => el("li", { class: "card" },
+    el("div", {}, linkSource(el("a", { href: "#", class: "where" }, where(h)), h),
+      el("span", { class: "muted small" }, `  score ${Number(h.score).toFixed(3)}`)),
+    el("div", { class: "snippet" }, String(h.text || "").slice(0, 400))))));
+}
+
+async function search(ev) {
+  ev.preventDefault();
+  const body = { query: $("search-query").value.trim() };
+  if (!body.query) return;
+  if ($("search-collection").value) body.collections = [$("search-collection").value];
+  if ($("search-path").value.trim()) body.path_glob = $("search-path").value.trim();
+  if ($("search-type").value.trim()) body.file_type = $("search-type").value.trim();
+  $("search-go").disabled = true;
+  try {
+    renderHits($("search-out"), (await api("POST", "/v1/search", body)).results);
+  } catch (e) { showError(e); } finally { $("search-go").disabled = false; }
+}
+
+// ------------------------------------------------------------------ documents
+let docsOffset = 0;
+
+function size(n) {
+  if (n < 1024) return `${n} B`;
+  if (n < 1048576) return `${(n / 1024).toFixed(1)} KB`;
+  return `${(n / 1048576).toFixed(1)} MB`;
+}
+
+async function loadDocuments(reset) {
+  if (reset) docsOffset = 0;
+  const params = { collection: $("docs-collection").value, state: $("docs-state").value,
+    path_glob: $("docs-path").value.trim(), offset: docsOffset, limit: 50 };
+  let page;
+  try { page = await api("GET", "/v1/documents" + q(params)); } catch (e) { showError(e); return; }
+  const rows = page.items.map((d) => el("tr", {},
+    el("td", {}, el("div", {}, d.filename), el("div", { class: "muted small" }, d.source_file),
+      d.error ? el("div", { class: "state failed" }, d.error) : null),
+    el("td", {}, d.collection), el("td", {}, el("span", { class: "state " + d.state }, d.state)),
+    el("td", { class: "num" }, d.chunks), el("td", { class: "num" }, size(d.size_bytes)),
+    el("td", { class: "actions" }, d.state === "indexed" ? [
+      el("a", { href: `#view/${encodeURIComponent(d.doc_key)}//` }, "text"), " ",
+      el("a", { href: `/v1/files/${encodeURIComponent(d.doc_key)}`, target: "_blank", rel: "noopener" }, "original")] : null)));
+  const body = $("documents").tBodies[0];
+  if (reset) body.replaceChildren(...rows); else body.append(...rows);
+  docsOffset += page.items.length;
+  $("docs-count").textContent = `${docsOffset} of ${page.total} documents`;
+  $("docs-more").hidden = docsOffset >= page.total;
+}
+
+async function upload(ev) {
+  ev.preventDefault();
+  const file = $("upload-file").files[0];
+  const coll = $("upload-collection").value;
+  if (!file || !coll) return;
+  $("upload-go").disabled = true;
+  try {
+    const res = await api("POST", `/v1/collections/${encodeURIComponent(coll)}/documents` + q({ filename: file.name }),
+      file, { "Content-Type": "application/octet-stream" });
+    $("upload-msg").textContent = `uploaded ${file.name} (${size(res.size_bytes)}): ${res.state}`;
+    $("upload-form").reset();
+    setTimeout(() => loadDocuments(true), 1000);
+  } catch (e) { showError(e); } finally { $("upload-go").disabled = false; }
+}
+
+// ------------------------------------------------------------------ text view
+// The document's text from its chunks (which overlap), each character at its own offset, so the
+// cited span [start, end) of the extracted text can be marked. Offsets count code points.
+function mergeChunks(chunks) {
+  const ordered = chunks.slice().sort((a, b) => ((a.span || [0])[0] || 0) - ((b.span || [0])[0] || 0) || a.chunk_idx - b.chunk_idx);
+  const parts = [];
+  let end = null;
+  for (const c of ordered) {
+    const chars = Array.from(c.text || "");
+    const start = c.span ? c.span[0] : null;
+    if (start === null || start === undefined) { parts.push({ start: null, chars }); continue; }
+    if (end === null || start >= end) { parts.push({ start, chars, gap: end !== null && start > end }); end = start + chars.length; }
+    else if (start + chars.length > end) { parts.push({ start: end, chars: chars.slice(end - start) }); end = start + chars.length; }
+  }
+  return parts;
+}
+
+async function openTextView(key, s, e) {
+  show("view");
+  const pre = $("view-text");
+  pre.replaceChildren(el("span", { class: "muted" }, "loading…"));
+  $("view-original").href = `/v1/files/${encodeURIComponent(key)}`;
+  let d;
+  try { d = await api("GET", `/v1/documents/${encodeURIComponent(key)}`); } catch (err) { showError(err); return; }
+  $("view-title").textContent = d.source_file;
+  const lo = s === "" || s === undefined ? null : Number(s), hi = e === "" || e === undefined ? null : Number(e);
+  const nodes = [];
+  for (const p of mergeChunks(d.chunks_detail)) {
+    if (p.gap) nodes.push(el("span", { class: "muted" }, "\n[…]\n"));
+    if (p.start === null || lo === null || hi === null || hi <= p.start || lo >= p.start + p.chars.length) {
+      nodes.push(p.chars.join(""));
+      continue;
+    }
+    const a = Math.max(0, lo - p.start), b = Math.min(p.chars.length, hi - p.start);
+    nodes.push(p.chars.slice(0, a).join(""), el("mark", {}, p.chars.slice(a, b).join("")), p.chars.slice(b).join(""));
+  }
+  if (!d.chunks_detail.length) nodes.push(el("span", { class: "muted" }, d.error || "no indexed text"));
+  pre.replaceChildren(...nodes);
+  const mark = pre.querySelector("mark");
+  if (mark) mark.scrollIntoView({ block: "center" });
+}
+
+// ------------------------------------------------------------------ history
+let historyOffset = 0;
+
+async function loadHistory(reset) {
+  if (reset) historyOffset = 0;
+  let page;
+  try { page = await api("GET", "/v1/history" + q({ offset: historyOffset, limit: 50 })); } catch (e) { showError(e); return; }
+  const items = page.items.map((h) => el("li", {},
+    el("a", { href: "#history", onclick: (ev) => { ev.preventDefault(); showHistory(h.id); } },
+      el("span", { class: "kind " + h.kind }, h.kind), " ", h.query),
+    el("div", { class: "muted small" }, when(h.created_at))));
+  if (reset) $("history-list").replaceChildren(...items); else $("history-list").append(...items);
+  historyOffset += page.items.length;
+  $("history-more").hidden = historyOffset >= page.total;
+}
+
+async function showHistory(id) {
+  const box = $("history-out");
+  let h;
+  try { h = await api("GET", `/v1/history/${encodeURIComponent(id)}`); } catch (e) { showError(e); return; }
+  const inner = el("div", {});
+  box.replaceChildren(el("h2", {}, h.query), el("p", { class: "muted small" }, `${h.kind} · ${when(h.created_at)}`), inner);
+  if (h.kind === "ask") {
+    if (h.error) inner.append(el("p", { class: "state failed" }, h.error.message));
+    renderAnswer(inner, h);
+  } else {
+    renderHits(inner, h.results || []);
+  }
+}
+
+// ------------------------------------------------------------------ start
+document.addEventListener("DOMContentLoaded", () => {
+  $("ask-form").addEventListener("submit", ask);
+  $("search-form").addEventListener("submit", search);
+  $("upload-form").addEventListener("submit", upload);
+  $("docs-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadDocuments(true); });
+  $("docs-more").addEventListener("click", () => loadDocuments(false));
+  $("history-more").addEventListener("click", () => loadHistory(false));
+  $("view-back").addEventListener("click", (ev) => { ev.preventDefault(); history.back(); });
+  window.addEventListener("hashchange", route);
+  loadCollections();
+  route();
+  pollStatus();
+  setInterval(pollStatus, 2000);
+});

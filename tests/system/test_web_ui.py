@@ -1,0 +1,471 @@
+"""The web UI of a REAL daemon subprocess, driven in real headless Chromium (Debian's chromium and
+chromium-driver, through selenium; nothing downloaded): sign-in through a one-time link, asking
+with streamed answers whose [N] pills open a PDF at its page and a markdown file with the cited
+sentence marked, search with filters, uploads that become searchable, history, and the checks
+that keep other sites out (foreign Origin, single-use codes, an HttpOnly SameSite=Strict cookie
+page scripts cannot read). Screenshots go to the test's tmp dir (``--basetemp``)."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import requests
+
+from tests.data.make_fixtures import _pdf_text
+from tests.fakes.llm_server import API_KEY, FakeLLMServer
+from tests.system.conftest import ROOT, Daemon, free_port, serving, wait_indexed, wait_until
+from tests.tools import require_tool
+
+from tests.system.test_openai_compat import PDF_PAGES, reply  # noqa: E402 - the same PDF and scripted LLM
+
+CHROMEDRIVER = "/usr/bin/chromedriver"
+SOURDOUGH = ("# Sourdough\n\nA starter is flour and water left to ferment.\n\n"
+             "Feed the starter once a day with equal weights of flour and water.\n\n"
+             "Bake when the starter doubles within six hours.\n")
+
+
+def _selenium():
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        if os.environ.get("RAGWEED_REQUIRE_TOOLS") == "1":
+            pytest.fail("the selenium package is not installed (pip install '.[test]') (RAGWEED_REQUIRE_TOOLS=1)")
+        pytest.skip("the selenium package is not installed")
+
+
+@pytest.fixture(scope="module")
+def d(tmp_path_factory):
+    base = tmp_path_factory.mktemp("web")
+    notes, pets = base / "notes", base / "pets"
+    notes.mkdir()
+    pets.mkdir()
+    (notes / "sourdough.md").write_text(SOURDOUGH)
+    _pdf_text(pets / "animals.pdf", PDF_PAGES)
+    (pets / "torn.pdf").write_bytes(b"%PDF-1.4 the rest is missing\n")  # fails: its error is shown
+    with serving(Daemon(base / "d", {"notes": [notes], "pets": [pets]})) as dm:
+        wait_indexed(dm, "notes", 1)
+        wait_indexed(dm, "pets", 1)
+        dm.wait_idle()
+        dm.notes, dm.pets, dm.shots = notes, pets, base / "screenshots"
+        dm.shots.mkdir()
+        yield dm
+
+
+@pytest.fixture(scope="module")
+def d_llm(tmp_path_factory):
+    """A daemon whose synthesis LLM is the local wire-protocol server, streaming its cited reply in
+    4-character pieces."""
+    base = tmp_path_factory.mktemp("web-llm")
+    (base / "pets").mkdir()
+    _pdf_text(base / "pets" / "animals.pdf", PDF_PAGES)
+    with FakeLLMServer(models=("test-model",), reply=reply, piece_chars=4) as llm:
+        extra = "\n".join(["[llm]", 'synthesis = "openai:test-model"', f'openai_base_url = "{llm.url}/v1"',
+                           f'openai_api_key = "{API_KEY}"', "max_retries = 0", "timeout_s = 20"])
+        with serving(Daemon(base / "d", {"pets": [base / "pets"]}, extra=extra)) as dm:
+            wait_indexed(dm, "pets", 1)
+            dm.wait_idle()
+            dm.shots = base / "screenshots"
+            dm.shots.mkdir()
+            yield dm
+
+
+@pytest.fixture(scope="module")
+def browser():
+    require_tool("chromium")
+    require_tool("chromedriver")
+    _selenium()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = require_tool("chromium")
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900",
+                "--disable-gpu", "--no-first-run"):
+        opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the console, for CSP reports
+    drv = webdriver.Chrome(service=Service(require_tool("chromedriver") or CHROMEDRIVER), options=opts)
+    drv.set_page_load_timeout(30)
+    try:
+        yield drv
+    finally:
+        drv.quit()
+
+
+def login_url(d: Daemon) -> str:
+    r = d.api("POST", "/v1/login-codes")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["url"] == f"http://127.0.0.1:{d.port}/login?code={body['code']}" and body["expires_in_s"] == 60
+    return body["url"]
+
+
+def ragweedctl(d: Daemon, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ragweedd.cli.ctl", "--state-dir", str(d.base / "state"), *args],
+                          capture_output=True, text=True, timeout=60, cwd=str(ROOT), env={**os.environ, **(env or {})})
+
+
+@pytest.fixture(scope="module")
+def ui(d, browser):
+    """The browser signed in to the daemon's UI through the link `ragweedctl open --print-only` prints."""
+    p = ragweedctl(d, "open", "--print-only")
+    assert p.returncode == 0, p.stderr
+    url = p.stdout.splitlines()[0]
+    assert url.startswith(f"http://127.0.0.1:{d.port}/login?code="), p.stdout
+    browser.get(url)
+    wait_until(lambda: browser.current_url == f"http://127.0.0.1:{d.port}/", 10, what="the redirect to /")
+    browser.used_url = None
+    return browser
+
+
+def shot(d: Daemon, drv, name: str) -> Path:
+    p = d.shots / f"{name}.png"
+    drv.save_screenshot(str(p))
+    return p
+
+
+def by_css(drv, css: str):
+    from selenium.webdriver.common.by import By
+
+    return drv.find_elements(By.CSS_SELECTOR, css)
+
+
+def texts(drv, css: str) -> list[str]:
+    """The shown text of every element matching ``css``, read in one go (the page re-renders its
+    tables while it loads: element handles kept across calls go stale)."""
+    return drv.execute_script("return [...document.querySelectorAll(arguments[0])].map(e => e.innerText)", css)
+
+
+def wait_css(drv, css: str, timeout: float = 30, what: str | None = None):
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    def shown():
+        try:
+            return [e for e in by_css(drv, css) if e.is_displayed()]
+        except StaleElementReferenceException:  # the page re-rendered meanwhile: look again
+            return []
+    return wait_until(shown, timeout, 0.1, what or css)
+
+
+def go(drv, d: Daemon, tab: str) -> None:
+    url = f"http://127.0.0.1:{d.port}/#{tab}"
+    if drv.current_url == url:  # the same hash again is no navigation: load the tab afresh
+        drv.refresh()
+    else:
+        drv.get(url)
+    wait_css(drv, f"#tab-{tab}")
+
+
+def ask(drv, d: Daemon, question: str) -> None:
+    go(drv, d, "ask")
+    box = by_css(drv, "#ask-query")[0]
+    box.clear()
+    box.send_keys(question)
+    by_css(drv, "#ask-go")[0].click()
+    wait_css(drv, "#ask-out h3", what="the finished answer")
+
+
+def pill_for(drv, filename: str):
+    def ready():
+        pills = [p for p in by_css(drv, "#ask-out a.pill") if filename in (p.get_attribute("title") or "")]
+        return [p for p in pills if "pending" not in (p.get_attribute("class") or "")]
+    return wait_until(ready, 15, 0.1, f"a resolved pill for {filename}")[0]
+
+
+# --------------------------------------------------------------------------- sign-in
+def test_sign_in_cookie_is_httponly_strict_and_invisible_to_scripts(d, ui):
+    cookies = {c["name"]: c for c in ui.get_cookies()}
+    c = cookies[f"ragweedd_session_{d.port}"]
+    assert c["httpOnly"] is True and c["sameSite"] == "Strict" and c["path"] == "/", c
+    token = (d.base / "state" / "token").read_text().strip()
+    assert c["value"] != token
+    assert "ragweedd_session" not in ui.execute_script("return document.cookie")
+    assert token not in ui.page_source
+    # the page reads the API with the cookie: the collections fill the select boxes
+    wait_until(lambda: len(by_css(ui, "#ask-collection option")) == 3, 10, what="collections in the select")
+    assert by_css(ui, "#signin")[0].is_displayed() is False
+    shot(d, ui, "ask-empty")
+
+
+def test_a_login_code_works_once(d, browser):
+    url = login_url(d)
+    assert requests.get(url, allow_redirects=False, timeout=10).status_code == 303
+    r = requests.get(url, allow_redirects=False, timeout=10)
+    assert r.status_code == 403 and "does not work" in r.text and "ragweedctl open" in r.text
+    assert "Set-Cookie" not in r.headers
+    r = requests.get(f"http://127.0.0.1:{d.port}/login?code=made-up", allow_redirects=False, timeout=10)
+    assert r.status_code == 403 and "Set-Cookie" not in r.headers
+    browser.get(url)  # the browser sees the same clear page
+    assert "This sign-in link does not work" in by_css(browser, "h1")[0].text
+    shot(d, browser, "used-code")
+
+
+def test_ragweedctl_open_hands_the_link_to_the_browser(d, tmp_path):
+    """Without --print-only the link goes to Python's webbrowser (here a BROWSER command that
+    records it) and is printed too; the token is in neither."""
+    seen = tmp_path / "seen.txt"
+    fake = tmp_path / "fake-browser"
+    fake.write_text(f"#!/bin/sh\necho \"$1\" > {seen}\n")
+    fake.chmod(0o755)
+    p = ragweedctl(d, "open", env={"BROWSER": f"{fake} %s", "DISPLAY": ""})
+    assert p.returncode == 0, p.stderr
+    url = p.stdout.splitlines()[0]
+    wait_until(seen.exists, 10, what="the browser command")
+    assert seen.read_text().strip() == url and "/login?code=" in url
+    token = (d.base / "state" / "token").read_text().strip()
+    assert token not in url and token not in p.stdout
+    assert requests.get(url, allow_redirects=False, timeout=10).status_code == 303  # a live code
+    # no daemon: the usual "not running" error, exit 3
+    p = subprocess.run([sys.executable, "-m", "ragweedd.cli.ctl", "--state-dir", str(tmp_path / "none"), "open"],
+                       capture_output=True, text=True, timeout=60, cwd=str(ROOT))
+    assert p.returncode == 3 and "not running" in p.stderr, p.stderr
+
+
+def test_without_a_session_the_page_says_how_to_sign_in(d, ui, tmp_path):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = "/usr/bin/chromium"
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1000,500"):
+        opts.add_argument(arg)
+    other = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    try:
+        other.get(f"http://127.0.0.1:{d.port}/")
+        wait_css(other, "#signin", 10, "the sign-in banner")
+        assert "ragweedctl open" in by_css(other, "#signin")[0].text
+        shot(d, other, "signed-out")
+    finally:
+        other.quit()
+
+
+# --------------------------------------------------------------------------- ask
+def test_ask_streams_and_the_pdf_pill_opens_the_cited_page(d, ui):
+    ask(ui, d, "do cats purr?")
+    pill = pill_for(ui, "animals.pdf")
+    href = pill.get_attribute("href")
+    assert "/v1/files/" in href and href.endswith("#page=2"), href
+    shot(d, ui, "ask-answer")
+    before = set(ui.window_handles)
+    pill.click()
+    new = wait_until(lambda: set(ui.window_handles) - before, 10, what="the PDF tab")
+    main = ui.current_window_handle
+    ui.switch_to.window(new.pop())
+    try:
+        wait_until(lambda: ui.current_url.endswith("#page=2"), 10, what="the PDF URL")
+        assert ui.current_url.startswith(f"http://127.0.0.1:{d.port}/v1/files/")
+    finally:
+        ui.close()
+        ui.switch_to.window(main)
+    # what that URL serves the page's session is the PDF itself
+    status, ctype, head = ui.execute_async_script(
+        "const done = arguments[1]; fetch(arguments[0]).then(async r => done([r.status, "
+        "r.headers.get('content-type'), (await r.text()).slice(0, 5)]))", urlsplit(href).path)
+    assert (status, ctype, head) == (200, "application/pdf", "%PDF-")
+
+
+def test_an_llm_answer_streams_in_with_its_pill(d_llm, browser):
+    browser.get(login_url(d_llm))
+    ask_box = wait_css(browser, "#ask-query", 10)[0]
+    # every version of the answer the page shows while it is written (each render adds a new node)
+    browser.execute_script(
+        "window.seen = []; new MutationObserver(recs => { for (const r of recs) for (const n of r.addedNodes) "
+        "if (n.classList && n.classList.contains('answer-text') && n.closest('.streaming')) "
+        "window.seen.push(n.textContent); }).observe(document.getElementById('ask-out'), "
+        "{childList: true, subtree: true});")
+    ask_box.send_keys("do cats purr?")
+    by_css(browser, "#ask-go")[0].click()
+    wait_css(browser, "#ask-out h3", 30, "the finished answer")
+    text = by_css(browser, "#ask-out .answer-text")[0].text
+    assert text.startswith("Cats purr when they are content"), text
+    seen = [t for t in browser.execute_script("return window.seen") if t]
+    # the reply arrives in 4-character pieces: the page showed it growing, piece by piece
+    assert len(seen) >= 5 and seen[0] == "Cats" and all(len(a) < len(b) for a, b in zip(seen, seen[1:])), seen
+    pill = pill_for(browser, "animals.pdf")
+    assert pill.get_attribute("href").endswith("#page=2") and pill.text.isdigit()
+    assert "written by" in by_css(browser, "#ask-out .answer")[0].text
+    shot(d_llm, browser, "ask-llm")
+
+
+def test_the_markdown_pill_marks_the_cited_sentence(d, ui):
+    ask(ui, d, "how often should I feed the sourdough starter?")
+    pill = pill_for(ui, "sourdough.md")
+    assert "#view/" in pill.get_attribute("href")
+    pill.click()
+    mark = wait_css(ui, "#view-text mark", 10, "the highlighted span")[0]
+    assert "Feed the starter once a day" in mark.text, mark.text
+    assert "sourdough.md" in by_css(ui, "#view-title")[0].text
+    # the marked text is exactly where the file has it: the text around it is the file's
+    whole = by_css(ui, "#view-text")[0].text
+    assert whole.index(mark.text) == SOURDOUGH.index(mark.text) - (len(SOURDOUGH) - len(SOURDOUGH.lstrip()))
+    shot(d, ui, "text-view")
+
+
+def test_the_page_breaks_none_of_its_own_rules(d, ui):
+    """The page's Content-Security-Policy allows only its own script, style and requests: the
+    console has no report of the UI doing anything else (inline styles included), after the tabs
+    were each shown."""
+    for tab in ("documents", "search", "history", "ask"):
+        go(ui, d, tab)
+    wait_until(lambda: by_css(ui, "#ingest .bar span"), 10, what="the progress bar")
+    width = ui.execute_script("return document.querySelector('#ingest .bar span').style.width")
+    assert width == "100%", width  # idle: everything done (set through the CSSOM, which CSP allows)
+    logs = [e["message"] for e in ui.get_log("browser")]
+    assert not [m for m in logs if "Content Security Policy" in m or "Uncaught" in m], logs
+
+
+# --------------------------------------------------------------------------- search, upload, documents
+def run_search(drv, d: Daemon, query: str, file_type: str = "", collection: str = "") -> list:
+    from selenium.webdriver.support.ui import Select
+
+    go(drv, d, "search")
+    drv.execute_script("document.getElementById('search-out').replaceChildren()")
+    for css, value in (("#search-query", query), ("#search-type", file_type)):
+        box = by_css(drv, css)[0]
+        box.clear()
+        box.send_keys(value)
+    Select(by_css(drv, "#search-collection")[0]).select_by_value(collection)
+    by_css(drv, "#search-go")[0].click()
+    return wait_css(drv, "#search-out li, #search-out p", 15, "search results")
+
+
+def test_search_filters_by_type_and_collection(d, ui):
+    both = [h.text for h in run_search(ui, d, "starter cats")]
+    assert any("sourdough.md" in t for t in both) and any("animals.pdf" in t for t in both), both
+    only_notes = [h.text for h in run_search(ui, d, "starter cats", collection="notes")]
+    assert only_notes and all("notes/" in t for t in only_notes), only_notes
+    hits = run_search(ui, d, "starter cats", file_type="pdf")
+    assert hits and all("animals.pdf" in h.text for h in hits), [h.text for h in hits]
+    shot(d, ui, "search")
+
+
+def test_upload_in_the_ui_becomes_searchable(d, ui, tmp_path):
+    f = tmp_path / "kettle.txt"
+    f.write_text("The kettle whistles loudly once the water reaches a rolling boil.\n")
+    go(ui, d, "documents")
+    wait_until(lambda: len(by_css(ui, "#upload-collection option")) == 2, 10, what="collections to upload into")
+    from selenium.webdriver.support.ui import Select
+
+    Select(by_css(ui, "#upload-collection")[0]).select_by_value("notes")
+    by_css(ui, "#upload-file")[0].send_keys(str(f))
+    by_css(ui, "#upload-go")[0].click()
+    wait_until(lambda: "uploaded kettle.txt" in by_css(ui, "#upload-msg")[0].text, 15, what="the upload message")
+    wait_until(lambda: any(h["filename"] == "kettle.txt" for h in d.search("kettle whistles")), 60, 0.3,
+               what="the uploaded file in search results")
+    hits = run_search(ui, d, "kettle whistles")
+    assert "kettle.txt" in hits[0].text
+    go(ui, d, "documents")
+    wait_until(lambda: any("kettle.txt" in r and "indexed" in r for r in texts(ui, "#documents tbody tr")), 15,
+               what="kettle.txt indexed in the documents table")
+    rows = texts(ui, "#collections tbody tr")
+    assert any("notes" in r and "ok" in r for r in rows), rows
+    torn = next(r for r in texts(ui, "#documents tbody tr") if "torn.pdf" in r)
+    assert "failed" in torn and "not a readable PDF" in torn, torn
+    assert "Idle" in by_css(ui, "#ingest")[0].text or "Indexing" in by_css(ui, "#ingest")[0].text
+    shot(d, ui, "documents")
+
+
+def test_forget_a_collection(d, ui, tmp_path):
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (extra / "x.txt").write_text("an extra note\n")
+    assert d.api("POST", "/v1/collections", json={"name": "extra", "paths": [str(extra)]}).status_code == 200
+    go(ui, d, "documents")
+    wait_until(lambda: [r for r in texts(ui, "#collections tbody tr") if r.startswith("extra")], 10,
+               what="the extra collection")
+    # clicked from a timer: the confirm() it opens must not block this script
+    ui.execute_script("const row = [...document.querySelectorAll('#collections tbody tr')]"
+                      ".find(r => r.innerText.startsWith('extra')); "
+                      "setTimeout(() => row.querySelector('button.danger').click(), 0);")
+    from selenium.common.exceptions import NoAlertPresentException
+
+    def alert_open():
+        try:
+            return ui.switch_to.alert
+        except NoAlertPresentException:
+            return None
+    alert = wait_until(alert_open, 10, what="the confirmation")
+    assert "extra" in alert.text and "files stay" in alert.text
+    alert.accept()
+    wait_until(lambda: not [r for r in texts(ui, "#collections tbody tr") if r.startswith("extra")], 10,
+               what="the collection gone from the table")
+    assert [c["name"] for c in d.api("GET", "/v1/collections").json()["items"]] == ["notes", "pets"]
+    assert (extra / "x.txt").exists()
+
+
+def test_history_reopens_an_answer_in_full(d, ui):
+    go(ui, d, "history")
+    entries = wait_css(ui, "#history-list a", 10, "history entries")
+    target = next(e for e in entries if "do cats purr?" in e.text)
+    assert target.find_element("css selector", "span.kind").text == "ask"
+    target.click()
+    wait_css(ui, "#history-out .answer", 10, "the reopened answer")
+    assert by_css(ui, "#history-out h2")[0].text == "do cats purr?"
+    wait_until(lambda: [p for p in by_css(ui, "#history-out a.pill")
+                        if (p.get_attribute("href") or "").endswith("#page=2")], 10, what="the PDF pill")
+    shot(d, ui, "history")
+
+
+# --------------------------------------------------------------------------- other sites
+class _EvilPage(http.server.BaseHTTPRequestHandler):
+    target = ""
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        page = ("<!doctype html><title>evil</title><script>"
+                f"fetch('{self.target}/v1/collections/notes/documents?filename=evil.txt', {{method: 'POST', "
+                "mode: 'no-cors', credentials: 'include', body: 'planted'}).then(() => document.title = 'sent', "
+                "() => document.title = 'failed');</script>")
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.end_headers()
+        self.wfile.write(page.encode())
+
+    def log_message(self, *a):
+        pass
+
+
+def test_a_page_on_another_origin_cannot_post_with_the_cookie(d, ui):
+    """A page on another port of 127.0.0.1 is the same *site*, so SameSite=Strict lets the browser
+    send the cookie; the Origin check is what refuses its POST."""
+    port = free_port()
+    _EvilPage.target = f"http://127.0.0.1:{d.port}"
+    srv = http.server.HTTPServer(("127.0.0.1", port), _EvilPage)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        ui.get(f"http://127.0.0.1:{port}/")
+        wait_until(lambda: ui.title in ("sent", "failed"), 10, what="the cross-origin fetch")
+    finally:
+        srv.shutdown()
+    refused = wait_until(lambda: [e for e in d.events("api_request") if e.get("path") ==
+                                  "/v1/collections/notes/documents" and e.get("status") == 403], 10,
+                         what="the refused upload in the daemon log")
+    assert refused
+    assert not any(p.name == "evil.txt" for p in (d.base / "data").rglob("evil.txt"))
+    # the same cookie from a script without Origin or Sec-Fetch-Site is refused as well
+    cookie = {c["name"]: c["value"] for c in ui.get_cookies() if c["name"].startswith("ragweedd_session")}
+    if not cookie:
+        ui.get(f"http://127.0.0.1:{d.port}/")
+        cookie = {c["name"]: c["value"] for c in ui.get_cookies() if c["name"].startswith("ragweedd_session")}
+    url = f"http://127.0.0.1:{d.port}/v1/search"
+    r = requests.post(url, json={"query": "cats"}, cookies=cookie, timeout=10)
+    assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden_origin"
+    r = requests.post(url, json={"query": "cats"}, cookies=cookie, timeout=10, headers={"Origin": "http://evil.com"})
+    assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden_origin"
+    r = requests.post(url, json={"query": "cats"}, cookies=cookie, timeout=10,
+                      headers={"Origin": f"http://127.0.0.1:{d.port}"})
+    assert r.status_code == 200
+    assert requests.get(f"http://127.0.0.1:{d.port}/v1/status", cookies=cookie, timeout=10).status_code == 200
+    # the session cannot mint itself more login codes
+    r = requests.post(f"http://127.0.0.1:{d.port}/v1/login-codes", cookies=cookie, timeout=10,
+                      headers={"Origin": f"http://127.0.0.1:{d.port}"})
+    assert r.status_code == 403 and r.json()["error"]["code"] == "token_required"
+    # a rebinding Host is refused before anything, the UI's pages too
+    r = requests.get(f"http://127.0.0.1:{d.port}/", headers={"Host": f"evil.com:{d.port}"}, timeout=10)
+    assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden_host"

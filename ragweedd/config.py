@@ -163,7 +163,7 @@ KEYS: tuple[KeySpec, ...] = (
     K("", "index_compact_tombstone_pct", float, 20.0, "Compact the index when tombstones exceed this percent.", _range(1.0, 100.0)),
     # --- retrieval (original RAGWeed keys) ---------------------------------------------------
     K("", "top_k", int, 64, "TOP_K: vector candidates per collection and dimension.", _range(1, 10000)),
-    K("", "max_chunks_per_file", int, 2, "MAX_CHUNKS_PER_FILE: results kept per source file.", _range(1, 1000)),
+    K("", "max_chunks_per_file", int, 3, "MAX_CHUNKS_PER_FILE: results kept per source file.", _range(1, 1000)),
     K("", "min_score", float, 0.0, "MIN_SCORE: drop results with rel_score below this.", _range(0.0, 1.0)),
     K("", "pre_annotate_keep", int, 100, "PRE_ANNOTATE_KEEP: percent of results kept for annotation.", _range(1, 100)),
     K("", "fts_top_k", int, 128, "Keyword candidates per collection (the keyword leg's depth; top_k is the vector leg's).", _range(1, 10000)),
@@ -298,7 +298,7 @@ class Config:
     index_compact_tombstone_pct: float = 20.0
     # retrieval
     top_k: int = 64
-    max_chunks_per_file: int = 2
+    max_chunks_per_file: int = 3
     min_score: float = 0.0
     pre_annotate_keep: int = 100
     fts_top_k: int = 128

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ragweedd.errors import ExtractionError, ExtractionSkipped
-from ragweedd.extract.pdf_layout import section_regions, usable_title
+from ragweedd.extract.pdf_layout import collapse_leaders, section_regions, usable_title
 from ragweedd.extract.pdf_text import read_pdf_text
 from ragweedd.extract.sniff import require_nonempty
 from ragweedd.extract.text_builder import TextBuilder, finish
@@ -70,7 +70,7 @@ class PdfExtractor:
         if need and can_ocr:
             with scratch_dir(settings, "ragweed-ocr-") as work:
                 for i in need:
-                    got = ocr_page(path, i + 1, settings, work)
+                    got = collapse_leaders(ocr_page(path, i + 1, settings, work))
                     ocr_tried += 1
                     # OCR replaces the layer only when it reads better (text_quality.score).
                     if assess(got).score > quality[i].score:

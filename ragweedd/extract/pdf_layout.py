@@ -22,6 +22,10 @@ to ``text_quality``. Only consecutive lines are joined: rebuilding whole pages b
 interleave the columns of a two-column page, and pdfium already keeps most rows (dot leaders
 included) on one line.
 
+**Dot leaders** (four or more dots, spaced or not) become a single tab in the page text, the
+column gap they draw; the lines keep them for the heading test (a line with leaders is a contents
+entry or a row label, never a heading).
+
 **Headings from the layout** (no usable outline). The body size is the line height that carries
 the most characters. A heading is a line of at most 14 words (30 for "Item 7. ..."), mostly
 letters, without a tab, dot leaders or a final period, comma, semicolon or colon, starting with a
@@ -74,6 +78,8 @@ WORD_GAP = 0.6  # gap under this many line heights is a word space, else a colum
 
 _BOLD = re.compile(r"bold|black|heavy|semibold|demi", re.I)
 _LEADERS = re.compile(r"(?:\.\s?){4,}|_{4,}")
+# A run of four or more leader dots (". . . ." too) with the blanks around it, within one line.
+_LEADER_RUN = re.compile(r"[ \t]*(?:[.·][ \t]?){4,}[ \t]*")
 _PART = re.compile(r"^part\s+[ivx\d]+\b\.?", re.I)
 # "Item 7." / "ITEM 7 - ..." / "Item 7 Management's ...", not "Item 8 of this report" (a wrapped sentence)
 _ITEM = re.compile(r"^item\s+\d+[a-z]?(?:\s*[.:\-–—]|\s+(?-i:[A-Z])|$)", re.I)
@@ -120,7 +126,7 @@ def read_page(textpage, raw, with_fonts: bool) -> PageLayout:
     """The page's text with table rows joined, and its lines (geometry; type when ``with_fonts``)."""
     text = textpage.get_text_range()
     if len(text) != textpage.count_chars():  # the index mapping does not hold: keep pdfium's text
-        return PageLayout(text.translate(PDFIUM_FIXES))
+        return PageLayout(collapse_leaders(text.translate(PDFIUM_FIXES)))
     box = raw.FS_RECTF()
     buf = ctypes.create_string_buffer(96)
     flags = ctypes.c_int()
@@ -167,10 +173,24 @@ def read_page(textpage, raw, with_fonts: bool) -> PageLayout:
     pieces = []
     pos = 0
     for ln in out:
+        # ``ln.text`` keeps its leaders for the heading test; the page text has them as a tab.
+        t = collapse_leaders(ln.text)
         ln.start = pos
-        pieces.append(ln.text)
-        pos += len(ln.text) + 1
+        pieces.append(t)
+        pos += len(t) + 1
     return PageLayout("\n".join(pieces), out, joined)
+
+
+def collapse_leaders(text: str) -> str:
+    """Dot leaders become one tab, the column gap they stand for: "Cash ....... $ 876" -> "Cash\t$ 876".
+
+    Financial tables and contents pages run every row's label to its figures on leaders of a
+    hundred dots or more. Kept, they filled a chunk's character budget (a balance sheet page took
+    ten chunks of three rows each) and, one token per dot, most of what the embedder reads of it.
+    """
+    if "...." not in text and ". . ." not in text and "····" not in text:
+        return text
+    return "\n".join(_LEADER_RUN.sub("\t", line).rstrip() for line in text.split("\n"))
 
 
 def _same_row(a: Line, b: Line) -> bool:

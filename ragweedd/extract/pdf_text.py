@@ -156,7 +156,7 @@ def _read_pypdf(path: Path) -> PdfText:
     texts = []
     for i in range(n):
         try:
-            texts.append(pages[i].extract_text() or "")
+            texts.append(pdf_layout.collapse_leaders(pages[i].extract_text() or ""))
         except Exception as e:  # noqa: BLE001 - one broken content stream must not lose the other pages
             log.warning("pdf_page_text_failed", file=str(path), page=i + 1, error=f"{type(e).__name__}: {e}")
             texts.append("")

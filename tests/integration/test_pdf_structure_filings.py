@@ -63,8 +63,12 @@ def test_outline_filing_sections_and_a_split_row():
     # p. 94: "(1)" raised after "(2,955)" made pdfium put the mark and "(4,553)" on lines of their own
     row = [ln for ln in doc.text.split("\n") if ln.startswith("Total net unrealized gains on available-for-sale")]
     assert len(row) == 1 and row[0].split()[-5:] == ["7,628", "(9,226)", "(2,955)", "(1)", "(4,553)"], row
-    # the balance sheet's rows (dot leaders and all) stay as pdfium read them
-    assert re.search(r"^Cash and cash equivalents\.{20,} \$ 876,560 \$ 1,117,400$", doc.text, re.M)
+    # a balance sheet row keeps its label and figures on one line; its dot leaders are one tab
+    assert re.search(r"^Cash and cash equivalents\t\$ 876,560 \$ 1,117,400$", doc.text, re.M)
+    assert "....." not in doc.text
+    # without the leaders, a chunk holds most of the balance sheet, not three of its rows
+    sheet = _chunk_with(chunks, "Cash and cash equivalents\t$ 876,560")
+    assert "Total assets\t$ 11,726,472" in sheet["text"] and "Trade payables" in sheet["text"], sheet["text"]
     assert [r.meta["page"] for r in doc.regions if "page" in r.meta] == list(range(1, 117))
 
 

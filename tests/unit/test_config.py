@@ -19,7 +19,7 @@ def test_defaults_match_the_original_design():
     c = default_config()
     assert (c.chunk_size_pdf, c.chunk_size_av, c.chunk_overlap_pct) == (1024, 512, "auto")
     assert (c.ingest_entropy_max, c.ingest_entropy_min) == (7.0, 0.5)
-    assert (c.top_k, c.hnsw_ef, c.max_chunks_per_file, c.min_score) == (64, 512, 2, 0.0)
+    assert (c.top_k, c.hnsw_ef, c.max_chunks_per_file, c.min_score) == (64, 512, 3, 0.0)
     assert (c.fts_enabled, c.fts_weight, c.fts_min_query_ic, c.fts_long_query_threshold) == (True, 0.15, 0.5, 5)
     assert (c.synonyms_enabled, c.synonyms_max_per_word, c.annotation_concurrency) == (True, 5, 4)
     assert c.embed_model == "local:all-minilm-l6-v2" and c.listen == "127.0.0.1:8723"

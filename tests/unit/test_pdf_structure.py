@@ -305,3 +305,20 @@ def test_headings_of_a_dropped_page_are_left_out_and_offsets_follow_the_stripped
     assert [(doc.text[r.start:r.start + 7], r.meta["section_path"]) for r in secs] == [
         ("Intro\nT", ["Intro"]), ("Outlook", ["Intro", "Outlook"])]
     assert [r.meta["page"] for r in doc.regions if "page" in r.meta] == [1, 3]
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("Cash and cash equivalents.......................... $ 876,560 $ 1,117,400",
+     "Cash and cash equivalents\t$ 876,560 $ 1,117,400"),
+    ("Total liabilities . . . . . . . . 4,724,892", "Total liabilities\t4,724,892"),
+    ("........ $ 93,307 $ 68,377", "\t$ 93,307 $ 68,377"),
+    ("Item 1A. Risk Factors ........................ 14", "Item 1A. Risk Factors\t14"),
+    ("Revenue grew... then fell.", "Revenue grew... then fell."),  # an ellipsis is prose
+    ("1.2.3 and 3.14", "1.2.3 and 3.14"),
+])
+def test_dot_leaders_become_one_tab(line, expected):
+    from ragweedd.extract.pdf_layout import collapse_leaders
+
+    assert collapse_leaders(line) == expected
+    # one line at a time: the leaders of one row never join it to the next
+    assert collapse_leaders(f"{line}\nNext row ..... 7") == f"{expected}\nNext row\t7"

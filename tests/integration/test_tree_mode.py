@@ -242,3 +242,21 @@ def test_without_an_llm_tree_mode_is_a_clear_error_and_records_nothing(world):
     assert services.history.list(0, 1000)["total"] == before
     with pytest.raises(RequestError, match="ask mode 'trees' does not exist"):
         services.tree_scope(None, "trees")
+
+
+def test_ragweedd_ask_mode_tree_prints_the_steps(world):
+    import argparse
+
+    from ragweedd.cli.ask import run as ask_run
+
+    cfg, _ = world
+    args = argparse.Namespace(query=QUESTION.split(), collection=None, top_k=5, continue_id=None, json=False,
+                              mode="tree")
+    out, err = io.StringIO(), io.StringIO()
+    assert ask_run(cfg, args, out, err) == 0
+    text = out.getvalue()
+    assert text.startswith(ANSWER) and "#page=2" in text
+    assert "Tree mode: 1 of 2 documents chosen (Company Overview); sections opened:" in text
+    assert "D1.4 Results of Operations > Segment Revenue  (pp. 2-3)" in text or "Segment Revenue  (pp. 2-3)" in text
+    with pytest.raises(RequestError, match="needs an LLM"):
+        ask_run(dataclasses.replace(cfg, llm_synthesis=""), args, out, err)

@@ -107,7 +107,7 @@ def _load_trees(scope: TreeScope, hits: list[dict], shown: int) -> tuple[list[T.
         if total > shown:
             order: list[tuple[str, str]] = []
             for h in hits:
-                key = (h.get("collection"), h.get("doc_id"))
+                key = (str(h.get("collection")), str(h.get("doc_id")))
                 if key not in order:
                     order.append(key)
             rank = {k: i for i, k in enumerate(order)}

@@ -250,11 +250,12 @@ async def judge_one(item: Item, done: dict, judge) -> dict[str, Any]:
         await metric("context_precision", prec)
     else:
         scores["context_precision"] = 0.0
-    if item.reference:
+    reference = item.reference
+    if reference:
         async def rec() -> float | None:
             if not sources:
                 return 0.0
-            return score_recall(await ask(_fill(RECALL, REFERENCE=item.reference, CONTEXT=ctx)))
+            return score_recall(await ask(_fill(RECALL, REFERENCE=reference, CONTEXT=ctx)))
 
         await metric("context_recall", rec)
     elif item.relevant:

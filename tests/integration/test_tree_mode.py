@@ -260,3 +260,26 @@ def test_ragweedd_ask_mode_tree_prints_the_steps(world):
     assert "D1.4 Results of Operations > Segment Revenue  (pp. 2-3)" in text or "Segment Revenue  (pp. 2-3)" in text
     with pytest.raises(RequestError, match="needs an LLM"):
         ask_run(dataclasses.replace(cfg, llm_synthesis=""), args, out, err)
+
+
+def test_many_documents_offer_only_those_the_search_found(world, server):
+    cfg, services = world
+    few = dataclasses.replace(cfg, tree_documents_shown=1)
+
+    async def go():
+        syn = provider(server, "openai")
+        try:
+            res = await services.search_async(QUESTION, None, 5)
+            evs = [e async for e in tree_answer(QUESTION, dict(res), few, services.tree_scope(None, "tree"),
+                                                synthesizer=syn)]
+            return res, evs[-1]
+        finally:
+            await syn.aclose()
+
+    res, done = asyncio.run(go())
+    tree = done["tree"]
+    assert tree["documents_total"] == 2 and tree["candidates"] == 1
+    # the search's best document is the one candidate: chosen without a routing call
+    assert tree["documents"][0]["doc_id"] == res["results"][0]["doc_id"]
+    assert not any("You choose which documents" in str(r) for r in server.requests)
+    assert tree["calls"] == 1

@@ -191,6 +191,9 @@ KEYS: tuple[KeySpec, ...] = (
     K("", "verify_citations", bool, True, "Check every sentence of an LLM answer that cites [N] against source N: its numbers, names and key terms must appear there (docs/answers.md, Verified citations)."),
     K("", "citation_min_support", float, 0.6, "Verified citations: the least share of a sentence's key terms (numbers and names must all be there) that the cited source must hold for the claim to count as supported.", _range(0.0, 1.0)),
     K("", "context_chunks", int, 12, "CONTEXT_CHUNKS: most sources packed into the answer prompt.", _range(1, 1000)),
+    K("", "tree_max_documents", int, 3, "Tree mode of ask: most documents the LLM may choose when it routes the question (docs/answers.md, Tree mode).", _range(1, 50)),
+    K("", "tree_max_sections", int, 4, "Tree mode of ask: most sections the LLM may open; their chunks (subsections included) are the answer's sources.", _range(1, 100)),
+    K("", "tree_documents_shown", int, 30, "Tree mode of ask: when the collections hold more documents than this, only this many of those the ordinary search found are offered to the router.", _range(1, 1000)),
     K("", "annotation_concurrency", int, 4, "ANNOTATION_CONCURRENCY: annotation calls in flight.", _range(1, 256)),
     K("", "annotation_irrelevant_re", str, r"\[IRRELEVANT!!!\]", "ANNOTATION_IRRELEVANT_RE: annotations matching this are filtered out.", _regex),
     K("", "annotation_irrelevant_flags", str, "IGNORECASE", "ANNOTATION_IRRELEVANT_FLAGS: re flags for the pattern, e.g. 'IGNORECASE|MULTILINE'.", _flags),
@@ -206,6 +209,7 @@ KEYS: tuple[KeySpec, ...] = (
     K("llm", "hyde_passages", int, 1, "Hypothetical passages HyDE asks for (one call); their embeddings are averaged with the query's.", _range(1, 8)),
     K("llm", "hyde_timeout_s", float, 20.0, "Longest the HyDE call may take; past it (or on any provider error) the search uses the plain query vector and says so in retrieval_meta.hyde.error.", _range(1.0, 600.0)),
     K("llm", "entailment", str, "", "Provider:model that also checks each cited sentence against its source (yes/no) after the deterministic check (docs/answers.md, Verified citations); empty = deterministic check only."),
+    K("llm", "judge", str, "", "Provider:model that scores answers in `ragweedd eval answers` (docs/answers.md, Evaluating answers); empty = the synthesis provider."),
     K("llm", "openai_base_url", str, "", "Base URL for an OpenAI-compatible server (empty = api.openai.com)."),
     K("llm", "timeout_s", float, 120.0, "Timeout of one LLM call.", _range(1.0, 3600.0)),
     K("llm", "max_retries", int, 4, "Retries of a rate-limited LLM call (exponential backoff).", _range(0, 20)),
@@ -326,6 +330,9 @@ class Config:
     verify_citations: bool = True
     citation_min_support: float = 0.6
     context_chunks: int = 12
+    tree_max_documents: int = 3
+    tree_max_sections: int = 4
+    tree_documents_shown: int = 30
     annotation_concurrency: int = 4
     annotation_irrelevant_re: str = r"\[IRRELEVANT!!!\]"
     annotation_irrelevant_flags: str = "IGNORECASE"
@@ -341,6 +348,7 @@ class Config:
     llm_hyde_passages: int = 1
     llm_hyde_timeout_s: float = 20.0
     llm_entailment: str = ""
+    llm_judge: str = ""
     llm_openai_base_url: str = ""
     llm_timeout_s: float = 120.0
     llm_max_retries: int = 4

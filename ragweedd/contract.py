@@ -550,6 +550,43 @@ class CitationsVerified(TypedDict):
     entailment: NotRequired[dict[str, Any]]  # provider, calls, input_tokens, output_tokens, error?
 
 
+AskMode = Literal["hybrid", "tree"]
+
+
+class TreeDocument(TypedDict):
+    id: str  # "D1": the id the router saw
+    collection: str
+    doc_id: str
+    title: str
+    source_file: str
+    structured: bool  # false: no headings, the document was one section
+
+
+class TreeSection(TypedDict):
+    id: str  # "D1.3": document id, then the node's number in reading order
+    document: str
+    title: str
+    path: list[str]
+    pages: list[int] | None  # first and last page, PDFs only
+    chunks: int
+
+
+class TreeSteps(TypedDict):
+    """What a tree-mode answer did (docs/answers.md, Tree mode): the documents the LLM chose, the
+    sections it opened, and, when its output could not be used, the fallback to ordinary retrieval."""
+
+    documents: list[TreeDocument]
+    sections: list[TreeSection]
+    fallback: dict[str, str] | None  # {"stage": "route" | "select", "reason"}
+    candidates: NotRequired[int]
+    documents_total: NotRequired[int]
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    ms: NotRequired[float]
+    summaries: NotRequired[dict[str, Any]]  # LLM summaries: provider, calls, cached, errors, tokens
+
+
 class DoneEvent(TypedDict):
     """The last event of an answer: the whole record the history keeps."""
 
@@ -582,6 +619,7 @@ class DoneEvent(TypedDict):
     budget: NotRequired[dict[str, Any]]  # how the prompt's context budget was spent (LLM answers)
     citation_checks: NotRequired[list[CitationCheck]]  # LLM answers with verify_citations on
     citations_verified: NotRequired[CitationsVerified]
+    tree: NotRequired["TreeSteps"]  # ask mode "tree": documents chosen, sections opened
 
 
 class ErrorEvent(TypedDict):
@@ -629,6 +667,7 @@ class Answer(TypedDict):
     annotation_errors: NotRequired[list[dict[str, Any]]]
     retrieved: NotRequired[list[Source]]
     budget: NotRequired[dict[str, Any]]
+    tree: NotRequired["TreeSteps"]
 
 
 # --------------------------------------------------------------------------- history
@@ -681,6 +720,7 @@ class HistoryEntry(HistoryItem, total=False):
     budget: dict[str, Any]
     citation_checks: list[CitationCheck]
     citations_verified: CitationsVerified
+    tree: "TreeSteps"
     state: dict[str, Any] | None
 
 
@@ -807,7 +847,7 @@ class Engine(Protocol):
 
     async def ask(self, query: str, collections: list[str] | None = None, top_k: int | None = None,
                   path_glob: str | None = None, file_type: str | None = None,
-                  doc_id: str | None = None) -> AsyncIterator[AskEvent]: ...
+                  doc_id: str | None = None, mode: AskMode = "hybrid") -> AsyncIterator[AskEvent]: ...
 
     async def ask_continue(self, history_id: str) -> AsyncIterator[AskEvent]: ...
 

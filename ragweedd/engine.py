@@ -284,10 +284,10 @@ class DaemonEngine:
     @_on_core
     async def ask(self, query: str, collections: list[str] | None = None, top_k: int | None = None,
                   path_glob: str | None = None, file_type: str | None = None,
-                  doc_id: str | None = None) -> AsyncIterator[AskEvent]:
+                  doc_id: str | None = None, mode: str = "hybrid") -> AsyncIterator[AskEvent]:
         # one "ask" entry per answer (its retrieval included), not a "search" entry as well
         res = await self._search(query, collections, top_k, path_glob, file_type, doc_id)
-        return await self.services.ask_flow.ask(query, res)
+        return await self.services.ask_flow.ask(query, res, tree=self.services.tree_scope(collections, mode))
 
     @_on_core
     async def ask_continue(self, history_id: str) -> AsyncIterator[AskEvent]:

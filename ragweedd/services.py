@@ -34,6 +34,7 @@ from ragweedd.store.protocols import StoreBackend
 from ragweedd.store.sqlite_backend import SqliteBackend
 
 if TYPE_CHECKING:
+    from ragweedd.answer.tree_ask import TreeScope
     from ragweedd.daemon_core import Core
     from ragweedd.index.managed import DiskIndexes
     from ragweedd.index.protocol import IndexLookup
@@ -142,6 +143,18 @@ class Services:
         if rr is not None:
             await rerank_result(rr, query, cast(dict, res), limit=limit, keep_pct=self.cfg.pre_annotate_keep)
         return res
+
+    def tree_scope(self, collections: list[str] | None, mode: str | None) -> TreeScope | None:
+        """Where ask mode "tree" reads (None for the ordinary mode); a mode that does not exist is
+        an error naming the ones that do."""
+        if mode in (None, "hybrid"):
+            return None
+        if mode != "tree":
+            raise RequestError(f"ask mode '{mode}' does not exist", hint="use 'hybrid' (the default) or 'tree'")
+        from ragweedd.answer.tree_ask import TreeScope
+
+        return TreeScope(self.searchable(collections), lambda name: self.stores.open_rag(name, readonly=True),
+                         self.paths.cache / "tree_summaries.sqlite3")
 
     def searcher(self, names: list[str]) -> Searcher:
         """Each thread keeps its own Searcher (connections, IDF caches, WordNet handles), rebuilt

@@ -11,11 +11,14 @@ awaits.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Callable, cast
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, cast
 
 from ragweedd.answer import history as hist
 from ragweedd.contract import AskEvent, SearchResult
 from ragweedd.errors import RagweedError, RequestError
+
+if TYPE_CHECKING:
+    from ragweedd.answer.tree_ask import TreeScope
 
 
 class AskFlow:
@@ -25,16 +28,27 @@ class AskFlow:
         # called when an answer starts, so a continuation (which quotes nothing new) loads no model
         self._embedder = embedder
 
-    async def ask(self, query: str, res: SearchResult) -> AsyncIterator[AskEvent]:
-        """Start an answer from a search result; the history entry exists once this returns."""
+    async def ask(self, query: str, res: SearchResult, *, tree: TreeScope | None = None) -> AsyncIterator[AskEvent]:
+        """Start an answer from a search result; the history entry exists once this returns. With
+        ``tree`` the answer reads section trees (ragweedd/answer/tree_ask.py), the search result
+        being its candidates and its fallback."""
         from ragweedd.answer.answering import answer_question
 
+        if tree is not None and not self.cfg.llm_synthesis:
+            from ragweedd.answer.tree_ask import no_llm_error
+
+            raise no_llm_error()  # before the history has an entry for an answer that cannot start
         body = hist.pending_answer(dict(res))
         hid = await asyncio.to_thread(self.history.add, "ask", query, body)
         hits = cast(list[dict[str, Any]], res["results"])
         embedder = self._embedder() if self._embedder is not None else None
-        return self._recorded(answer_question(query, hits, self.cfg, embedder=embedder), hid, body,
-                              res.get("retrieval_meta") or {}, record_errors=True)
+        if tree is not None:
+            from ragweedd.answer.tree_ask import tree_answer
+
+            events = tree_answer(query, dict(res), self.cfg, tree, embedder=embedder)
+        else:
+            events = answer_question(query, hits, self.cfg, embedder=embedder)
+        return self._recorded(events, hid, body, res.get("retrieval_meta") or {}, record_errors=True)
 
     async def resume(self, history_id: str) -> tuple[dict[str, Any], AsyncIterator[AskEvent]]:
         """Continue an answer cut at max_tokens: (the entry as it was, the events; ``sources``

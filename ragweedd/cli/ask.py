@@ -46,8 +46,13 @@ async def _ask(services, query: str, args, out: TextIO, err: TextIO) -> int:
         if not args.json:
             out.write(entry["state"].get("answer", ""))
     else:
+        tree = services.tree_scope(args.collection, getattr(args, "mode", "hybrid"))
+        if tree is not None and not services.cfg.llm_synthesis:
+            from ragweedd.answer.tree_ask import no_llm_error
+
+            raise no_llm_error()  # before a search that would be wasted
         res = await services.search_async(query, args.collection, args.top_k)
-        events = await flow.ask(query, res)
+        events = await flow.ask(query, res, tree=tree)
     return await _print(services, events, args.json, out, err)
 
 
@@ -115,10 +120,33 @@ def print_sources(rec: dict, out: TextIO) -> None:
     if rec.get("invalid_citations"):
         out.write(f"(warning: the answer cites sources that do not exist: {rec['invalid_citations']})\n")
     print_citation_checks(rec, out)
+    print_tree(rec, out)
     filtered = rec.get("filtered") or []
     if filtered:
         out.write(f"({len(filtered)} passage{'s' if len(filtered) != 1 else ''} judged irrelevant by annotation "
                   "were left out)\n")
+
+
+def print_tree(rec: dict, out: TextIO) -> None:
+    """What a tree-mode answer read: the documents chosen, the sections opened with their pages, or
+    why it fell back to ordinary retrieval. Shared by ``ragweedd ask`` and ``ragweedctl ask``."""
+    from ragweedd.cli.ctl import safe
+
+    tree = rec.get("tree")
+    if not tree:
+        return
+    if tree.get("fallback"):
+        fb = tree["fallback"]
+        out.write(f"\nTree mode fell back to ordinary retrieval at the {fb.get('stage')} step: "
+                  f"{safe(_clip(fb.get('reason', '')))}\n")
+        return
+    docs = ", ".join(safe(d.get("title") or d.get("source_file") or "") for d in tree.get("documents") or [])
+    out.write(f"\nTree mode: {len(tree.get('documents') or [])} of {tree.get('candidates', '?')} documents "
+              f"chosen ({docs}); sections opened:\n")
+    for s in tree.get("sections") or []:
+        pages = s.get("pages")
+        where = "" if not pages else f"  (p. {pages[0]})" if pages[0] == pages[1] else f"  (pp. {pages[0]}-{pages[1]})"
+        out.write(f"  {s.get('id')} {safe(' > '.join(s.get('path') or [s.get('title', '')]))}{where}\n")
 
 
 CLAIM_CHARS = 160

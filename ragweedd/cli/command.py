@@ -50,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--top-k", "-k", type=int, default=10, help="passages retrieved for the answer")
     a.add_argument("--continue", dest="continue_id", metavar="HISTORY_ID",
                    help="continue an answer that was cut at max_tokens")
+    a.add_argument("--mode", choices=("hybrid", "tree"), default="hybrid",
+                   help="tree: the LLM reads section trees and opens sections (docs/answers.md)")
 
     from ragweedd.eval.cli import add_parser as add_eval_parser
 

@@ -274,6 +274,8 @@ def cmd_ask(c: Client, a, out) -> int:
         if not a.query:
             raise CtlError("ask needs a question (or --continue HISTORY_ID)", EXIT_USAGE)
         path, body = "/v1/ask", {"query": " ".join(a.query), **_filters(a)}
+        if a.mode != "hybrid":
+            body["mode"] = a.mode
     if a.json:
         if body is None:
             path += "?stream=false"
@@ -308,9 +310,10 @@ def cmd_ask(c: Client, a, out) -> int:
     # the done event's sources are the numbered ones the answer's [N] refer to (the first event lists
     # everything retrieved, before annotation and packing)
     _print_sources(done.get("sources") or sources, out)
-    from ragweedd.cli.ask import print_citation_checks
+    from ragweedd.cli.ask import print_citation_checks, print_tree
 
     print_citation_checks(done, out)
+    print_tree(done, out)
     if done.get("finish_reason") == "max_tokens":
         out.write("\n(the answer was cut at max_tokens; continue with: "
                   f"ragweedctl ask --continue {safe(done.get('history_id'))})\n")
@@ -503,6 +506,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("query", nargs="*", help="the question")
     s.add_argument("--continue", dest="continue_id", metavar="HISTORY_ID",
                    help="continue an answer that was cut at max_tokens")
+    s.add_argument("--mode", choices=("hybrid", "tree"), default="hybrid",
+                   help="tree: the LLM reads section trees and opens sections (docs/answers.md)")
     s = add("search", "search without writing an answer", [filt])
     s.add_argument("query", nargs="+")
     s.add_argument("-n", "--limit", type=_positive, default=20, help="results to print (default 20)")

@@ -33,11 +33,23 @@ def add_parser(sub) -> None:
     q.add_argument("--limit", type=int, help="evaluate only the first N questions")
     q.add_argument("--json", action="store_true", help="print the full result (with each question's ranks) as JSON")
     q.add_argument("--out", help="also write the full result as JSON to this file")
+    a = es.add_parser("answers", help="answer quality (faithfulness, relevance, context precision and recall, "
+                                      "citations) of a question set, scored by an LLM judge")
+    a.add_argument("file", help='JSONL: {"question", "reference"?, "relevant"?: ["file", ...]} per line')
+    a.add_argument("--collection", action="append", help="collection to search (repeat for several; default all)")
+    a.add_argument("--judge", metavar="PROVIDER:MODEL", help="the judge model (default: [llm] judge, else synthesis)")
+    a.add_argument("--mode", choices=("hybrid", "tree"), default="hybrid", help="ask mode to evaluate")
+    a.add_argument("--top-k", type=int, default=10, help="passages retrieved for each answer (default 10)")
+    a.add_argument("--limit", type=int, help="evaluate only the first N questions")
+    a.add_argument("--json", action="store_true", help="print the full result as JSON")
+    a.add_argument("--out", help="also write the full result as JSON to this file")
 
 
 def run(cfg, args) -> int:
     if args.eval_cmd == "questions":
         return _run_questions(cfg, args)
+    if args.eval_cmd == "answers":
+        return _run_answers(cfg, args)
     from pathlib import Path
 
     from ragweedd.cli import common
@@ -112,4 +124,68 @@ def _run_questions(cfg, args) -> int:
         sys.stdout.write("\n")
     else:
         print(questions.table(res))
+    return 0
+
+
+def _run_answers(cfg, args) -> int:
+    import asyncio
+    from pathlib import Path
+
+    from ragweedd.cli import common
+    from ragweedd.errors import RequestError
+    from ragweedd.eval import answers
+
+    items = answers.load(args.file)
+    if args.limit is not None:
+        if args.limit < 1:
+            raise RequestError(f"--limit must be at least 1, not {args.limit}")
+        items = items[: args.limit]
+    if args.top_k < 1:
+        raise RequestError(f"--top-k must be at least 1, not {args.top_k}")
+    spec = args.judge or cfg.llm_judge or cfg.llm_synthesis
+    if not spec:
+        raise RequestError("eval answers needs a judge LLM, and neither --judge nor [llm] judge nor [llm] synthesis "
+                           "is set", hint='pass --judge PROVIDER:MODEL (e.g. --judge "ollama:qwen2.5:14b")')
+    from ragweedd.eval.beir import with_overrides
+    from ragweedd.llm.factory import make_provider
+    from ragweedd.services import open_oneshot
+
+    judge = make_provider(spec, cfg, key="--judge" if args.judge else "llm.judge" if cfg.llm_judge else "llm.synthesis")
+    services = open_oneshot(with_overrides(cfg, search_cache_size=0), embedder=common.make_embedder(cfg))
+
+    async def go() -> dict:
+        from ragweedd.answer.answering import ask
+
+        async def answer(question: str) -> dict:
+            res = await services.search_async(question, args.collection, args.top_k)
+            tree = services.tree_scope(args.collection, args.mode)
+            if tree is None:
+                return await ask(question, list(res["results"]), cfg, embedder=services.embedder)
+            from ragweedd.answer.tree_ask import tree_answer
+
+            done: dict = {}
+            async for ev in tree_answer(question, dict(res), cfg, tree, embedder=services.embedder):
+                if ev["type"] == "done":
+                    done = ev
+            return done
+
+        try:
+            return await answers.evaluate(items, answer, judge,
+                                          progress=lambda m: print(m, file=sys.stderr, flush=True))
+        finally:
+            await judge.aclose()
+
+    try:
+        services.searchable(args.collection)  # a name that does not exist fails before any question
+        res = asyncio.run(go())
+    finally:
+        services.close()
+    res.update(file=str(args.file), collections=args.collection, mode=args.mode)
+    if args.out:
+        Path(args.out).write_text(json.dumps(res, indent=1, default=str) + "\n", encoding="utf-8")
+    if args.json:
+        json.dump(res, sys.stdout, indent=1, default=str)
+        sys.stdout.write("\n")
+    else:
+        print(answers.table(res))
     return 0

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -296,17 +296,22 @@ def build_server(backend: Backend, *, allow_writes: bool = False, name: str = "r
         collections: Annotated[list[str] | None, Field(description="only these collections")] = None,
         path_glob: Annotated[str | None, Field(description="only files whose path matches")] = None,
         file_type: Annotated[str | None, Field(description="only this file type, e.g. 'pdf'")] = None,
+        retrieval: Annotated[Literal["hybrid", "tree"], Field(
+            description="'tree': the LLM picks documents by their summaries, then sections by their "
+                        "titles and pages, and answers from those (needs an LLM in ragweedd)")] = "hybrid",
     ) -> dict[str, Any]:
         """An answer with numbered citations [N] to its sources (each with a uri and quoted sentences).
         Without an LLM configured in ragweedd, the answer is the quoted passages that answer the question
         (mode 'passages')."""
-        res = await backend.call("POST", "/v1/ask", {"query": query, "stream": False,
-                                                     **filters(collections, path_glob, file_type)})
+        body = {"query": query, "stream": False, **filters(collections, path_glob, file_type)}
+        if retrieval != "hybrid":
+            body["mode"] = retrieval
+        res = await backend.call("POST", "/v1/ask", body)
         if res.get("error"):
             err = res["error"]
             raise ToolError(f"the answer failed: {err.get('message', 'unknown error')}"
                             + (f"\nhint: {err['hint']}" if err.get("hint") else ""))
-        out = {k: res.get(k) for k in ("answer", "mode", "label", "history_id", "finish_reason")
+        out = {k: res.get(k) for k in ("answer", "mode", "label", "history_id", "finish_reason", "tree")
                if res.get(k) is not None}
         out["sources"] = [_source(s) for s in res.get("sources", [])]
         return out

@@ -133,6 +133,11 @@ def test_search_status_collections_ask(d, transport):
             assert a["mode"] == "passages" and a["label"] == NO_LLM_LABEL and a["answer"].startswith(NO_LLM_LABEL)
             assert a["sources"][0]["filename"] == "tea.txt" and a["sources"][0]["uri"].endswith("/tea.txt#L1")
             assert "two minutes" in a["sources"][0]["quotes"][0]["text"]
+            # the tree retrieval is the LLM's reading of the outline: without one it says so
+            tree = error_text(await s.call_tool("ask", {"query": "how long should green tea steep?",
+                                                        "retrieval": "tree"}))
+            assert "tree" in tree and "[llm] synthesis" in tree, tree
+            assert "retrieval" in error_text(await s.call_tool("ask", {"query": "x", "retrieval": "chunks"}))
     run(go)
 
 

@@ -242,7 +242,17 @@ function citedNumbers(inner) {
   return out;
 }
 
-function renderAnswerText(text, sources) {
+// The check of citation n whose claim holds the mark at ``at``: the claim starting last at or before it.
+function checkAt(checks, n, at) {
+  let best = null;
+  for (const c of checks || []) {
+    if (c.n !== n || !c.answer_span || c.answer_span[0] > at) continue;
+    if (!best || c.answer_span[0] > best.answer_span[0]) best = c;
+  }
+  return best;
+}
+
+function renderAnswerText(text, sources, checks) {
   const byN = new Map(sources.map((s, i) => [s.n || i + 1, s]));
   const out = el("div", { class: "answer-text" });
   const re = /\[(\d+(?:\s*[-–,;]\s*\d+)*)\]/g;
@@ -253,7 +263,12 @@ function renderAnswerText(text, sources) {
     if (nums && nums.every((n) => byN.has(n))) {
       for (const n of nums) {
         const src = byN.get(n);
-        out.append(linkSource(el("a", { class: "pill", "data-n": n, title: where(src), href: "#" }, String(n)), src));
+        const check = checkAt(checks, n, m.index);
+        const bad = check && !check.supported;
+        const title = bad ? `source ${n} does not support this: it lacks ${(check.missing || []).join(", ") || "its terms"}`
+          : where(src);
+        out.append(linkSource(el("a", { class: bad ? "pill unsupported" : "pill", "data-n": n, title, href: "#" },
+          bad ? `${n}?` : String(n)), src));
       }
     } else out.append(m[0]);
     last = re.lastIndex;
@@ -269,10 +284,22 @@ function renderSources(sources) {
     (s.quote && s.quote.text) ? el("blockquote", {}, s.quote.text) : (s.excerpt ? el("div", { class: "muted" }, s.excerpt) : null))));
 }
 
+// Claims the answer checker found unsupported by the source they cite (docs/answers.md).
+function renderUnsupported(checks) {
+  const bad = (checks || []).filter((c) => !c.supported);
+  if (!bad.length) return null;
+  return el("div", { class: "unsupported-list" },
+    el("p", {}, `${bad.length} claim${bad.length > 1 ? "s" : ""} not supported by the cited source:`),
+    el("ul", {}, bad.map((c) => el("li", {}, `“${c.claim}” [${c.n}]`,
+      (c.missing && c.missing.length) ? el("span", { class: "muted" }, ` — source ${c.n} lacks ${c.missing.join(", ")}`) : null,
+      (c.source_sentence && c.source_sentence.text) ? el("blockquote", {}, c.source_sentence.text) : null))));
+}
+
 function renderAnswer(box, rec) {
   const sources = rec.sources || [];
   box.replaceChildren(
-    el("div", { class: "answer card" }, renderAnswerText(rec.answer || "", sources),
+    el("div", { class: "answer card" }, renderAnswerText(rec.answer || "", sources, rec.citation_checks),
+      renderUnsupported(rec.citation_checks),
       rec.finish_reason === "max_tokens" ? el("p", { class: "muted" }, "The answer was cut at max_tokens.") : null,
       rec.mode ? el("p", { class: "muted small" }, rec.mode === "llm" ? `written by ${rec.provider || "the LLM"}`
         : "quoted passages (no LLM configured)") : null),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.server
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -58,6 +59,15 @@ def d(tmp_path_factory):
         yield dm
 
 
+def web_reply(provider, messages):
+    """The cited reply, plus, when asked how loud, a second claim its source does not hold."""
+    text = reply(provider, messages)
+    cited = re.search(r"\[(\d+)\]", text)
+    if cited and "how loud" in messages[-1]["content"]:
+        text += f" A purring cat reaches 95 decibels [{cited.group(1)}]."
+    return text
+
+
 @pytest.fixture(scope="module")
 def d_llm(tmp_path_factory):
     """A daemon whose synthesis LLM is the local wire-protocol server, streaming its cited reply in
@@ -65,7 +75,7 @@ def d_llm(tmp_path_factory):
     base = tmp_path_factory.mktemp("web-llm")
     (base / "pets").mkdir()
     _pdf_text(base / "pets" / "animals.pdf", PDF_PAGES)
-    with FakeLLMServer(models=("test-model",), reply=reply, piece_chars=4) as llm:
+    with FakeLLMServer(models=("test-model",), reply=web_reply, piece_chars=4) as llm:
         extra = "\n".join(["[llm]", 'synthesis = "openai:test-model"', f'openai_base_url = "{llm.url}/v1"',
                            f'openai_api_key = "{API_KEY}"', "max_retries = 0", "timeout_s = 20"])
         with serving(Daemon(base / "d", {"pets": [base / "pets"]}, extra=extra)) as dm:
@@ -291,6 +301,23 @@ def test_an_llm_answer_streams_in_with_its_pill(d_llm, browser):
     assert pill.get_attribute("href").endswith("#page=2") and pill.text.isdigit()
     assert "written by" in by_css(browser, "#ask-out .answer")[0].text
     shot(d_llm, browser, "ask-llm")
+
+
+def test_a_claim_its_source_does_not_hold_is_marked(d_llm, browser):
+    browser.get(login_url(d_llm))
+    wait_css(browser, "#ask-query", 10)[0].send_keys("do cats purr, and how loud?")
+    by_css(browser, "#ask-go")[0].click()
+    wait_css(browser, "#ask-out h3", 30, "the finished answer")
+    pills = by_css(browser, "#ask-out .answer-text a.pill")
+    assert len(pills) == 2, [p.text for p in pills]
+    good, bad = pills
+    # the same source cited twice: the purring sentence holds, the decibels are nowhere in it
+    assert "unsupported" not in good.get_attribute("class") and good.text.isdigit()
+    assert "unsupported" in bad.get_attribute("class") and bad.text == good.text + "?"
+    assert "lacks 95, decibel" in bad.get_attribute("title")
+    listed = by_css(browser, "#ask-out .unsupported-list")[0].text
+    assert "1 claim not supported" in listed and "95 decibels" in listed
+    shot(d_llm, browser, "ask-unsupported")
 
 
 def test_the_markdown_pill_marks_the_cited_sentence(d, ui):

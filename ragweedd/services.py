@@ -121,6 +121,9 @@ class Services:
         from ragweedd.query.filters import Filters
 
         names = self.searchable(collections)
+        if not names and self._registry and self._names():
+            raise RequestError("nothing is indexed yet: the collections' first files are still being read",
+                               hint="try again in a moment; ragweedctl status shows the progress")
         if not names:
             raise RequestError(f"nothing is indexed yet under {self.paths.collections}",
                                hint="add a collection (ragweedctl add) or ingest one: "

@@ -36,8 +36,10 @@ def indexed(tmp_path_factory):
         _pdf_text(docs / f"{name.upper()}_2023_10K.pdf",
                   [f"Page {i + 1} of {name}. " + (f"This page is about {t}. " * 50) for i, t in enumerate(topics)])
     cfg = base / "ragweedd.toml"
+    # one place per file: the wrong-page question then shows only its best page (the cap is the
+    # search's, not the metric's; with three pages a file and the default of three, every page shows)
     cfg.write_text(f'data_dir = "{base / "data"}"\nstate_dir = "{base / "state"}"\ncache_dir = "{base / "cache"}"\n'
-                   f'[collections.filings]\npaths = ["{docs}"]\n')
+                   f'max_chunks_per_file = 1\n[collections.filings]\npaths = ["{docs}"]\n')
     r = _run(cfg, "ingest", "-c", "filings")
     assert r.returncode == 0, r.stderr
     return base, cfg

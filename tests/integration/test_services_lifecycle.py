@@ -140,3 +140,27 @@ def test_oneshot_ingest_refuses_to_write_beside_a_running_daemon(tmp_path):
         assert not (paths.collections / "notes").exists(), "nothing may be written"
     finally:
         held.release()
+
+
+def test_a_search_before_the_first_file_is_in_says_it_is_coming(tmp_path):
+    from ragweedd.errors import RequestError
+    from ragweedd.paths import Paths
+    from ragweedd.services import Services
+
+    cfg = load_config(text=f'data_dir = "{tmp_path}/data"\nstate_dir = "{tmp_path}/state"\n'
+                           f'cache_dir = "{tmp_path}/cache"\n[embed]\nmodel = "hash:64"\n', env={})
+    paths = Paths.from_config(cfg).ensure()
+    names: list[str] = []
+    svc = Services(cfg, paths, collection_names=lambda: list(names), reranker=None, hyde=None)
+    try:
+        # a daemon with no collection: add one
+        with pytest.raises(RequestError, match="nothing is indexed yet under") as e:
+            svc.search("garden")
+        assert "ragweedctl add" in (e.value.hint or "")
+        # a collection declared, its first file still being read: try again soon
+        names.append("notes")
+        with pytest.raises(RequestError, match="first files are still being read") as e:
+            svc.search("garden")
+        assert "ragweedctl status" in (e.value.hint or "")
+    finally:
+        svc.close()

@@ -221,8 +221,12 @@ def open_daemon(cfg: Config, *, embedder: Any = None, extract: Callable | None =
         from ragweedd.embed.factory import make_embedder
 
         embedder = make_embedder(cfg.embed_model, cfg)
+    from ragweedd.ingest.model_swap import prepare
     from ragweedd.ingest.vectorize import open_passes
 
+    # a changed embed.model: the old model serves while the new one's vectors are built beside
+    embedder, migration = prepare(cfg, paths, embedder)
     passes = open_passes(cfg, embedder)  # a pass whose model is missing is skipped, never fatal
     index = IndexSync(cfg, paths, embedder.dim, passes.dims())
-    return Core(cfg, paths, embedder, index, extract=extract, watcher_factory=watcher_factory, passes=passes)
+    return Core(cfg, paths, embedder, index, extract=extract, watcher_factory=watcher_factory, passes=passes,
+                migration=migration)

@@ -212,6 +212,8 @@ async def _serve(core, cfg, paths: Paths, token: str, allow_remote: bool,
         loop.call_soon_threadsafe(switch.set)
 
     core.on_migrated = on_migrated
+    if core.migration is not None and core.migration.ready:
+        on_migrated()  # it finished before the callback was set: the switch is still due
 
     def check_now() -> None:
         # SIGUSR2: run the integrity check now (an operator who suspects damage need not wait hours)
@@ -224,12 +226,16 @@ async def _serve(core, cfg, paths: Paths, token: str, allow_remote: bool,
     def swap(old: Any) -> Any:
         new = repair_live(old)
         new.on_damage, new.on_migrated = on_damage, on_migrated
+        if new.migration is not None and new.migration.ready:
+            on_migrated()
         return new
 
     def switch_core(old: Any) -> Any:
         assert switch_model is not None
         new = switch_model(old)
         new.on_damage, new.on_migrated = on_damage, on_migrated
+        if new.migration is not None and new.migration.ready:
+            on_migrated()
         return new
 
     server = ApiServer(engine, token=token, listen=cfg.listen, allow_remote=allow_remote,

@@ -345,6 +345,9 @@ class Vectorizer:
             return self._stop.is_set() or name in self._forgotten or bool(self._dirty)
 
         key = (name, p.space)
+        if name not in p.missing:  # the first look at this collection: status shows the work ahead
+            p.vectors[name] = rag.pass_vector_count(p.space)
+            p.missing[name] = max(0, rag.chunk_count() - p.vectors[name])
         seq = rag.max_seq()  # read before the top id: a delete after it resets the mark
         top = rag.max_chunk_id()
         mark = self._pass_marks.get(key)

@@ -204,6 +204,14 @@ def open_oneshot(cfg: Config, *, embedder: Any = None) -> Services:
 
     paths = Paths.from_config(cfg).ensure()
     setup_for(paths)  # before anything imports numba
+    if embedder is None:
+        from ragweedd.ingest.model_swap import serving_spec
+
+        spec = serving_spec(paths)  # a change of embed.model under way: the old model still serves
+        if spec is not None:
+            from ragweedd.embed.factory import make_embedder
+
+            embedder = make_embedder(spec, cfg)
     return Services(cfg, paths, embedder=embedder, disk_indexes=DiskIndexes(cfg, paths))
 
 

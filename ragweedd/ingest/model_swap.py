@@ -167,3 +167,31 @@ def _complete(stores: Any, name: str) -> bool:
     finally:
         rag.close()
     return done == total
+
+
+def serving_spec(paths: Any) -> str | None:
+    """For a command run without the daemon while a move is under way: the ``embed.model`` value
+    of the model that serves (the collections' old one), so its searches embed the query with the
+    model of the vectors they search and its ingest adds vectors of that model (the daemon gives
+    them new-model vectors too). None when no move is under way. Reads only."""
+    from ragweedd.errors import NotCreatedYetError
+    from ragweedd.store.rag_db import PRIMARY
+    from ragweedd.store.rag_swap import MIGRATION
+    from ragweedd.store.sqlite_backend import SqliteBackend
+
+    stores = SqliteBackend(paths)
+    olds: set[str] = set()
+    moving = False
+    for name in stores.indexed_collections():
+        try:
+            rag = stores.open_rag(name, readonly=True)
+        except NotCreatedYetError:
+            continue
+        try:
+            have = rag.embedder(PRIMARY)
+            moving = moving or rag.embedder(MIGRATION) is not None
+        finally:
+            rag.close()
+        if have is not None:
+            olds.add(have[0])
+    return spec_of(next(iter(olds))) if moving and len(olds) == 1 else None

@@ -263,3 +263,33 @@ def test_collections_of_two_different_old_models_fall_back_to_indexing_again(tmp
         serving, m = prepare(_cfg("hash:32"), paths, HashEmbedder(32))
     assert m is None
     assert "different models" in [e for e in logs if e["event"] == "model_swap_not_possible"][0]["reason"]
+
+
+def test_a_command_run_without_the_daemon_during_a_move_searches_with_the_old_model(tmp_path):
+    """``ragweedd search`` / ``ingest`` while a move is under way (the daemon stopped): the query is
+    embedded by the model of the vectors it searches, not by the configured new one."""
+    from ragweedd.services import open_oneshot
+
+    dirs = f"data_dir = '{tmp_path / 'd'}'\nstate_dir = '{tmp_path / 's'}'\ncache_dir = '{tmp_path / 'c'}'"
+    cfg_a, paths = _cfg("hash:64", dirs), _paths(tmp_path)
+    _run(cfg_a, paths, HashEmbedder(64), FILES, tmp_path / "docs")
+    cfg_b = _cfg("hash:32", dirs)
+    svc = open_oneshot(cfg_b)
+    try:
+        assert svc.embedder.id == HashEmbedder(32).id, "no move under way: the configured model"
+    finally:
+        svc.close()
+    serving, m = prepare(cfg_b, paths, HashEmbedder(32))
+    assert m is not None
+    rag = _rag(paths, readonly=False)
+    try:
+        rag.reset_pass(MIGRATION, m.index_id, 32)
+    finally:
+        rag.close()
+    svc = open_oneshot(cfg_b)
+    try:
+        assert svc.embedder.id == HashEmbedder(64).id
+        res = svc.search("hb3x", limit=3)
+        assert res["results"][0]["filename"] == "n3.txt"
+    finally:
+        svc.close()

@@ -134,7 +134,7 @@ def test_the_new_vectors_are_built_beside_the_old_and_swapped_in_one_step(tmp_pa
     sync.close()
 
 
-def test_a_swap_to_a_model_of_the_same_dimension_rebuilds_the_index_rather_than_replaying_it(tmp_path):
+def test_a_swap_to_a_model_of_the_same_dimension_rebuilds_the_index_rather_than_replaying_it(tmp_path, monkeypatch):
     """Same dimension, other model: only the log's gap tells the old index file from a current one."""
     cfg_a, paths = _cfg("hash:64"), _paths(tmp_path)
     _run(cfg_a, paths, HashEmbedder(64), FILES, tmp_path / "docs")
@@ -157,6 +157,29 @@ def test_a_swap_to_a_model_of_the_same_dimension_rebuilds_the_index_rather_than_
         assert m_idx.plan(PRIMARY, max_seq, min_seq) == "rebuild"
     finally:
         m_idx.close(flush=False)
+    # while the daemon rebuilds it, searches never see the old graph: its vectors are another model's
+    seen: list[tuple[int, str, bool]] = []
+    real = IndexManager.rebuild
+
+    def watching(self, suffix, batches, applied_seq):
+        rag = _rag(paths)
+        try:
+            idx = sync.index_for(rag)
+            seen.append((len(self.indexes[suffix]), self.status[suffix], idx is not None and idx.complete(max_seq)))
+        finally:
+            rag.close()
+        return real(self, suffix, batches, applied_seq)
+
+    monkeypatch.setattr(IndexManager, "rebuild", watching)
+    sync = IndexSync(cfg_a, paths, 64)
+    try:
+        sync.sync("c")
+        assert seen == [(0, "stale", True)], "the old graph is emptied before anyone can search it"
+        assert len(sync.managers["c"].indexes[PRIMARY]) == 7 and sync.managers["c"].status[PRIMARY] == "ok"
+        vecs = sync.managers["c"].indexes[PRIMARY].search_exact(np.full(64, 0.125, np.float32), 1)
+        assert float(vecs[1][0]) == pytest.approx(64 * 0.125 * 0.125)
+    finally:
+        sync.close()
 
 
 def test_a_swap_is_refused_while_a_chunk_lacks_its_new_vector(tmp_path):

@@ -122,6 +122,9 @@ class Core:
                 t.join(30)
         self.index.close()  # applies nothing new; flushes every dirty index
         self.services.close()
+        m = self.migration
+        if m is not None and m.owned and hasattr(m.embedder, "close"):
+            m.embedder.close()  # the new model; the old one that served is closed with the services
         self.collections.close()
         with self._reader_lock:
             self.reader.close()

@@ -225,15 +225,18 @@ def open_daemon(cfg: Config, *, embedder: Any = None, extract: Callable | None =
 
     paths = Paths.from_config(cfg).ensure()
     setup_for(paths)
+    owned = embedder is None
     if embedder is None:
         from ragweedd.embed.factory import make_embedder
 
         embedder = make_embedder(cfg.embed_model, cfg)
-    from ragweedd.ingest.model_swap import prepare
+    from ragweedd.ingest.model_swap import daemon_collections, prepare
     from ragweedd.ingest.vectorize import open_passes
 
     # a changed embed.model: the old model serves while the new one's vectors are built beside
-    embedder, migration = prepare(cfg, paths, embedder)
+    embedder, migration = prepare(cfg, paths, embedder, daemon_collections(cfg, paths))
+    if migration is not None:
+        migration.owned = owned  # the core then closes the new model it does not serve with
     passes = open_passes(cfg, embedder)  # a pass whose model is missing is skipped, never fatal
     index = IndexSync(cfg, paths, embedder.dim, passes.dims())
     return Core(cfg, paths, embedder, index, extract=extract, watcher_factory=watcher_factory, passes=passes,

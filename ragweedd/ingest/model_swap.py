@@ -47,18 +47,20 @@ class Migration:
     key: str = "embed.model"
     problem: str | None = None
     ready: bool = False  # every collection has all its new vectors: the switch is due
+    owned: bool = False  # the new model was made for this core, which closes it at its stop
     vectors: dict[str, int] = field(default_factory=dict)  # collection -> new vectors stored
     missing: dict[str, int] = field(default_factory=dict)  # collection -> chunks still without one
 
     def info(self) -> dict[str, Any]:
         """The status entry (``contract.EmbedMigration``)."""
-        done, todo = sum(self.vectors.values()), sum(self.missing.values())
+        vectors, missing = dict(self.vectors), dict(self.missing)  # the embedding stage writes them
+        done, todo = sum(vectors.values()), sum(missing.values())
         return {"old_embedder_id": self.old_id, "new_embedder_id": self.index_id, "model": self.spec, "dim": self.dim,
                 "state": "failed" if self.problem else ("switching" if self.ready else "embedding"),
                 "vectors": done, "pending_chunks": todo,
                 "percent": round(100.0 * done / (done + todo), 1) if done + todo else 100.0,
-                "collections": {n: {"vectors": v, "pending_chunks": self.missing.get(n, 0)}
-                                for n, v in sorted(self.vectors.items())},
+                "collections": {n: {"vectors": v, "pending_chunks": missing.get(n, 0)}
+                                for n, v in sorted(vectors.items())},
                 "problem": self.problem}
 
 
@@ -85,11 +87,25 @@ def _suffix(index_id: str) -> str:
     return index_id.partition("+")[2]
 
 
-def prepare(cfg: Any, paths: Any, embedder: Any) -> tuple[Any, Migration | None]:
+def daemon_collections(cfg: Any, paths: Any) -> list[str]:
+    """The collections a daemon core serves (those of the config and those added at run time),
+    as ragweedd.watch.collections builds them: a folder of a collection no longer served is no
+    part of a move."""
+    from ragweedd.store.ingest_db import IngestDB
+
+    db = IngestDB(paths.ingest_db)
+    try:
+        return sorted(set(cfg.collections) | {row[0] for row in db.run_time_collections()})
+    finally:
+        db.close()
+
+
+def prepare(cfg: Any, paths: Any, embedder: Any, names: list[str] | None = None) -> tuple[Any, Migration | None]:
     """Before a daemon core is built: finish a switch that is due, cancel moves no longer wanted,
-    and decide with which model the core serves. Returns (the serving embedder, the migration or
-    None). Never raises for a migration it cannot do: the collections are then indexed again from
-    their files, as without this feature."""
+    and decide with which model the core serves. ``names``: the collections it serves (default:
+    every collection folder). Returns (the serving embedder, the migration or None). Never raises
+    for a migration it cannot do: the collections are then indexed again from their files, as
+    without this feature."""
     from ragweedd.chunk.context import index_embedder_id
     from ragweedd.store.rag_db import PRIMARY
     from ragweedd.store.rag_swap import MIGRATION
@@ -99,6 +115,8 @@ def prepare(cfg: Any, paths: Any, embedder: Any) -> tuple[Any, Migration | None]
     stores = SqliteBackend(paths)
     state: dict[str, tuple[str | None, str | None]] = {}
     for name in stores.indexed_collections():
+        if names is not None and name not in names:
+            continue
         rag = stores.open_rag(name)
         try:
             have, nxt = rag.embedder(PRIMARY), rag.embedder(MIGRATION)

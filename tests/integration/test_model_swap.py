@@ -316,3 +316,18 @@ def test_a_command_run_without_the_daemon_during_a_move_searches_with_the_old_mo
         assert res["results"][0]["filename"] == "n3.txt"
     finally:
         svc.close()
+
+
+def test_a_collection_folder_the_daemon_no_longer_serves_is_no_part_of_the_move(tmp_path):
+    """A collection taken out of the config keeps its folder; it neither blocks the move of the
+    served ones nor is moved itself."""
+    paths = _paths(tmp_path)
+    _run(_cfg("hash:64"), paths, HashEmbedder(64), FILES, tmp_path / "a", collection="a")
+    _run(_cfg("hash:48"), paths, HashEmbedder(48), FILES, tmp_path / "b", collection="b")
+    serving, m = prepare(_cfg("hash:32"), paths, HashEmbedder(32), ["a"])
+    assert m is not None and m.old_id == "hash:64@fh1+ctx1" and serving.id == HashEmbedder(64).id
+    rag = _rag(paths, "b")
+    try:
+        assert rag.embedder(MIGRATION) is None and rag.embedder(PRIMARY) == ("hash:48@fh1+ctx1", 48)
+    finally:
+        rag.close()

@@ -331,3 +331,32 @@ def test_a_collection_folder_the_daemon_no_longer_serves_is_no_part_of_the_move(
         assert rag.embedder(MIGRATION) is None and rag.embedder(PRIMARY) == ("hash:48@fh1+ctx1", 48)
     finally:
         rag.close()
+
+
+def test_a_new_model_that_fails_stops_the_move_and_the_old_model_keeps_serving(tmp_path):
+    from ragweedd.errors import EmbedderError
+
+    class Down(Counting):
+        def embed_batch(self, texts):
+            raise EmbedderError("the embedding server is not reachable (test)")
+
+    cfg_a, paths = _cfg("hash:64"), _paths(tmp_path)
+    _run(cfg_a, paths, HashEmbedder(64), FILES, tmp_path / "docs")
+    serving, m = prepare(_cfg("hash:32"), paths, Down(HashEmbedder(32)))
+    assert m is not None
+    ready: list[bool] = []
+    vec = _run(_cfg("hash:32"), paths, serving, {"late.txt": "A late note, codeword lt9x."}, tmp_path / "docs",
+               migration=m, on_migrated=lambda: ready.append(True))
+    assert not ready and not m.ready
+    info = m.info()
+    assert info["state"] == "failed" and "not reachable" in info["problem"] and "restart ragweedd" in info["problem"]
+    assert vec.summary["c"][0] == 0, "the old model's vectors of the new file were written regardless"
+    rag = _rag(paths)
+    try:
+        assert rag.pass_vector_count(PRIMARY) == 8 and rag.embedder(PRIMARY) == ("hash:64@fh1+ctx1", 64)
+        assert rag.swap_progress() == (0, 8)
+    finally:
+        rag.close()
+    # the next start goes on (here with a model that works)
+    serving, m = prepare(_cfg("hash:32"), paths, HashEmbedder(32))
+    assert m is not None and m.problem is None

@@ -150,3 +150,56 @@ def test_a_changed_model_is_built_beside_the_old_one_resumes_after_kill9_and_swi
         d.start()
         assert d.status()["embedder"]["dim"] == 32 and d.status().get("embed_migration") is None
         assert _top(d, "mz11k") == "n11.txt"
+
+
+def test_the_embedded_minilm_moves_to_its_float32_variant_at_the_same_dimension(daemon, tmp_path):
+    """The bundled MiniLM (int8 linear layers) to its float32 variant: the same 384 dimensions, so
+    only the recorded model tells the vectors apart. After the switch every stored vector is the
+    float32 model's embedding of what the int8 one read (text and context line), and none of the
+    int8 vectors is left in the database or in the index."""
+    import numpy as np
+
+    from ragweedd.chunk.context import embed_input
+    from ragweedd.embed.factory import make_embedder
+
+    topics = ["the migration of arctic terns", "sourdough bread and its starter", "tidal power stations",
+              "the rules of contract bridge", "repairing a bicycle chain", "orbital mechanics of comets"]
+    root = tmp_path / "notes"
+    root.mkdir()
+    for i, t in enumerate(topics):
+        (root / f"t{i}.txt").write_text(f"A short note on {t}. It says a few plain things about {t}.\n")
+    d = daemon({"notes": [root]}, extra="[embed]\nbatch_size = 2\n",
+               env={"RAGWEED_EMBED_MODEL": "local:all-minilm-l6-v2"})
+    d.wait_idle(120)
+    assert _embedders(d)["primary"][0].startswith("local:all-minilm-l6-v2@q8-")
+    assert _top(d, "seabirds flying south") == "t0.txt"
+
+    d.stop(30)
+    d.env["RAGWEED_EMBED_MODEL"] = "local:all-minilm-l6-v2-f32"
+    d.launcher_args = ["--slow-embed", "0.5"]
+    d.start()
+    m = wait_until(lambda: (lambda m: m if m and m["vectors"] >= 2 else None)(_migration(d)), 60, 0.1,
+                   "the migration to be under way")
+    assert m["old_embedder_id"].startswith("local:all-minilm-l6-v2@q8-") and m["dim"] == 384
+    assert m["new_embedder_id"].startswith("local:all-minilm-l6-v2@f32-") and m["pending_chunks"] > 0
+    assert _top(d, "baking bread") == "t1.txt"  # the int8 model and index answer meanwhile
+
+    def switched() -> bool:
+        r = d.api("GET", "/v1/status")
+        return r.status_code == 200 and r.json()["embedder"]["id"].startswith("local:all-minilm-l6-v2@f32-")
+    wait_until(switched, 120, 0.1, "the switch to the float32 model")
+    d.wait_idle(60)
+    assert _top(d, "baking bread") == "t1.txt" and _top(d, "seabirds flying south") == "t0.txt"
+    f32 = make_embedder("local:all-minilm-l6-v2-f32")
+    with closing(d.db("notes")) as c:
+        assert [tuple(r) for r in c.execute("SELECT space, dim FROM embedders")] == [("primary", 384)]
+        rows = c.execute(
+            "SELECT v.vec, t.string_value, x.string_value FROM vectors v"
+            " JOIN embedding_metadata t ON t.id = v.id AND t.key = 'chroma:document'"
+            " LEFT JOIN embedding_metadata x ON x.id = v.id AND x.key = 'context'").fetchall()
+    assert len(rows) == len(topics)
+    for vec, text, ctx in rows:
+        want = f32.embed_batch([embed_input(text, ctx)])[0]
+        np.testing.assert_allclose(np.frombuffer(vec, dtype=np.float32), want, atol=1e-5)
+    wait_until(lambda: d.status()["index"]["notes"]["vectors"] == len(topics), 60, 0.2, "the rebuilt index")
+    assert d.status()["index"]["notes"]["state"] == "ok"

@@ -102,8 +102,8 @@ def run_daemon(cfg, allow_remote: bool = False, *, embedder=None, extract=None, 
     writer = data_writer_lock(paths)
     cores: list = []  # the running core; a live repair replaces it
 
-    def open_core(repairs: dict) -> Any:
-        core = open_daemon(cfg, embedder=embedder, extract=extract, watcher_factory=watcher_factory)
+    def open_core(repairs: dict, model: Any = None) -> Any:
+        core = open_daemon(cfg, embedder=model or embedder, extract=extract, watcher_factory=watcher_factory)
         cores[:] = [core]
         core.repaired = repairs  # status shows it (degraded while those collections are re-ingested)
         notes = _repair_notes(repairs)
@@ -136,9 +136,14 @@ def run_daemon(cfg, allow_remote: bool = False, *, embedder=None, extract=None, 
         """Every collection has the new embed.model's vectors: stop the core that serves the old
         model, put the new vectors in place (ragweedd/ingest/model_swap.py, at the new core's
         start) and serve with the new model."""
+        m = old.migration
+        model = None
+        if m is not None and m.owned:
+            # the new model is loaded already: the new core takes it over (fewer seconds of 503)
+            m.owned, model = False, m.embedder
         old.stop()
         cores.clear()
-        new = open_core({})
+        new = open_core({}, model)
         log.info("model_switched", embedder=new.index_embedder_id, still_moving=new.migration is not None)
         return new
 

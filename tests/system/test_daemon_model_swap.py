@@ -7,14 +7,18 @@ complete, the new model serves and the old vectors are gone."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from contextlib import closing
+from pathlib import Path
 
 import requests
 
 from tests.fakes.llm_server import FakeLLMServer
 from tests.system.conftest import wait_until
 
+ROOT = Path(__file__).resolve().parents[2]
 N = 24  # notes, one chunk each
 
 
@@ -92,6 +96,12 @@ def test_a_changed_model_is_built_beside_the_old_one_resumes_after_kill9_and_swi
             assert _top(d, f"mz{i:02d}k") == f"n{i:02d}.txt"
         assert _spaces(d)["primary"] == N and 0 < _spaces(d).get("next", 0) < N
         assert not (d.base / "data" / "collections" / "notes" / "data_level0_next.bin").exists()
+        ctl = subprocess.run([sys.executable, "-m", "ragweedd.cli.ctl", "--state-dir", str(d.base / "state"),
+                              "status"], capture_output=True, text=True, timeout=60, cwd=str(ROOT))
+        assert ctl.returncode == 0, ctl.stderr
+        assert f"embedder: {old_id} (64-d)" in ctl.stdout
+        assert "changing embed.model to ollama:swapmodel (32-d): embedding, " in ctl.stdout, ctl.stdout
+        assert f"searches use {old_id} until then" in ctl.stdout
 
         # A file added meanwhile gets a vector of the old model at once (searchable now) and one
         # of the new model with the rest.

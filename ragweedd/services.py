@@ -238,6 +238,8 @@ def open_daemon(cfg: Config, *, embedder: Any = None, extract: Callable | None =
     if migration is not None:
         migration.owned = owned  # the core then closes the new model it does not serve with
     passes = open_passes(cfg, embedder)  # a pass whose model is missing is skipped, never fatal
-    index = IndexSync(cfg, paths, embedder.dim, passes.dims())
+    # the new model's vectors get their index beside the old one while they are made
+    building = {migration.space: migration.dim} if migration is not None else {}
+    index = IndexSync(cfg, paths, embedder.dim, {**passes.dims(), **building})
     return Core(cfg, paths, embedder, index, extract=extract, watcher_factory=watcher_factory, passes=passes,
                 migration=migration)

@@ -128,16 +128,14 @@ def prepare(cfg: Any, paths: Any, embedder: Any, names: list[str] | None = None)
             state[name] = (have[0] if have else None, nxt[0] if nxt else None)
         finally:
             rag.close()
+        if state[name][1] is None:
+            _drop_index_files(paths, name)  # of a cancelled move, or left by a kill after a switch
     moving = {n: s for n, s in state.items() if s[0] is not None and s[0] != want}
     if not moving:
         return embedder, None
     if all(s[1] == want for s in moving.values()) and all(_complete(stores, n) for n in moving):
         for name in sorted(moving):
-            rag = stores.open_rag(name)
-            try:
-                rag.finish_model_swap()
-            finally:
-                rag.close()
+            _switch(cfg, paths, stores, name)
             log.info("model_swapped", collection=name, was=moving[name][0], now=want)
         return embedder, None
     why = _refusal(cfg, moving, state, want)
@@ -213,3 +211,47 @@ def serving_spec(paths: Any) -> str | None:
         if have is not None:
             olds.add(have[0])
     return spec_of(next(iter(olds))) if moving and len(olds) == 1 else None
+
+
+def _switch(cfg: Any, paths: Any, stores: Any, name: str) -> None:
+    """Put the new vectors of a complete collection in place, and the index built from them while
+    they were made (its own files, ``*_next.*``) in the place of the old index: caught up with the
+    last new vectors, then written as the primary index at the change log's new end, so the new
+    core searches a complete index at once. Were the index files unusable, or the process killed
+    before they are written, the old index is rebuilt from the new vectors instead (its log no
+    longer reaches it: ragweedd/store/rag_swap.py)."""
+    from ragweedd.index.fileformat import write_index
+    from ragweedd.index.manager import IndexManager
+    from ragweedd.index.passes import prepare_pass, sync_pass
+    from ragweedd.store.rag_swap import MIGRATION
+
+    directory = paths.collection_dir(name)
+    rag = stores.open_rag(name)
+    m = None
+    try:
+        target = rag.embedder(MIGRATION)
+        try:
+            m = IndexManager(directory, {MIGRATION: target[1]}, config=cfg, start_flusher=False)
+            prepare_pass(m, rag, MIGRATION)
+            sync_pass(m, rag, MIGRATION)
+        except Exception as e:  # noqa: BLE001 - an index only costs time: it is rebuilt from the vectors
+            log.warning("model_swap_index_unused", collection=name, error=f"{type(e).__name__}: {e}",
+                        action="the index is rebuilt from the new vectors")
+            m = None
+        if not rag.finish_model_swap():
+            return
+        if m is not None:
+            write_index(directory, m.indexes[MIGRATION].snapshot(), rag.max_seq(), "")
+    finally:
+        if m is not None:
+            m.close(flush=False)
+        rag.close()
+    _drop_index_files(paths, name)
+
+
+def _drop_index_files(paths: Any, name: str) -> None:
+    from ragweedd.index.manager import file_suffix
+    from ragweedd.store.rag_swap import MIGRATION
+
+    for p in paths.collection_dir(name).glob(f"*{file_suffix(MIGRATION)}.*"):
+        p.unlink(missing_ok=True)

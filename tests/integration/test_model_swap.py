@@ -122,12 +122,14 @@ def test_the_new_vectors_are_built_beside_the_old_and_swapped_in_one_step(tmp_pa
         assert rag.min_seq() == old_seq + 2 and rag.max_seq() == old_seq + 8
     finally:
         rag.close()
-    # the old index file is rebuilt from the new vectors, never replayed into
+    # the index of the new vectors took the place of the old index, at the log's new end
     m_idx = IndexManager(paths.collection_dir("c"), {PRIMARY: 32}, start_flusher=False)
     try:
-        assert m_idx.status[PRIMARY] == "dim_mismatch"
+        assert m_idx.status[PRIMARY] == "ok" and len(m_idx.indexes[PRIMARY]) == 7
+        assert m_idx.applied_seq[PRIMARY] == old_seq + 8
     finally:
         m_idx.close(flush=False)
+    assert not list(paths.collection_dir("c").glob("*_next*"))
     sync = IndexSync(cfg_b, paths, 32)
     sync.sync("c")
     assert len(sync.managers["c"].indexes[PRIMARY]) == 7

@@ -114,6 +114,7 @@ def prepare(cfg: Any, paths: Any, embedder: Any, names: list[str] | None = None)
     want = index_embedder_id(embedder.id, cfg.chunk_context)
     stores = SqliteBackend(paths)
     state: dict[str, tuple[str | None, str | None]] = {}
+    fresh: set[str] = set()  # collections whose move starts now
     for name in stores.indexed_collections():
         if names is not None and name not in names:
             continue
@@ -125,6 +126,12 @@ def prepare(cfg: Any, paths: Any, embedder: Any, names: list[str] | None = None)
                 log.info("model_swap_cancelled", collection=name, was_moving_to=nxt[0], configured=want,
                          vectors_dropped=gone)
                 nxt = None
+            if have is not None and have[0] != want and nxt is None:
+                # the move's target is recorded at once (a collection without chunks is then
+                # complete); a move that turns out impossible drops the collection's data anyway
+                rag.reset_pass(MIGRATION, want, int(embedder.dim))
+                fresh.add(name)
+                nxt = (want, int(embedder.dim))
             state[name] = (have[0] if have else None, nxt[0] if nxt else None)
         finally:
             rag.close()
@@ -155,8 +162,15 @@ def prepare(cfg: Any, paths: Any, embedder: Any, names: list[str] | None = None)
                     action="the collections are indexed again from their files")
         return embedder, None
     m = Migration(old_id=old_id, embedder=embedder, index_id=want, dim=int(embedder.dim), spec=cfg.embed_model)
+    for name in moving:  # status shows the work ahead before the embedding stage has looked
+        rag = stores.open_rag(name, readonly=True)
+        try:
+            done, total = rag.swap_progress()
+        finally:
+            rag.close()
+        m.vectors[name], m.missing[name] = done, total - done
     log.info("model_swap_started", collections=sorted(moving), was=old_id, now=want,
-             resumed=sorted(n for n, s in moving.items() if s[1] == want))
+             resumed=sorted(n for n in moving if n not in fresh))
     return old, m
 
 

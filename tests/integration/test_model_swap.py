@@ -221,6 +221,7 @@ def test_an_interrupted_move_resumes_and_a_file_added_meanwhile_gets_both_vector
     new = Counting(HashEmbedder(32))
     serving, m = prepare(cfg_b, paths, new)
     assert m is not None and serving.id == HashEmbedder(64).id
+    assert (m.info()["vectors"], m.info()["pending_chunks"], m.info()["percent"]) == (3, 4, 42.9)
     _run(cfg_b, paths, serving, {"late.txt": "A late note, codeword lt9x, added during the move."}, docs,
          migration=m)
     assert len(new.texts) == 7 + 1 - 3, "the 3 done chunks are not embedded again"
@@ -362,3 +363,20 @@ def test_a_new_model_that_fails_stops_the_move_and_the_old_model_keeps_serving(t
     # the next start goes on (here with a model that works)
     serving, m = prepare(_cfg("hash:32"), paths, HashEmbedder(32))
     assert m is not None and m.problem is None
+
+
+def test_a_collection_without_chunks_switches_at_once(tmp_path):
+    paths = _paths(tmp_path)
+    rag = RagDB(paths.rag_db("e"), "e")
+    try:
+        rag.set_embedder("hash:64@fh1+ctx1", 64)
+    finally:
+        rag.close()
+    b = HashEmbedder(32)
+    serving, m = prepare(_cfg("hash:32"), paths, b)
+    assert serving is b and m is None, "nothing to embed: no move to serve through"
+    rag = _rag(paths, "e")
+    try:
+        assert rag.embedder(PRIMARY) == ("hash:32@fh1+ctx1", 32) and rag.embedder(MIGRATION) is None
+    finally:
+        rag.close()

@@ -380,3 +380,34 @@ def test_a_collection_without_chunks_switches_at_once(tmp_path):
         assert rag.embedder(PRIMARY) == ("hash:32@fh1+ctx1", 32) and rag.embedder(MIGRATION) is None
     finally:
         rag.close()
+
+
+def test_a_kill_in_the_middle_of_the_switch_finishes_it_at_the_next_start(tmp_path):
+    """Two complete collections; the process died after the first one's transaction (the second
+    not switched, the first one's new index not yet written). The next start switches the second
+    and serves the new model: no collection is left on the old one."""
+    paths = _paths(tmp_path)
+    cfg_a, cfg_b = _cfg("hash:64"), _cfg("hash:32")
+    for name in ("a", "b"):
+        _run(cfg_a, paths, HashEmbedder(64), FILES, tmp_path / name, collection=name)
+    serving, m = prepare(cfg_b, paths, HashEmbedder(32))
+    assert m is not None
+    for name in ("a", "b"):
+        _run(cfg_b, paths, serving, {}, tmp_path / name, collection=name, migration=m)
+    (paths.collection_dir("a") / "header_next.bin").write_bytes(b"left by the kill")
+    rag = _rag(paths, "a", readonly=False)
+    try:
+        assert rag.finish_model_swap()
+    finally:
+        rag.close()
+    b = HashEmbedder(32)
+    serving, m = prepare(cfg_b, paths, b)
+    assert serving is b and m is None
+    for name in ("a", "b"):
+        rag = _rag(paths, name)
+        try:
+            assert rag.embedder(PRIMARY) == ("hash:32@fh1+ctx1", 32) and rag.embedder(MIGRATION) is None
+            assert rag.pass_vector_count(PRIMARY) == 7
+        finally:
+            rag.close()
+        assert not list(paths.collection_dir(name).glob("*_next*"))

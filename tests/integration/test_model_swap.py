@@ -411,3 +411,24 @@ def test_a_kill_in_the_middle_of_the_switch_finishes_it_at_the_next_start(tmp_pa
         finally:
             rag.close()
         assert not list(paths.collection_dir(name).glob("*_next*"))
+
+
+def test_an_old_model_that_can_no_longer_be_loaded_falls_back_to_indexing_again(tmp_path):
+    """The vectors were made by an Ollama model the server no longer has in that version (here: no
+    server at all): nothing could embed the queries meanwhile, so the collection is indexed again."""
+    from structlog.testing import capture_logs
+
+    cfg_a, paths = _cfg("hash:64"), _paths(tmp_path)
+    _run(cfg_a, paths, HashEmbedder(64), FILES, tmp_path / "docs")
+    rag = _rag(paths, readonly=False)
+    try:
+        rag.set_embedder("ollama:gone-model@0123456789ab+ctx1", 64)
+    finally:
+        rag.close()
+    cfg = load_config(text="[embed]\nmodel = 'hash:32'\nollama_url = 'http://127.0.0.1:9'\n", env={})
+    b = HashEmbedder(32)
+    with capture_logs() as logs:
+        serving, m = prepare(cfg, paths, b)
+    assert serving is b and m is None
+    refused = [e for e in logs if e["event"] == "model_swap_not_possible"]
+    assert refused and "ollama:gone-model@0123456789ab+ctx1" in refused[0]["reason"], refused

@@ -210,6 +210,23 @@ class EmbedPass(TypedDict):
     problem: str | None
 
 
+class EmbedMigration(TypedDict):
+    """A change of ``embed.model`` under way (docs/embedders.md): searches use the old model
+    (``old_embedder_id``) until every chunk has a vector of the new one; ``state`` "embedding",
+    "switching" (all done, the daemon is moving to the new model) or "failed" (``problem``)."""
+
+    old_embedder_id: str
+    new_embedder_id: str
+    model: str
+    dim: int
+    state: str
+    vectors: int
+    pending_chunks: int
+    percent: float
+    collections: dict[str, dict[str, int]]
+    problem: str | None
+
+
 class IndexInfo(TypedDict):
     vectors: int | None
     applied_seq: int | None
@@ -273,6 +290,7 @@ class Status(TypedDict):
     degraded: list[str]
     missing_tools: list[MissingTool]
     embed_passes: NotRequired[list[EmbedPass]]  # the configured extra embedding passes
+    embed_migration: NotRequired[EmbedMigration | None]  # a change of embed.model under way
 
 
 # --------------------------------------------------------------------------- documents

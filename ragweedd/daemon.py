@@ -102,8 +102,8 @@ def run_daemon(cfg, allow_remote: bool = False, *, embedder=None, extract=None, 
     writer = data_writer_lock(paths)
     cores: list = []  # the running core; a live repair replaces it
 
-    def open_core(repairs: dict) -> Any:
-        core = open_daemon(cfg, embedder=embedder, extract=extract, watcher_factory=watcher_factory)
+    def open_core(repairs: dict, model: Any = None) -> Any:
+        core = open_daemon(cfg, embedder=model or embedder, extract=extract, watcher_factory=watcher_factory)
         cores[:] = [core]
         core.repaired = repairs  # status shows it (degraded while those collections are re-ingested)
         notes = _repair_notes(repairs)
@@ -132,6 +132,21 @@ def run_daemon(cfg, allow_remote: bool = False, *, embedder=None, extract=None, 
                               "repaired": _repair_notes(repairs) or ["nothing needed repair"]}
         return new
 
+    def switch_model(old: Any) -> Any:
+        """Every collection has the new embed.model's vectors: stop the core that serves the old
+        model, put the new vectors in place (ragweedd/ingest/model_swap.py, at the new core's
+        start) and serve with the new model."""
+        m = old.migration
+        model = None
+        if m is not None and m.owned:
+            # the new model is loaded already: the new core takes it over (fewer seconds of 503)
+            m.owned, model = False, m.embedder
+        old.stop()
+        cores.clear()
+        new = open_core({}, model)
+        log.info("model_switched", embedder=new.index_embedder_id, still_moving=new.migration is not None)
+        return new
+
     try:
         writer.acquire()
         token = ensure_token(paths.token_file)
@@ -140,7 +155,7 @@ def run_daemon(cfg, allow_remote: bool = False, *, embedder=None, extract=None, 
                  embedder=core.embedder.id, data_dir=str(paths.data), state_dir=str(paths.state))
         _check_keys_file()
         asyncio.run(_serve(core, cfg, paths, token, allow_remote or cfg.allow_remote_bind, repair_live,
-                           banner_json))
+                           banner_json, switch_model))
         return 0
     finally:
         for core in cores:
@@ -180,7 +195,8 @@ def _repair_notes(repairs: dict) -> list[str]:
 
 
 async def _serve(core, cfg, paths: Paths, token: str, allow_remote: bool,
-                 repair_live: Callable[[Any], Any], banner_json: bool = False) -> None:
+                 repair_live: Callable[[Any], Any], banner_json: bool = False,
+                 switch_model: Callable[[Any], Any] | None = None) -> None:
     from ragweedd.api.server import ApiServer
     from ragweedd.engine import DaemonEngine
 
@@ -195,6 +211,14 @@ async def _serve(core, cfg, paths: Paths, token: str, allow_remote: bool,
         loop.call_soon_threadsafe(damaged.set)
 
     core.on_damage = on_damage
+    switch = asyncio.Event()  # a change of embed.model has all its vectors (ragweedd/ingest/model_swap.py)
+
+    def on_migrated() -> None:
+        loop.call_soon_threadsafe(switch.set)
+
+    core.on_migrated = on_migrated
+    if core.migration is not None and core.migration.ready:
+        on_migrated()  # it finished before the callback was set: the switch is still due
 
     def check_now() -> None:
         # SIGUSR2: run the integrity check now (an operator who suspects damage need not wait hours)
@@ -206,7 +230,17 @@ async def _serve(core, cfg, paths: Paths, token: str, allow_remote: bool,
 
     def swap(old: Any) -> Any:
         new = repair_live(old)
-        new.on_damage = on_damage
+        new.on_damage, new.on_migrated = on_damage, on_migrated
+        if new.migration is not None and new.migration.ready:
+            on_migrated()
+        return new
+
+    def switch_core(old: Any) -> Any:
+        assert switch_model is not None
+        new = switch_model(old)
+        new.on_damage, new.on_migrated = on_damage, on_migrated
+        if new.migration is not None and new.migration.ready:
+            on_migrated()
         return new
 
     server = ApiServer(engine, token=token, listen=cfg.listen, allow_remote=allow_remote,
@@ -225,13 +259,18 @@ async def _serve(core, cfg, paths: Paths, token: str, allow_remote: bool,
         print(started_banner(server.host, server.port), file=sys.stderr, flush=True)
     try:
         while not stop.is_set():
-            waits = {asyncio.ensure_future(stop.wait()), asyncio.ensure_future(damaged.wait())}
+            waits = {asyncio.ensure_future(stop.wait()), asyncio.ensure_future(damaged.wait()),
+                     asyncio.ensure_future(switch.wait())}
             _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             for w in pending:
                 w.cancel()
             if damaged.is_set() and not stop.is_set():
                 damaged.clear()
                 await engine.replace_core(swap, "a damaged database is moved aside and rebuilt from your files")
+            if switch.is_set() and not stop.is_set():
+                switch.clear()
+                if switch_model is not None:
+                    await engine.replace_core(switch_core, "switching to the new embed.model")
         log.info("daemon_stopping", reason="signal")
     finally:
         await server.stop()

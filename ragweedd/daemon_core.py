@@ -25,7 +25,7 @@ ROOT_CHECK_S = 5.0  # how often roots are stat-ed to notice an unmount or a retu
 
 class Core:
     def __init__(self, cfg: Config, paths: Paths, embedder: Any, index: Any, *, extract: Callable | None = None,
-                 watcher_factory: Callable | None = None, passes: Any = None) -> None:
+                 watcher_factory: Callable | None = None, passes: Any = None, migration: Any = None) -> None:
         from ragweedd.store.job_queue import JobQueue
         from ragweedd.ingest.worker import Workers
         from ragweedd.store.ingest_db import IngestDB
@@ -64,9 +64,13 @@ class Core:
             self._reindex_if_embedder_changed(name)
         from ragweedd.ingest.vectorize import Vectorizer
 
+        # A change of embed.model under way (ragweedd/ingest/model_swap.py): ``embedder`` is then the
+        # old model, which serves until the daemon calls ``on_migrated`` and switches.
+        self.migration = migration
+        self.on_migrated: Callable[[], None] | None = None
         self.vectorizer = Vectorizer(cfg, paths, embedder, self.index_embedder_id,
                                      collections=lambda: list(self.collections.items), on_changes=self.index.notify,
-                                     passes=self.passes)
+                                     passes=self.passes, migration=migration, on_migrated=self._migrated)
         self.workers = Workers(cfg, paths, self.queue, embedder, resolve=self.collections.resolve,
                                on_changes=self.index.notify, on_root_missing=self.collections.on_root_missing,
                                extract=extract, vectorizer=self.vectorizer)
@@ -118,6 +122,9 @@ class Core:
                 t.join(30)
         self.index.close()  # applies nothing new; flushes every dirty index
         self.services.close()
+        m = self.migration
+        if m is not None and m.owned and hasattr(m.embedder, "close"):
+            m.embedder.close()  # the new model; the old one that served is closed with the services
         self.collections.close()
         with self._reader_lock:
             self.reader.close()
@@ -254,6 +261,10 @@ class Core:
         self.services.forget_collection(name)
         shutil.rmtree(self.paths.collection_dir(name), ignore_errors=True)
         return res
+
+    def _migrated(self) -> None:
+        if self.on_migrated is not None:
+            self.on_migrated()
 
     def _reindex_if_embedder_changed(self, name: str) -> None:
         """A collection's vectors all come from one embedder. When ``embed.model`` names another one

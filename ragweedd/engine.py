@@ -65,8 +65,8 @@ def _on_core(fn: _F) -> _F:
     @functools.wraps(fn)
     async def call(self: "DaemonEngine", *args: Any, **kwargs: Any) -> Any:
         if self.repairing is not None:
-            raise RepairingError(f"ragweedd is repairing its databases ({self.repairing})",
-                                 hint="retry in a few seconds; status shows what was repaired")
+            raise RepairingError(f"ragweedd is replacing its running parts: {self.repairing}",
+                                 hint="retry in a few seconds; status then shows what was done")
         self._inflight += 1
         try:
             return await fn(self, *args, **kwargs)

@@ -220,6 +220,14 @@ def open_oneshot(cfg: Config, *, embedder: Any = None) -> Services:
 
     paths = Paths.from_config(cfg).ensure()
     setup_for(paths)  # before anything imports numba
+    if embedder is None:
+        from ragweedd.ingest.model_swap import serving_spec
+
+        spec = serving_spec(paths)  # a change of embed.model under way: the old model still serves
+        if spec is not None:
+            from ragweedd.embed.factory import make_embedder
+
+            embedder = make_embedder(spec, cfg)
     return Services(cfg, paths, embedder=embedder, disk_indexes=DiskIndexes(cfg, paths))
 
 
@@ -233,12 +241,21 @@ def open_daemon(cfg: Config, *, embedder: Any = None, extract: Callable | None =
 
     paths = Paths.from_config(cfg).ensure()
     setup_for(paths)
+    owned = embedder is None
     if embedder is None:
         from ragweedd.embed.factory import make_embedder
 
         embedder = make_embedder(cfg.embed_model, cfg)
+    from ragweedd.ingest.model_swap import daemon_collections, prepare
     from ragweedd.ingest.vectorize import open_passes
 
+    # a changed embed.model: the old model serves while the new one's vectors are built beside
+    embedder, migration = prepare(cfg, paths, embedder, daemon_collections(cfg, paths))
+    if migration is not None:
+        migration.owned = owned  # the core then closes the new model it does not serve with
     passes = open_passes(cfg, embedder)  # a pass whose model is missing is skipped, never fatal
-    index = IndexSync(cfg, paths, embedder.dim, passes.dims())
-    return Core(cfg, paths, embedder, index, extract=extract, watcher_factory=watcher_factory, passes=passes)
+    # the new model's vectors get their index beside the old one while they are made
+    building = {migration.space: migration.dim} if migration is not None else {}
+    index = IndexSync(cfg, paths, embedder.dim, {**passes.dims(), **building})
+    return Core(cfg, paths, embedder, index, extract=extract, watcher_factory=watcher_factory, passes=passes,
+                migration=migration)

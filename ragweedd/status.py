@@ -106,6 +106,8 @@ def build_status(core: Core, tools: list[MissingTool]) -> Status:
     if not last.get("repaired"):  # once repaired, the notes above say what is still going on
         degraded.extend(f"integrity check: {p}" for p in damage)
     degraded.extend(core.passes.degraded())  # extra embedding passes whose model cannot be used
+    if core.migration is not None and core.migration.problem:
+        degraded.append(core.migration.problem)
     for name, err in list(core.index.errors.items()):
         degraded.append(f"the vector index of collection '{name}' failed: {err}; searches use the stored "
                         f"vectors exactly until it recovers (see the daemon log)")
@@ -137,6 +139,7 @@ def build_status(core: Core, tools: list[MissingTool]) -> Status:
         "degraded": degraded,
         "missing_tools": tools,
         "embed_passes": core.passes.info(),  # type: ignore[typeddict-item]
+        "embed_migration": core.migration.info() if core.migration is not None else None,
     }
 
 

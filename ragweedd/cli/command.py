@@ -372,8 +372,8 @@ def _refuse_other_embedder(services, embedder, collection: str, cfg) -> None:
         raise RequestError(
             f"collection '{collection}' was embedded with {known[0]}, but embed.model and chunk_context "
             f"give {want}",
-            hint="ingest with the collection's model, or let the daemon re-index it with the new one "
-                 "(it does so at start when embed.model changes)")
+            hint="ingest with the collection's model, or start the daemon: it builds the new model's "
+                 "vectors beside the old ones and switches when they are complete (embed.migrate)")
 
 
 def _search(cfg, args) -> int:

@@ -196,6 +196,11 @@ def cmd_status(c: Client, a, out) -> int:
     out.write(f"  {vectors_line(s['vectors'])}\n")
     emb = s["embedder"]
     out.write(f"  embedder: {emb['id']} ({emb['dim']}-d)\n")
+    mig = s.get("embed_migration")
+    if mig:
+        out.write(f"  changing embed.model to {safe(mig['model'])} ({mig['dim']}-d): {mig['state']}, "
+                  f"{mig['vectors']} vectors, {mig['pending_chunks']} chunks waiting ({mig['percent']}%); "
+                  f"searches use {mig['old_embedder_id']} until then\n")
     for ps in s.get("embed_passes") or []:
         if ps["state"] == "ok":  # a skipped pass is told under DEGRADED
             out.write(f"  extra pass {ps['key']}: {safe(ps['model'])} ({ps['dim']}-d), {ps['vectors']} vectors, "

@@ -140,12 +140,18 @@ class IndexSync:
             return m, False
         from ragweedd.index.manager import IndexManager
 
-        with self._lock:
-            m = IndexManager(self.paths.collection_dir(name), {PRIMARY: self.dim, **self.pass_dims}, config=self.cfg)
-            self.managers[name] = m
+        m = IndexManager(self.paths.collection_dir(name), {PRIMARY: self.dim, **self.pass_dims}, config=self.cfg)
         max_seq = rag.max_seq()
         min_seq = rag.min_seq()
         plan = m.plan(PRIMARY, max_seq, min_seq)
+        if plan == "rebuild" and m.status[PRIMARY] == "ok":
+            # A file the log no longer reaches (an old file put back, or the vectors of the model
+            # a collection moved away from): its graph may hold vectors the database does not, so
+            # searches never see it; until the rebuild is swapped in they rank the stored vectors.
+            m.indexes[PRIMARY] = m._new(self.dim)
+            m.status[PRIMARY] = "stale"
+        with self._lock:
+            self.managers[name] = m
         if plan == "rebuild" or (m.status[PRIMARY] == "new" and max_seq > 0):
             ahead = m.applied_seq[PRIMARY] > max_seq
             log.info("index_rebuild", collection=name, reason="ahead of the change log" if ahead else m.status[PRIMARY],

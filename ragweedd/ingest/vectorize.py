@@ -135,7 +135,8 @@ class Vectorizer:
 
     def __init__(self, cfg: Any, paths: Any, embedder: Any, index_embedder_id: str, *,
                  collections: Callable[[], list[str]], on_changes: Callable[[str], None],
-                 passes: Any = None) -> None:
+                 passes: Any = None, migration: Any = None,
+                 on_migrated: Callable[[], None] | None = None) -> None:
         from ragweedd.embed.passes import Passes
         from ragweedd.ingest.supervise import Supervisor
 
@@ -144,6 +145,10 @@ class Vectorizer:
         self.passes = passes if passes is not None else Passes.none()
         self.index_embedder_id = index_embedder_id
         self.collections, self.on_changes = collections, on_changes
+        # A change of embed.model under way (ragweedd/ingest/model_swap.py): its vectors are filled
+        # like an extra pass's, last; ``on_migrated()`` once every collection has all of them.
+        self.migration = migration
+        self.on_migrated = on_migrated
         # Every collection is looked at once at start (chunks left pending by a crash or a stop),
         # and counts as unsettled from construction, before the thread runs.
         self._dirty: set[str] = set(collections())
@@ -207,7 +212,7 @@ class Vectorizer:
             self._backlog.discard(collection)
             for key in [k for k in self._pass_marks if k[0] == collection]:
                 del self._pass_marks[key]
-            for p in self.passes.all():
+            for p in self.passes.all() + ([self.migration] if self.migration is not None else []):
                 p.vectors.pop(collection, None)
                 p.missing.pop(collection, None)
             self.summary.pop(collection, None)
@@ -265,8 +270,33 @@ class Vectorizer:
                 self._fill_primary(name, rag, cache)
             for p in self.passes.working():
                 self._fill_pass(name, rag, cache, p)
+            m = self.migration
+            if m is not None and m.problem is None:
+                self._fill_pass(name, rag, cache, m, fail=self._migration_failed)
         finally:
             rag.close()
+        self._check_migrated()
+
+    def _migration_failed(self, p: Any, error: str) -> None:
+        # The old model keeps serving; the move is tried again at the next start.
+        p.problem = (f"the change of embed.model to {p.spec!r} stopped ({error}); searches keep using the old "
+                     f"model {p.old_id}; fix the new model and restart ragweedd to go on where it stopped")
+        log.warning("model_swap_failed", model=p.spec, error=error)
+
+    def _check_migrated(self) -> None:
+        """Say once when every collection has a new-model vector for each of its chunks."""
+        m = self.migration
+        if m is None or m.ready or m.problem is not None or self.on_migrated is None:
+            return
+        names = self.collections()
+        with self._cv:
+            if self._dirty or self._backlog:
+                return
+        if any(m.missing.get(n, 1) for n in names if self.paths.rag_db(n).exists()):
+            return
+        m.ready = True
+        log.info("model_swap_ready", model=m.spec, collections=sorted(names))
+        self.on_migrated()
 
     def _fill_primary(self, name: str, rag: Any, cache: Any) -> None:
         t0 = time.monotonic()
@@ -291,9 +321,12 @@ class Vectorizer:
         log.info("vectors_written", collection=name, vectors=written, embedded=sent,
                  ms=round((time.monotonic() - t0) * 1000, 1))
 
-    def _fill_pass(self, name: str, rag: Any, cache: Any, p: Any) -> None:
-        """Fill one extra pass of a collection. Its failure skips the pass (and says so in
-        status); it never stops the primary vectors of this or any other collection."""
+    def _fill_pass(self, name: str, rag: Any, cache: Any, p: Any,
+                   fail: Callable[[Any, str], None] | None = None) -> None:
+        """Fill one extra pass (or the new model of a migration) of a collection. Its failure
+        skips the pass (and says so in status); it never stops the primary vectors of this or any
+        other collection."""
+        fail = fail or self.passes.fail
         from ragweedd.errors import RagweedError
 
         t0 = time.monotonic()
@@ -312,6 +345,9 @@ class Vectorizer:
             return self._stop.is_set() or name in self._forgotten or bool(self._dirty)
 
         key = (name, p.space)
+        if name not in p.missing:  # the first look at this collection: status shows the work ahead
+            p.vectors[name] = rag.pass_vector_count(p.space)
+            p.missing[name] = max(0, rag.chunk_count() - p.vectors[name])
         seq = rag.max_seq()  # read before the top id: a delete after it resets the mark
         top = rag.max_chunk_id()
         mark = self._pass_marks.get(key)
@@ -329,10 +365,10 @@ class Vectorizer:
                 self._backlog.add(name)  # after the primary vectors now waiting
             return
         except RagweedError as e:
-            self.passes.fail(p, e.message)
+            fail(p, e.message)
             return
         except Exception as e:  # noqa: BLE001 - whatever breaks an optional pass leaves the primary alone
-            self.passes.fail(p, f"{type(e).__name__}: {e}")
+            fail(p, f"{type(e).__name__}: {e}")
             return
         finally:
             if name not in self._forgotten:

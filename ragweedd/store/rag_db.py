@@ -24,6 +24,7 @@ from ragweedd.contract import place_uri
 from ragweedd.errors import NotCreatedYetError
 from ragweedd.store.pathnames import from_db, maybe_from_db, to_db
 from ragweedd.store.rag_passes import PRIMARY, PassVectors
+from ragweedd.store.rag_swap import ModelSwap
 from ragweedd.store.sqlite import Migration, connect, migrate, transaction, write
 
 MIGRATIONS: list[Migration] = [
@@ -164,7 +165,7 @@ END;
 ]
 
 
-class RagDB(PassVectors):
+class RagDB(PassVectors, ModelSwap):
     def __init__(self, path: Path | str, collection: str, *, topic: str = "", readonly: bool = False) -> None:
         self.path = Path(path)
         self.collection = collection

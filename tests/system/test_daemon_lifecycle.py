@@ -153,7 +153,9 @@ def test_idle_daemon_uses_no_measurable_cpu(daemon, tmp_path):
     assert used < 0.2, f"an idle daemon used {used:.2f} s of CPU in 10 s"
 
 
-def test_a_changed_embedder_reindexes_the_collection_instead_of_mixing_vectors(daemon, tmp_path):
+def test_a_changed_embedder_with_migrate_off_reindexes_the_collection_instead_of_mixing_vectors(daemon, tmp_path):
+    """``embed.migrate = false``: the collection is dropped and indexed again from its files (the
+    default builds the new vectors beside the old ones: tests/system/test_daemon_model_swap.py)."""
     root = tmp_path / "notes"
     d = _indexed_daemon(daemon, root, "notes",
                         {f"n{i}.txt": f"Note {i} about the embedder that made this collection, codeword kz{i}q."
@@ -162,6 +164,7 @@ def test_a_changed_embedder_reindexes_the_collection_instead_of_mixing_vectors(d
     before = d.ingest_embedded()
     d.stop(30)
     d.env["RAGWEED_EMBED_MODEL"] = "hash:48"  # the user switches models
+    d.env["RAGWEED_EMBED_MIGRATE"] = "false"
     d.start()
     wait_until(lambda: d.ingest_embedded() - before == 20, 60, what="every file embedded again")
     wait_until(lambda: sum(1 for r in d.live_rows("notes").values() if r["extract_status"] == "done") == 20, 60,

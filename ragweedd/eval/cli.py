@@ -89,7 +89,6 @@ def run(cfg, args) -> int:
 def _run_questions(cfg, args) -> int:
     from pathlib import Path
 
-    from ragweedd.cli import common
     from ragweedd.errors import RequestError
     from ragweedd.eval import questions
     from ragweedd.services import open_oneshot
@@ -102,7 +101,7 @@ def _run_questions(cfg, args) -> int:
     from ragweedd.eval.beir import with_overrides
 
     # no semantic search cache: each question is measured on its own results, never a neighbour's
-    services = open_oneshot(with_overrides(cfg, search_cache_size=0), embedder=common.make_embedder(cfg))
+    services = open_oneshot(with_overrides(cfg, search_cache_size=0))  # the model serving now
     try:
         services.searchable(args.collection)  # a name that does not exist fails before any search
 
@@ -131,7 +130,6 @@ def _run_answers(cfg, args) -> int:
     import asyncio
     from pathlib import Path
 
-    from ragweedd.cli import common
     from ragweedd.errors import RequestError
     from ragweedd.eval import answers
 
@@ -151,7 +149,7 @@ def _run_answers(cfg, args) -> int:
     from ragweedd.services import open_oneshot
 
     judge = make_provider(spec, cfg, key="--judge" if args.judge else "llm.judge" if cfg.llm_judge else "llm.synthesis")
-    services = open_oneshot(with_overrides(cfg, search_cache_size=0), embedder=common.make_embedder(cfg))
+    services = open_oneshot(with_overrides(cfg, search_cache_size=0))  # the model serving now
 
     async def go() -> dict:
         from ragweedd.answer.answering import ask

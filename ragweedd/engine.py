@@ -54,19 +54,23 @@ log = get_logger("ragweedd.engine")
 TOOLS_TTL_S = 60.0  # missing external tools are looked up again at most this often
 _DOC_KEY = re.compile(r"[0-9]{1,18}")  # ASCII digits only: str.isdigit() accepts '¹' and '١'
 REPAIR_DRAIN_S = 30.0  # how long a live repair waits for calls already running on the old core
+# How long a call that arrives while the core is being replaced waits for the new one before it is
+# refused with 503: a planned switch (a changed embed.model) or a live repair takes moments, and a
+# client should see a slower answer, not an error.
+REPLACE_WAIT_S = 30.0
 _F = TypeVar("_F", bound=Callable[..., Awaitable[Any]])
 
 
 def _on_core(fn: _F) -> _F:
-    """Refuse the call while the core is being replaced, and count it while it runs so the repair
-    can wait for it. Streams (ask) are counted until their events are handed over."""
+    """Hold the call while the core is being replaced (up to REPLACE_WAIT_S, then refuse it), and
+    count it while it runs so the replacement can wait for it. Streams (ask) are counted until
+    their events are handed over."""
     import functools
 
     @functools.wraps(fn)
     async def call(self: "DaemonEngine", *args: Any, **kwargs: Any) -> Any:
         if self.repairing is not None:
-            raise RepairingError(f"ragweedd is replacing its running parts: {self.repairing}",
-                                 hint="retry in a few seconds; status then shows what was done")
+            await self._await_core(fn.__name__)
         self._inflight += 1
         try:
             return await fn(self, *args, **kwargs)
@@ -91,6 +95,7 @@ class DaemonEngine:
         self.core = core
         self.cfg, self.paths = core.cfg, core.paths
         self.repairing: str | None = None  # why, while the core is being replaced
+        self._replaced: asyncio.Event | None = None  # set when the replacement is over
         self._inflight = 0
         self._damage_check_at = -60.0
         self._tools: list[MissingTool] = []
@@ -115,6 +120,7 @@ class DaemonEngine:
         call running on it. If ``swap`` fails the error propagates: the daemon then exits and its
         next start runs the same repair."""
         self.repairing = reason
+        self._replaced = asyncio.Event()
         deadline = time.monotonic() + REPAIR_DRAIN_S
         while self._inflight and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
@@ -122,6 +128,20 @@ class DaemonEngine:
             self.core = await asyncio.to_thread(swap, self.core)
         finally:
             self.repairing = None
+            self._replaced.set()
+
+    async def _await_core(self, what: str) -> None:
+        """A call that arrived during a replacement: wait for the new core, or refuse with 503."""
+        reason, replaced = self.repairing, self._replaced
+        if replaced is not None:
+            try:
+                await asyncio.wait_for(replaced.wait(), REPLACE_WAIT_S)
+            except asyncio.TimeoutError:
+                pass
+        if self.repairing is not None:
+            raise RepairingError(f"ragweedd is replacing its running parts: {reason}",
+                                 hint="retry in a few seconds; status then shows what was done")
+        log.info("call_waited_for_replacement", call=what)
 
     # --- status and collections ------------------------------------------------------------------
     @_on_core

@@ -59,3 +59,67 @@ def test_checker_catches_drift():
     assert any("search" in p for p in problems) and any("scan is not async" in p for p in problems)
     assert any("list_documents" in p for p in problems)
     assert del_problems == ["NoStatus.status is missing"]
+
+
+def _engine_with_core(name: str):
+    import types
+
+    from ragweedd.engine import DaemonEngine, _on_core
+
+    class Probe(DaemonEngine):
+        @_on_core
+        async def which(self) -> str:
+            return self.core.name
+
+    return Probe(types.SimpleNamespace(cfg=None, paths=None, name=name))
+
+
+def test_a_call_during_a_core_replacement_waits_for_the_new_core():
+    import asyncio
+    import time
+
+    eng = _engine_with_core("old")
+
+    def swap(core):
+        time.sleep(0.4)  # stopping the old core, switching the vectors, starting the new
+        core.name = "stopped"
+        import types
+        return types.SimpleNamespace(cfg=None, paths=None, name="new")
+
+    async def go():
+        replacing = asyncio.create_task(eng.replace_core(swap, "embed.model changed"))
+        await asyncio.sleep(0.05)
+        assert eng.repairing == "embed.model changed"
+        answer = await eng.which()  # arrives mid-switch: answered by the new core, not refused
+        await replacing
+        return answer
+
+    assert asyncio.run(go()) == "new"
+
+
+def test_a_replacement_that_outlasts_the_wait_is_refused_with_503(monkeypatch):
+    import asyncio
+    import time
+    import types
+
+    import pytest
+
+    from ragweedd import engine as engine_mod
+    from ragweedd.errors import RepairingError
+
+    monkeypatch.setattr(engine_mod, "REPLACE_WAIT_S", 0.1)
+    eng = _engine_with_core("old")
+
+    def swap(core):
+        time.sleep(0.6)
+        return types.SimpleNamespace(cfg=None, paths=None, name="new")
+
+    async def go():
+        replacing = asyncio.create_task(eng.replace_core(swap, "a damaged database"))
+        await asyncio.sleep(0.05)
+        with pytest.raises(RepairingError, match="replacing its running parts: a damaged database"):
+            await eng.which()
+        await replacing
+        return await eng.which()
+
+    assert asyncio.run(go()) == "new"

@@ -155,6 +155,14 @@ def test_get_document_by_path_and_key_with_line_range_and_byte_cap(d, transport)
             full = data(await s.call_tool("get_document", {"doc_key": doc["doc_key"], "max_bytes": 100_000}))
             assert full["text"] == ("# Cats\n\n" + CATS).rstrip("\n") and full["truncated"] is False
 
+            # a search hit leads to its document: the hit's doc_key works, its doc_id (a hash) is explained
+            hit = data(await s.call_tool("search", {"query": "cat number purrs", "limit": 1}))["hits"][0]
+            assert hit["doc_key"] == doc["doc_key"]
+            from_hit = data(await s.call_tool("get_document", {"doc_key": hit["doc_key"], "max_bytes": 100_000}))
+            assert from_hit["text"] == full["text"]
+            by_id = error_text(await s.call_tool("get_document", {"doc_key": hit["doc_id"]}))
+            assert "doc_id" in by_id and "pass the hit's doc_key" in by_id, by_id
+
             assert "exactly one of doc_key or path" in error_text(await s.call_tool("get_document", {}))
             assert "no indexed document has the path" in error_text(
                 await s.call_tool("get_document", {"path": "nope.md"}))

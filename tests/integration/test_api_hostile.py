@@ -142,7 +142,8 @@ def test_upload_filename_schema_and_server_agree(api):
 
 
 # --------------------------------------------------------------------------- uploads that would never be indexed
-@pytest.mark.parametrize("name,want", [("tool.exe", "'.exe'"), ("blob.xyz", "'.xyz'"), ("README-but-not", "no extension")])
+@pytest.mark.parametrize("name,want", [("tool.exe", "'.exe'"), ("blob.xyz", "'.xyz'"),
+                                       ("README-but-not", "no extension")])
 def test_upload_of_a_type_no_extractor_reads_is_a_400(api, name, want):
     e = refused(api.request("POST", f"/v1/collections/notes/documents?filename={quote(name)}", raw=b"MZ binary"))
     assert want in e["message"] and "does not index" in e["message"], e

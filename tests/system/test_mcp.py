@@ -237,6 +237,13 @@ def test_daemon_mcp_allow_writes_offers_write_tools_that_work(tmp_path):
                     "upload", {"collection": "notes", "filename": "y.md"}))
                 assert data(await s.call_tool("scan", {"name": "notes"}))["queued"] is True
                 assert "collection 'nope' does not exist" in error_text(await s.call_tool("scan", {"name": "nope"}))
+                # what would never be indexed, and a root no watcher can follow, are refused here too
+                assert "does not index" in error_text(await s.call_tool(
+                    "upload", {"collection": "notes", "filename": "tool.exe", "text": "MZ"}))
+                assert "invisible format characters" in error_text(await s.call_tool(
+                    "upload", {"collection": "notes", "filename": "\u202edm.exe", "text": "x"}))
+                assert "the filesystem root" in error_text(await s.call_tool(
+                    "add_collection", {"name": "everything", "paths": ["/"]}))
             # the stdio server proxies the same write tools through the HTTP API
             async with stdio_session(dm.base / "state", "--allow-writes") as s:
                 blob = base64.b64encode(b"Gliders ride thermals.\n").decode()
@@ -245,6 +252,8 @@ def test_daemon_mcp_allow_writes_offers_write_tools_that_work(tmp_path):
                 assert up["source_file"].endswith("gliders.txt") and up["size_bytes"] == 23
                 assert "not valid base64" in error_text(await s.call_tool(
                     "upload", {"collection": "notes", "filename": "z.txt", "content_base64": "***"}))
+                assert "the filesystem root" in error_text(await s.call_tool(
+                    "add_collection", {"name": "everything", "paths": ["/"]}))
                 added = data(await s.call_tool("add_collection", {"name": "more", "paths": [str(docs)]}))
                 assert added["name"] == "more"
         run(go)

@@ -554,6 +554,7 @@ class CitationCheck(TypedDict):
     source_sentence: SourceSentence | None
     entailed: NotRequired[bool]
     entailment_error: NotRequired[str]
+    no_source: NotRequired[bool]  # true when the answer cites a number no source has: unsupported
 
 
 class CitationsVerified(TypedDict):

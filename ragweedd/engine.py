@@ -268,6 +268,13 @@ class DaemonEngine:
 
     @_on_core
     async def upload(self, collection: str, filename: str, data: bytes) -> Uploaded:
+        from ragweedd.extract.registry import extractor_for
+
+        if extractor_for(Path(filename)) is None:  # stored, it would only ever be "skipped"
+            kind = f"type {Path(filename).suffix!r}" if Path(filename).suffix else "type (no extension)"
+            raise RequestError(f"file {filename[:100]!r} is of a {kind} ragweedd does not index",
+                               hint="docs/formats.md lists the formats it reads; convert the file to one of them")
+
         def write() -> Uploaded:
             self.core.collections.get(collection)
             target = Path(self.core.collections.upload_dir(collection)) / filename

@@ -32,8 +32,10 @@ def _one_line(name: object) -> str:
 
 
 def source_label(hit: dict) -> str:
-    """``collection/filename [p.PAGE]`` (page and timestamp only when known), on one line."""
-    label = _one_line(f"{hit.get('collection') or '?'}/{hit.get('filename') or hit.get('source_file') or '?'}")
+    """``collection/path [p.PAGE]`` (page and timestamp only when known), on one line. The path is the
+    file's, relative to its collection root, so files of one name in two subfolders stay apart."""
+    name = hit.get("source_rel_path") or hit.get("filename") or hit.get("source_file") or "?"
+    label = _one_line(f"{hit.get('collection') or '?'}/{name}")
     if hit.get("member"):
         label += f"!{_one_line(hit['member'])}"
     if hit.get("page_label"):

@@ -165,7 +165,8 @@ def best_sentence(c: Claim, source: dict) -> dict[str, Any] | None:
 
 
 def verify(answer: str, sources: Sequence[dict], *, min_support: float = 0.6) -> list[dict[str, Any]]:
-    """One check per (claim, cited source number) that names a source; see the module doc."""
+    """One check per (claim, cited source number); see the module doc. A number no source has is
+    checked too, unsupported with ``no_source``."""
     by_n = {s.get("n"): s for s in sources}
     cache: dict[int, tuple[set[str], set[str], set[str]]] = {}
 
@@ -191,6 +192,11 @@ def verify(answer: str, sources: Sequence[dict], *, min_support: float = 0.6) ->
             out.append({"n": n, "claim": c.text, "answer_span": [c.start, c.end], "supported": supported,
                         "score": round(share, 4), "missing": missing if not supported else [],
                         "method": "terms", "source_sentence": best_sentence(c, by_n[n])})
+        # a number no source has supports nothing: the claim stands on a source the reader cannot see
+        for n in dict.fromkeys(n for n in c.cites if n not in by_n):
+            out.append({"n": n, "claim": c.text, "answer_span": [c.start, c.end], "supported": False,
+                        "score": 0.0, "missing": [], "method": "terms", "source_sentence": None,
+                        "no_source": True})
     return out
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from typing import Annotated, Any, Literal, Protocol
 
 import anyio
@@ -152,6 +153,9 @@ _PLACE = ("collection", "filename", "source_file", "uri", "page_label", "section
           "t_start", "t_end", "member")
 
 
+_MD5 = re.compile(r"[0-9a-fA-F]{32}")
+
+
 def _hit(h: dict) -> dict:
     out = {k: h.get(k) for k in ("doc_id", *_PLACE, "score") if h.get(k) is not None}
     out["text"] = h.get("text", "")
@@ -230,11 +234,27 @@ def build_server(backend: Backend, *, allow_writes: bool = False, name: str = "r
         res = await backend.call("POST", "/v1/search", {"query": query, "top_k": limit,
                                                         **filters(collections, path_glob, file_type)})
         hits = [_hit(h) for h in res.get("results", [])[:limit]]
+        await _add_doc_keys(hits)
         return {"query": query, "hits": hits}
+
+    async def _add_doc_keys(hits: list[dict]) -> None:
+        # a hit names its content (doc_id, a hash several paths may share); get_document wants the
+        # file, so each hit carries the key of its own (collection, path)
+        keys: dict[tuple, str | None] = {}
+        for h in hits:
+            where = (h.get("collection"), h.get("source_file"))
+            if where not in keys and all(where):
+                res = await backend.call("GET", "/v1/documents", query={
+                    "collection": where[0], "path_glob": _glob_escape(str(where[1])), "limit": 2})
+                items = [d for d in res.get("items", []) if d.get("state") != "superseded"]
+                keys[where] = str(items[0]["doc_key"]) if len(items) == 1 else None
+            if keys.get(where):
+                h["doc_key"] = keys[where]
 
     @mcp.tool(annotations=read_only)
     async def get_document(
-        doc_key: Annotated[str | None, Field(description="the document's key (a hit's doc_id, or from list)")] = None,
+        doc_key: Annotated[str | None, Field(
+            description="the document's key: a search hit's doc_key (not its doc_id, which is a content hash)")] = None,
         path: Annotated[str | None, Field(description="the file's path (absolute, or its end: 'notes/a.md')")] = None,
         page: Annotated[str | None, Field(description="only this page (its label, e.g. '4' or 'iv')")] = None,
         line_start: Annotated[int | None, Field(ge=1, description="first line to return (1-based)")] = None,
@@ -250,6 +270,9 @@ def build_server(backend: Backend, *, allow_writes: bool = False, name: str = "r
             raise ToolError(f"line_end ({line_end}) is before line_start ({line_start})")
         if doc_key is None:
             doc_key = await _find_key(str(path))
+        elif _MD5.fullmatch(doc_key):
+            raise ToolError(f"{doc_key!r} is a hit's doc_id (a hash of its content, which several files may "
+                            "share); pass the hit's doc_key, or its source_file as path")
         from urllib.parse import quote
 
         d = await backend.call("GET", f"/v1/documents/{quote(doc_key, safe='')}")

@@ -8,6 +8,7 @@ import asyncio
 import hashlib
 import hmac
 import json
+import unicodedata
 from typing import Any, AsyncIterator
 
 from aiohttp import BodyPartReader, web
@@ -74,6 +75,13 @@ def check_filename(name: str) -> str:
                            hint="give a bare file name; uploads always go to the collection's managed folder")
     if any(ord(c) < 32 or ord(c) == 127 for c in name):
         raise RequestError(f"file name {name[:100]!r} contains control characters")
+    # format characters (category Cf) are invisible: a right-to-left override shows "\u202edm.exe"
+    # as "exe.md", so the name a reader sees is not the file's type
+    hidden = sorted({f"U+{ord(c):04X}" for c in name if unicodedata.category(c) == "Cf"})
+    if hidden:
+        raise RequestError(f"file name {name[:100]!r} contains invisible format characters ({', '.join(hidden)})",
+                           hint="rename the file without them (they can disguise its type, e.g. a right-to-left "
+                                "override)")
     if len(name.encode("utf-8", "surrogatepass")) > 255:
         raise RequestError("file name is longer than 255 bytes")
     return name

@@ -35,7 +35,7 @@ from ragweedd.errors import RagweedError
 PUBLIC_ROUTES = {("GET", "/v1/health")}
 # The web UI's shell (HTML, script, style: no data) and its sign-in page need no token; the data
 # they show comes from the API, which checks the session cookie (ragweedd/api/web_routes.py).
-PUBLIC_PAGES = {("GET", "/"), ("GET", "/login")}
+PUBLIC_PAGES = {("GET", "/"), ("GET", "/login"), ("GET", "/favicon.ico")}
 PUBLIC_PREFIXES = (("GET", "/ui/"),)
 # Minting a login code needs the bearer token itself: a browser session cannot extend itself.
 TOKEN_ONLY_ROUTES = {("POST", "/v1/login-codes")}

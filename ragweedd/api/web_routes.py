@@ -30,8 +30,11 @@ from ragweedd.contract import LoginCode
 from ragweedd.errors import NotFoundError
 
 # The HTML pages served outside the OpenAPI document (they answer HTML, not the API's JSON).
-PAGES = {("GET", "/"), ("GET", "/login"), ("GET", "/ui/{asset}")}
-ASSETS = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
+PAGES = {("GET", "/"), ("GET", "/login"), ("GET", "/ui/{asset}"), ("GET", "/favicon.ico")}
+# favicon.svg: a browser asks for an icon on every page load (at /favicon.ico when the page names
+# none: the sign-in messages, a PDF opened from /v1/files); without one its console shows a 404
+ASSETS = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8",
+          "favicon.svg": "image/svg+xml"}
 PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
             "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 CHUNK = 256 * 1024
@@ -57,6 +60,10 @@ async def index(request: web.Request) -> web.Response:
     return web.Response(body=_asset("index.html"), headers=_page_headers("text/html; charset=utf-8"))
 
 
+async def favicon(request: web.Request) -> web.Response:
+    return web.Response(body=_asset("favicon.svg"), headers=_page_headers(ASSETS["favicon.svg"]))
+
+
 async def asset(request: web.Request) -> web.Response:
     name = request.match_info["asset"]
     if name not in ASSETS:
@@ -66,6 +73,7 @@ async def asset(request: web.Request) -> web.Response:
 
 def _message_page(status: int, title: str, text: str) -> web.Response:
     body = (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>ragweedd: {html.escape(title)}</title>"
+            "<link rel=icon href=/ui/favicon.svg type=image/svg+xml>"
             f"<link rel=stylesheet href=/ui/app.css></head><body class=message><main><h1>{html.escape(title)}</h1>"
             f"<p>{html.escape(text)}</p><p>Run <code>ragweedctl open</code> for a new sign-in link.</p>"
             "</main></body></html>")
@@ -211,5 +219,6 @@ def add_web_routes(app: web.Application) -> None:
     r.add_get("/", index, allow_head=False)
     r.add_get("/login", login, allow_head=False)
     r.add_get("/ui/{asset}", asset, allow_head=False)
+    r.add_get("/favicon.ico", favicon, allow_head=False)
     r.add_post("/v1/login-codes", login_code)
     r.add_get("/v1/files/{doc_key}", original_file, allow_head=False)

@@ -176,6 +176,8 @@ def print_citation_checks(rec: dict, out: TextIO) -> None:
         why = [m for m in c.get("missing") or []][:8]
         if why:
             out.write(f"      not in source {c.get('n')}: {safe(', '.join(why))}\n")
+        elif c.get("no_source"):
+            out.write(f"      there is no source {c.get('n')}: the answer cites a number it was not given\n")
         elif c.get("entailed") is False:
             out.write(f"      the entailment model says source {c.get('n')} does not support it\n")
         best = c.get("source_sentence") or {}

@@ -123,6 +123,39 @@ CREATE INDEX jobs_next ON jobs(state, op = 'delete', id);
     (4, "files_by_state", """
 CREATE INDEX ingest_files_state ON ingest_files(extract_status, collection) WHERE superseded = 0;
 """),
+    # A file's id is its document key in every face: a plain INTEGER PRIMARY KEY gives the highest
+    # id again once its row is gone (a removed collection's last files), so a key a user kept would
+    # name another file. AUTOINCREMENT never hands an id out twice; SQLite cannot add it to a table,
+    # so the table is rebuilt with its rows and indexes.
+    (5, "file_ids_never_reused", """
+CREATE TABLE ingest_files_new (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    collection TEXT NOT NULL,
+    source_file TEXT NOT NULL,
+    md5 TEXT,
+    size_bytes INTEGER,
+    first_seen REAL NOT NULL,
+    last_seen REAL NOT NULL,
+    chunks INTEGER NOT NULL DEFAULT 0,
+    superseded INTEGER NOT NULL DEFAULT 0,
+    extract_status TEXT NOT NULL DEFAULT 'pending',
+    mtime_ns INTEGER,
+    inode INTEGER,
+    error TEXT,
+    tries INTEGER NOT NULL DEFAULT 0,
+    root TEXT,
+    updated_at REAL NOT NULL
+);
+INSERT INTO ingest_files_new (id, collection, source_file, md5, size_bytes, first_seen, last_seen, chunks,
+    superseded, extract_status, mtime_ns, inode, error, tries, root, updated_at)
+    SELECT id, collection, source_file, md5, size_bytes, first_seen, last_seen, chunks,
+    superseded, extract_status, mtime_ns, inode, error, tries, root, updated_at FROM ingest_files;
+DROP TABLE ingest_files;
+ALTER TABLE ingest_files_new RENAME TO ingest_files;
+CREATE UNIQUE INDEX ingest_files_live ON ingest_files(collection, source_file) WHERE superseded = 0;
+CREATE INDEX ingest_files_md5 ON ingest_files(collection, md5);
+CREATE INDEX ingest_files_state ON ingest_files(extract_status, collection) WHERE superseded = 0;
+"""),
 ]
 
 # File states a user sees (status, documents listing).

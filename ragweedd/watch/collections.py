@@ -30,6 +30,22 @@ log = get_logger("ragweedd.watch")
 RUNNING_WAIT_S = 60.0  # how long a removal waits for a running ingest job of the collection
 
 
+# Kernel and device trees: endless or changing files, loops and devices whose reads block. The
+# filesystem root holds them all (and the whole machine: watching it exhausts the watches and the
+# watcher's walk of it fails), so it is refused too. $HOME is allowed (docs/watching.md).
+SYSTEM_TREES = ("/proc", "/sys", "/dev", "/run")
+
+
+def _system_root(path: str) -> str | None:
+    """What ``path`` (resolved) is, when it is the filesystem root or inside a kernel/device tree."""
+    if path == os.sep:
+        return "the filesystem root"
+    for t in SYSTEM_TREES:
+        if path == t or path.startswith(t + os.sep):
+            return f"inside the system tree {t}"
+    return None
+
+
 @dataclass
 class CollectionState:
     conf: CollectionConfig
@@ -302,6 +318,10 @@ class Collections:
             r = os.path.realpath(os.path.expanduser(p))
             if not os.path.isdir(r):
                 raise RequestError(f"'{p}' is not a folder", hint="give existing folders as the collection's paths")
+            system = _system_root(r)
+            if system:
+                raise RequestError(f"'{p}' is {system}: it cannot be a collection's folder",
+                                   hint="give the folder that holds your documents (docs/watching.md)")
             inside = self._inside_own(r)
             if inside:
                 raise RequestError(f"'{p}' is inside ragweedd's own directory {inside} (its databases, state or "

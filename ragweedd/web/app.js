@@ -55,10 +55,14 @@ async function readJson(r) {
 
 function showError(e) {
   const box = $("error");
-  box.replaceChildren(el("strong", {}, "Error: "), e.message || String(e),
-    e.hint ? el("span", { class: "muted" }, " — " + e.hint) : null,
-    el("button", { class: "close", onclick: () => { box.hidden = true; } }, "×"));
+  // replaceChildren() writes a null as the text "null": leave the hint out when there is none
+  const kids = [el("strong", {}, "Error: "), e.message || String(e)];
+  if (e.hint) kids.push(el("span", { class: "muted" }, " — " + e.hint));
+  kids.push(el("button", { class: "close", onclick: () => { box.hidden = true; } }, "×"));
+  box.replaceChildren(...kids);
   box.hidden = !(e && !(e instanceof ApiError && e.status === 401));
+  // the box sits at the top of the page: an error of a form further down (upload) is not left unseen
+  if (!box.hidden) window.scrollTo({ top: 0 });
 }
 
 function q(params) {
@@ -144,6 +148,11 @@ function when(iso) {
   return isNaN(d) ? iso : d.toLocaleString();
 }
 
+// After an upload the documents page follows the ingest: its tables are read again whenever the
+// files' states change, until the ingest is idle (and a little after: the upload's file may not have
+// reached the queue at the first poll), so the counts do not wait for the page to reopen.
+let followUntil = 0, lastStates = "";
+
 async function pollStatus() {
   let s;
   try {
@@ -172,6 +181,14 @@ async function pollStatus() {
     el("div", { class: "bar" }, el("span", { style: { width: `${pct}%` } })),
     el("div", { class: "muted" }, Object.entries(s.files_by_state).map(([k, n]) => `${k} ${n}`).join(" · "),
       s.degraded.length ? " · degraded: " + s.degraded.join("; ") : ""));
+  const states = JSON.stringify(s.files_by_state);
+  const following = Date.now() < followUntil || (followUntil && (ing.running || ing.total));
+  if (following && states !== lastStates) {
+    followUntil = Math.max(followUntil, Date.now() + 5000);
+    if (!$("tab-documents").hidden) { loadCollections(); loadDocuments(true); }
+  }
+  if (!following) followUntil = 0;
+  lastStates = states;
 }
 
 // ------------------------------------------------------------------ sources and citations
@@ -210,7 +227,8 @@ function sourceHref(src, key) {
 }
 
 function where(src) {
-  const bits = [src.collection + "/" + src.filename];
+  // the path under the collection root: two files of one name in two subfolders stay apart
+  const bits = [src.collection + "/" + (src.source_rel_path || src.filename)];
   if (src.page_label) bits.push("p. " + src.page_label);
   if (src.section) bits.push("§ " + src.section);
   if (src.lines) bits.push(src.lines[0] === src.lines[1] ? `line ${src.lines[0]}` : `lines ${src.lines[0]}-${src.lines[1]}`);
@@ -270,7 +288,10 @@ function renderAnswerText(text, sources, checks) {
         out.append(linkSource(el("a", { class: bad ? "pill unsupported" : "pill", "data-n": n, title, href: "#" },
           bad ? `${n}?` : String(n)), src));
       }
-    } else out.append(m[0]);
+    } else {
+      // a number no source has: the claim stands on nothing the reader can open
+      out.append(el("span", { class: "pill unsupported no-source", title: `there is no such source: the answer was given ${sources.length}` }, m[0]));
+    }
     last = re.lastIndex;
   }
   out.append(text.slice(last));
@@ -291,6 +312,7 @@ function renderUnsupported(checks) {
   return el("div", { class: "unsupported-list" },
     el("p", {}, `${bad.length} claim${bad.length > 1 ? "s" : ""} not supported by the cited source:`),
     el("ul", {}, bad.map((c) => el("li", {}, `“${c.claim}” [${c.n}]`,
+      c.no_source ? el("span", { class: "muted" }, ` — there is no source ${c.n}`) : null,
       (c.missing && c.missing.length) ? el("span", { class: "muted" }, ` — source ${c.n} lacks ${c.missing.join(", ")}`) : null,
       (c.source_sentence && c.source_sentence.text) ? el("blockquote", {}, c.source_sentence.text) : null))));
 }
@@ -351,7 +373,10 @@ async function ask(ev) {
       method: "POST", credentials: "same-origin", signal: asking.signal,
       headers: { "Content-Type": "application/json", "Accept": "text/event-stream" }, body: JSON.stringify(body),
     });
-    if (!r.ok || !(r.headers.get("Content-Type") || "").startsWith("text/event-stream")) { await readJson(r); return; }
+    if (!r.ok || !(r.headers.get("Content-Type") || "").startsWith("text/event-stream")) {
+      await readJson(r);
+      throw new Error("the daemon answered without an answer stream");
+    }
     for await (const [name, data] of sseEvents(r)) {
       if (name === "sources" || name === "context") sources = data.sources;
       else if (name === "token") text += data.text;
@@ -362,7 +387,10 @@ async function ask(ev) {
     if (!done) throw new Error("the answer stream ended early (did ragweedd stop?)");
     renderAnswer(box, done);
   } catch (e) {
-    if (e.name !== "AbortError") showError(e);
+    if (e.name === "AbortError") return;  // a newer question took the box over
+    showError(e);
+    // not "searching…" forever: the box says the question got no answer, and why
+    box.replaceChildren(el("p", { class: "state failed ask-error" }, "No answer: " + (e.message || String(e))));
   } finally {
     $("ask-go").disabled = false;
   }
@@ -431,7 +459,9 @@ async function upload(ev) {
       file, { "Content-Type": "application/octet-stream" });
     $("upload-msg").textContent = `uploaded ${file.name} (${size(res.size_bytes)}): ${res.state}`;
     $("upload-form").reset();
-    setTimeout(() => loadDocuments(true), 1000);
+    followUntil = Date.now() + 5000;
+    lastStates = "";  // the next poll reads the tables again, whatever the states
+    loadDocuments(true);
   } catch (e) { showError(e); } finally { $("upload-go").disabled = false; }
 }
 
@@ -484,9 +514,10 @@ async function loadHistory(reset) {
   if (reset) historyOffset = 0;
   let page;
   try { page = await api("GET", "/v1/history" + q({ offset: historyOffset, limit: 50 })); } catch (e) { showError(e); return; }
+  // the kind badge stands before the link: the underlined text is the query alone
   const items = page.items.map((h) => el("li", {},
-    el("a", { href: "#history", onclick: (ev) => { ev.preventDefault(); showHistory(h.id); } },
-      el("span", { class: "kind " + h.kind }, h.kind), " ", h.query),
+    el("span", { class: "kind " + h.kind }, h.kind), " ",
+    el("a", { href: "#history", onclick: (ev) => { ev.preventDefault(); showHistory(h.id); } }, h.query),
     el("div", { class: "muted small" }, when(h.created_at))));
   if (reset) $("history-list").replaceChildren(...items); else $("history-list").append(...items);
   historyOffset += page.items.length;

@@ -139,3 +139,31 @@ def test_upload_filename_schema_and_server_agree(api):
     e = refused(api.request("POST", "/v1/collections/notes/documents", raw=b"x",
                             headers={"Content-Type": "application/octet-stream"}))
     assert "filename" in e["message"] and e.get("hint")
+
+
+# --------------------------------------------------------------------------- uploads that would never be indexed
+@pytest.mark.parametrize("name,want", [("tool.exe", "'.exe'"), ("blob.xyz", "'.xyz'"),
+                                       ("README-but-not", "no extension")])
+def test_upload_of_a_type_no_extractor_reads_is_a_400(api, name, want):
+    e = refused(api.request("POST", f"/v1/collections/notes/documents?filename={quote(name)}", raw=b"MZ binary"))
+    assert want in e["message"] and "does not index" in e["message"], e
+    assert "docs/formats.md" in e["hint"], e
+    assert not [d for d in api.ok("GET", "/v1/documents?collection=notes&limit=500")["items"]
+                if d["filename"] == name]
+
+
+@pytest.mark.parametrize("name", ["\u202edm.exe", "\u202egpj.md", "a\u200bb.md", "\ufeffnotes.md"])
+def test_upload_name_with_invisible_format_characters_is_a_400(api, name):
+    e = refused(api.request("POST", f"/v1/collections/notes/documents?filename={quote(name)}", raw=b"words"))
+    assert "invisible format characters" in e["message"] and "U+" in e["message"], e
+    assert not [d for d in api.ok("GET", "/v1/documents?collection=notes&limit=500")["items"]
+                if d["filename"] == name]
+
+
+# --------------------------------------------------------------------------- collection roots
+@pytest.mark.parametrize("root,what", [("/", "the filesystem root"), ("/proc", "/proc"), ("/sys/kernel", "/sys"),
+                                       ("/dev", "/dev"), ("/tmp/../", "the filesystem root")])
+def test_system_roots_are_refused_as_collection_folders(api, root, what):
+    e = refused(api.request("POST", "/v1/collections", {"name": "everything", "paths": [root]}))
+    assert what in e["message"] and "cannot be a collection's folder" in e["message"], e
+    assert "everything" not in {c["name"] for c in api.ok("GET", "/v1/collections")["items"]}

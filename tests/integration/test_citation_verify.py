@@ -146,3 +146,23 @@ def test_an_entailment_reply_that_is_neither_yes_nor_no_keeps_the_terms_verdict(
     assert [c["supported"] for c in done["citation_checks"]] == [True, False, True]
     assert "not yes or no" in done["citation_checks"][0]["entailment_error"]
     assert "not yes or no" in done["citations_verified"]["entailment"]["error"]
+
+
+def test_a_citation_of_a_source_that_does_not_exist_is_unsupported(server):
+    """[99] with two sources: the claim stands on nothing, and the check (and the CLI) say so."""
+    server.reply = lambda provider, messages: ("Acme Corp's revenue was $4.2 billion in fiscal 2022 [1]. "
+                                               "The relief valve was replaced in March [99].")
+    try:
+        done = run(server, "openai")
+    finally:
+        server.reply = reply
+    assert done["invalid_citations"] == [99]
+    ghost = [c for c in done["citation_checks"] if c["n"] == 99]
+    assert len(ghost) == 1 and ghost[0]["supported"] is False and ghost[0]["no_source"] is True
+    assert ghost[0]["claim"] == "The relief valve was replaced in March."
+    assert done["citations_verified"]["unsupported"] == 1 and done["citations_verified"]["checked"] == 2
+    out = io.StringIO()
+    print_citation_checks(done, out)
+    text = out.getvalue()
+    assert "1 of 2 citations supported, 1 UNSUPPORTED:" in text
+    assert "UNSUPPORTED [99] The relief valve was replaced in March." in text and "there is no source 99" in text

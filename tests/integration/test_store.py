@@ -274,3 +274,39 @@ def test_named_reads_for_the_daemon_and_engine(tmp_path):
     db.forget_collection_files("d", also_collection=True)
     assert db.run_time_collections() == [] and page("d") == ([], 0)
     db.close()
+
+
+def test_document_keys_are_never_reused_after_a_collection_is_removed(tmp_path):
+    """A file's id is its document key: after the newest files' rows are gone (their collection
+    removed), a new file must not get one of their ids, or a key a user kept names another file."""
+    db = IngestDB(tmp_path / "ingest.sqlite3")
+    for c in ("keep", "loopc"):
+        db.set_file(c, f"/d/{c}.md", md5="a" * 32, size=1, mtime_ns=1, inode=1, status="done")
+    gone = db.live_file("loopc", "/d/loopc.md")["id"]
+    db.forget_removed_collection("loopc")
+    db.set_file("deepc", "/d/deepc.md", md5="b" * 32, size=1, mtime_ns=1, inode=2, status="done")
+    assert db.live_file("deepc", "/d/deepc.md")["id"] > gone
+    db.close()
+
+
+def test_an_older_ingest_db_keeps_its_keys_and_stops_reusing_them(tmp_path):
+    """A database written before ids were AUTOINCREMENT is rebuilt with its rows, ids and indexes."""
+    from ragweedd.store.ingest_db import MIGRATIONS
+
+    path = tmp_path / "ingest.sqlite3"
+    old = sqlite3.connect(path)
+    migrate(old, [m for m in MIGRATIONS if m[0] <= 4], db_name="old")
+    for i, c in enumerate(("keep", "loopc")):
+        old.execute("INSERT INTO ingest_files(collection, source_file, md5, first_seen, last_seen, extract_status,"
+                    " updated_at) VALUES (?, ?, ?, 0, 0, 'done', 0)", (c, f"/d/{c}.md", f"{i:032x}"))
+    old.commit()
+    old.close()
+    db = IngestDB(path)
+    keep, loop = db.live_file("keep", "/d/keep.md"), db.live_file("loopc", "/d/loopc.md")
+    assert (keep["id"], loop["id"]) == (1, 2) and keep["md5"] == f"{0:032x}"
+    db.forget_removed_collection("loopc")
+    db.set_file("deepc", "/d/deepc.md", md5="b" * 32, size=1, mtime_ns=1, inode=2, status="done")
+    assert db.live_file("deepc", "/d/deepc.md")["id"] == 3
+    names = {r[0] for r in db.conn.execute("SELECT name FROM sqlite_master WHERE tbl_name='ingest_files'")}
+    assert {"ingest_files_live", "ingest_files_md5", "ingest_files_state"} <= names
+    db.close()

@@ -155,6 +155,14 @@ def test_get_document_by_path_and_key_with_line_range_and_byte_cap(d, transport)
             full = data(await s.call_tool("get_document", {"doc_key": doc["doc_key"], "max_bytes": 100_000}))
             assert full["text"] == ("# Cats\n\n" + CATS).rstrip("\n") and full["truncated"] is False
 
+            # a search hit leads to its document: the hit's doc_key works, its doc_id (a hash) is explained
+            hit = data(await s.call_tool("search", {"query": "cat number purrs", "limit": 1}))["hits"][0]
+            assert hit["doc_key"] == doc["doc_key"]
+            from_hit = data(await s.call_tool("get_document", {"doc_key": hit["doc_key"], "max_bytes": 100_000}))
+            assert from_hit["text"] == full["text"]
+            by_id = error_text(await s.call_tool("get_document", {"doc_key": hit["doc_id"]}))
+            assert "doc_id" in by_id and "pass the hit's doc_key" in by_id, by_id
+
             assert "exactly one of doc_key or path" in error_text(await s.call_tool("get_document", {}))
             assert "no indexed document has the path" in error_text(
                 await s.call_tool("get_document", {"path": "nope.md"}))
@@ -229,6 +237,13 @@ def test_daemon_mcp_allow_writes_offers_write_tools_that_work(tmp_path):
                     "upload", {"collection": "notes", "filename": "y.md"}))
                 assert data(await s.call_tool("scan", {"name": "notes"}))["queued"] is True
                 assert "collection 'nope' does not exist" in error_text(await s.call_tool("scan", {"name": "nope"}))
+                # what would never be indexed, and a root no watcher can follow, are refused here too
+                assert "does not index" in error_text(await s.call_tool(
+                    "upload", {"collection": "notes", "filename": "tool.exe", "text": "MZ"}))
+                assert "invisible format characters" in error_text(await s.call_tool(
+                    "upload", {"collection": "notes", "filename": "\u202edm.exe", "text": "x"}))
+                assert "the filesystem root" in error_text(await s.call_tool(
+                    "add_collection", {"name": "everything", "paths": ["/"]}))
             # the stdio server proxies the same write tools through the HTTP API
             async with stdio_session(dm.base / "state", "--allow-writes") as s:
                 blob = base64.b64encode(b"Gliders ride thermals.\n").decode()
@@ -237,6 +252,8 @@ def test_daemon_mcp_allow_writes_offers_write_tools_that_work(tmp_path):
                 assert up["source_file"].endswith("gliders.txt") and up["size_bytes"] == 23
                 assert "not valid base64" in error_text(await s.call_tool(
                     "upload", {"collection": "notes", "filename": "z.txt", "content_base64": "***"}))
+                assert "the filesystem root" in error_text(await s.call_tool(
+                    "add_collection", {"name": "everything", "paths": ["/"]}))
                 added = data(await s.call_tool("add_collection", {"name": "more", "paths": [str(docs)]}))
                 assert added["name"] == "more"
         run(go)

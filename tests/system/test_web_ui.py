@@ -65,6 +65,8 @@ def web_reply(provider, messages):
     cited = re.search(r"\[(\d+)\]", text)
     if cited and "how loud" in messages[-1]["content"]:
         text += f" A purring cat reaches 95 decibels [{cited.group(1)}]."
+    if cited and "how old" in messages[-1]["content"]:
+        text += " Cats were first kept in ancient Egypt [99]."
     return text
 
 
@@ -320,6 +322,18 @@ def test_a_claim_its_source_does_not_hold_is_marked(d_llm, browser):
     shot(d_llm, browser, "ask-unsupported")
 
 
+def test_a_citation_of_a_source_that_does_not_exist_is_marked(d_llm, browser):
+    browser.get(login_url(d_llm))
+    wait_css(browser, "#ask-query", 10)[0].send_keys("do cats purr, and how old is the habit?")
+    by_css(browser, "#ask-go")[0].click()
+    wait_css(browser, "#ask-out h3", 30, "the finished answer")
+    ghost = by_css(browser, "#ask-out .answer-text .no-source")
+    assert [g.text for g in ghost] == ["[99]"] and "no such source" in ghost[0].get_attribute("title")
+    listed = by_css(browser, "#ask-out .unsupported-list")[0].text
+    assert "ancient Egypt" in listed and "there is no source 99" in listed, listed
+    shot(d_llm, browser, "ask-no-source")
+
+
 def test_the_markdown_pill_marks_the_cited_sentence(d, ui):
     ask(ui, d, "how often should I feed the sourdough starter?")
     pill = pill_for(ui, "sourdough.md")
@@ -345,6 +359,22 @@ def test_the_page_breaks_none_of_its_own_rules(d, ui):
     assert width == "100%", width  # idle: everything done (set through the CSSOM, which CSP allows)
     logs = [e["message"] for e in ui.get_log("browser")]
     assert not [m for m in logs if "Content Security Policy" in m or "Uncaught" in m], logs
+    # nothing the page asks for is missing: no favicon.ico 404 on every load
+    assert not [m for m in logs if "404" in m or "favicon" in m], logs
+    r = requests.get(f"http://127.0.0.1:{d.port}/ui/favicon.svg", timeout=10)
+    assert r.status_code == 200 and r.headers["Content-Type"] == "image/svg+xml" and b"<svg" in r.content
+
+
+def test_an_error_shows_its_message_alone_and_the_answer_box_says_why(d, ui):
+    go(ui, d, "ask")
+    ui.execute_script("document.getElementById('ask-query').value = 'x'.repeat(8001)")
+    by_css(ui, "#ask-go")[0].click()
+    box = wait_css(ui, "#error", 10, "the error box")[0]
+    assert "longer than 8000" in box.text and "null" not in box.text, box.text
+    out = wait_until(lambda: [t for t in texts(ui, "#ask-out") if "No answer" in t], 10, what="the ask box's verdict")
+    assert "searching" not in out[0] and "longer than 8000" in out[0], out
+    shot(d, ui, "ask-error")
+    ui.execute_script("document.querySelector('#error button.close').click()")
 
 
 # --------------------------------------------------------------------------- search, upload, documents
@@ -398,6 +428,64 @@ def test_upload_in_the_ui_becomes_searchable(d, ui, tmp_path):
     shot(d, ui, "documents")
 
 
+def test_same_named_files_in_two_subfolders_are_told_apart(d, ui, tmp_path):
+    twins = tmp_path / "twins"
+    for sub in ("big", "small"):
+        (twins / sub).mkdir(parents=True)
+        (twins / sub / "n45.md").write_text(f"# Note\n\nThe {sub} heron wades in the reed marsh at dawn.\n")
+    assert d.api("POST", "/v1/collections", json={"name": "twins", "paths": [str(twins)]}).status_code == 200
+    try:
+        wait_indexed(d, "twins", 2)
+        go(ui, d, "documents")  # reads the collections again: the select boxes offer twins
+        wait_until(lambda: by_css(ui, "#search-collection option[value=twins]"), 10, what="twins to search in")
+        labels = [h.text for h in run_search(ui, d, "heron wades reed marsh", collection="twins")]
+        assert any("twins/big/n45.md" in t for t in labels) and any("twins/small/n45.md" in t for t in labels), labels
+        shot(d, ui, "search-subfolders")
+    finally:
+        assert d.api("DELETE", "/v1/collections/twins").status_code == 200
+
+
+def test_an_upload_of_a_type_never_indexed_is_refused_in_the_ui(d, ui, tmp_path):
+    f = tmp_path / "tool.exe"
+    f.write_bytes(b"MZ not a document")
+    go(ui, d, "documents")
+    wait_until(lambda: len(by_css(ui, "#upload-collection option")) >= 2, 10, what="collections to upload into")
+    from selenium.webdriver.support.ui import Select
+
+    Select(by_css(ui, "#upload-collection")[0]).select_by_value("notes")
+    by_css(ui, "#upload-file")[0].send_keys(str(f))
+    by_css(ui, "#upload-go")[0].click()
+    box = wait_css(ui, "#error", 10, "the error box")[0]
+    # the error box is at the top of the page, scrolled to from the upload form below
+    assert ui.execute_script("return window.scrollY") == 0
+    assert "'.exe'" in box.text and "does not index" in box.text and "docs/formats.md" in box.text, box.text
+    assert "null" not in box.text
+    shot(d, ui, "upload-refused")
+    ui.execute_script("document.querySelector('#error button.close').click()")
+
+
+def test_the_documents_page_counts_an_upload_without_reopening(d, ui, tmp_path):
+    f = tmp_path / "bell.txt"
+    f.write_text("The brass bell rings thrice at noon over the harbour.\n")
+    go(ui, d, "documents")
+    wait_until(lambda: [r for r in texts(ui, "#collections tbody tr") if r.startswith("notes")], 10,
+               what="the notes row")
+    before = d.api("GET", "/v1/collections").json()["items"]
+    notes = next(c for c in before if c["name"] == "notes")["documents"]
+    from selenium.webdriver.support.ui import Select
+
+    Select(by_css(ui, "#upload-collection")[0]).select_by_value("notes")
+    by_css(ui, "#upload-file")[0].send_keys(str(f))
+    by_css(ui, "#upload-go")[0].click()
+
+    def counted():
+        row = [r for r in texts(ui, "#collections tbody tr") if r.startswith("notes")]
+        return row and f"\t{notes + 1}\t" in row[0]
+    wait_until(counted, 30, 0.2, what=f"the notes row counting {notes + 1} documents (no reopening)")
+    wait_until(lambda: any("bell.txt" in r and "indexed" in r for r in texts(ui, "#documents tbody tr")), 15,
+               what="bell.txt indexed in the documents table")
+
+
 def test_forget_a_collection(d, ui, tmp_path):
     extra = tmp_path / "extra"
     extra.mkdir()
@@ -428,9 +516,12 @@ def test_forget_a_collection(d, ui, tmp_path):
 
 def test_history_reopens_an_answer_in_full(d, ui):
     go(ui, d, "history")
-    entries = wait_css(ui, "#history-list a", 10, "history entries")
-    target = next(e for e in entries if "do cats purr?" in e.text)
-    assert target.find_element("css selector", "span.kind").text == "ask"
+    entries = wait_css(ui, "#history-list li", 10, "history entries")
+    entry = next(e for e in entries if "do cats purr?" in e.text)
+    assert entry.find_element("css selector", "span.kind").text == "ask"
+    # the underlined link is the query alone: no badge and no leading space inside it
+    target = entry.find_element("css selector", "a")
+    assert target.get_attribute("textContent") == "do cats purr?"
     target.click()
     wait_css(ui, "#history-out .answer", 10, "the reopened answer")
     assert by_css(ui, "#history-out h2")[0].text == "do cats purr?"

@@ -82,3 +82,11 @@ def test_empty_hits_pack_to_nothing():
 def test_math_ceil_matches_definition():
     for n in (1, 3, 4, 100, 3501):
         assert estimate_tokens("x" * n) == math.ceil(n / 3.5)
+
+
+def test_source_label_shows_the_path_under_the_collection_root():
+    """Two files of one name in two subfolders get two labels (the LLM and the reader tell them apart)."""
+    a = hit(1, filename="n45.md", source_rel_path="big/n45.md")
+    b = hit(2, filename="n45.md", source_rel_path="small/n45.md")
+    assert source_label(a) == "papers/big/n45.md" and source_label(b) == "papers/small/n45.md"
+    assert source_label(hit(3, filename="top.md", source_rel_path=None)) == "papers/top.md"

@@ -63,8 +63,9 @@ def test_terms():
     assert names("The Eiffel Tower's height") == {"eiffel", "tower"}
 
 
-def test_citations_of_missing_sources_are_left_to_invalid_citations():
-    assert verify("It rose 5% [7].", DATA["sources"]) == []
+def test_a_citation_of_a_missing_source_is_unsupported():
+    (c,) = verify("It rose 5% [7].", DATA["sources"])
+    assert c["n"] == 7 and c["supported"] is False and c["no_source"] is True and c["source_sentence"] is None
 
 
 @pytest.mark.parametrize("min_support,expect", [(0.6, True), (0.95, False)])

@@ -122,8 +122,10 @@ class Services:
 
         names = self.searchable(collections)
         if not names and self._registry and self._names():
-            raise RequestError("nothing is indexed yet: the collections' first files are still being read",
-                               hint="try again in a moment; ragweedctl status shows the progress")
+            raise RequestError(f"nothing is indexed yet in {', '.join(sorted(self._names()))}",
+                               hint="files still being read are searchable in moments (ragweedctl status "
+                                    "shows the progress); an empty collection needs files in its folders, "
+                                    "or add one: ragweedctl add")
         if not names:
             raise RequestError(f"nothing is indexed yet under {self.paths.collections}",
                                hint="add a collection (ragweedctl add) or ingest one: "

@@ -55,6 +55,12 @@ def _op(op_id: str, summary: str, returns: type | None, *, params: list | None =
     return op
 
 
+def _redirect(op: dict) -> dict:
+    """An operation whose success is a 303, never a 200."""
+    del op["responses"]["200"]
+    return op
+
+
 def _json_body(ref: str) -> dict:
     return {"required": True, "content": {"application/json": {"schema": {"$ref": ref}}}}
 
@@ -206,6 +212,30 @@ DOCUMENT: dict[str, Any] = {
                        extra={"403": _ERR, "404": _ERR}),
         },
         **openai_compat.OPENAPI_PATHS,
+        # The web UI's pages and assets (docs/web.md): no token, the browser's session cookie
+        # does the rest through the /v1 routes they call.
+        "/": {"get": _op("web_ui", "The web UI (HTML); it signs in through /login", None, public=True,
+                         ok=_ok("The page", {"type": "string"}, "text/html"))},
+        "/login": {"get": _redirect(_op("web_login", "Trade a single-use login code for an HttpOnly, SameSite=Strict "
+                              "session cookie, then 303 to /", None, public=True,
+                              params=[_query("code", _text(1, 200), "The code from POST /v1/login-codes",
+                                             required=True)],
+                              extra={"303": {"description": "Signed in: Set-Cookie and Location /"},
+                                     "403": {"description": "A used, expired or unknown code (an HTML page)",
+                                             "content": {"text/html": {"schema": {"type": "string"}}}}}))},
+        "/ui/{asset}": {"get": _op("web_asset", "A file of the web UI (app.js, app.css, favicon.svg)", None,
+                                   public=True, params=[_path("asset", _text(1, 64), "The file's name")],
+                                   ok={"description": "The file", "content": {"*/*": {"schema": {
+                                       "type": "string", "format": "binary"}}}},
+                                   extra={"404": _ERR})},
+        "/favicon.ico": {"get": _op("favicon", "The web UI's icon (SVG), for pages that do not name one", None,
+                                    public=True, ok=_ok("The icon", {"type": "string"}, "image/svg+xml"))},
+        "/mcp": {m: _op(f"mcp_{m}", "MCP tools over streamable HTTP (JSON-RPC 2.0; docs/mcp.md), behind the "
+                        "same Host, Origin and token checks", None,
+                        body=({"required": True, "content": {"application/json": {"schema": _OBJ}}}
+                              if m == "post" else None),
+                        ok=_ok("A JSON-RPC response", _OBJ))
+                 for m in ("post", "get", "delete")},
     },
     "components": {
         "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},

@@ -270,6 +270,17 @@ case("file", "api", "GET", "/v1/files/{doc_key}", raw="text/plain; charset=utf-8
 case("file-404-failed", "api", "GET", "/v1/files/{doc_key}", 404)(
     lambda a, _: a.request("GET", "/v1/files/" + a.ok("GET", "/v1/documents?state=failed")["items"][0]["doc_key"]))
 case("file-404", "api", "GET", "/v1/files/{doc_key}", 404)(lambda a, _: a.request("GET", "/v1/files/999999"))
+# the web UI's pages: no token needed
+case("web-ui", "api", "GET", "/", raw="text/html; charset=utf-8")(lambda a, _: a.request("GET", "/", token=None))
+case("web-asset", "api", "GET", "/ui/{asset}", raw="text/javascript; charset=utf-8")(
+    lambda a, _: a.request("GET", "/ui/app.js", token=None))
+case("web-asset-404", "api", "GET", "/ui/{asset}", 404)(lambda a, _: a.request("GET", "/ui/nope.js", token=None))
+case("favicon", "api", "GET", "/favicon.ico", raw="image/svg+xml")(
+    lambda a, _: a.request("GET", "/favicon.ico", token=None))
+case("web-login", "api", "GET", "/login", 303, raw="redirect")(
+    lambda a, _: a.request("GET", "/login?code=" + a.ok("POST", "/v1/login-codes")["code"], token=None))
+case("web-login-403", "api", "GET", "/login", 403, raw="text/html; charset=utf-8")(
+    lambda a, _: a.request("GET", "/login?code=nope", token=None))
 # the OpenAI-compatible face (its streaming is checked through the SDK in tests/system/test_openai_compat.py)
 _CHAT = {"messages": [{"role": "user", "content": "do cats purr?"}]}
 case("openai-models", "api", "GET", "/v1/models")(lambda a, _: a.request("GET", "/v1/models"))
@@ -294,6 +305,8 @@ def test_route_conforms_to_documented_schema(cid, request):
         events = sse_events(body)
         assert events[-1][0] == "done", [e for e, _ in events]
         conform_events(c.path, c.method, events)
+    elif c.raw == "redirect":  # signed in: the session cookie, then the UI
+        assert hdrs["Location"] == "/" and "HttpOnly" in hdrs["Set-Cookie"], hdrs
     elif c.raw:
         assert hdrs["Content-Type"] == c.raw and isinstance(body, bytes) and body, hdrs
     else:
@@ -302,9 +315,11 @@ def test_route_conforms_to_documented_schema(cid, request):
 
 
 def test_every_documented_route_is_in_the_conformance_table():
-    documented = {(m.upper(), p) for p, ops in DOC["paths"].items() for m in ops}
-    ok = {(c.method, c.path) for c in CASES.values() if c.status == 200}
-    assert documented - ok == set(), "routes without a 200 conformance case"
+    # /mcp is the daemon's (tests/system/test_mcp.py drives it with the official SDK)
+    documented = {(m.upper(), p) for p, ops in DOC["paths"].items() for m in ops if p != "/mcp"}
+    ok = {(c.method, c.path) for c in CASES.values()
+          if c.status == 200 or (c.status == 303 and "200" not in DOC["paths"][c.path][c.method.lower()]["responses"])}
+    assert documented - ok == set(), "routes without a success conformance case"
     assert {(c.method, c.path) for c in CASES.values()} <= documented, "cases for undocumented routes"
     codes = {c.status for c in CASES.values()}
     assert {400, 401, 404, 413} <= codes
@@ -709,6 +724,7 @@ def test_malformed_http_does_not_kill_the_server(api):
 
 # --------------------------------------------------------------------------- OpenAPI vs the routes
 def _route_sets(app, doc) -> tuple[set, set]:
+    from ragweedd.api.mcp_http import add_mcp_route
     from ragweedd.api.web_routes import PAGES
 
     documented = {(m.upper(), path) for path, ops in doc["paths"].items() for m in ops}
@@ -716,9 +732,16 @@ def _route_sets(app, doc) -> tuple[set, set]:
     for route in app.router.routes():
         info = route.resource.get_info()
         registered.add((route.method, info.get("path") or info.get("formatter")))
-    # the web UI's HTML pages answer HTML, not the API's JSON: documented in docs/web.md instead
-    assert PAGES <= registered
-    return registered - PAGES, documented
+    assert PAGES <= registered  # the web UI's pages are documented like the API's routes
+    # /mcp is added by the daemon (an app of its own here: this one's router is frozen); it takes
+    # every method and the SDK answers those MCP does not use
+    from aiohttp import web
+
+    probe = web.Application()
+    add_mcp_route(probe, allow_writes=False)
+    assert {(r.method, r.resource.get_info()["path"]) for r in probe.router.routes()} == {("*", "/mcp")}
+    assert {m for m, p in documented if p == "/mcp"} == {"POST", "GET", "DELETE"}
+    return registered, {(m, p) for m, p in documented if p != "/mcp"}
 
 
 def test_openapi_matches_registered_routes(api):
@@ -731,7 +754,8 @@ def test_openapi_matches_registered_routes(api):
         names = {seg[1:-1] for seg in path.split("/") if seg.startswith("{")}
         for op in ops.values():
             assert names == {p["name"] for p in op.get("parameters", []) if p["in"] == "path"}, path
-            assert op["operationId"] and op["responses"]["200"]["content"]
+            assert op["operationId"] and (op["responses"].get("200") or op["responses"]["303"]).get(
+                "content", path == "/login")
 
 
 def test_openapi_route_check_can_fail(api):
@@ -756,10 +780,10 @@ def test_every_success_schema_is_a_closed_contract_object():
     the server adds or renames cannot pass unnoticed."""
     for path, ops in DOC["paths"].items():
         for method, op in ops.items():
-            if path == "/v1/openapi.json":
+            if path in ("/v1/openapi.json", "/mcp", "/login"):  # the document; JSON-RPC; a redirect
                 continue
-            if "application/json" not in op["responses"]["200"]["content"]:  # the original files
-                assert path == "/v1/files/{doc_key}", path
+            if "application/json" not in op["responses"]["200"]["content"]:  # files and pages
+                assert path in ("/v1/files/{doc_key}", "/", "/ui/{asset}", "/favicon.ico"), path
                 continue
             sch = op["responses"]["200"]["content"]["application/json"]["schema"]
             assert "$ref" in sch, (method, path)

@@ -159,8 +159,8 @@ def test_a_search_before_the_first_file_is_in_says_it_is_coming(tmp_path):
         assert "ragweedctl add" in (e.value.hint or "")
         # a collection declared, its first file still being read: try again soon
         names.append("notes")
-        with pytest.raises(RequestError, match="first files are still being read") as e:
+        with pytest.raises(RequestError, match="nothing is indexed yet in notes") as e:
             svc.search("garden")
-        assert "ragweedctl status" in (e.value.hint or "")
+        assert "ragweedctl status" in (e.value.hint or "") and "files in its folders" in (e.value.hint or "")
     finally:
         svc.close()

@@ -30,7 +30,7 @@ def _loose(base: Path) -> list[str]:
 def _found(d, query: str) -> bool:
     """Searchable yet: before the collection's first file is in, a search says so (400)."""
     r = d.api("POST", "/v1/search", json={"query": query})
-    if r.status_code == 400 and "still being read" in r.text:
+    if r.status_code == 400 and "nothing is indexed yet in notes" in r.text:
         return False
     assert r.status_code == 200, r.text
     return bool(r.json()["results"])

@@ -11,11 +11,14 @@ from ragweedd.errors import RagweedError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    from ragweedd.cli.exits import usage_error_raiser
+
+    parser_class = usage_error_raiser(argparse.ArgumentParser)
+    common = parser_class(add_help=False)
     # SUPPRESS: --json given before the command must not be reset by the sub-parser's default
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="machine-readable output: one JSON document on stdout (errors too)")
-    p = argparse.ArgumentParser(prog="ragweedd", description="Local document indexer and question-answering daemon.",
+    p = parser_class(prog="ragweedd", description="Local document indexer and question-answering daemon.",
                                 parents=[common],
                                 epilog="exit codes: 0 ok, 1 failure, 2 bad configuration or request, 130 interrupted")
     p.add_argument("--config", metavar="FILE",
@@ -76,20 +79,42 @@ def _suppress_json_defaults(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ragweedd.cli.exits import UsageError, argv_wants_json, exit_code_for, quiet_broken_pipe
+
+    argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as e:
+        return e.report(sys.stderr, sys.stdout, argv_wants_json(argv))
     args.json = getattr(args, "json", False)
     try:
-        return _dispatch(args)
+        _check_names(args)
+        code = _dispatch(args)
+        sys.stdout.flush()  # here, not at exit: a closed pipe is then caught below
+        return code
     except RagweedError as e:
         if args.json:
             _json_out({"error": e.to_dict()})
         print(f"ragweedd: error: {e}", file=sys.stderr)
-        return e.exit_code
+        # the same table as ragweedctl's: "not found" is the request's fault (2) in both
+        return exit_code_for(e.code, e.http_status)
     except KeyboardInterrupt:
         if args.json:
             _json_out({"error": {"code": "interrupted", "message": "interrupted"}})
         return 130
+    except BrokenPipeError:
+        return quiet_broken_pipe()
+
+
+def _check_names(args) -> None:
+    """Collection names given to a one-shot command follow the daemon's rule before anything runs
+    (ragweedd.paths also refuses them where a collection's path is built)."""
+    from ragweedd.paths import check_collection_name
+
+    names = getattr(args, "collection", None)
+    for name in [names] if isinstance(names, str) else names or []:
+        check_collection_name(name)
 
 
 def _json_out(doc) -> None:

@@ -18,6 +18,8 @@ import os
 import sys
 
 from ragweedd import __version__
+from ragweedd.cli.exits import (EXIT_ERROR, EXIT_OK, EXIT_USAGE, UsageError, argv_wants_json, print_json_error,
+                                 quiet_broken_pipe, usage_error_raiser)
 from ragweedd.cli.ctl_http import Client, CtlError, api_error, bad_reply, parse_json, sse_events
 from ragweedd.cli.open_ui import add_open_parser, cmd_open
 
@@ -27,7 +29,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ragweedd.contract import IngestProgress, Status, VectorProgress
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
 HELP_WIDTH = 88
 # The whole request, per command, unless --timeout says otherwise: status is what launchers poll.
 TIMEOUTS = {"status": 5.0, "upload": 300.0, "ask": 600.0}
@@ -466,7 +467,8 @@ def _memoise_argparse_gettext() -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     _memoise_argparse_gettext()
-    common = argparse.ArgumentParser(add_help=False, formatter_class=_fmt)
+    parser_class = usage_error_raiser(argparse.ArgumentParser)
+    common = parser_class(add_help=False, formatter_class=_fmt)
     # SUPPRESS: an option given before the command must not be reset by the sub-parser's default.
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="print the daemon's JSON answer (for scripts and launchers)")
@@ -476,17 +478,17 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--timeout", type=float, default=argparse.SUPPRESS, metavar="S",
                         help="give up when the whole request has not finished after S seconds "
                              "(default 5 for status, 600 for ask, 300 for upload, else 30)")
-    filt = argparse.ArgumentParser(add_help=False, formatter_class=_fmt)
+    filt = parser_class(add_help=False, formatter_class=_fmt)
     filt.add_argument("-c", "--collection", action="append", metavar="NAME", help="only this collection (repeatable)")
     filt.add_argument("--top-k", type=_positive, metavar="N", help="results to retrieve (default 10)")
     filt.add_argument("--path-glob", metavar="GLOB", help="only files whose path matches")
     filt.add_argument("--type", metavar="EXT", help="only this file type, e.g. pdf")
     filt.add_argument("--doc", metavar="DOC_KEY", help="only this document")
-    paging = argparse.ArgumentParser(add_help=False, formatter_class=_fmt)
+    paging = parser_class(add_help=False, formatter_class=_fmt)
     paging.add_argument("--offset", type=int, default=None, metavar="N")
     paging.add_argument("--limit", type=int, default=None, metavar="N")
 
-    p = argparse.ArgumentParser(
+    p = parser_class(
         prog="ragweedctl", formatter_class=_fmt, parents=[common],
         description="Talk to the local ragweedd daemon (search, ask, manage collections).",
         epilog="exit codes: 0 ok, 1 daemon error, 2 bad request or usage, 3 daemon not running")
@@ -573,36 +575,45 @@ def cmd_local(a, out) -> int:
 def main(argv: list[str] | None = None, out=None, err=None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
-    a = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        a = build_parser().parse_args(argv)
+    except UsageError as e:
+        return e.report(err, out, argv_wants_json(argv))
     a.json = getattr(a, "json", False)
     a.state_dir = getattr(a, "state_dir", None)
     a.timeout = getattr(a, "timeout", None)
     try:
-        if a.command == "service":
-            return cmd_service(a, out)
-        if a.command == "mcp":
-            return cmd_mcp(a, err)
-        if a.command in ("keys", "completion", "man"):
-            return cmd_local(a, out)
+        if a.command in ("service", "mcp", "keys", "completion", "man"):
+            code = cmd_service(a, out) if a.command == "service" else cmd_mcp(a, err) if a.command == "mcp" \
+                else cmd_local(a, out)
+            out.flush()  # here, not at exit: a closed pipe is then caught below
+            return code
         if a.timeout is not None and not a.timeout > 0:
             raise CtlError(f"--timeout must be a positive number of seconds, not {a.timeout}", EXIT_USAGE)
         timeout = a.timeout if a.timeout is not None else TIMEOUTS.get(a.command, DEFAULT_TIMEOUT)
         client = Client(_state_dir(a.state_dir), timeout=timeout)
         try:
-            return COMMANDS[a.command](client, a, out if a.json else SafeWriter(out))
+            code = COMMANDS[a.command](client, a, out if a.json else SafeWriter(out))
         except (KeyError, TypeError, AttributeError, IndexError, ValueError) as e:
             # the reply parsed as JSON but is not the contract's shape
             raise bad_reply(f"{type(e).__name__} {str(e)[:80]}") from None
+        out.flush()  # here, not at exit: a closed pipe is then caught below
+        return code
     except CtlError as e:
-        if a.json and e.payload is not None:
-            _print_json(e.payload, out)
+        if a.json:
+            if e.payload is not None:
+                _print_json(e.payload, out)
+            else:  # a local error (keys, arguments checked after argparse): the same envelope
+                first, _, rest = str(e).partition("\n")
+                print_json_error(out, "usage" if e.code == EXIT_USAGE else "failed", first, rest or None)
         err.write(f"ragweedctl: {safe_text(str(e))}\n")
         return e.code
     except KeyboardInterrupt:
         err.write("\nragweedctl: interrupted\n")
         return 130
     except BrokenPipeError:
-        return EXIT_OK
+        return quiet_broken_pipe(out)
     except OSError as e:  # the connection broke while a body was being read
         err.write(f"ragweedctl: connection to ragweedd failed: {e}\n")
         return EXIT_ERROR

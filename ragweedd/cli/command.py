@@ -40,6 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--collection", "-c", required=True)
     i.add_argument("--force", action="store_true", help="re-extract even files whose content is unchanged")
     i.add_argument("--rebuild-fts", action="store_true", help="backfill the keyword index from stored chunk text")
+    i.add_argument("--verbose", "-v", action="store_true",
+                   help="on a terminal, also print the info log (a line per file) above the progress bar")
 
     s = sub.add_parser("search", help="search the index once and print ranked chunks")
     s.add_argument("query")
@@ -326,10 +328,13 @@ def _ingest_files(services, args, roots, ignore) -> int:
     # the whole list first, so the progress bar knows its total (names only: cheap next to extraction)
     todo = [(f, root if root.is_dir() else root.parent) for root in roots for f in walk_files(root, ignore)]
     bar = Bar("ingest", len(todo), sys.stderr)
-    if bar.enabled:  # log lines are printed above the bar instead of through it
-        from ragweedd.logging import configure
+    if bar.enabled:
+        from ragweedd.logging import at_least, configure
 
-        configure(cfg.log_level, stream=bar.log_stream())
+        # On a terminal the bar is the progress: a line per file would push it off the screen, so
+        # only warnings and errors are printed (above the bar), unless --verbose asks for them all.
+        # Through a pipe or into a file the bar is off and the log keeps its line per file.
+        configure(cfg.log_level if args.verbose else at_least(cfg.log_level, "warning"), stream=bar.log_stream())
     try:
         for n, (f, base) in enumerate(todo, 1):
             out = pipe.ingest_file(args.collection, f, base, force=args.force)

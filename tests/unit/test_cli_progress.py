@@ -4,6 +4,7 @@ that nothing is drawn where stderr is not a terminal."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -142,3 +143,56 @@ def test_oneshot_ingest_draws_the_bar_on_a_terminal_only(tmp_path):
     assert "ingested into 'n': 12 " in out.decode()
     p2 = subprocess.run(argv + ["--force"], capture_output=True, env=env, cwd=ROOT, timeout=120)
     assert p2.returncode == 0 and b"\x1b[K" not in p2.stderr and b"\r" not in p2.stderr
+
+
+def _ingest_on_a_terminal(tmp_path, *extra: str) -> tuple[int, str]:
+    pty = pytest.importorskip("pty")
+    docs = tmp_path / "docs"
+    docs.mkdir(exist_ok=True)
+    for i in range(30):
+        (docs / f"f{i}.txt").write_text(f"note {i} about tea and cats\n")
+    (docs / "broken.pdf").write_bytes(b"%PDF-1.4 this is not really a pdf\n")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'data_dir = "{tmp_path / "data"}"\nstate_dir = "{tmp_path / "state"}"\n'
+                   f'cache_dir = "{tmp_path / "cache"}"\n[collections.n]\npaths = ["{docs}"]\n')
+    env = {**os.environ, "RAGWEED_EMBED_MODEL": "hash:64", "COLUMNS": "100"}
+    master, slave = pty.openpty()
+    p = subprocess.Popen([sys.executable, "-m", "ragweedd", "--config", str(cfg), "ingest", "-c", "n", "--force",
+                          *extra], stdout=subprocess.PIPE, stderr=slave, env=env, cwd=ROOT)
+    os.close(slave)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    p.communicate(timeout=120)
+    return p.returncode, seen.decode()
+
+
+def test_the_bar_is_not_buried_under_a_log_line_per_file(tmp_path):
+    code, text = _ingest_on_a_terminal(tmp_path)
+    assert code == 1 and "31/31 files" in text  # broken.pdf failed
+    assert "ingest_file" not in text, text[-3000:]  # info: quiet while the bar is shown
+    assert "failed: " in text and "broken.pdf" in text  # a problem still shows, above the bar
+    code, text = _ingest_on_a_terminal(tmp_path, "--verbose")
+    assert text.count("ingest_file") == 31 and "31/31 files" in text
+
+
+def test_through_a_pipe_the_log_keeps_its_line_per_file(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(5):
+        (docs / f"f{i}.txt").write_text(f"note {i} about tea\n")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'data_dir = "{tmp_path / "data"}"\ncache_dir = "{tmp_path / "cache"}"\n')
+    env = {**os.environ, "RAGWEED_EMBED_MODEL": "hash:64"}
+    p = subprocess.run([sys.executable, "-m", "ragweedd", "--config", str(cfg), "--json", "ingest", str(docs),
+                        "-c", "n"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert p.returncode == 0, p.stderr
+    events = [json.loads(line) for line in p.stderr.splitlines() if line.startswith("{")]
+    assert sum(e.get("event") == "ingest_file" for e in events) == 5, p.stderr

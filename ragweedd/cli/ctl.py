@@ -213,25 +213,32 @@ def cmd_status(c: Client, a, out) -> int:
     return EXIT_OK
 
 
-def ingest_line(ing: IngestProgress) -> str:
-    """"ingest: 120/3000 files, 4.1 files/s, 35.2 chunks/s, about 11 min left" (or idle)."""
+def ingest_line(ing: IngestProgress, eta_ok: bool = True) -> str:
+    """"ingest: 120/3000 files, 4.1 files/s, 35.2 chunks/s, about 11 min left" (or idle).
+
+    No ETA before a file of this batch has finished (the rate may still be the last batch's), nor
+    when ``eta_ok`` is false (status --watch: not yet 3 s of its own samples)."""
     if not ing["total"] and not ing["running"]:
         return f"ingest: idle ({ing['done_since_start']} files since start, {ing['failed_since_start']} failed)"
-    eta = ing["eta_s"]
-    left = "" if eta is None else f", about {_duration(eta)} left"
+    eta = ing["eta_s"] if eta_ok and ing["done"] >= 1 else None
+    left = ", estimating time left" if eta is None else f", about {_duration(eta)} left"
     return (f"ingest: {ing['done']}/{ing['total']} files, {ing['files_per_s']:.1f} files/s, "
             f"{ing['chunks_per_s']:.1f} chunks/s{left}")
 
 
-def vectors_line(v: VectorProgress) -> str:
-    """"vectors: 80/120 files, 2300 chunks waiting, 35.0 chunks/s, about 1 min left": files are
-    keyword-searchable before their vectors are computed."""
+VECTORS_NOTE = " (keyword search finds them already)"
+
+
+def vectors_line(v: VectorProgress, eta_ok: bool = True, width: int | None = None) -> str:
+    """"vectors: 80/120 files, 2300 chunks waiting, 35.0 chunks/s, about 1 min left (keyword search
+    finds them already)": the numbers first; the note only when it fits in ``width``."""
     if not v["pending_chunks"]:
         return f"vectors: all {v['files_with_vectors']} files ({v['vectors_since_start']} vectors since start)"
-    eta = v["eta_s"]
-    left = "" if eta is None else f", about {_duration(eta)} left"
-    return (f"vectors: {v['files_with_vectors']}/{v['files_searchable']} files, {v['pending_chunks']} chunks "
-            f"waiting (keyword search finds them already), {v['chunks_per_s']:.1f} chunks/s{left}")
+    eta = v["eta_s"] if eta_ok and v["chunks_per_s"] > 0 else None
+    left = ", estimating time left" if eta is None else f", about {_duration(eta)} left"
+    line = (f"vectors: {v['files_with_vectors']}/{v['files_searchable']} files, {v['pending_chunks']} chunks "
+            f"waiting, {v['chunks_per_s']:.1f} chunks/s{left}")
+    return line + VECTORS_NOTE if width is None or len(line) + len(VECTORS_NOTE) <= width else line
 
 
 def _duration(s: float) -> str:

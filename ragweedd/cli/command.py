@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     i = sub.add_parser("ingest", help="ingest files or folders once into a collection, then exit")
     i.add_argument("paths", nargs="*", help="files or folders (default: the collection's configured paths)")
-    i.add_argument("--collection", "-c", required=True)
+    i.add_argument("--collection", "-c", required=True).completer = "collections"  # type: ignore[attr-defined]
     i.add_argument("--force", action="store_true", help="re-extract even files whose content is unchanged")
     i.add_argument("--rebuild-fts", action="store_true", help="backfill the keyword index from stored chunk text")
     i.add_argument("--verbose", "-v", action="store_true",
@@ -45,13 +45,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("search", help="search the index once and print ranked chunks")
     s.add_argument("query")
-    s.add_argument("--collection", "-c", action="append", help="collection to search (repeatable; default all)")
+    s.add_argument("--collection", "-c", action="append",
+                   help="collection to search (repeatable; default all)").completer = "collections"  # type: ignore[attr-defined]
     s.add_argument("--top-k", "-k", type=int, default=10)
     s.add_argument("--mode", choices=("hybrid", "dense", "keyword"), default="hybrid")
 
     a = sub.add_parser("ask", help="answer a question once (no daemon needed): answer, then numbered sources")
     a.add_argument("query", nargs="*", help="the question")
-    a.add_argument("--collection", "-c", action="append", help="collection to search (repeatable; default all)")
+    a.add_argument("--collection", "-c", action="append",
+                   help="collection to search (repeatable; default all)").completer = "collections"  # type: ignore[attr-defined]
     a.add_argument("--top-k", "-k", type=int, default=10, help="passages retrieved for the answer")
     a.add_argument("--continue", dest="continue_id", metavar="HISTORY_ID",
                    help="continue an answer that was cut at max_tokens")
@@ -66,6 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("completion", help="print a shell completion script (bash, zsh or fish)")
     c.add_argument("shell", choices=["bash", "zsh", "fish"])
     sub.add_parser("man", help="print the ragweedd(1) man page (roff)")
+    # for the completion scripts: the collection names of the config and of the data dir (no help:
+    # not listed, and the generator leaves out names starting with "_")
+    _add("_collections", parents=[common])
+    sub.metavar = "{" + ",".join(n for n in sub.choices if not n.startswith("_")) + "}"
     _suppress_json_defaults(p)
     return p
 
@@ -132,6 +138,8 @@ def _dispatch(args) -> int:
 
     if args.cmd in ("completion", "man"):  # no configuration needed
         return _generated(args)
+    if args.cmd == "_collections":
+        return _collection_names(args)
     cfg = common.load(args.config)
     from ragweedd.logging import configure
 
@@ -158,6 +166,24 @@ def _dispatch(args) -> int:
         install_crash_reporting()
         return run_logged(lambda: run_daemon(cfg, allow_remote=args.allow_remote, banner_json=args.json))
     raise AssertionError(args.cmd)
+
+
+def _collection_names(args) -> int:
+    """Names for shell completion: the config's collections and those ingested into the data dir.
+    A completion must never print an error into the user's command line: nothing on failure."""
+    from ragweedd.cli import common
+    from ragweedd.paths import Paths, valid_collection_name
+
+    try:
+        cfg = common.load(args.config)
+        names = set(cfg.collections)
+        root = Paths.from_config(cfg).collections
+        if root.is_dir():
+            names |= {p.name for p in root.iterdir() if (p / "rag.sqlite3").exists()}
+    except (RagweedError, OSError):
+        return 0
+    sys.stdout.write("".join(f"{n}\n" for n in sorted(names) if valid_collection_name(n)))
+    return 0
 
 
 def _generated(args) -> int:

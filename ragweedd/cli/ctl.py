@@ -486,7 +486,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="give up when the whole request has not finished after S seconds "
                              "(default 5 for status, 600 for ask, 300 for upload, else 30)")
     filt = parser_class(add_help=False, formatter_class=_fmt)
-    filt.add_argument("-c", "--collection", action="append", metavar="NAME", help="only this collection (repeatable)")
+    filt.add_argument("-c", "--collection", action="append", metavar="NAME",
+                      help="only this collection (repeatable)").completer = "collections"  # type: ignore[attr-defined]
     filt.add_argument("--top-k", type=_positive, metavar="N", help="results to retrieve (default 10)")
     filt.add_argument("--path-glob", metavar="GLOB", help="only files whose path matches")
     filt.add_argument("--type", metavar="EXT", help="only this file type, e.g. pdf")
@@ -530,14 +531,14 @@ def build_parser() -> argparse.ArgumentParser:
                        ("scan", "reconcile a collection's folders now"),
                        ("reanalyze", "re-run cluster analysis of a collection"),
                        ("rebuild-fts", "rebuild a collection's keyword index")):
-        add(name, help).add_argument("name")
+        add(name, help).add_argument("name").completer = "collections"  # type: ignore[attr-defined]
     s = add("upload", "copy a file into a collection's managed folder")
-    s.add_argument("collection")
+    s.add_argument("collection").completer = "collections"  # type: ignore[attr-defined]
     s.add_argument("file")
     s.add_argument("--name", dest="name_as", metavar="NAME", help="store it under this name")
     s = add("docs", "list documents, or show one with its chunks", [paging])
     s.add_argument("doc_key", nargs="?", help="show this document")
-    s.add_argument("-c", "--collection", metavar="NAME")
+    s.add_argument("-c", "--collection", metavar="NAME").completer = "collections"  # type: ignore[attr-defined]
     s.add_argument("--state", choices=["queued", "indexed", "failed", "skipped", "superseded"])
     s.add_argument("--path-glob", metavar="GLOB")
     s = add("history", "past searches and answers, or one in full", [paging])
@@ -557,6 +558,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = add("completion", "print a shell completion script (bash, zsh or fish)")
     s.add_argument("shell", choices=["bash", "zsh", "fish"])
     add("man", "print the ragweedctl(1) man page (roff)")
+    # for the completion scripts: the running daemon's collection names, one per line (no help: not
+    # listed, and the generator leaves out names starting with "_")
+    sub.add_parser("_collections", parents=[common], formatter_class=_fmt)
     return p
 
 
@@ -566,6 +570,21 @@ COMMANDS = {
     "rebuild-fts": cmd_rebuild_fts, "upload": cmd_upload, "docs": cmd_docs, "history": cmd_history,
     "open": cmd_open,
 }
+
+
+COMPLETION_TIMEOUT = 0.5  # a TAB must not hang on a daemon that does not answer
+
+
+def cmd_collection_names(a, out) -> int:
+    """``ragweedctl _collections``: names for shell completion; nothing (and 0) when no daemon runs,
+    because a completion must never print an error into the user's command line."""
+    try:
+        res = Client(_state_dir(a.state_dir), timeout=COMPLETION_TIMEOUT).call("GET", "/v1/collections")
+        names = [c.get("name") for c in res.get("items", [])]
+    except (CtlError, OSError, ValueError, AttributeError, TypeError):
+        return EXIT_OK
+    out.write("".join(f"{n}\n" for n in names if isinstance(n, str) and n.isprintable() and " " not in n))
+    return EXIT_OK
 
 
 def cmd_local(a, out) -> int:
@@ -591,6 +610,8 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
     a.state_dir = getattr(a, "state_dir", None)
     a.timeout = getattr(a, "timeout", None)
     try:
+        if a.command == "_collections":
+            return cmd_collection_names(a, out)
         if a.command in ("service", "mcp", "keys", "completion", "man"):
             code = cmd_service(a, out) if a.command == "service" else cmd_mcp(a, err) if a.command == "mcp" \
                 else cmd_local(a, out)

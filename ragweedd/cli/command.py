@@ -103,16 +103,26 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except RagweedError as e:
         if args.json:
-            _json_out({"error": e.to_dict()})
+            _json_error({"error": e.to_dict()})
         print(f"ragweedd: error: {e}", file=sys.stderr)
         # the same table as ragweedctl's: "not found" is the request's fault (2) in both
         return exit_code_for(e.code, e.http_status)
     except KeyboardInterrupt:
         if args.json:
-            _json_out({"error": {"code": "interrupted", "message": "interrupted"}})
+            _json_error({"error": {"code": "interrupted", "message": "interrupted"}})
         return 130
     except BrokenPipeError:
         return quiet_broken_pipe()
+
+
+def _json_error(doc) -> None:
+    """The error object on stdout, unless its reader is gone: then the exit code still tells."""
+    from ragweedd.cli.exits import quiet_broken_pipe
+
+    try:
+        _json_out(doc)
+    except BrokenPipeError:
+        quiet_broken_pipe()
 
 
 def _check_names(args) -> None:

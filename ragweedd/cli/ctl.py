@@ -630,11 +630,15 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
         return code
     except CtlError as e:
         if a.json:
-            if e.payload is not None:
-                _print_json(e.payload, out)
-            else:  # a local error (keys, arguments checked after argparse): the same envelope
-                first, _, rest = str(e).partition("\n")
-                print_json_error(out, "usage" if e.code == EXIT_USAGE else "failed", first, rest or None)
+            try:
+                if e.payload is not None:
+                    _print_json(e.payload, out)
+                else:  # a local error (keys, arguments checked after argparse): the same envelope
+                    first, _, rest = str(e).partition("\n")
+                    print_json_error(out, "usage" if e.code == EXIT_USAGE else "failed", first, rest or None)
+                out.flush()
+            except BrokenPipeError:  # its reader is gone: the exit code still tells
+                quiet_broken_pipe(out)
         err.write(f"ragweedctl: {safe_text(str(e))}\n")
         return e.code
     except KeyboardInterrupt:

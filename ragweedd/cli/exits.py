@@ -65,7 +65,10 @@ class UsageError(Exception):
         err.write(self.usage)
         err.write(f"{self.prog}: error: {self.message}\n")
         if as_json:
-            print_json_error(out, "usage", self.message, f"see `{self.prog} --help`")
+            try:
+                print_json_error(out, "usage", self.message, f"see `{self.prog} --help`")
+            except BrokenPipeError:  # its reader is gone: the exit code still tells
+                quiet_broken_pipe(out)
         return EXIT_USAGE
 
 

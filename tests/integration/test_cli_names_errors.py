@@ -142,6 +142,23 @@ def test_a_closed_stdout_is_quiet(setup, cmd):
     assert out.strip() == "rc=0" and "Traceback" not in err and "BrokenPipe" not in err, (out, err)
 
 
+@pytest.mark.parametrize("cmd,rc", [("ragweedd --config CFG --json ask hello", 0),
+                                    ("ragweedd --config CFG ask hello", 0),
+                                    ("ragweedd --config CFG --json search hello", 0),
+                                    ("ragweedd --config CFG --json search hello -c nope", 2),
+                                    ("ragweedd --config CFG --json bogus", 2),
+                                    ("ragweedctl --json keys set bogus", 2),
+                                    ("ragweedctl --json bogus", 2)])
+def test_a_closed_stdout_keeps_an_error_exit_code_and_is_quiet(setup, cmd, rc):
+    _, cfg, doc, env = setup
+    assert rd(env, cfg, "ingest", str(doc), "-c", "notes")[0] == 0
+    exe = {"ragweedd": f"{sys.executable} -m ragweedd", "ragweedctl": f"{sys.executable} -m ragweedd.cli.ctl"}
+    prog, rest = cmd.split(" ", 1)
+    line = f"{exe[prog]} {rest.replace('CFG', str(cfg))} | (exec 0<&-; sleep 2); echo \"rc=${{PIPESTATUS[0]}}\""
+    code, out, err = run(env, shell=line)
+    assert out.strip() == f"rc={rc}" and "Traceback" not in err and "BrokenPipe" not in err, (out, err)
+
+
 # --------------------------------------------------------------------------- exit codes
 def test_one_table_of_exit_codes():
     from ragweedd.cli.exits import exit_code_for

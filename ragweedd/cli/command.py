@@ -19,8 +19,9 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="machine-readable output: one JSON document on stdout (errors too)")
     p = parser_class(prog="ragweedd", description="Local document indexer and question-answering daemon.",
-                                parents=[common],
-                                epilog="exit codes: 0 ok, 1 failure, 2 bad configuration or request, 130 interrupted")
+                     parents=[common],
+                     epilog="exit codes: 0 ok, 1 failure, 2 bad configuration or request (unknown collection "
+                            "too), 130 interrupted")
     p.add_argument("--config", metavar="FILE",
                    help="TOML config file (default: ~/.config/ragweedd/config.toml if present)")
     p.add_argument("--version", action="version", version=f"ragweedd {__version__}")

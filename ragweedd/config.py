@@ -387,9 +387,9 @@ class Config:
     source: str | None = None
 
 
-# \A...\Z, not ^...$: "$" also matches before a final newline, so "x\n" passed. Callers use
-# .match() and .fullmatch(); with \Z both refuse it.
-_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
+# The one rule for collection names (ragweedd.paths also applies it where a collection's folder is
+# built): \A...\Z, not ^...$, so "x\n" is refused by .match() and .fullmatch() alike.
+from ragweedd.paths import _COLLECTION_NAME_RE as _NAME_RE  # noqa: E402
 
 
 def _type_name(t: type | tuple[type, ...]) -> str:

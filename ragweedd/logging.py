@@ -48,6 +48,14 @@ def configure(level: str = "info", *, json: bool | None = None, stream=None) -> 
     _configured = True
 
 
+def at_least(level: str, floor: str) -> str:
+    """The stricter of two level names: ``at_least("debug", "warning")`` is "warning"."""
+    def num(name: str) -> int:
+        return getattr(logging, name.upper(), logging.INFO)
+
+    return level if num(level) >= num(floor) else floor
+
+
 def get_logger(name: str = "ragweedd"):
     import structlog
 

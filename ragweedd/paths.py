@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 import sys
 from dataclasses import dataclass
@@ -11,6 +12,28 @@ from pathlib import Path
 APP = "ragweedd"
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
+# The rule for collection names, the same the API's schema checks: a name becomes a directory
+# under data_dir/collections, so "..", "/" and absolute paths must never get that far.
+COLLECTION_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+# \A...\Z, not ^...$: "$" also matches before a final newline, so "x\n" would pass
+_COLLECTION_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
+
+
+def valid_collection_name(name: object) -> bool:
+    return isinstance(name, str) and _COLLECTION_NAME_RE.match(name) is not None
+
+
+def check_collection_name(name: object) -> str:
+    """``name`` if it is a usable collection name, else RequestError (exit 2, HTTP 400)."""
+    if not valid_collection_name(name):
+        from ragweedd.errors import RequestError
+
+        shown = name[:80] if isinstance(name, str) else name
+        raise RequestError(f"name {shown!r} is not allowed (must match {COLLECTION_NAME_PATTERN})",
+                           hint="use letters, digits, '_', '-', '.' (at most 64 characters)")
+    return name  # type: ignore[return-value]
+
+
 PRIVATE_UMASK = 0o077  # what the daemon runs with: files 0600, directories 0700, whatever the user's
 
 
@@ -97,7 +120,8 @@ class Paths:
         return self.data / "collections"
 
     def collection_dir(self, name: str) -> Path:
-        return self.collections / name
+        # every path of a collection is built here: no caller can escape data_dir/collections
+        return self.collections / check_collection_name(name)
 
     def rag_db(self, name: str) -> Path:
         return self.collection_dir(name) / "rag.sqlite3"

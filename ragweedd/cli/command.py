@@ -11,13 +11,17 @@ from ragweedd.errors import RagweedError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    from ragweedd.cli.exits import usage_error_raiser
+
+    parser_class = usage_error_raiser(argparse.ArgumentParser)
+    common = parser_class(add_help=False)
     # SUPPRESS: --json given before the command must not be reset by the sub-parser's default
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="machine-readable output: one JSON document on stdout (errors too)")
-    p = argparse.ArgumentParser(prog="ragweedd", description="Local document indexer and question-answering daemon.",
-                                parents=[common],
-                                epilog="exit codes: 0 ok, 1 failure, 2 bad configuration or request, 130 interrupted")
+    p = parser_class(prog="ragweedd", description="Local document indexer and question-answering daemon.",
+                     parents=[common],
+                     epilog="exit codes: 0 ok, 1 failure, 2 bad configuration or request (unknown collection "
+                            "too), 130 interrupted")
     p.add_argument("--config", metavar="FILE",
                    help="TOML config file (default: ~/.config/ragweedd/config.toml if present)")
     p.add_argument("--version", action="version", version=f"ragweedd {__version__}")
@@ -34,19 +38,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     i = sub.add_parser("ingest", help="ingest files or folders once into a collection, then exit")
     i.add_argument("paths", nargs="*", help="files or folders (default: the collection's configured paths)")
-    i.add_argument("--collection", "-c", required=True)
+    i.add_argument("--collection", "-c", required=True).completer = "collections"  # type: ignore[attr-defined]
     i.add_argument("--force", action="store_true", help="re-extract even files whose content is unchanged")
     i.add_argument("--rebuild-fts", action="store_true", help="backfill the keyword index from stored chunk text")
+    i.add_argument("--verbose", "-v", action="store_true",
+                   help="on a terminal, also print the info log (a line per file) above the progress bar")
 
     s = sub.add_parser("search", help="search the index once and print ranked chunks")
     s.add_argument("query")
-    s.add_argument("--collection", "-c", action="append", help="collection to search (repeatable; default all)")
+    s.add_argument("--collection", "-c", action="append",
+                   help="collection to search (repeatable; default all)").completer = "collections"  # type: ignore[attr-defined]
     s.add_argument("--top-k", "-k", type=int, default=10)
     s.add_argument("--mode", choices=("hybrid", "dense", "keyword"), default="hybrid")
 
     a = sub.add_parser("ask", help="answer a question once (no daemon needed): answer, then numbered sources")
     a.add_argument("query", nargs="*", help="the question")
-    a.add_argument("--collection", "-c", action="append", help="collection to search (repeatable; default all)")
+    a.add_argument("--collection", "-c", action="append",
+                   help="collection to search (repeatable; default all)").completer = "collections"  # type: ignore[attr-defined]
     a.add_argument("--top-k", "-k", type=int, default=10, help="passages retrieved for the answer")
     a.add_argument("--continue", dest="continue_id", metavar="HISTORY_ID",
                    help="continue an answer that was cut at max_tokens")
@@ -61,6 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("completion", help="print a shell completion script (bash, zsh or fish)")
     c.add_argument("shell", choices=["bash", "zsh", "fish"])
     sub.add_parser("man", help="print the ragweedd(1) man page (roff)")
+    # for the completion scripts: the collection names of the config and of the data dir (no help:
+    # not listed, and the generator leaves out names starting with "_")
+    _add("_collections", parents=[common])
+    sub.metavar = "{" + ",".join(n for n in sub.choices if not n.startswith("_")) + "}"
     _suppress_json_defaults(p)
     return p
 
@@ -76,20 +88,52 @@ def _suppress_json_defaults(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ragweedd.cli.exits import UsageError, argv_wants_json, exit_code_for, quiet_broken_pipe
+
+    argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as e:
+        return e.report(sys.stderr, sys.stdout, argv_wants_json(argv))
     args.json = getattr(args, "json", False)
     try:
-        return _dispatch(args)
+        _check_names(args)
+        code = _dispatch(args)
+        sys.stdout.flush()  # here, not at exit: a closed pipe is then caught below
+        return code
     except RagweedError as e:
         if args.json:
-            _json_out({"error": e.to_dict()})
+            _json_error({"error": e.to_dict()})
         print(f"ragweedd: error: {e}", file=sys.stderr)
-        return e.exit_code
+        # the same table as ragweedctl's: "not found" is the request's fault (2) in both
+        return exit_code_for(e.code, e.http_status)
     except KeyboardInterrupt:
         if args.json:
-            _json_out({"error": {"code": "interrupted", "message": "interrupted"}})
+            _json_error({"error": {"code": "interrupted", "message": "interrupted"}})
         return 130
+    except BrokenPipeError:
+        return quiet_broken_pipe()
+
+
+def _json_error(doc) -> None:
+    """The error object on stdout, unless its reader is gone: then the exit code still tells."""
+    from ragweedd.cli.exits import quiet_broken_pipe
+
+    try:
+        _json_out(doc)
+    except BrokenPipeError:
+        quiet_broken_pipe()
+
+
+def _check_names(args) -> None:
+    """Collection names given to a one-shot command follow the daemon's rule before anything runs
+    (ragweedd.paths also refuses them where a collection's path is built)."""
+    from ragweedd.paths import check_collection_name
+
+    names = getattr(args, "collection", None)
+    for name in [names] if isinstance(names, str) else names or []:
+        check_collection_name(name)
 
 
 def _json_out(doc) -> None:
@@ -105,6 +149,8 @@ def _dispatch(args) -> int:
 
     if args.cmd in ("completion", "man"):  # no configuration needed
         return _generated(args)
+    if args.cmd == "_collections":
+        return _collection_names(args)
     cfg = common.load(args.config)
     from ragweedd.logging import configure
 
@@ -131,6 +177,24 @@ def _dispatch(args) -> int:
         install_crash_reporting()
         return run_logged(lambda: run_daemon(cfg, allow_remote=args.allow_remote, banner_json=args.json))
     raise AssertionError(args.cmd)
+
+
+def _collection_names(args) -> int:
+    """Names for shell completion: the config's collections and those ingested into the data dir.
+    A completion must never print an error into the user's command line: nothing on failure."""
+    from ragweedd.cli import common
+    from ragweedd.paths import Paths, valid_collection_name
+
+    try:
+        cfg = common.load(args.config)
+        names = set(cfg.collections)
+        root = Paths.from_config(cfg).collections
+        if root.is_dir():
+            names |= {p.name for p in root.iterdir() if (p / "rag.sqlite3").exists()}
+    except (RagweedError, OSError):
+        return 0
+    sys.stdout.write("".join(f"{n}\n" for n in sorted(names) if valid_collection_name(n)))
+    return 0
 
 
 def _generated(args) -> int:
@@ -301,10 +365,13 @@ def _ingest_files(services, args, roots, ignore) -> int:
     # the whole list first, so the progress bar knows its total (names only: cheap next to extraction)
     todo = [(f, root if root.is_dir() else root.parent) for root in roots for f in walk_files(root, ignore)]
     bar = Bar("ingest", len(todo), sys.stderr)
-    if bar.enabled:  # log lines are printed above the bar instead of through it
-        from ragweedd.logging import configure
+    if bar.enabled:
+        from ragweedd.logging import at_least, configure
 
-        configure(cfg.log_level, stream=bar.log_stream())
+        # On a terminal the bar is the progress: a line per file would push it off the screen, so
+        # only warnings and errors are printed (above the bar), unless --verbose asks for them all.
+        # Through a pipe or into a file the bar is off and the log keeps its line per file.
+        configure(cfg.log_level if args.verbose else at_least(cfg.log_level, "warning"), stream=bar.log_stream())
     try:
         for n, (f, base) in enumerate(todo, 1):
             out = pipe.ingest_file(args.collection, f, base, force=args.force)

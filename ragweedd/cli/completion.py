@@ -6,6 +6,13 @@ to keep. The parsers are walked once into ``Node``s: per command path (``""``, `
 ``"eval beir"``) its options (with the values they take), its positional choices and its
 subcommands. Only names made of safe characters get into a script; help text is quoted.
 
+Positionals are completed by position (``keys set <TAB>`` offers providers, not ``set`` again).
+An argument marked ``completer = "collections"`` (``-c``, ``remove NAME``...) is completed with
+collection names, asked at TAB time from the program's hidden ``_collections`` command (ragweedctl:
+the running daemon, with a short timeout; ragweedd: the config and the data dir), which prints
+nothing when it has nothing to say. ``--config`` and ``--state-dir`` already on the line are passed
+to it. Commands whose name starts with ``_`` are hidden: not completed, not in the man page.
+
 Imported only by those two commands: normal start-up never pays for it.
 """
 
@@ -28,6 +35,14 @@ class Opt:
     files: str  # "" (no file completion), "f" (files) or "d" (directories)
     help: str
     metavar: str
+    dynamic: str = ""  # "collections": names asked from the program at TAB time
+
+
+@dataclass
+class Pos:
+    choices: list[str]
+    dynamic: str  # as Opt.dynamic
+    repeats: bool  # nargs "*" / "+": every later word is this one too
 
 
 @dataclass
@@ -36,7 +51,8 @@ class Node:
     parser: argparse.ArgumentParser
     help: str = ""
     options: list[Opt] = field(default_factory=list)
-    words: list[str] = field(default_factory=list)  # positional choices
+    words: list[str] = field(default_factory=list)  # positional choices (all positions)
+    pos: list[Pos] = field(default_factory=list)  # the positionals, in order
     positional_files: bool = False
     subs: dict[str, Node] = field(default_factory=dict)
 
@@ -62,23 +78,47 @@ def _files(action: argparse.Action) -> str:
     return "f" if any(h in hint for h in FILE_HINTS) or action.dest in ("config", "paths", "file") else ""
 
 
+def _dynamic(action: argparse.Action) -> str:
+    return "collections" if getattr(action, "completer", None) == "collections" else ""
+
+
+CONTEXT_FLAGS = ("--config", "--state-dir")  # passed on to `PROG _collections` when on the line
+
+
+def _context_flags(root: Node) -> list[str]:
+    return [f for f in CONTEXT_FLAGS if any(f in o.flags for o in root.options)]
+
+
+def _by_position(n: Node) -> list[tuple[str, list[str], str]]:
+    """(bash/zsh case pattern of the positional index, choices, dynamic) per position; index 0 also
+    offers the subcommands."""
+    out = []
+    for i, p in enumerate(n.pos):
+        words = (list(n.subs) if i == 0 else []) + p.choices
+        out.append((f"{i}" if not p.repeats else f"{i}|[{i + 1}-9]|[1-9][0-9]", words, p.dynamic))
+    if not n.pos and n.subs:
+        out.append(("0", list(n.subs), ""))
+    return out
+
+
 def walk(parser: argparse.ArgumentParser, path: str = "", help: str = "") -> Node:
     node = Node(path, parser, help)
     for act in parser._actions:
         if isinstance(act, argparse._SubParsersAction):
             helps = {a.dest: a.help or "" for a in act._choices_actions}
             for name, sub in act.choices.items():
-                if SAFE_WORD.fullmatch(name):
+                if SAFE_WORD.fullmatch(name) and not name.startswith("_"):
                     node.subs[name] = walk(sub, f"{path} {name}".strip(), str(helps.get(name, "")))
         elif act.option_strings:
             if act.help == argparse.SUPPRESS:
                 continue
             flags = [f for f in act.option_strings if SAFE_WORD.fullmatch(f)]
             node.options.append(Opt(flags, act.nargs != 0, _choices(act), _files(act) if act.nargs != 0 else "",
-                                    _help(act), str(act.metavar or act.dest.upper())))
+                                    _help(act), str(act.metavar or act.dest.upper()), _dynamic(act)))
         else:
             ch = _choices(act)
             node.words += ch
+            node.pos.append(Pos(ch, _dynamic(act), act.nargs in ("*", "+")))
             node.positional_files = node.positional_files or (not ch and bool(_files(act) or act.nargs in ("*", "+")))
     return node
 
@@ -94,6 +134,15 @@ def _words(n: Node) -> list[str]:
     return [f for o in n.options for f in o.flags] + list(n.subs) + n.words
 
 
+def _flags(n: Node) -> list[str]:
+    return [f for o in n.options for f in o.flags]
+
+
+def _value_flags(root: Node) -> list[tuple[str, str]]:
+    """(command path, flag) of every option that takes a value: its value is not a positional."""
+    return [(n.path, f) for n in nodes(root) for o in n.options if o.takes_value for f in o.flags]
+
+
 def _fname(prog: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", prog)
 
@@ -101,22 +150,36 @@ def _fname(prog: str) -> str:
 # --------------------------------------------------------------------------- bash
 def bash(root: Node, prog: str) -> str:
     fn = f"_{_fname(prog)}_complete"
+    ctx_flags = _context_flags(root)
     out = [f"# bash completion for {prog}, generated from its parser: {prog} completion bash",
            f"# use: source <({prog} completion bash), or save it as",
            f"# ~/.local/share/bash-completion/completions/{prog}",
            f"{fn}() {{",
-           "    local cur prev cmdpath w i words files",
+           "    local cur prev cmdpath w i words files npos skip dyn",
+           "    local -a ctx=()",
            "    COMPREPLY=()",
            '    cur="${COMP_WORDS[COMP_CWORD]}"',
            '    prev="${COMP_WORDS[COMP_CWORD-1]}"',
-           '    cmdpath=""',
+           '    cmdpath=""; npos=0; skip=0',
            "    for ((i = 1; i < COMP_CWORD; i++)); do",
            '        w="${COMP_WORDS[i]}"',
+           "        if ((skip)); then skip=0; continue; fi",
            '        case "$cmdpath/$w" in']
     for n in nodes(root):
         for name, sub in n.subs.items():
-            out.append(f'            "{n.path}/{name}") cmdpath="{sub.path}" ;;')
-    out += ["        esac", "    done", '    case "$cmdpath/$prev" in']
+            out.append(f'            "{n.path}/{name}") cmdpath="{sub.path}"; npos=0; continue ;;')
+    out.append("        esac")
+    if ctx_flags:
+        out += ['        case "$w" in',
+                f'            {"|".join(ctx_flags)}) ctx+=("$w" "${{COMP_WORDS[i+1]}}") ;;',
+                "        esac"]
+    vf = _value_flags(root)
+    if vf:
+        out += ['        case "$cmdpath/$w" in',
+                "            " + "|".join(f'"{p}/{f}"' for p, f in vf) + ") skip=1; continue ;;",
+                "        esac"]
+    out += ['        [[ $w == -* ]] || ((npos++))',
+            "    done", '    case "$cmdpath/$prev" in']
     for n in nodes(root):
         for o in n.options:
             if not o.takes_value or not o.flags:
@@ -124,16 +187,24 @@ def bash(root: Node, prog: str) -> str:
             pats = "|".join(f'"{n.path}/{f}"' for f in o.flags)
             if o.choices:
                 act = f'COMPREPLY=( $(compgen -W "{" ".join(o.choices)}" -- "$cur") )'
+            elif o.dynamic:
+                act = f'COMPREPLY=( $(compgen -W "$("$1" "${{ctx[@]}}" _{o.dynamic} 2>/dev/null)" -- "$cur") )'
             elif o.files:
                 act = f'COMPREPLY=( $(compgen -{o.files} -- "$cur") )'
             else:
                 act = ":"  # a value nothing can guess (a number, a name)
             out.append(f"        {pats}) {act}; return 0 ;;")
-    out += ["    esac", "    files=0", '    case "$cmdpath" in']
+    out += ["    esac", "    files=0; dyn=\"\"", '    case "$cmdpath" in']
     for n in nodes(root):
-        out.append(f'        "{n.path}") words="{" ".join(_words(n))}"'
-                   + ("; files=1" if n.positional_files and not n.subs else "") + " ;;")
+        cases = "".join(f' {pat}) words+=" {" ".join(w)}"' + (f"; dyn={d}" if d else "") + " ;;"
+                        for pat, w, d in _by_position(n))
+        out.append(f'        "{n.path}") words="{" ".join(_flags(n))}"'
+                   + ("; files=1" if n.positional_files and not n.subs else "")
+                   + (f"; case $npos in{cases} esac" if cases else "") + " ;;")
     out += ["    esac",
+            '    if [[ -n $dyn && "$cur" != -* ]]; then',
+            '        words+=" $("$1" "${ctx[@]}" _$dyn 2>/dev/null)"',
+            "    fi",
             '    COMPREPLY=( $(compgen -W "$words" -- "$cur") )',
             '    if [[ $files == 1 && "$cur" != -* ]]; then',
             '        COMPREPLY+=( $(compgen -f -- "$cur") )',
@@ -147,30 +218,48 @@ def bash(root: Node, prog: str) -> str:
 # --------------------------------------------------------------------------- zsh
 def zsh(root: Node, prog: str) -> str:
     fn = f"_{_fname(prog)}"
+    ctx_flags = _context_flags(root)
+    dyn = '${(f)"$(${words[1]} "${ctx[@]}" _collections 2>/dev/null)"}'
     out = [f"#compdef {prog}",
            f"# zsh completion for {prog}, generated from its parser: {prog} completion zsh",
            f"# use: source <({prog} completion zsh) after compinit, or save it as _{prog} in your $fpath",
            f"{fn}() {{",
-           '    local cmdpath="" w i cur="${words[CURRENT]}" prev="${words[CURRENT-1]}"',
+           '    local cmdpath="" w i cur="${words[CURRENT]}" prev="${words[CURRENT-1]}" npos=0 skip=0',
+           "    local -a ctx",
            "    for ((i = 2; i < CURRENT; i++)); do",
            '        w="${words[i]}"',
+           "        if ((skip)); then skip=0; continue; fi",
            '        case "$cmdpath/$w" in']
     for n in nodes(root):
         for name, sub in n.subs.items():
-            out.append(f'            "{n.path}/{name}") cmdpath="{sub.path}" ;;')
-    out += ["        esac", "    done", '    case "$cmdpath/$prev" in']
+            out.append(f'            "{n.path}/{name}") cmdpath="{sub.path}"; npos=0; continue ;;')
+    out.append("        esac")
+    if ctx_flags:
+        out += ['        case "$w" in',
+                f'            {"|".join(ctx_flags)}) ctx+=("$w" "${{words[i+1]}}") ;;',
+                "        esac"]
+    vf = _value_flags(root)
+    if vf:
+        out += ['        case "$cmdpath/$w" in',
+                "            " + "|".join(f'"{p}/{f}"' for p, f in vf) + ") skip=1; continue ;;",
+                "        esac"]
+    out += ['        [[ $w == -* ]] || ((npos++))',
+            "    done", '    case "$cmdpath/$prev" in']
     for n in nodes(root):
         for o in n.options:
             if not o.takes_value or not o.flags:
                 continue
             pats = "|".join(f'"{n.path}/{f}"' for f in o.flags)
-            act = (f"compadd -- {' '.join(o.choices)}" if o.choices else
+            act = (f"compadd -- {' '.join(o.choices)}" if o.choices else f"compadd -- {dyn}" if o.dynamic else
                    "_files -/" if o.files == "d" else "_files" if o.files else ":")
             out.append(f"        {pats}) {act}; return ;;")
     out += ["    esac", '    case "$cmdpath" in']
     for n in nodes(root):
         files = '; [[ $cur == -* ]] || _files' if n.positional_files and not n.subs else ""
-        out.append(f'        "{n.path}") compadd -- {" ".join(_words(n))}{files} ;;')
+        cases = "".join(f" {pat}) compadd -- {' '.join(w)}" + (f"; compadd -- {dyn}" if d else "") + " ;;"
+                        for pat, w, d in _by_position(n) if w or d)
+        out.append(f'        "{n.path}") compadd -- {" ".join(_flags(n))}'
+                   + (f"; case $npos in{cases} esac" if cases else "") + f"{files} ;;")
     out += ["    esac",
             "}",
             "if [[ ${zsh_eval_context[-1]} == loadautofunc ]]; then",
@@ -188,20 +277,52 @@ def _fq(text: str) -> str:
 
 def fish(root: Node, prog: str) -> str:
     fn = f"__fish_{_fname(prog)}"
+    ctx_flags = _context_flags(root)
+    vf = _value_flags(root)
     out = [f"# fish completion for {prog}, generated from its parser: {prog} completion fish",
            f"# use: {prog} completion fish > ~/.config/fish/completions/{prog}.fish",
-           f"function {fn}_path",
+           f"function {fn}_state",
+           "    # the command path, then how many positional words follow it, then --config/--state-dir",
            "    set -l cmdpath ROOT",
+           "    set -l npos 0",
+           "    set -l skip 0",
+           "    set -l ctx",
            "    set -l args (commandline -opc)",
            "    set -e args[1]",
-           "    for w in $args",
+           "    for i in (seq (count $args))",
+           "        set -l w $args[$i]",
+           "        if test $skip = 1",
+           "            set skip 0",
+           "            continue",
+           "        end",
            '        switch "$cmdpath/$w"']
     for n in nodes(root):
         for name, sub in n.subs.items():
             out += [f"            case {_fq((n.path or 'ROOT') + '/' + name)}",
-                    f"                set cmdpath {_fq(sub.path)}"]
-    out += ["        end", "    end", "    echo $cmdpath", "end",
-            f"function {fn}_at", f'    test ({fn}_path) = "$argv"', "end",
+                    f"                set cmdpath {_fq(sub.path)}",
+                    "                set npos 0",
+                    "                continue"]
+    out.append("        end")
+    if ctx_flags:
+        out += ['        switch "$w"', f"            case {' '.join(ctx_flags)}",
+                "                set -a ctx $w $args[(math $i + 1)]", "        end"]
+    if vf:
+        out += ['        switch "$cmdpath/$w"',
+                "            case " + " ".join(_fq((p or "ROOT") + "/" + f) for p, f in vf),
+                "                set skip 1", "                continue", "        end"]
+    out += ["        string match -q -- '-*' $w; or set npos (math $npos + 1)",
+            "    end", "    echo $cmdpath", "    echo $npos", "    printf '%s\\n' $ctx", "end",
+            f"function {fn}_at", f'    test ({fn}_state)[1] = "$argv"', "end",
+            f"function {fn}_atpos",
+            f"    set -l st ({fn}_state)",
+            '    test "$st[1]" = "$argv[1]"; or return 1',
+            '    test "$st[2]" -eq "$argv[2]"; and return 0',
+            '    test "$argv[3]" = more; and test "$st[2]" -gt "$argv[2]"',
+            "end",
+            f"function {fn}_collections",
+            f"    set -l st ({fn}_state)",
+            f"    {prog} $st[3..-1] _collections 2>/dev/null",
+            "end",
             f"complete -c {prog} -e"]
     for n in nodes(root):
         where = n.path or "ROOT"
@@ -215,10 +336,15 @@ def fish(root: Node, prog: str) -> str:
                 continue
             val = ""
             if o.takes_value:
-                val = (f" -x -a {_fq(' '.join(o.choices))}" if o.choices else " -r -F" if o.files else " -x")
+                val = (f" -x -a {_fq(' '.join(o.choices))}" if o.choices else
+                       f" -x -a {_fq(f'({fn}_collections)')}" if o.dynamic else " -r -F" if o.files else " -x")
             out.append(f"complete -c {prog} {cond} {flags}{val} -d {_fq(o.help[:90])}")
-        if n.words:
-            out.append(f"complete -c {prog} {cond} -f -a {_fq(' '.join(n.words))}")
+        for i, p in enumerate(n.pos):
+            pcond = f"-n {_fq(f'{fn}_atpos {where} {i}' + (' more' if p.repeats else ''))}"
+            if p.choices:
+                out.append(f"complete -c {prog} {pcond} -f -a {_fq(' '.join(p.choices))}")
+            if p.dynamic:
+                out.append(f"complete -c {prog} {pcond} -f -a {_fq(f'({fn}_collections)')}")
     return "\n".join(out) + "\n"
 
 

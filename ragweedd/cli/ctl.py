@@ -18,6 +18,8 @@ import os
 import sys
 
 from ragweedd import __version__
+from ragweedd.cli.exits import (EXIT_ERROR, EXIT_OK, EXIT_USAGE, UsageError, argv_wants_json, print_json_error,
+                                 quiet_broken_pipe, usage_error_raiser)
 from ragweedd.cli.ctl_http import Client, CtlError, api_error, bad_reply, parse_json, sse_events
 from ragweedd.cli.open_ui import add_open_parser, cmd_open
 
@@ -27,7 +29,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ragweedd.contract import IngestProgress, Status, VectorProgress
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
 HELP_WIDTH = 88
 # The whole request, per command, unless --timeout says otherwise: status is what launchers poll.
 TIMEOUTS = {"status": 5.0, "upload": 300.0, "ask": 600.0}
@@ -217,25 +218,32 @@ def cmd_status(c: Client, a, out) -> int:
     return EXIT_OK
 
 
-def ingest_line(ing: IngestProgress) -> str:
-    """"ingest: 120/3000 files, 4.1 files/s, 35.2 chunks/s, about 11 min left" (or idle)."""
+def ingest_line(ing: IngestProgress, eta_ok: bool = True) -> str:
+    """"ingest: 120/3000 files, 4.1 files/s, 35.2 chunks/s, about 11 min left" (or idle).
+
+    No ETA before a file of this batch has finished (the rate may still be the last batch's), nor
+    when ``eta_ok`` is false (status --watch: not yet 3 s of its own samples)."""
     if not ing["total"] and not ing["running"]:
         return f"ingest: idle ({ing['done_since_start']} files since start, {ing['failed_since_start']} failed)"
-    eta = ing["eta_s"]
-    left = "" if eta is None else f", about {_duration(eta)} left"
+    eta = ing["eta_s"] if eta_ok and ing["done"] >= 1 else None
+    left = ", estimating time left" if eta is None else f", about {_duration(eta)} left"
     return (f"ingest: {ing['done']}/{ing['total']} files, {ing['files_per_s']:.1f} files/s, "
             f"{ing['chunks_per_s']:.1f} chunks/s{left}")
 
 
-def vectors_line(v: VectorProgress) -> str:
-    """"vectors: 80/120 files, 2300 chunks waiting, 35.0 chunks/s, about 1 min left": files are
-    keyword-searchable before their vectors are computed."""
+VECTORS_NOTE = " (keyword search finds them already)"
+
+
+def vectors_line(v: VectorProgress, eta_ok: bool = True, width: int | None = None) -> str:
+    """"vectors: 80/120 files, 2300 chunks waiting, 35.0 chunks/s, about 1 min left (keyword search
+    finds them already)": the numbers first; the note only when it fits in ``width``."""
     if not v["pending_chunks"]:
         return f"vectors: all {v['files_with_vectors']} files ({v['vectors_since_start']} vectors since start)"
-    eta = v["eta_s"]
-    left = "" if eta is None else f", about {_duration(eta)} left"
-    return (f"vectors: {v['files_with_vectors']}/{v['files_searchable']} files, {v['pending_chunks']} chunks "
-            f"waiting (keyword search finds them already), {v['chunks_per_s']:.1f} chunks/s{left}")
+    eta = v["eta_s"] if eta_ok and v["chunks_per_s"] > 0 else None
+    left = ", estimating time left" if eta is None else f", about {_duration(eta)} left"
+    line = (f"vectors: {v['files_with_vectors']}/{v['files_searchable']} files, {v['pending_chunks']} chunks "
+            f"waiting, {v['chunks_per_s']:.1f} chunks/s{left}")
+    return line + VECTORS_NOTE if width is None or len(line) + len(VECTORS_NOTE) <= width else line
 
 
 def _duration(s: float) -> str:
@@ -471,7 +479,8 @@ def _memoise_argparse_gettext() -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     _memoise_argparse_gettext()
-    common = argparse.ArgumentParser(add_help=False, formatter_class=_fmt)
+    parser_class = usage_error_raiser(argparse.ArgumentParser)
+    common = parser_class(add_help=False, formatter_class=_fmt)
     # SUPPRESS: an option given before the command must not be reset by the sub-parser's default.
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="print the daemon's JSON answer (for scripts and launchers)")
@@ -481,17 +490,18 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--timeout", type=float, default=argparse.SUPPRESS, metavar="S",
                         help="give up when the whole request has not finished after S seconds "
                              "(default 5 for status, 600 for ask, 300 for upload, else 30)")
-    filt = argparse.ArgumentParser(add_help=False, formatter_class=_fmt)
-    filt.add_argument("-c", "--collection", action="append", metavar="NAME", help="only this collection (repeatable)")
+    filt = parser_class(add_help=False, formatter_class=_fmt)
+    filt.add_argument("-c", "--collection", action="append", metavar="NAME",
+                      help="only this collection (repeatable)").completer = "collections"  # type: ignore[attr-defined]
     filt.add_argument("--top-k", type=_positive, metavar="N", help="results to retrieve (default 10)")
     filt.add_argument("--path-glob", metavar="GLOB", help="only files whose path matches")
     filt.add_argument("--type", metavar="EXT", help="only this file type, e.g. pdf")
     filt.add_argument("--doc", metavar="DOC_KEY", help="only this document")
-    paging = argparse.ArgumentParser(add_help=False, formatter_class=_fmt)
+    paging = parser_class(add_help=False, formatter_class=_fmt)
     paging.add_argument("--offset", type=int, default=None, metavar="N")
     paging.add_argument("--limit", type=int, default=None, metavar="N")
 
-    p = argparse.ArgumentParser(
+    p = parser_class(
         prog="ragweedctl", formatter_class=_fmt, parents=[common],
         description="Talk to the local ragweedd daemon (search, ask, manage collections).",
         epilog="exit codes: 0 ok, 1 daemon error, 2 bad request or usage, 3 daemon not running")
@@ -526,14 +536,14 @@ def build_parser() -> argparse.ArgumentParser:
                        ("scan", "reconcile a collection's folders now"),
                        ("reanalyze", "re-run cluster analysis of a collection"),
                        ("rebuild-fts", "rebuild a collection's keyword index")):
-        add(name, help).add_argument("name")
+        add(name, help).add_argument("name").completer = "collections"  # type: ignore[attr-defined]
     s = add("upload", "copy a file into a collection's managed folder")
-    s.add_argument("collection")
+    s.add_argument("collection").completer = "collections"  # type: ignore[attr-defined]
     s.add_argument("file")
     s.add_argument("--name", dest="name_as", metavar="NAME", help="store it under this name")
     s = add("docs", "list documents, or show one with its chunks", [paging])
     s.add_argument("doc_key", nargs="?", help="show this document")
-    s.add_argument("-c", "--collection", metavar="NAME")
+    s.add_argument("-c", "--collection", metavar="NAME").completer = "collections"  # type: ignore[attr-defined]
     s.add_argument("--state", choices=["queued", "indexed", "failed", "skipped", "superseded"])
     s.add_argument("--path-glob", metavar="GLOB")
     s = add("history", "past searches and answers, or one in full", [paging])
@@ -553,6 +563,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = add("completion", "print a shell completion script (bash, zsh or fish)")
     s.add_argument("shell", choices=["bash", "zsh", "fish"])
     add("man", "print the ragweedctl(1) man page (roff)")
+    # for the completion scripts: the running daemon's collection names, one per line (no help: not
+    # listed, and the generator leaves out names starting with "_")
+    sub.add_parser("_collections", parents=[common], formatter_class=_fmt)
     return p
 
 
@@ -562,6 +575,21 @@ COMMANDS = {
     "rebuild-fts": cmd_rebuild_fts, "upload": cmd_upload, "docs": cmd_docs, "history": cmd_history,
     "open": cmd_open,
 }
+
+
+COMPLETION_TIMEOUT = 0.5  # a TAB must not hang on a daemon that does not answer
+
+
+def cmd_collection_names(a, out) -> int:
+    """``ragweedctl _collections``: names for shell completion; nothing (and 0) when no daemon runs,
+    because a completion must never print an error into the user's command line."""
+    try:
+        res = Client(_state_dir(a.state_dir), timeout=COMPLETION_TIMEOUT).call("GET", "/v1/collections")
+        names = [c.get("name") for c in res.get("items", [])]
+    except (CtlError, OSError, ValueError, AttributeError, TypeError):
+        return EXIT_OK
+    out.write("".join(f"{n}\n" for n in names if isinstance(n, str) and n.isprintable() and " " not in n))
+    return EXIT_OK
 
 
 def cmd_local(a, out) -> int:
@@ -578,36 +606,51 @@ def cmd_local(a, out) -> int:
 def main(argv: list[str] | None = None, out=None, err=None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
-    a = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        a = build_parser().parse_args(argv)
+    except UsageError as e:
+        return e.report(err, out, argv_wants_json(argv))
     a.json = getattr(a, "json", False)
     a.state_dir = getattr(a, "state_dir", None)
     a.timeout = getattr(a, "timeout", None)
     try:
-        if a.command == "service":
-            return cmd_service(a, out)
-        if a.command == "mcp":
-            return cmd_mcp(a, err)
-        if a.command in ("keys", "completion", "man"):
-            return cmd_local(a, out)
+        if a.command == "_collections":
+            return cmd_collection_names(a, out)
+        if a.command in ("service", "mcp", "keys", "completion", "man"):
+            code = cmd_service(a, out) if a.command == "service" else cmd_mcp(a, err) if a.command == "mcp" \
+                else cmd_local(a, out)
+            out.flush()  # here, not at exit: a closed pipe is then caught below
+            return code
         if a.timeout is not None and not a.timeout > 0:
             raise CtlError(f"--timeout must be a positive number of seconds, not {a.timeout}", EXIT_USAGE)
         timeout = a.timeout if a.timeout is not None else TIMEOUTS.get(a.command, DEFAULT_TIMEOUT)
         client = Client(_state_dir(a.state_dir), timeout=timeout)
         try:
-            return COMMANDS[a.command](client, a, out if a.json else SafeWriter(out))
+            code = COMMANDS[a.command](client, a, out if a.json else SafeWriter(out))
         except (KeyError, TypeError, AttributeError, IndexError, ValueError) as e:
             # the reply parsed as JSON but is not the contract's shape
             raise bad_reply(f"{type(e).__name__} {str(e)[:80]}") from None
+        out.flush()  # here, not at exit: a closed pipe is then caught below
+        return code
     except CtlError as e:
-        if a.json and e.payload is not None:
-            _print_json(e.payload, out)
+        if a.json:
+            try:
+                if e.payload is not None:
+                    _print_json(e.payload, out)
+                else:  # a local error (keys, arguments checked after argparse): the same envelope
+                    first, _, rest = str(e).partition("\n")
+                    print_json_error(out, "usage" if e.code == EXIT_USAGE else "failed", first, rest or None)
+                out.flush()
+            except BrokenPipeError:  # its reader is gone: the exit code still tells
+                quiet_broken_pipe(out)
         err.write(f"ragweedctl: {safe_text(str(e))}\n")
         return e.code
     except KeyboardInterrupt:
         err.write("\nragweedctl: interrupted\n")
         return 130
     except BrokenPipeError:
-        return EXIT_OK
+        return quiet_broken_pipe(out)
     except OSError as e:  # the connection broke while a body was being read
         err.write(f"ragweedctl: connection to ragweedd failed: {e}\n")
         return EXIT_ERROR

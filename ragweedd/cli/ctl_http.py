@@ -24,7 +24,9 @@ import time
 
 from ragweedd import __version__
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
+from ragweedd.cli.exits import EXIT_ERROR, EXIT_NOT_RUNNING, EXIT_OK, EXIT_USAGE, exit_code_for
+
+__all__ = ["EXIT_ERROR", "EXIT_NOT_RUNNING", "EXIT_OK", "EXIT_USAGE"]
 
 MAX_STATUS_LINE = 8 * 1024
 MAX_HEADER_LINE = 16 * 1024
@@ -395,4 +397,4 @@ def api_error(status: int, out: dict) -> CtlError:
     msg = f"error {status}: {err.get('message', 'request failed')}"
     if err.get("hint"):
         msg += f"\nhint: {err['hint']}"
-    return CtlError(msg, EXIT_USAGE if status < 500 else EXIT_ERROR, out if isinstance(out, dict) else None)
+    return CtlError(msg, exit_code_for(err.get("code"), status), out if isinstance(out, dict) else None)

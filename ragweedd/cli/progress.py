@@ -14,6 +14,10 @@ from collections import deque
 from typing import TextIO
 
 WINDOW_S = 10.0  # the rate is measured over this much recent time
+# An ETA from the first second or from no finished item at all is wild (62 files, one done by a
+# slow first file: "ETA 15:08" for a run that took 15 s): none is shown until the rate rests on
+# this much time and at least one finished item.
+ETA_MIN_S = 3.0
 MIN_BAR = 8  # narrower than this, the bar is left out and only the numbers shown
 REDRAW_S = 0.1  # at most ten redraws a second: a terminal is slow next to a fast ingest
 
@@ -42,7 +46,8 @@ def render(label: str, done: int, total: int, rate: float | None, eta_s: float |
     """``label [#####.....] done/total unit  rate unit/s  ETA m:ss``, never wider than ``width``."""
     counts = f"{done}/{total} {unit}" if total else f"{done} {unit}"
     speed = f"{rate:.1f} {unit}/s" if rate is not None else f"-- {unit}/s"
-    tail = f" {counts}  {speed}  ETA {clock(eta_s)}"
+    finished = bool(total) and done >= total
+    tail = f" {counts}  {speed}  ETA {clock(eta_s) if eta_s is not None or finished else '…'}"
     room = width - len(label) - len(tail) - 3  # " [" and "]"
     if total and room >= MIN_BAR:
         filled = min(room, int(room * min(done, total) / total))
@@ -58,12 +63,22 @@ class RateMeter:
     def __init__(self, window: float = WINDOW_S) -> None:
         self.window = window
         self.samples: deque[tuple[float, int]] = deque()
+        self.first: tuple[float, int] = (0.0, 0)
 
     def add(self, t: float, done: int) -> None:
+        if not self.samples:
+            self.first = (t, done)
         self.samples.append((t, done))
         # keep one sample at or before the window's start, so the span covers the whole window
         while len(self.samples) > 2 and self.samples[1][0] <= t - self.window:
             self.samples.popleft()
+
+    def settled(self, min_s: float = ETA_MIN_S) -> bool:
+        """Whether the samples span ``min_s`` seconds since the first one and some item finished:
+        only then is an ETA worth showing."""
+        if len(self.samples) < 2:
+            return False
+        return self.samples[-1][0] - self.first[0] >= min_s and self.samples[-1][1] > self.first[1]
 
     def rate(self) -> float | None:
         if len(self.samples) < 2:
@@ -99,7 +114,8 @@ class Bar:
             return
         with self.lock:
             rate = self.meter.rate()
-            line = render(self.label, self.done, self.total, rate, eta(self.done, self.total, rate),
+            left = eta(self.done, self.total, rate) if self.meter.settled() or self.done >= self.total else None
+            line = render(self.label, self.done, self.total, rate, left,
                           _width(self.stream) - 1, self.unit)  # one column spare: no wrap in the last one
             self.stream.write("\r\x1b[K" + line)
             self.stream.flush()

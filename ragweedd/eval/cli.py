@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
     q.add_argument("file", help='JSONL: {"query", "relevant": [{"file", "page"?}]} per line, or FinanceBench\'s '
                                 "questions.jsonl")
     q.add_argument("--collection", action="append", required=True,
-                   help="collection to search (repeat for several)")
+                   help="collection to search (repeat for several)").completer = "collections"  # type: ignore[attr-defined]
     q.add_argument("--mode", choices=("hybrid", "dense", "keyword"), default="hybrid",
                    help="which search to measure (default: hybrid, what the daemon serves)")
     q.add_argument("--limit", type=int, help="evaluate only the first N questions")
@@ -36,7 +36,8 @@ def add_parser(sub) -> None:
     a = es.add_parser("answers", help="answer quality (faithfulness, relevance, context precision and recall, "
                                       "citations) of a question set, scored by an LLM judge")
     a.add_argument("file", help='JSONL: {"question", "reference"?, "relevant"?: ["file", ...]} per line')
-    a.add_argument("--collection", action="append", help="collection to search (repeat for several; default all)")
+    a.add_argument("--collection", action="append",
+                   help="collection to search (repeat for several; default all)").completer = "collections"  # type: ignore[attr-defined]
     a.add_argument("--judge", metavar="PROVIDER:MODEL", help="the judge model (default: [llm] judge, else synthesis)")
     a.add_argument("--mode", choices=("hybrid", "tree"), default="hybrid", help="ask mode to evaluate")
     a.add_argument("--top-k", type=int, default=10, help="passages retrieved for each answer (default 10)")

@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 from ragweedd.logging import get_logger
+from ragweedd.paths import valid_collection_name
 from ragweedd.store.history_db import HistoryDB
 from ragweedd.store.ingest_db import IngestDB
 from ragweedd.store.integrity import collection_counts, quick_check
@@ -99,7 +100,8 @@ def check_and_repair(paths, collections: list[str] | None = None) -> dict:
     try:
         names = set(collections or []) | set(ingest.collections_with_files())
         if paths.collections.is_dir():
-            names |= {p.name for p in paths.collections.iterdir() if p.is_dir()}
+            # a stray folder whose name no collection may have ("lost+found") is not a collection
+            names |= {p.name for p in paths.collections.iterdir() if p.is_dir() and valid_collection_name(p.name)}
         for name in sorted(names):
             try:
                 notes = _check_collection(paths, ingest, name)

@@ -83,7 +83,7 @@ def test_eval_in_json_before_its_subcommand(setup):
 
 @pytest.mark.parametrize("argv,code,kind", [
     (["ingest", "-c", "notes", "/nonexistent/folder"], 2, "bad_request"),
-    (["search", "x", "-c", "nope"], None, None),
+    (["search", "x", "-c", "nope"], 2, "not_found"),  # as ragweedctl's: the request's fault
     (["ask", "--continue", "0000000000000000"], None, None),
     (["ask"], 2, "bad_request"),
 ])

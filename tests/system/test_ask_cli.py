@@ -292,9 +292,9 @@ def test_oneshot_without_llm_prints_labelled_passages_with_citations(plain):
 @pytest.mark.parametrize("args,code,words", [
     (["ask"], 2, "ask needs a question"),
     (["ask", "   "], 2, "ask needs a question"),
-    (["ask", "-c", "nope", "cats"], 1, "collection 'nope' has no index"),
+    (["ask", "-c", "nope", "cats"], 2, "collection 'nope' has no index"),  # not found: the request's fault
     (["ask", "-k", "0", "cats"], 2, "--top-k must be at least 1"),
-    (["ask", "--continue", "0000000000000000"], 1, "'0000000000000000' does not exist"),
+    (["ask", "--continue", "0000000000000000"], 2, "'0000000000000000' does not exist"),
     (["ask", "--continue", "abc", "cats"], 2, "not both"),
 ])
 def test_oneshot_bad_input(plain, args, code, words):

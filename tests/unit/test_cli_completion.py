@@ -6,9 +6,11 @@ subcommand; and normal ragweedctl start-up does not load the generator."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -31,18 +33,20 @@ def subcommands(prog: str) -> list[str]:
     import argparse
 
     act = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    return list(act.choices)
+    return [n for n in act.choices if not n.startswith("_")]  # "_collections" is for the scripts only
 
 
-def complete(script: Path, prog: str, *words: str) -> list[str]:
-    """What bash offers for the command line ``prog words...`` (the last word is being completed)."""
+def complete(script: Path, prog: str, *words: str, env: dict | None = None) -> list[str]:
+    """What bash offers for the command line ``prog words...`` (the last word is being completed).
+    ``prog`` is a shell function running the real program, as an installed one would be on PATH."""
     fn = f"_{prog}_complete"
     line = " ".join([prog, *words])
     arr = " ".join(f"'{w}'" for w in [prog, *words])
-    cmd = (f"source {script}; COMP_WORDS=({arr}); COMP_CWORD={len(words)}; COMP_LINE='{line}'; "
-           f"{fn}; printf '%s\\n' \"${{COMPREPLY[@]}}\"")
+    runner = f"{prog}() {{ {' '.join(PROGS[prog])} \"$@\"; }}; "
+    cmd = (f"{runner}source {script}; COMP_WORDS=({arr}); COMP_CWORD={len(words)}; COMP_LINE='{line}'; "
+           f"{fn} {prog} '{words[-1] if words else ''}' '{([prog, *words])[-2]}'; printf '%s\\n' \"${{COMPREPLY[@]}}\"")
     p = subprocess.run(["bash", "--norc", "--noprofile", "-c", cmd], capture_output=True, text=True, timeout=30,
-                       cwd=script.parent)
+                       cwd=script.parent, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
     assert p.returncode == 0 and not p.stderr, p.stderr
     return [x for x in p.stdout.splitlines() if x]
 
@@ -156,3 +160,97 @@ def test_ragweedctl_start_up_loads_no_generator_and_no_keys_machinery():
     assert "argparse" in imported
     assert not imported & {"ragweedd.cli.completion", "ragweedd.cli.watch", "ragweedd.cli.progress", "tomllib",
                            "getpass", "dataclasses", "datetime", "ragweedd.paths"}, imported
+
+
+# --------------------------------------------------------------------------- positions and collection names
+def plain(offered: list[str]) -> list[str]:
+    return [w for w in offered if not w.startswith("-")]  # an empty word is offered the options too
+
+
+def test_bash_completes_positionals_by_position(bash_scripts):
+    s = bash_scripts["ragweedctl"]
+    assert plain(complete(s, "ragweedctl", "keys", "")) == ["set", "list", "remove"]
+    # the action typed, the provider comes next: the actions are not offered again
+    assert plain(complete(s, "ragweedctl", "keys", "set", "")) == ["anthropic", "openai", "gemini"]
+    assert plain(complete(s, "ragweedctl", "--state-dir", "/x", "keys", "remove", "")) == \
+        ["anthropic", "openai", "gemini"]
+    assert plain(complete(s, "ragweedctl", "service", "install", "")) == []
+    d = bash_scripts["ragweedd"]
+    assert plain(complete(d, "ragweedd", "--config", "nowhere.toml", "completion", "")) == ["bash", "zsh", "fish"]
+    assert "_collections" not in complete(d, "ragweedd", "") + complete(s, "ragweedctl", "")
+
+
+@pytest.fixture(scope="module")
+def ragweedd_config(tmp_path_factory):
+    d = tmp_path_factory.mktemp("names")
+    (d / "docs").mkdir()
+    (d / "docs" / "a.txt").write_text("alpha words\n")
+    cfg = d / "c.toml"
+    cfg.write_text(f'data_dir = "{d / "data"}"\ncache_dir = "{d / "cache"}"\n'
+                   f'[collections.beta]\npaths = ["{d / "docs"}"]\n')
+    p = subprocess.run(PROGS["ragweedd"] + ["--config", str(cfg), "ingest", str(d / "docs"), "-c", "alpha"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120,
+                       env={**os.environ, "RAGWEED_EMBED_MODEL": "hash:64"})
+    assert p.returncode == 0, p.stderr
+    return cfg
+
+
+def test_bash_completes_ragweedd_collection_names_from_the_config(bash_scripts, ragweedd_config):
+    s = bash_scripts["ragweedd"]
+    cfg = str(ragweedd_config)
+    # the config's [collections.beta] and the one-shot ingested 'alpha' of its data dir
+    assert plain(complete(s, "ragweedd", "--config", cfg, "search", "x", "-c", "")) == ["alpha", "beta"]
+    assert plain(complete(s, "ragweedd", "--config", cfg, "ingest", "--collection", "b")) == ["beta"]
+    assert complete(s, "ragweedd", "--config", cfg, "eval", "questions", "q.jsonl", "--collection", "") == \
+        ["alpha", "beta"]
+    # a broken config: nothing, and no error printed into the command line
+    assert plain(complete(s, "ragweedd", "--config", "/nonexistent.toml", "search", "x", "-c", "")) == []
+
+
+def test_bash_completes_ragweedctl_collection_names_from_the_daemon(bash_scripts, tmp_path):
+    sys.path.insert(0, str(ROOT))
+    from tests.api_support import running_api
+
+    s = bash_scripts["ragweedctl"]
+    with running_api(tmp_path / "d") as api:
+        st = str(api.state_dir)
+        assert plain(complete(s, "ragweedctl", "--state-dir", st, "search", "-c", "")) == ["notes"]
+        assert plain(complete(s, "ragweedctl", "--state-dir", st, "remove", "n")) == ["notes"]
+        assert plain(complete(s, "ragweedctl", "--state-dir", st, "upload", ""))[:1] == ["notes"]
+        assert plain(complete(s, "ragweedctl", "docs", "-c", "", env={"RAGWEED_STATE_DIR": st})) == ["notes"]
+        assert "notes" not in complete(s, "ragweedctl", "--state-dir", st, "add", "")  # a new name: no guess
+    t0 = time.monotonic()
+    assert plain(complete(s, "ragweedctl", "--state-dir", st, "search", "-c", "")) == []  # no daemon: silently nothing
+    assert time.monotonic() - t0 < 5
+
+
+def test_zsh_and_fish_complete_positions_and_collection_names(tmp_path, ragweedd_config):
+    cfg = str(ragweedd_config)
+    if shutil.which("fish"):
+        f = tmp_path / "ragweedctl.fish"
+        f.write_text(gen("ragweedctl", "completion", "fish"))
+        g = tmp_path / "ragweedd.fish"
+        g.write_text(gen("ragweedd", "completion", "fish"))
+        run = f"function ragweedd; {' '.join(PROGS['ragweedd'])} $argv; end; "
+        p = subprocess.run(["fish", "--no-config", "-c",
+                            f"{run}source {f}; source {g}; complete -C 'ragweedctl keys set '; echo ==; "
+                            f"complete -C 'ragweedd --config {cfg} search x -c '"],
+                           capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert p.returncode == 0 and not p.stderr, p.stderr
+        keys, names = p.stdout.split("==\n")
+        assert sorted(x.split("\t")[0] for x in keys.splitlines()) == ["anthropic", "gemini", "openai"]
+        assert [x.split("\t")[0] for x in names.splitlines()] == ["alpha", "beta"]
+    if shutil.which("zsh"):
+        z = tmp_path / "ragweedd.zsh"
+        z.write_text(gen("ragweedd", "completion", "zsh"))
+        # compadd only works inside the completion system: record what would be offered instead
+        probe = ("compadd() { [[ $1 == -- ]] && shift; print -r -l -- \"$@\"; }; _files() { :; }; "
+                 f"ragweedd() {{ {' '.join(PROGS['ragweedd'])} \"$@\"; }}; compdef() {{ :; }}; "
+                 f"source {z}; words=(ragweedd --config {cfg} search x -c ''); CURRENT=7; _ragweedd; print -r -- '=='; "
+                 "words=(ragweedd completion ''); CURRENT=3; _ragweedd")
+        p = subprocess.run(["zsh", "-f", "-c", probe], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert p.returncode == 0 and not p.stderr, p.stderr
+        names, shells = p.stdout.split("==\n")
+        assert names.split() == ["alpha", "beta"]
+        assert [w for w in shells.split() if not w.startswith("-")] == ["bash", "zsh", "fish"]

@@ -4,6 +4,7 @@ that nothing is drawn where stderr is not a terminal."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -62,7 +63,7 @@ def test_render_contents_and_bar_fill():
     # too narrow for a bar: the numbers alone
     assert render("ingest", 50, 100, 2.5, 20, 45) == "ingest 50/100 files  2.5 files/s  ETA 0:20"
     # unknown total and rate
-    assert render("ingest", 3, 0, None, None, 80) == "ingest 3 files  -- files/s  ETA --"
+    assert render("ingest", 3, 0, None, None, 80) == "ingest 3 files  -- files/s  ETA …"
     over = render("x", 200, 100, 1.0, 0, 60)  # more done than total: a full bar, no overflow
     assert len(over) == 60 and "." not in over[: over.index("]")] and "[" + "#" * 10 in over
 
@@ -142,3 +143,122 @@ def test_oneshot_ingest_draws_the_bar_on_a_terminal_only(tmp_path):
     assert "ingested into 'n': 12 " in out.decode()
     p2 = subprocess.run(argv + ["--force"], capture_output=True, env=env, cwd=ROOT, timeout=120)
     assert p2.returncode == 0 and b"\x1b[K" not in p2.stderr and b"\r" not in p2.stderr
+
+
+def _ingest_on_a_terminal(tmp_path, *extra: str) -> tuple[int, str]:
+    pty = pytest.importorskip("pty")
+    docs = tmp_path / "docs"
+    docs.mkdir(exist_ok=True)
+    for i in range(30):
+        (docs / f"f{i}.txt").write_text(f"note {i} about tea and cats\n")
+    (docs / "broken.pdf").write_bytes(b"%PDF-1.4 this is not really a pdf\n")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'data_dir = "{tmp_path / "data"}"\nstate_dir = "{tmp_path / "state"}"\n'
+                   f'cache_dir = "{tmp_path / "cache"}"\n[collections.n]\npaths = ["{docs}"]\n')
+    env = {**os.environ, "RAGWEED_EMBED_MODEL": "hash:64", "COLUMNS": "100"}
+    master, slave = pty.openpty()
+    p = subprocess.Popen([sys.executable, "-m", "ragweedd", "--config", str(cfg), "ingest", "-c", "n", "--force",
+                          *extra], stdout=subprocess.PIPE, stderr=slave, env=env, cwd=ROOT)
+    os.close(slave)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    p.communicate(timeout=120)
+    return p.returncode, seen.decode()
+
+
+def test_the_bar_is_not_buried_under_a_log_line_per_file(tmp_path):
+    code, text = _ingest_on_a_terminal(tmp_path)
+    assert code == 1 and "31/31 files" in text  # broken.pdf failed
+    assert "ingest_file" not in text, text[-3000:]  # info: quiet while the bar is shown
+    assert "failed: " in text and "broken.pdf" in text  # a problem still shows, above the bar
+    code, text = _ingest_on_a_terminal(tmp_path, "--verbose")
+    assert text.count("ingest_file") == 31 and "31/31 files" in text
+
+
+def test_through_a_pipe_the_log_keeps_its_line_per_file(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(5):
+        (docs / f"f{i}.txt").write_text(f"note {i} about tea\n")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'data_dir = "{tmp_path / "data"}"\ncache_dir = "{tmp_path / "cache"}"\n')
+    env = {**os.environ, "RAGWEED_EMBED_MODEL": "hash:64"}
+    p = subprocess.run([sys.executable, "-m", "ragweedd", "--config", str(cfg), "--json", "ingest", str(docs),
+                        "-c", "n"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert p.returncode == 0, p.stderr
+    events = [json.loads(line) for line in p.stderr.splitlines() if line.startswith("{")]
+    assert sum(e.get("event") == "ingest_file" for e in events) == 5, p.stderr
+
+
+def _status(**ing):
+    s = {"ingest": {"total": 62, "done": 0, "running": 1, "files_per_s": 0.1, "chunks_per_s": 0.5, "eta_s": 908.0,
+                    "done_since_start": 40, "failed_since_start": 0},
+         "vectors": {"pending_chunks": 1890, "files_with_vectors": 12, "vectors_since_start": 4000,
+                     "files_searchable": 74, "chunks_per_s": 35.0, "eta_s": 54.0},
+         "queue": {"queued": 62, "running": 1, "debouncing": 0, "failed": 0}}
+    s["ingest"].update(ing)
+    return s
+
+
+def test_watch_at_80_columns_keeps_the_numbers_and_the_eta():
+    out = lines(_status(done=30, eta_s=45.0), 79)
+    assert all(len(x) <= 79 for x in out)
+    assert out[1].startswith("vectors: 12/74 files  1890 chunks left  35.0 chunks/s  ETA 0:54"), out[1]
+    big = _status()
+    big["vectors"].update(pending_chunks=1890000, files_with_vectors=12000, files_searchable=74000,
+                          chunks_per_s=1234.5, eta_s=3900.0)
+    assert lines(big, 79)[1].endswith("1234.5 chunks/s  ETA 1:05:00")  # not cut, the note left out
+    wide = lines(_status(), 140)[1]
+    assert wide.endswith("ETA 0:54 (keyword search finds them already)")
+    from ragweedd.cli.ctl import vectors_line  # plain `status`: numbers first, the note last
+
+    assert vectors_line(_status()["vectors"]).startswith(
+        "vectors: 12/74 files, 1890 chunks waiting, 35.0 chunks/s, about 54 s left")
+
+
+def test_no_eta_before_the_rate_rests_on_enough_data():
+    from ragweedd.cli.ctl import ingest_line
+    from ragweedd.cli.watch import Settling
+
+    # the daemon's rate of a fresh batch is the last batch's: no ETA before a file of it is done
+    assert "ETA …" in lines(_status(), 79)[0] and "15:08" not in lines(_status(), 79)[0]
+    assert ingest_line(_status()["ingest"]).endswith("estimating time left")
+    t = [100.0]
+    settling = Settling(now=lambda: t[0])
+    assert "ETA …" in lines(_status(done=1, eta_s=300.0), 79, settling)[0]  # first sight
+    assert "ETA …" in lines(_status(done=1, eta_s=300.0), 79, settling)[1]
+    t[0] = 102.0
+    assert "ETA …" in lines(_status(done=5, eta_s=300.0), 79, settling)[0]  # 2 s: not yet
+    t[0] = 103.5
+    s = _status(done=9, eta_s=300.0)
+    s["vectors"]["vectors_since_start"] = 4100
+    shown = lines(s, 79, settling)
+    assert "ETA 5:00" in shown[0] and "ETA 0:54" in shown[1]
+    t[0] = 110.0  # a new batch: its count starts again, and so does the wait
+    assert "ETA …" in lines(_status(done=1, eta_s=10.0), 79, settling)[0]
+
+
+def test_the_ingest_bar_shows_no_eta_before_3_s_and_a_finished_file():
+    tty = FakeTTY()
+    t = [0.0]
+    b = Bar("ingest", 62, tty, now=lambda: t[0])
+    t[0] = 0.5
+    b.update(1, force=True)  # one quick file in half a second: 121 s left would be a guess
+    assert tty.getvalue().endswith("ETA …")
+    t[0] = 2.9
+    b.update(2, force=True)
+    assert tty.getvalue().endswith("ETA …")
+    t[0] = 3.0
+    b.update(6, force=True)
+    assert tty.getvalue().endswith("ETA 0:28")  # 6 files in 3 s: 56 left at 2/s
+    b2 = Bar("ingest", 5, FakeTTY(), now=lambda: 10.0)
+    b2.update(5, force=True)  # finished at once: nothing left to estimate
+    assert b2.stream.getvalue().endswith("ETA 0:00")

@@ -275,6 +275,8 @@ def test_docs_and_history(api, tmp_path):
     schema_ok("/v1/documents/{doc_key}", "get", json.loads(out))
     code, _, err = run(api, "docs", "no-such-doc")
     assert code == 2 and "does not exist" in err
+    code, out, err = run(api, "--json", "docs", "9999")
+    assert code == 2 and json.loads(out)["error"]["code"] == "not_found"  # as ragweedd search -c nope
     code, out, _ = run(api, "search", "sqlite", "--json")
     hid = json.loads(out)["history_id"]
     code, out, _ = run(api, "history", "--limit", "3")

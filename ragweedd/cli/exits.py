@@ -1,0 +1,101 @@
+"""Exit codes of ragweedd and ragweedctl, and the one table that maps an error to its code.
+
+Both programs map an error's ``code`` (the ``{"error": {"code", ...}}`` of the API and of
+``--json``) and its HTTP status the same way, so a script sees the same exit code for "collection
+not found" whether it ran ``ragweedd search`` or ``ragweedctl search``. The table is in
+docs/api.md. Imported by ragweedctl at start-up: json and sys only.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130
+
+# 4xx statuses that are not the request's fault: a provider's rate limit (429, retry later) and a
+# file that cannot be extracted (422) are failures like a 5xx
+_FAILED_4XX = (422, 429)
+
+
+def exit_code_for(code: str | None, http_status: int | None = None) -> int:
+    """2 when the request itself was wrong (bad name, unknown collection or document, bad config,
+    usage), 1 when ragweedd failed doing it, 3 when no daemon runs, 130 when interrupted."""
+    if code == "daemon_not_running":
+        return EXIT_NOT_RUNNING
+    if code in ("interrupted", "cancelled"):
+        return EXIT_INTERRUPTED
+    if code in ("usage", "bad_request", "config", "not_found"):
+        return EXIT_USAGE
+    if http_status is not None and 400 <= http_status < 500 and http_status not in _FAILED_4XX:
+        return EXIT_USAGE
+    return EXIT_ERROR
+
+
+def argv_wants_json(argv: list[str]) -> bool:
+    """Whether ``--json`` is on the command line, before a ``--`` (argparse may not have parsed
+    it yet: a usage error stops it first)."""
+    for arg in argv:
+        if arg == "--":
+            return False
+        if arg == "--json":
+            return True
+    return False
+
+
+def print_json_error(out, code: str, message: str, hint: str | None = None) -> None:
+    err = {"code": code, "message": message}
+    if hint:
+        err["hint"] = hint
+    out.write(json.dumps({"error": err}, ensure_ascii=False) + "\n")
+    out.flush()
+
+
+class UsageError(Exception):
+    """What argparse would print and exit 2 for; raised instead so that --json can print it."""
+
+    def __init__(self, message: str, prog: str, usage: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.prog = prog
+        self.usage = usage
+
+    def report(self, err, out, as_json: bool) -> int:
+        err.write(self.usage)
+        err.write(f"{self.prog}: error: {self.message}\n")
+        if as_json:
+            try:
+                print_json_error(out, "usage", self.message, f"see `{self.prog} --help`")
+            except BrokenPipeError:  # its reader is gone: the exit code still tells
+                quiet_broken_pipe(out)
+        return EXIT_USAGE
+
+
+def usage_error_raiser(parser_class):
+    """``parser_class`` whose ``error`` raises UsageError (sub-parsers inherit the class)."""
+
+    class Parser(parser_class):
+        def error(self, message: str):  # type: ignore[override]
+            raise UsageError(message, self.prog, self.format_usage())
+
+    Parser.__name__ = parser_class.__name__
+    return Parser
+
+
+def quiet_broken_pipe(out=None) -> int:
+    """A reader that closed stdout early (``| head``) got what it wanted: no traceback, exit 0.
+
+    stdout is pointed at /dev/null so that the interpreter's final flush at exit does not fail
+    again on the closed pipe."""
+    import os
+
+    if out is not None and out is not sys.stdout:
+        return EXIT_OK
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout is not a real file (tests pass a StringIO)
+        pass
+    return EXIT_OK

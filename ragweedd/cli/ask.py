@@ -96,7 +96,7 @@ def print_sources(rec: dict, out: TextIO) -> None:
     """The numbered sources behind the answer, each with its quoted sentences: for an LLM answer the
     ones it cited (their numbers are the [N] in the text), without an LLM every source quoted."""
     from ragweedd.cli.common import where
-    from ragweedd.cli.ctl import print_quotes, safe
+    from ragweedd.cli.ctl_text import print_quotes, safe
 
     sources = rec.get("sources") or []
     cited = set(rec.get("cited_numbers") or [])
@@ -130,7 +130,7 @@ def print_sources(rec: dict, out: TextIO) -> None:
 def print_tree(rec: dict, out: TextIO) -> None:
     """What a tree-mode answer read: the documents chosen, the sections opened with their pages, or
     why it fell back to ordinary retrieval. Shared by ``ragweedd ask`` and ``ragweedctl ask``."""
-    from ragweedd.cli.ctl import safe
+    from ragweedd.cli.ctl_text import safe
 
     tree = rec.get("tree")
     if not tree:
@@ -161,7 +161,7 @@ def print_citation_checks(rec: dict, out: TextIO) -> None:
     """The verdict of the citation check (ragweedd/answer/verify.py): a count, then every claim
     whose cited source does not hold it, marked UNSUPPORTED, with what the source lacks and the
     source's closest sentence. Shared by ``ragweedd ask`` and ``ragweedctl ask``."""
-    from ragweedd.cli.ctl import safe
+    from ragweedd.cli.ctl_text import safe
 
     summary = rec.get("citations_verified")
     checks = rec.get("citation_checks") or []

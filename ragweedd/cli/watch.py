@@ -33,7 +33,7 @@ class Settling:
 
 
 def lines(s: dict, width: int, settling: Settling | None = None) -> list[str]:
-    from ragweedd.cli.ctl import ingest_line
+    from ragweedd.cli.ctl_text import ingest_line
 
     ing = s["ingest"]
     q = s["queue"]
@@ -51,7 +51,7 @@ def lines(s: dict, width: int, settling: Settling | None = None) -> list[str]:
 def _vectors(v, eta_ok: bool, width: int) -> str:
     """The vectors line laid out as the ingest bar's numbers (they fit in 80 columns even when
     large), the note after them only when it fits."""
-    from ragweedd.cli.ctl import VECTORS_NOTE, vectors_line
+    from ragweedd.cli.ctl_text import VECTORS_NOTE, vectors_line
 
     if not v["pending_chunks"]:
         return vectors_line(v)
@@ -64,7 +64,7 @@ def _vectors(v, eta_ok: bool, width: int) -> str:
 
 def watch(c, a, out, tty: bool) -> int:
     """Poll /v1/status every ``a.interval`` seconds; return 0 on Ctrl-C or after ``a.count`` refreshes."""
-    from ragweedd.cli.ctl import ingest_line, vectors_line
+    from ragweedd.cli.ctl_text import ingest_line, vectors_line
 
     drawn = 0
     n = 0

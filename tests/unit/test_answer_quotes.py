@@ -236,7 +236,7 @@ def test_a_passage_without_span_or_lines_still_quotes_with_the_file_uri():
 def test_printed_quotes_escape_control_characters():
     import io
 
-    from ragweedd.cli.ctl import print_quotes
+    from ragweedd.cli.ctl_text import print_quotes
 
     out = io.StringIO()
     print_quotes({"quotes": [{"text": "Feed it\x1b]0;owned\x07 daily.", "uri": "file:///n/f.txt#L3"}]}, out)

@@ -218,14 +218,14 @@ def test_watch_at_80_columns_keeps_the_numbers_and_the_eta():
     assert lines(big, 79)[1].endswith("1234.5 chunks/s  ETA 1:05:00")  # not cut, the note left out
     wide = lines(_status(), 140)[1]
     assert wide.endswith("ETA 0:54 (keyword search finds them already)")
-    from ragweedd.cli.ctl import vectors_line  # plain `status`: numbers first, the note last
+    from ragweedd.cli.ctl_text import vectors_line  # plain `status`: numbers first, the note last
 
     assert vectors_line(_status()["vectors"]).startswith(
         "vectors: 12/74 files, 1890 chunks waiting, 35.0 chunks/s, about 54 s left")
 
 
 def test_no_eta_before_the_rate_rests_on_enough_data():
-    from ragweedd.cli.ctl import ingest_line
+    from ragweedd.cli.ctl_text import ingest_line
     from ragweedd.cli.watch import Settling
 
     # the daemon's rate of a fresh batch is the last batch's: no ETA before a file of it is done

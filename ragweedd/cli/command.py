@@ -223,8 +223,10 @@ def _check_config(cfg, as_json: bool = False) -> int:
 def _shown(k, cfg):
     """A key's value as check-config prints it: API keys only as whether they are set (the output
     lands in terminals, bug reports and CI logs)."""
+    from ragweedd.config import redact_dsn
+
     v = getattr(cfg, k.attr)
-    return ("<set>" if v else "") if k.attr.endswith("_api_key") else v
+    return ("<set>" if v else "") if k.attr.endswith("_api_key") else redact_dsn(v)
 
 
 def _toml(v) -> str:

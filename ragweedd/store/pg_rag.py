@@ -351,11 +351,11 @@ class PgRag(PgKeyword):
             yield [int(r["id"]) for r in rows], [vec_bytes(r["v"]) for r in rows]
             last = int(rows[-1]["id"])
 
-    def nearest(self, q: np.ndarray, k: int, *, space: str = PRIMARY,
-                allowed: Iterable[int] | None = None) -> list[tuple[int, float]]:
+    def nearest(self, q: np.ndarray, k: int, *, space: str = PRIMARY, allowed: Iterable[int] | None = None,
+                ef: int | None = None) -> list[tuple[int, float]]:
         """The k chunks most similar to the unit vector ``q``: [(chunk id, dot product)], best
-        first. Unfiltered: the HNSW index of the space (``hnsw_ef`` is the caller's to set);
-        ``allowed``: exactly over those chunks, in the database."""
+        first. Unfiltered: the HNSW index of the space, searched with ``ef`` candidates (pgvector's
+        hnsw.ef_search; at least k); ``allowed``: exactly over those chunks, in the database."""
         from ragweedd.errors import RequestError
 
         emb = self.embedder(space)
@@ -372,9 +372,12 @@ class PgRag(PgKeyword):
                                " AND space=%s AND id = ANY(%s) ORDER BY d LIMIT %s",
                                (qt, self.collection_id, space, sorted(set(allowed)), k))
         else:
-            rows = self.db.all(f"SELECT id, (vec::vector({int(dim)}) <#> %s::vector({int(dim)})) AS d FROM vectors"
-                               f" WHERE collection_id=%s AND space=%s ORDER BY d LIMIT %s",
-                               (qt, self.collection_id, space, k))
+            with self.db.tx() as c:
+                # ef_search is at most 1000 in pgvector; a larger k still gets what the index holds
+                c.execute(f"SET LOCAL hnsw.ef_search = {min(1000, max(int(ef or 40), k))}")
+                rows = c.execute(f"SELECT id, (vec::vector({int(dim)}) <#> %s::vector({int(dim)})) AS d"
+                                 f" FROM vectors WHERE collection_id=%s AND space=%s ORDER BY d LIMIT %s",
+                                 (qt, self.collection_id, space, k)).fetchall()
         return [(int(r["id"]), -float(r["d"])) for r in rows]
 
     # --- counts and reading ------------------------------------------------------------------------

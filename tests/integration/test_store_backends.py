@@ -269,3 +269,64 @@ def test_idf_cache(backend):
         assert c.lookup("c", ["cell"]) == {}
     finally:
         c.close()
+
+
+def test_pgvector_search_uses_the_hnsw_index_unfiltered_and_is_exact_filtered(pg_dsn):
+    from ragweedd.store.pg_backend import PgBackend
+
+    rag = PgBackend(pg_dsn, source="laptop").open_rag("c")
+    rng = np.random.default_rng(7)
+    vecs = rng.normal(size=(300, 4)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    ids = _publish(rag, "3" * 32, "/r/many.txt", [f"chunk {i}" for i in range(300)], vecs=[v.tobytes() for v in vecs])
+    rag.db.run("ANALYZE vectors")
+    q = vecs[5]
+    with rag.db.tx() as c:
+        c.execute("SET LOCAL enable_seqscan = off")  # a small table: make the planner show its choice
+        plan = " ".join(r["QUERY PLAN"] for r in c.execute(
+            "EXPLAIN SELECT id FROM vectors WHERE collection_id=%s AND space='primary'"
+            " ORDER BY vec::vector(4) <#> %s::vector(4) LIMIT 5", (rag.collection_id, str(q.tolist()))).fetchall())
+    assert f"vectors_hnsw_{rag.collection_id}_primary_4" in plan
+    assert rag.nearest(q, 1, ef=100)[0][0] == ids[5]
+    allowed = ids[100:110]
+    want = sorted(allowed, key=lambda i: -float(vecs[ids.index(i)] @ q))[:3]
+    assert [c for c, _ in rag.nearest(q, 3, allowed=allowed)] == want
+    rag.close()
+
+
+def test_two_machines_same_path_do_not_collide_and_share_content(pg_dsn):
+    from ragweedd.store.pg_backend import PgBackend
+
+    laptop = PgBackend(pg_dsn, source="laptop").open_rag("notes")
+    desktop = PgBackend(pg_dsn, source="desktop").open_rag("notes")
+    a = _publish(laptop, "4" * 32, "/home/me/notes/todo.txt", ["laptop todo list"])
+    b = _publish(desktop, "5" * 32, "/home/me/notes/todo.txt", ["desktop todo list"])
+    assert a and b and laptop.chunk_count() == 2  # same path, two machines: two documents
+    assert laptop.md5_of_path("/home/me/notes/todo.txt") == "4" * 32
+    assert desktop.md5_of_path("/home/me/notes/todo.txt") == "5" * 32
+    # the same content on both machines is stored and embedded once
+    assert _publish(desktop, "4" * 32, "/srv/share/todo-copy.txt", ["laptop todo list"]) == []
+    assert laptop.sources_of("4" * 32) == [("laptop", "/home/me/notes/todo.txt"),
+                                           ("desktop", "/srv/share/todo-copy.txt")]
+    assert laptop.document_paths() == [("/home/me/notes/todo.txt", "todo.txt", "4" * 32)]
+    assert laptop.remove_path("/home/me/notes/todo.txt") == ("4" * 32, [])  # the desktop still holds it
+    assert laptop.chunk_ids_of("4" * 32) == a and laptop.hits(a)[a[0]]["source_file"] == "/srv/share/todo-copy.txt"
+    assert desktop.remove_path("/srv/share/todo-copy.txt") == ("4" * 32, a)
+    assert laptop.chunk_count() == 1
+    laptop.close()
+    desktop.close()
+
+
+def test_odd_file_names_round_trip_on_postgresql(pg_dsn):
+    from ragweedd.store.pg import from_pg, to_pg
+    from ragweedd.store.pg_backend import PgBackend
+
+    latin1 = b"/r/caf\xe9 \xee\x80\x80.txt".decode("utf-8", "surrogateescape")  # a Latin-1 byte and U+E000
+    for name in (latin1, "/r/plain.txt", "/r/\ue000x", "/r/\udce9\ue000"):
+        assert from_pg(to_pg(name)) == name and "\x00" not in to_pg(name)
+    assert to_pg("/r/dir/x").startswith(to_pg("/r/dir/"))
+    rag = PgBackend(pg_dsn, source="nas").open_rag("c")
+    ids = _publish(rag, "6" * 32, latin1, ["odd name"])
+    assert rag.md5_of_path(latin1) == "6" * 32 and rag.paths_of("6" * 32) == [latin1]
+    assert rag.hits(ids)[ids[0]]["source_file"] == latin1
+    rag.close()

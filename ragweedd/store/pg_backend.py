@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from ragweedd.store.pg import PgConn, migrate
 from ragweedd.store.pg_history import PgHistory
 from ragweedd.store.pg_idf import PgIdfCache
+from ragweedd.store.pg_ingest import PgIngest
 from ragweedd.store.pg_jobs import PgJobQueue
 from ragweedd.store.pg_rag import PgRag
 from ragweedd.store.pg_schema import MIGRATIONS
@@ -56,6 +57,9 @@ class PgBackend:
         finally:
             db.close()
 
+    def open_ingest(self, *, readonly: bool = False) -> PgIngest:
+        return PgIngest(self.dsn, source=self.source)
+
     def open_jobs(self, *, max_tries: int) -> PgJobQueue:
         return PgJobQueue(self.dsn, source=self.source, max_tries=max_tries)
 
@@ -70,7 +74,8 @@ class PgBackend:
 
 
 if TYPE_CHECKING:
-    from ragweedd.store.protocols import HistoryRows, IdfCacheStore, JobStore, KeywordReader, RagStore
+    from ragweedd.store.protocols import HistoryRows, IdfCacheStore, IngestStore, JobStore, KeywordReader, RagStore
+    from ragweedd.store.protocols import StoreBackend
 
     def _conforms(b: PgBackend) -> None:
         # mypy checks here that the PostgreSQL stores keep the seam's shapes
@@ -79,3 +84,5 @@ if TYPE_CHECKING:
         _j: JobStore = b.open_jobs(max_tries=1)
         _h: HistoryRows = b.open_history()
         _i: IdfCacheStore = b.open_idf_cache(timeout_s=1)
+        _g: IngestStore = b.open_ingest()
+        _b: StoreBackend = b

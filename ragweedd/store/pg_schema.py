@@ -192,4 +192,53 @@ CREATE TABLE idf_cache_meta (
     built_at double precision NOT NULL
 );
 """),
+    # What ingest knows of each path, per source (store/pg_ingest.py); the embed cache is shared.
+    (3, "ingest", """
+CREATE TABLE ingest_files (
+    id bigserial PRIMARY KEY,
+    source text NOT NULL,
+    collection text NOT NULL,
+    source_file text NOT NULL,
+    md5 text,
+    size_bytes bigint,
+    first_seen double precision NOT NULL,
+    last_seen double precision NOT NULL,
+    chunks integer NOT NULL DEFAULT 0,
+    superseded integer NOT NULL DEFAULT 0,
+    extract_status text NOT NULL DEFAULT 'pending',
+    mtime_ns bigint,
+    inode bigint,
+    error text,
+    tries integer NOT NULL DEFAULT 0,
+    root text,
+    updated_at double precision NOT NULL
+);
+CREATE UNIQUE INDEX ingest_files_live ON ingest_files(source, collection, source_file) WHERE superseded = 0;
+CREATE INDEX ingest_files_md5 ON ingest_files(collection, md5);
+CREATE INDEX ingest_files_state ON ingest_files(source, extract_status, collection) WHERE superseded = 0;
+CREATE TABLE collection_chunks (
+    md5 text NOT NULL,
+    collection text NOT NULL,
+    chunks integer NOT NULL,
+    ingested_at double precision NOT NULL,
+    PRIMARY KEY (md5, collection)
+);
+CREATE TABLE embed_cache (
+    text_hash text NOT NULL,
+    embedder_id text NOT NULL,
+    dim integer NOT NULL,
+    vec bytea NOT NULL,
+    created_at double precision NOT NULL,
+    PRIMARY KEY (text_hash, embedder_id)
+);
+CREATE TABLE daemon_collections (
+    source text NOT NULL,
+    name text NOT NULL,
+    paths_json text NOT NULL,
+    ignore_json text NOT NULL DEFAULT '[]',
+    topic text NOT NULL DEFAULT '',
+    added_at double precision NOT NULL,
+    PRIMARY KEY (source, name)
+);
+"""),
 ]

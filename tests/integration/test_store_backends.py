@@ -330,3 +330,67 @@ def test_odd_file_names_round_trip_on_postgresql(pg_dsn):
     assert rag.md5_of_path(latin1) == "6" * 32 and rag.paths_of("6" * 32) == [latin1]
     assert rag.hits(ids)[ids[0]]["source_file"] == latin1
     rag.close()
+
+
+def test_ingest_files_supersede_list_and_count(backend):
+    db = backend.open_ingest()
+    try:
+        db.set_file("c", "/a", md5="m1", size=1, mtime_ns=1, inode=1, status="done", chunks=3)
+        first = db.live_file("c", "/a")["id"]
+        db.set_file("c", "/a", md5="m2", size=2, mtime_ns=2, inode=1, status="done", chunks=4)
+        assert db.file_by_id(first)["superseded"] == 1 and db.live_file("c", "/a")["md5"] == "m2"
+        assert db.counts_by_state("c") == {"done": 1}
+        assert db.mark_deleted("c", "/a") == "m2" and db.live_file("c", "/a") is None
+        for name, st in (("/r/a", "done"), ("/r/b", "failed"), ("/r/sub/c", "done")):
+            db.set_file("c", name, md5=name, size=1, mtime_ns=1, inode=1, status=st,
+                        error="x" if st == "failed" else None)
+        db.set_file("d", "/s/x", md5="x", size=1, mtime_ns=1, inode=1, status="pending")
+
+        def page(collection=None, states=None, glob=None, offset=0, limit=50):
+            rows, total = db.live_files_page(collection=collection, states=states, path_glob=glob, offset=offset,
+                                             limit=limit)
+            return [r["source_file"] for r in rows], total
+
+        assert page() == (["/r/a", "/r/b", "/r/sub/c", "/s/x"], 4)
+        assert page("c", ["failed"]) == (["/r/b"], 1)
+        assert page(offset=1, limit=2) == (["/r/b", "/r/sub/c"], 4)
+        assert page(glob="c") == (["/r/sub/c"], 1) and page(glob="/r/*") == (["/r/a", "/r/b", "/r/sub/c"], 3)
+        assert page(glob="[!a-b]") == (["/r/sub/c", "/s/x"], 2)
+        assert page(glob="/r/?") == (["/r/a", "/r/b"], 2) and page(glob="a.b") == ([], 0)
+        assert db.counts_by_state() == {"done": 2, "failed": 1, "pending": 1}
+        assert db.done_count("c") == 2 and db.is_live("c", "/r/b") and not db.is_live("d", "/r/b")
+        assert sorted(db.live_paths_under("c", "/r/sub")) == ["/r/sub/c"] and db.live_paths_under("c", "/r/su") == []
+        assert set(db.live_stats("c")) == {"/r/a", "/r/b", "/r/sub/c"}
+        assert db.live_paths_for_md5("c", "/r/a") == ["/r/a"]
+        db.save_collection("d", ["/s"], ["*.tmp"], "topic")
+        db.save_collection("d", ["/s", "/t"], ["*.tmp"], "topic")
+        assert db.run_time_collections() == [("d", ["/s", "/t"], ["*.tmp"], "topic")]
+        db.forget_collection_files("d", also_collection=True)
+        assert db.run_time_collections() == [] and page("d") == ([], 0)
+        db.store_vectors("hash:4", 4, [("t1", b"\x01" * 16), ("t2", b"\x02" * 16)])
+        db.store_vectors("hash:4", 4, [("t1", b"\x03" * 16)])
+        assert db.cached_vectors("hash:4", ["t1", "t2", "t3"]) == {"t1": b"\x03" * 16, "t2": b"\x02" * 16}
+        assert db.cached_vectors("other", ["t1"]) == {}
+    finally:
+        db.close()
+
+
+def test_skipped_files_are_recorded_unless_a_job_or_real_state_holds_them(backend):
+    from ragweedd.store.ingest_db import SkippedFile
+
+    db = backend.open_ingest()
+    q = backend.open_jobs(max_tries=3)
+    try:
+        q.put("c", "/r/queued.bin", "upsert", "/r")
+        db.set_file("c", "/r/indexed.txt", md5="m", size=1, mtime_ns=1, inode=1, status="done")
+        files = [SkippedFile(p, "/r", 0, 5, 9, None, "no extractor") for p in
+                 ("/r/new.bin", "/r/queued.bin", "/r/indexed.txt")]
+        assert sorted(db.record_skipped("c", files)) == ["/r/indexed.txt", "/r/queued.bin"]
+        row = db.live_file("c", "/r/new.bin")
+        assert row["extract_status"] == "skipped" and row["error"] == "no extractor" and row["root"] == "/r"
+        assert db.forget_skipped("c", ["/r/new.bin", "/r/indexed.txt"]) == ["/r/indexed.txt"]
+        assert db.live_file("c", "/r/new.bin") is None
+        assert db.job_depth("c") == {"queued": 1} and db.failed_jobs(5) == []
+    finally:
+        q.close()
+        db.close()

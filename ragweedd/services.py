@@ -30,8 +30,8 @@ from ragweedd.query.hyde import HyDE, make_hyde
 from ragweedd.query.rerank import Reranker, make_reranker, rerank_result
 from ragweedd.query.semantic_cache import SemanticCache
 from ragweedd.query.vectors import VectorSearch
+from ragweedd.store.backends import open_backend, require_local_ingest
 from ragweedd.store.protocols import StoreBackend
-from ragweedd.store.sqlite_backend import SqliteBackend
 
 if TYPE_CHECKING:
     from ragweedd.daemon_core import Core
@@ -54,7 +54,7 @@ class Services:
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
         self._disk = disk_indexes
-        self.stores: StoreBackend = SqliteBackend(paths)
+        self.stores: StoreBackend = open_backend(cfg, paths)  # config `store`: SQLite files or PostgreSQL
         if passes is None and (cfg.multi_embed_384 or cfg.multi_embed_1024):
             passes = self._open_passes  # probed at the first dense search, never by `ask --continue`
         self.vectors = VectorSearch(cfg, indexes if indexes is not None else disk_indexes, passes)
@@ -91,6 +91,7 @@ class Services:
         from ragweedd.ingest.pipeline import Pipeline
         from ragweedd.ingest.worker import make_extract
 
+        require_local_ingest(self.cfg, "ingest")
         return Pipeline(self.cfg, self.paths, self.embedder, extract=extract or make_extract(self.cfg),
                         defer_vectors=defer_vectors)
 
@@ -215,6 +216,7 @@ def open_daemon(cfg: Config, *, embedder: Any = None, extract: Callable | None =
     from ragweedd.index.numba_env import setup_for
     from ragweedd.ingest.index_sync import IndexSync
 
+    require_local_ingest(cfg, "the daemon")
     paths = Paths.from_config(cfg).ensure()
     setup_for(paths)
     if embedder is None:

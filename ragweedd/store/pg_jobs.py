@@ -23,7 +23,8 @@ import time
 from collections.abc import Collection
 
 from ragweedd.contract import shown_path
-from ragweedd.store.job_queue import BACKOFF_BASE_S, BACKOFF_MAX_S, Job
+from ragweedd.store import job_queue
+from ragweedd.store.job_queue import Job
 from ragweedd.store.pg import PgConn, from_pg, maybe_from_pg, to_pg
 
 POLL_S = 1.0
@@ -150,7 +151,7 @@ class PgJobQueue:
                 c.execute("UPDATE jobs SET state='queued', tries=0, not_before=%s, enqueued_at=%s, error=%s,"
                           " claimed_by=NULL WHERE id=%s", (now, now, error, job.id))
             elif retry:
-                wait = min(BACKOFF_MAX_S, BACKOFF_BASE_S * (2 ** (tries - 1)))
+                wait = min(job_queue.BACKOFF_MAX_S, job_queue.BACKOFF_BASE_S * (2 ** (tries - 1)))  # one backoff for both
                 c.execute("UPDATE jobs SET state='queued', tries=%s, not_before=%s, error=%s, updated_at=%s,"
                           " claimed_by=NULL WHERE id=%s", (tries, now + wait, error, now, job.id))
             else:

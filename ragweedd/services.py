@@ -192,6 +192,9 @@ class Services:
             self._disk.close()
         self.vectors.close()
         self.history.close()
+        close_stores = getattr(self.stores, "close", None)  # a server backend's own connection
+        if close_stores is not None:
+            close_stores()
         emb = self._embedder
         if emb is not None and hasattr(emb, "close"):
             emb.close()

@@ -28,11 +28,10 @@ class PgBackend:
     def __init__(self, dsn: str, *, source: str = "") -> None:
         self.dsn = dsn
         self.source = source or default_source()
-        db = PgConn(dsn)
-        try:
-            migrate(db, MIGRATIONS)
-        finally:
-            db.close()
+        # One connection of the backend's own for the small reads every search makes (which
+        # collections exist); each store gets its own.
+        self._db = PgConn(dsn)
+        migrate(self._db, MIGRATIONS)
 
     def __repr__(self) -> str:
         from ragweedd.config import redact_dsn
@@ -51,11 +50,10 @@ class PgBackend:
         return collection in self.indexed_collections()
 
     def indexed_collections(self) -> list[str]:
-        db = PgConn(self.dsn)
-        try:
-            return [r["name"] for r in db.all("SELECT name FROM collections ORDER BY name")]
-        finally:
-            db.close()
+        return [r["name"] for r in self._db.all("SELECT name FROM collections ORDER BY name")]
+
+    def close(self) -> None:
+        self._db.close()
 
     def open_ingest(self, *, readonly: bool = False) -> PgIngest:
         return PgIngest(self.dsn, source=self.source)

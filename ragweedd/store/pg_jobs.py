@@ -151,7 +151,7 @@ class PgJobQueue:
                 c.execute("UPDATE jobs SET state='queued', tries=0, not_before=%s, enqueued_at=%s, error=%s,"
                           " claimed_by=NULL WHERE id=%s", (now, now, error, job.id))
             elif retry:
-                wait = min(job_queue.BACKOFF_MAX_S, job_queue.BACKOFF_BASE_S * (2 ** (tries - 1)))  # one backoff for both
+                wait = min(job_queue.BACKOFF_MAX_S, job_queue.BACKOFF_BASE_S * (2 ** (tries - 1)))
                 c.execute("UPDATE jobs SET state='queued', tries=%s, not_before=%s, error=%s, updated_at=%s,"
                           " claimed_by=NULL WHERE id=%s", (tries, now + wait, error, now, job.id))
             else:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from ragweedd.store.ingest_db import IngestDB
 from ragweedd.store.pathnames import from_db
@@ -95,7 +95,7 @@ def _copy_collection(rag: RagDB, dst: PgBackend, say: Callable[[str], None]) -> 
         out.close()
 
 
-def _chunks_of(rag: RagDB, md5: str, spaces: list[str]) -> tuple[list[dict], dict[str, list[Any]]]:
+def _chunks_of(rag: RagDB, md5: str, spaces: list[str]) -> tuple[list[dict], dict[str, Iterable[bytes]]]:
     rows = rag.conn.execute("SELECT id, chunk_idx FROM embeddings WHERE md5=? ORDER BY chunk_idx", (md5,)).fetchall()
     chunks: list[dict] = []
     vectors: dict[str, list[Any]] = {s: [] for s in spaces}  # None: a vector still to come
@@ -115,7 +115,7 @@ def _chunks_of(rag: RagDB, md5: str, spaces: list[str]) -> tuple[list[dict], dic
                                                                         (r["id"],))}
         for s in spaces:
             vectors[s].append(have.get(s))
-    return chunks, vectors
+    return chunks, dict(vectors)
 
 
 def _copy_ingest(ing: IngestDB, dst: PgBackend) -> tuple[int, int]:

@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     from ragweedd.eval.cli import add_parser as add_eval_parser
 
     add_eval_parser(sub)
+    from ragweedd.cli.migrate import add_parser as add_migrate_parser
+
+    add_migrate_parser(sub)
     sub.add_parser("check-config", help="validate the configuration and print the effective values")
     sub.add_parser("doctor", help="list every format, its extractor and whether its tools are installed")
     c = sub.add_parser("completion", help="print a shell completion script (bash, zsh or fish)")
@@ -123,6 +126,10 @@ def _dispatch(args) -> int:
         from ragweedd.eval.cli import run as run_eval
 
         return run_eval(cfg, args)
+    if args.cmd == "migrate":
+        from ragweedd.cli.migrate import run as run_migrate
+
+        return run_migrate(cfg, args)
     if args.cmd == "run":
         from ragweedd.daemon import run_daemon
 

@@ -89,3 +89,28 @@ def test_a_sqlite_directory_arrives_whole_and_a_second_run_copies_nothing(tmp_pa
     assert b.chunk_count() == 3 and b.change_counts_after(0) == (2, 0)
     b.close()
     dst.close()
+
+
+def test_ragweedd_migrate_command(tmp_path, pg_dsn, capsys):
+    import json
+
+    from ragweedd.cli.command import main
+
+    src, _ = _sqlite_dir(tmp_path)
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f'data_dir = "{src.paths.data}"\nstate_dir = "{src.paths.state}"\ncache_dir = "{tmp_path / "c"}"\n'
+                   'source_name = "laptop"\nlog_level = "warning"\n')
+    assert main(["--config", str(cfg), "migrate", "--to", pg_dsn, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert doc["source"] == "laptop" and doc["collections"]["notes"]["copied"] == 2 and doc["history"] == 1
+    assert PgBackend(pg_dsn).indexed_collections() == ["notes"]
+    assert main(["--config", str(cfg), "migrate", "--to", pg_dsn]) == 0
+    assert "0 of 2 documents copied" in capsys.readouterr().out
+
+    assert main(["--config", str(cfg), "migrate", "--to", "mysql://rw:s3cret@db/x"]) == 2
+    err = capsys.readouterr().err
+    assert "not a PostgreSQL URI" in err and "s3cret" not in err
+    unreachable = "postgresql://rw:s3cret@127.0.0.1:1/nothing?connect_timeout=2"
+    assert main(["--config", str(cfg), "migrate", "--to", unreachable]) != 0
+    err = capsys.readouterr().err
+    assert "cannot connect to PostgreSQL" in err and "s3cret" not in err and "rw:***@127.0.0.1:1" in err

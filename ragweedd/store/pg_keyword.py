@@ -22,6 +22,10 @@ from typing import Any
 from ragweedd.errors import RequestError
 from ragweedd.store.pg import PgConn
 
+# FTS5's bm25() constants, which query/bm25.py rescoring uses too: scores of both add up.
+K1 = 1.2
+B = 0.75
+
 _TOKEN = re.compile(r'\s*(?:"((?:[^"]|"")*)"|(AND|OR|NOT)\b|(\()|(\)))')
 
 
@@ -102,8 +106,6 @@ class PgKeyword:
         Rows are found by the tsquery (GIN) and scored in the database by BM25 with FTS5's formula
         and constants (query/bm25.py): the expression's lexemes, their document frequencies in the
         collection, each row's term counts from its tsvector positions and its token count."""
-        from ragweedd.query.bm25 import B, K1
-
         q, params = tsquery_sql(expr)
         words = list(params)
         rows = self.db.all(

@@ -41,3 +41,10 @@ def test_glob_regex_matches_what_fnmatch_matches(glob, yes, no):
         assert re.search(rx, name), (glob, rx, name)
     for name in no:
         assert not re.search(rx, name), (glob, rx, name)
+
+
+def test_the_postgresql_bm25_uses_the_rescoring_constants():
+    from ragweedd.query import bm25
+    from ragweedd.store import pg_keyword
+
+    assert (pg_keyword.K1, pg_keyword.B) == (bm25.K1, bm25.B)

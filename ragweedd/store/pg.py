@@ -96,12 +96,24 @@ class PgConn:
         with self.lock:
             self.conn.close()
 
+    def _fresh(self) -> None:
+        """Open the connection again when the server dropped it (a restart, a failover, an idle
+        timeout): a store outlives its connection. Never inside a transaction, whose work is lost
+        with the connection and must fail."""
+        if (self.conn.closed or self.conn.broken) and self.conn.info.transaction_status.name != "INTRANS":
+            self.conn = connect(self.dsn)
+
     @contextmanager
     def tx(self) -> Iterator[Any]:
         """A transaction (a savepoint inside one this thread already holds), under the lock."""
         import psycopg
 
         with self.lock:
+            self._fresh()
+            if self.conn.info.transaction_status.name == "IDLE":
+                # a lost connection shows itself only when used: find out before the work starts,
+                # while it can still be done on a new one (one round trip per transaction)
+                self.all("SELECT 1")
             try:
                 with self.conn.transaction():
                     yield self.conn
@@ -112,10 +124,23 @@ class PgConn:
         import psycopg
 
         with self.lock:
+            self._fresh()
             try:
+                return self.conn.execute(sql, args).fetchall()  # type: ignore[arg-type,return-value]
+            except psycopg.OperationalError as e:
+                if not self._retry_after(e):
+                    raise _storage_error(self.dsn, e) from e
                 return self.conn.execute(sql, args).fetchall()  # type: ignore[arg-type,return-value]
             except psycopg.Error as e:
                 raise _storage_error(self.dsn, e) from e
+
+    def _retry_after(self, e: BaseException) -> bool:
+        """A read or single statement outside a transaction that failed because the connection
+        was lost is tried once more on a new connection."""
+        if not (self.conn.closed or self.conn.broken) or self.conn.info.transaction_status.name == "INTRANS":
+            return False
+        self.conn = connect(self.dsn)
+        return True
 
     def one(self, sql: str, args: Sequence[Any] | dict[str, Any] = ()) -> dict[str, Any] | None:
         rows = self.all(sql, args)
@@ -130,7 +155,12 @@ class PgConn:
         import psycopg
 
         with self.lock:
+            self._fresh()
             try:
+                return self.conn.execute(sql, args).rowcount  # type: ignore[arg-type]
+            except psycopg.OperationalError as e:
+                if not self._retry_after(e):
+                    raise _storage_error(self.dsn, e) from e
                 return self.conn.execute(sql, args).rowcount  # type: ignore[arg-type]
             except psycopg.Error as e:
                 raise _storage_error(self.dsn, e) from e

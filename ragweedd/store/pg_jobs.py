@@ -29,6 +29,8 @@ from ragweedd.store.pg import PgConn, from_pg, maybe_from_pg, to_pg
 
 POLL_S = 1.0
 
+_ME = ("SELECT pid::text || ':' || extract(epoch FROM backend_start)::text FROM pg_stat_activity"
+       " WHERE pid = pg_backend_pid()")
 _ORPHANS = ("UPDATE jobs SET state='queued' WHERE source=%s AND state='running' AND claimed_by IS NOT NULL"
             " AND claimed_by NOT IN (SELECT pid::text || ':' || extract(epoch FROM backend_start)::text"
             " FROM pg_stat_activity WHERE backend_start IS NOT NULL)")
@@ -41,8 +43,6 @@ class PgJobQueue:
         self.max_tries = max_tries
         self._cond = threading.Condition()
         self._closed = False
-        self.me = str(self.db.value("SELECT pg_backend_pid()::text || ':' || extract(epoch FROM backend_start)::text"
-                                    " FROM pg_stat_activity WHERE pid = pg_backend_pid()"))
         self.requeue_orphans()
 
     @property
@@ -122,8 +122,9 @@ class PgJobQueue:
                                 " AND NOT (id = ANY(%s))", (self.source, list(skip))).fetchone()
                 c.execute(_ORPHANS, (self.source,))
                 return None, (nxt["t"] if nxt else None)
-            c.execute("UPDATE jobs SET state='running', updated_at=%s, enqueued_at=abs(enqueued_at), claimed_by=%s"
-                      " WHERE id=%s", (now, self.me, row["id"]))
+            # the claiming session as it is now (a connection lost and opened again is a new one)
+            c.execute("UPDATE jobs SET state='running', updated_at=%s, enqueued_at=abs(enqueued_at), claimed_by="
+                      f"({_ME}) WHERE id=%s", (now, row["id"]))
         r: dict = row
         return Job(int(r["id"]), r["collection"], from_pg(r["path"]), maybe_from_pg(r["root"]), r["op"],
                    int(r["tries"])), None

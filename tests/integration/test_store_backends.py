@@ -463,3 +463,23 @@ def test_a_reader_following_the_change_log_never_misses_an_entry_of_concurrent_w
     assert sorted(seen) == sorted(cid for _, _, cid in reader.changes_after(0)) and len(seen) == 2
     for r in (slow, fast, reader):
         r.close()
+
+
+def test_a_store_outlives_a_dropped_connection(pg_dsn):
+    import psycopg
+
+    from ragweedd.store.pg_backend import PgBackend
+
+    rag = PgBackend(pg_dsn, source="host").open_rag("c")
+    ids = _publish(rag, "a" * 32, "/r/a.txt", ["still here"])
+    pid = rag.db.value("SELECT pg_backend_pid()")
+    with psycopg.connect(pg_dsn, autocommit=True) as admin:  # a server restart, as the store sees it
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    assert rag.chunk_ids_of("a" * 32) == ids  # a read after the loss runs on a new connection
+    assert rag.db.value("SELECT pg_backend_pid()") != pid
+    pid = rag.db.value("SELECT pg_backend_pid()")
+    with psycopg.connect(pg_dsn, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    assert _publish(rag, "b" * 32, "/r/b.txt", ["written after the loss"])  # so does a write
+    assert rag.chunk_count() == 2
+    rag.close()

@@ -30,7 +30,7 @@ from ragweedd.query.hyde import HyDE, make_hyde
 from ragweedd.query.rerank import Reranker, make_reranker, rerank_result
 from ragweedd.query.semantic_cache import SemanticCache
 from ragweedd.query.vectors import VectorSearch
-from ragweedd.store.backends import open_backend, require_local_ingest
+from ragweedd.store.backends import is_postgres, open_backend, require_local_ingest
 from ragweedd.store.protocols import StoreBackend
 
 if TYPE_CHECKING:
@@ -91,9 +91,8 @@ class Services:
         from ragweedd.ingest.pipeline import Pipeline
         from ragweedd.ingest.worker import make_extract
 
-        require_local_ingest(self.cfg, "ingest")
         return Pipeline(self.cfg, self.paths, self.embedder, extract=extract or make_extract(self.cfg),
-                        defer_vectors=defer_vectors)
+                        defer_vectors=defer_vectors, stores=self.stores if is_postgres(self.cfg) else None)
 
     # --- search -----------------------------------------------------------------------------------
     def searchable(self, names: list[str] | None = None) -> list[str]:

@@ -299,7 +299,8 @@ def _ingest_files(services, args, roots, ignore) -> int:
     _refuse_other_embedder(services, pipe.embedder, args.collection, cfg)
     passes = services.vectors.passes  # extra embedding passes: a missing model is skipped with a warning
     vectorizer = Vectorizer(cfg, services.paths, pipe.embedder, index_embedder_id(pipe.embedder.id, cfg.chunk_context),
-                            collections=lambda: [args.collection], on_changes=lambda name: None, passes=passes)
+                            collections=lambda: [args.collection], on_changes=lambda name: None, passes=passes,
+                            stores=pipe.stores)
     vectorizer.start()
     counts: dict[str, int] = {}
     chunks = 0
@@ -331,12 +332,14 @@ def _ingest_files(services, args, roots, ignore) -> int:
         pipe.close()
     embedded = vectorizer.sent
     waiting = sum(v[0] for v in vectorizer.summary.values())
-    # Keep the collection's HNSW files in step with what was just stored, as the daemon does.
-    sync = IndexSync(services.cfg, services.paths, pipe.embedder.dim, passes.dims())
-    try:
-        sync.sync(args.collection)
-    finally:
-        sync.close()
+    # Keep the collection's HNSW files in step with what was just stored, as the daemon does (a
+    # server store indexes its vectors itself).
+    if pipe.stores is None:
+        sync = IndexSync(services.cfg, services.paths, pipe.embedder.dim, passes.dims())
+        try:
+            sync.sync(args.collection)
+        finally:
+            sync.close()
     dt = time.monotonic() - t0
     degraded = passes.degraded()
     code = 1 if embed_error is not None or waiting or counts.get("failed") else 0

@@ -2,9 +2,9 @@
 
 ``store = "sqlite"`` (the default) is the data directory's SQLite files; a ``postgresql://`` URI
 is one PostgreSQL database with pgvector shared by several machines (docs/postgres.md). On
-PostgreSQL the stores, keyword and vector search, job queue and history are in place; the ingest
-side (pipeline, watcher, index sync, integrity jobs) still writes SQLite files, so a daemon or an
-ingest is refused with a clear message rather than writing where searches do not look.
+PostgreSQL the one-shot commands (ingest, search, ask) run; the daemon's own parts (watcher, job
+workers, index sync, integrity jobs) still open the SQLite files, so the daemon is refused with a
+clear message rather than writing where searches do not look.
 """
 
 from __future__ import annotations

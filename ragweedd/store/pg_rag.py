@@ -289,6 +289,45 @@ class PgRag(PgKeyword):
         return int(r["n"]), int(r["d"])
 
     # --- extra passes ------------------------------------------------------------------------------
+    def pass_missing_batch(self, space: str, limit: int, after_id: int = 0) -> list[tuple[int, str, str, str]]:
+        """As RagDB.pass_missing_batch: chunks without a vector in the extra pass ``space``."""
+        return [(int(r["id"]), r["embedding_id"], r["content"], r["context"]) for r in self.db.all(
+            "SELECT e.id, e.embedding_id, e.content, e.context FROM chunks e WHERE e.collection_id=%s AND e.id > %s"
+            " AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.id = e.id AND v.space = %s) ORDER BY e.id LIMIT %s",
+            (self.collection_id, after_id, space, limit))]
+
+    def add_pass_vectors(self, space: str, embedder_id: str, items: Sequence[tuple[int, str, str, bytes]]) -> list[int]:
+        """As RagDB.add_pass_vectors (logged in pass_changes by the trigger)."""
+        if space == PRIMARY:
+            raise ValueError("add_pass_vectors writes extra passes only; primary vectors go through add_vectors")
+        done: list[int] = []
+        with self.db.tx() as c:
+            self._log_lock(c)
+            for cid, embedding_id, context, vec in items:
+                n = c.execute(
+                    "INSERT INTO vectors(id, collection_id, space, embedder_id, vec)"
+                    " SELECT e.id, e.collection_id, %s, %s, %s FROM chunks e WHERE e.id=%s AND e.embedding_id=%s"
+                    " AND e.context=%s ON CONFLICT (id, space) DO NOTHING",
+                    (space, embedder_id, vec_text(vec), cid, embedding_id, context)).rowcount
+                if n:
+                    done.append(cid)
+        return done
+
+    def reset_pass(self, space: str, embedder_id: str, dim: int) -> int:
+        """As RagDB.reset_pass: the pass's old vectors go (deletes logged), the new embedder is recorded."""
+        if space == PRIMARY:
+            raise ValueError("reset_pass resets extra passes only")
+        with self.db.tx() as c:
+            self._log_lock(c)
+            n = c.execute("DELETE FROM vectors WHERE collection_id=%s AND space=%s",
+                          (self.collection_id, space)).rowcount
+            self.set_embedder(embedder_id, dim, space)
+        return int(n)
+
+    def pass_vector_count(self, space: str) -> int:
+        return int(self.db.value("SELECT count(*) FROM vectors WHERE collection_id=%s AND space=%s",
+                                 (self.collection_id, space)))
+
     def pass_max_seq(self, space: str) -> int:
         return int(self.db.value("SELECT coalesce(max(seq), 0) FROM pass_changes WHERE collection_id=%s AND space=%s",
                                  (self.collection_id, space)))

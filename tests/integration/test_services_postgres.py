@@ -72,3 +72,38 @@ def test_the_daemon_and_ingest_are_refused_on_postgresql_without_showing_the_pas
     with pytest.raises(ConfigError):
         require_local_ingest(cfg, "ingest")
     require_local_ingest(_config(tmp_path, "sqlite"), "ingest")  # the default is untouched
+
+
+def test_one_shot_ingest_and_search_on_postgresql(tmp_path, pg_dsn, capsys):
+    import json
+
+    from ragweedd.cli.command import main
+    from ragweedd.store.pg_backend import PgBackend
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i, topic in enumerate(["sourdough starter feeding", "lighthouse keeper schedule", "tea inventory"]):
+        (docs / f"n{i}.md").write_text(f"# Note {i}\n\nA note about the {topic}, written for the ingest test.\n")
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f'data_dir = "{tmp_path / "data"}"\nstate_dir = "{tmp_path / "state"}"\n'
+                   f'cache_dir = "{tmp_path / "cache"}"\nstore = "{pg_dsn}"\nsource_name = "laptop"\n'
+                   'log_level = "warning"\n[embed]\nmodel = "hash:64"\n')
+    assert main(["--config", str(cfg), "ingest", str(docs), "-c", "notes", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["files"] == {"indexed": 3} and out["chunks_without_vectors"] == 0 and out["embedded"] == 3
+    rag = PgBackend(pg_dsn, source="laptop").open_rag("notes")
+    try:
+        assert rag.document_count() == 3 and rag.pending_summary() == (0, 0) and rag.change_counts_after(0)[0] == 3
+        assert sorted(p for p, _, _ in rag.document_paths()) == sorted(str(p) for p in docs.iterdir())
+    finally:
+        rag.close()
+    assert not (tmp_path / "data" / "collections" / "notes").exists()  # nothing went to SQLite files
+    for mode in ("dense", "keyword", "hybrid"):
+        assert main(["--config", str(cfg), "search", "lighthouse keeper", "-c", "notes", "--mode", mode,
+                     "--json"]) == 0
+        res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert res["results"][0]["filename"] == "n1.md", mode
+    # a second ingest of the same files changes nothing
+    assert main(["--config", str(cfg), "ingest", str(docs), "-c", "notes", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["new_chunks"] == 0 and out["embedded"] == 0

@@ -58,6 +58,11 @@ class PgRag(PgKeyword):
     def close(self) -> None:
         self.db.close()
 
+    def _content_lock(self, c: Any, md5: str) -> None:
+        # One writer at a time decides whether a content stays, comes or goes (its last path on any
+        # machine removed while another machine links a new one). Taken after the log lock.
+        c.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (2, md5))
+
     def _log_lock(self, c: Any) -> None:
         # Change entries of a collection commit in sequence order: see pg_schema.py.
         c.execute("SELECT pg_advisory_xact_lock(%s, %s)", (1, self.collection_id))
@@ -129,6 +134,7 @@ class PgRag(PgKeyword):
             old = self.md5_of_path(source_file)
             if old is not None and old != md5:
                 _, deleted = self._remove_path(c, source_file)
+            self._content_lock(c, md5)
             self._add_path(c, md5, source_file, rel_path)
             return deleted
 
@@ -159,6 +165,7 @@ class PgRag(PgKeyword):
         md5 = self.md5_of_path(source_file)
         if md5 is None:
             return None, []
+        self._content_lock(c, md5)
         c.execute("DELETE FROM document_paths WHERE collection_id=%s AND source=%s AND source_file=%s",
                   (self.collection_id, self.source, to_pg(source_file)))
         if c.execute("SELECT 1 FROM document_paths WHERE collection_id=%s AND md5=%s LIMIT 1",
@@ -203,7 +210,7 @@ class PgRag(PgKeyword):
                     self._remove_path(c, source_file)
             # Two machines publishing the same new content at once: the second waits here for
             # the first's commit and then only links its path.
-            c.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (2, md5))
+            self._content_lock(c, md5)
             if self.has_document(md5):
                 self._add_path(c, md5, source_file, rel_path)
                 return []

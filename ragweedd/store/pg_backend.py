@@ -52,6 +52,10 @@ class PgBackend:
     def indexed_collections(self) -> list[str]:
         return [r["name"] for r in self._db.all("SELECT name FROM collections ORDER BY name")]
 
+    def database_size(self) -> int:
+        """Bytes the database takes on the server (tables, indexes, TOAST)."""
+        return int(self._db.value("SELECT pg_database_size(current_database())"))
+
     def close(self) -> None:
         self._db.close()
 

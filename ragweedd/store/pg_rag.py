@@ -60,12 +60,24 @@ class PgRag(PgKeyword):
 
     def _content_lock(self, c: Any, md5: str) -> None:
         # One writer at a time decides whether a content stays, comes or goes (its last path on any
-        # machine removed while another machine links a new one). Taken after the log lock.
+        # machine removed while another machine links a new one).
         c.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (2, md5))
 
-    def _log_lock(self, c: Any) -> None:
-        # Change entries of a collection commit in sequence order: see pg_schema.py.
+    def _log(self, c: Any, deletes: Sequence[int] = (), adds: Sequence[int] = (), paths: bool = False) -> None:
+        """Write a transaction's change entries, as its last statements. Entries of a collection
+        must commit in sequence order (see pg_schema.py): the collection's lock is taken here and
+        held to the commit that follows, so writers are serialised only for that moment, never
+        for the work before it."""
+        if not deletes and not adds and not paths:
+            return
         c.execute("SELECT pg_advisory_xact_lock(%s, %s)", (1, self.collection_id))
+        if paths:  # a path written: a cached search result must not outlive it (search_version)
+            c.execute("INSERT INTO path_changes(collection_id) VALUES (%s)", (self.collection_id,))
+        now = time.time()
+        for op, ids in (("delete", sorted(deletes)), ("add", sorted(adds))):
+            if ids:
+                c.execute("INSERT INTO changes(collection_id, op, id, at) SELECT %s, %s, x, %s"
+                          " FROM unnest(%s::bigint[]) AS x ORDER BY x", (self.collection_id, op, now, ids))
 
     # --- embedder identity ----------------------------------------------------------------------
     def embedder(self, space: str = PRIMARY) -> tuple[str, int] | None:
@@ -129,13 +141,13 @@ class PgRag(PgKeyword):
 
     def link_path(self, md5: str, source_file: str, rel_path: str) -> list[int]:
         with self.db.tx() as c:
-            self._log_lock(c)
             deleted: list[int] = []
             old = self.md5_of_path(source_file)
             if old is not None and old != md5:
                 _, deleted = self._remove_path(c, source_file)
             self._content_lock(c, md5)
             self._add_path(c, md5, source_file, rel_path)
+            self._log(c, deletes=deleted, paths=True)
             return deleted
 
     def chunks_of(self, md5: str) -> int:
@@ -158,8 +170,9 @@ class PgRag(PgKeyword):
 
     def remove_path(self, source_file: str) -> tuple[str | None, list[int]]:
         with self.db.tx() as c:
-            self._log_lock(c)
-            return self._remove_path(c, source_file)
+            md5, ids = self._remove_path(c, source_file)
+            self._log(c, deletes=ids, paths=md5 is not None)
+            return md5, ids
 
     def _remove_path(self, c: Any, source_file: str) -> tuple[str | None, list[int]]:
         md5 = self.md5_of_path(source_file)
@@ -175,12 +188,9 @@ class PgRag(PgKeyword):
         return md5, self._delete_document(c, md5)
 
     def _delete_document(self, c: Any, md5: str) -> list[int]:
+        """Delete a content's chunks (their vectors go by cascade); the caller logs the ids."""
         ids = [int(r["id"]) for r in c.execute("DELETE FROM chunks WHERE collection_id=%s AND md5=%s RETURNING id",
                                                (self.collection_id, md5)).fetchall()]
-        now = time.time()
-        if ids:
-            c.execute("INSERT INTO changes(collection_id, op, id, at) SELECT %s, 'delete', x, %s"
-                      " FROM unnest(%s::bigint[]) AS x ORDER BY x", (self.collection_id, now, sorted(ids)))
         c.execute("DELETE FROM documents WHERE collection_id=%s AND md5=%s", (self.collection_id, md5))
         return sorted(ids)
 
@@ -188,11 +198,12 @@ class PgRag(PgKeyword):
         paths: list[str] = []
         ids: list[int] = []
         with self.db.tx() as c:
-            self._log_lock(c)
             for md5 in md5s:
+                self._content_lock(c, md5)
                 paths += self.paths_of(md5)
                 c.execute("DELETE FROM document_paths WHERE collection_id=%s AND md5=%s", (self.collection_id, md5))
                 ids += self._delete_document(c, md5)
+            self._log(c, deletes=ids, paths=bool(md5s))
         return paths, ids
 
     def publish(self, *, md5: str, source_file: str, rel_path: str, kind: str, extractor: str,
@@ -203,16 +214,17 @@ class PgRag(PgKeyword):
         transaction; content already here (from any source) only gains the path."""
         stored, stored_rel = to_pg(source_file), to_pg(rel_path)
         with self.db.tx() as c:
-            self._log_lock(c)
+            gone: list[int] = []
             if replaces_path:
                 old = self.md5_of_path(source_file)
                 if old is not None and old != md5:
-                    self._remove_path(c, source_file)
+                    _, gone = self._remove_path(c, source_file)
             # Two machines publishing the same new content at once: the second waits here for
             # the first's commit and then only links its path.
             self._content_lock(c, md5)
             if self.has_document(md5):
                 self._add_path(c, md5, source_file, rel_path)
+                self._log(c, deletes=gone, paths=True)
                 return []
             now = time.time()
             c.execute("INSERT INTO documents(collection_id, md5, kind, extractor, ocr_type, title, size_bytes, chunks,"
@@ -256,11 +268,9 @@ class PgRag(PgKeyword):
                               (cid, self.collection_id))
                 else:
                     adds.append(cid)
-            if adds:
-                c.execute("INSERT INTO changes(collection_id, op, id, at) SELECT %s, 'add', x, %s"
-                          " FROM unnest(%s::bigint[]) AS x ORDER BY x", (self.collection_id, now, adds))
             c.execute("UPDATE documents SET chunks=%s WHERE collection_id=%s AND md5=%s",
                       (len(ids), self.collection_id, md5))
+            self._log(c, deletes=gone, adds=adds, paths=True)
             return ids
 
     # --- vectors that follow their chunks ----------------------------------------------------------
@@ -274,7 +284,6 @@ class PgRag(PgKeyword):
         chunk whose text was read (same embedding_id and context)."""
         done: list[int] = []
         with self.db.tx() as c:
-            self._log_lock(c)
             for cid, embedding_id, context, vec in items:
                 if c.execute("DELETE FROM pending_vectors p USING chunks e WHERE p.id=%s AND e.id=p.id"
                              " AND e.embedding_id=%s AND e.context=%s",
@@ -284,9 +293,7 @@ class PgRag(PgKeyword):
                           " ON CONFLICT (id, space) DO UPDATE SET embedder_id=excluded.embedder_id, vec=excluded.vec",
                           (cid, self.collection_id, PRIMARY, embedder_id, vec_text(vec)))
                 done.append(cid)
-            if done:
-                c.execute("INSERT INTO changes(collection_id, op, id, at) SELECT %s, 'add', x, %s"
-                          " FROM unnest(%s::bigint[]) AS x ORDER BY x", (self.collection_id, time.time(), done))
+            self._log(c, adds=done)
         return done
 
     def pending_summary(self) -> tuple[int, int]:
@@ -309,7 +316,6 @@ class PgRag(PgKeyword):
             raise ValueError("add_pass_vectors writes extra passes only; primary vectors go through add_vectors")
         done: list[int] = []
         with self.db.tx() as c:
-            self._log_lock(c)
             for cid, embedding_id, context, vec in items:
                 n = c.execute(
                     "INSERT INTO vectors(id, collection_id, space, embedder_id, vec)"
@@ -325,7 +331,6 @@ class PgRag(PgKeyword):
         if space == PRIMARY:
             raise ValueError("reset_pass resets extra passes only")
         with self.db.tx() as c:
-            self._log_lock(c)
             n = c.execute("DELETE FROM vectors WHERE collection_id=%s AND space=%s",
                           (self.collection_id, space)).rowcount
             self.set_embedder(embedder_id, dim, space)
@@ -362,7 +367,7 @@ class PgRag(PgKeyword):
             "SELECT (SELECT coalesce(max(seq), 0) FROM changes WHERE collection_id=%(c)s) AS a,"
             " (SELECT coalesce(max(id), 0) FROM chunks WHERE collection_id=%(c)s) AS b,"
             " (SELECT coalesce(max(seq), 0) FROM pass_changes WHERE collection_id=%(c)s) AS p,"
-            " (SELECT coalesce(max(n), 0) FROM path_version WHERE collection_id=%(c)s) AS n",
+            " (SELECT coalesce(max(seq), 0) FROM path_changes WHERE collection_id=%(c)s) AS n",
             {"c": self.collection_id})
         assert r is not None
         return int(r["a"]), int(r["b"]), int(r["p"]), int(r["n"])

@@ -14,9 +14,12 @@ queue and the history. The tables follow rag.sqlite3 (store/rag_db.py) with thre
   partial HNSW index on ``vec::vector(dim)`` when its embedder is recorded (pg_rag.py), since
   an HNSW index needs one dimension and spaces of different embedders differ.
 
-The change logs are ``bigserial`` sequences shared by all collections; a writer takes the
-collection's transaction-wide advisory lock before it writes change entries, so entries commit in
-sequence order and a reader that has seen sequence n never later meets an entry below n.
+The change logs are ``bigserial`` sequences shared by all collections; a writer writes its change
+entries (and its path-write entry) as the last statements of its transaction, after taking the
+collection's transaction-wide advisory lock, so entries commit in sequence order and a reader that
+has seen sequence n never later meets an entry below n, while the work before them runs in
+parallel. The extra passes' log (``pass_changes``, written by trigger as the vectors are) has no
+such order: it only tells a search cache that something changed.
 """
 
 from __future__ import annotations
@@ -240,5 +243,20 @@ CREATE TABLE daemon_collections (
     added_at double precision NOT NULL,
     PRIMARY KEY (source, name)
 );
+"""),
+    # A path write counted in one row per collection made that row a lock every publish of the
+    # collection queued on, until its commit: two machines ingesting into one collection went no
+    # faster than one. Path writes are logged as entries instead, written with the change entries
+    # at the end of the transaction under the collection's lock (pg_rag.py ``_log``).
+    (4, "path_changes", """
+DROP TRIGGER path_written ON document_paths;
+DROP FUNCTION ragweedd_path_version();
+CREATE TABLE path_changes (
+    seq bigserial PRIMARY KEY,
+    collection_id integer NOT NULL
+);
+CREATE INDEX path_changes_collection ON path_changes(collection_id, seq);
+INSERT INTO path_changes(collection_id) SELECT collection_id FROM path_version;
+DROP TABLE path_version;
 """),
 ]

@@ -105,19 +105,20 @@ class PgKeyword:
 
         Rows are found by the tsquery (GIN) and scored in the database by BM25 with FTS5's formula
         and constants (query/bm25.py): the expression's lexemes, their document frequencies in the
-        collection, each row's term counts from its tsvector positions and its token count."""
+        collection, each row's term counts from its tsvector positions and its token count. Every
+        step is MATERIALIZED: inlined, the planner may count a term's rows once per candidate."""
         q, params = tsquery_sql(expr)
         words = list(params)
         rows = self.db.all(
-            f"""WITH t AS (SELECT {q} AS q),
-            terms AS (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', w))) AS lex
+            f"""WITH t AS MATERIALIZED (SELECT {q} AS q),
+            terms AS MATERIALIZED (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', w))) AS lex
                       FROM unnest(%s::text[]) AS w),
-            stats AS (SELECT count(*)::float8 AS n, greatest(avg(tokens), 1)::float8 AS avgdl
+            stats AS MATERIALIZED (SELECT count(*)::float8 AS n, greatest(avg(tokens), 1)::float8 AS avgdl
                       FROM chunks WHERE collection_id = %s),
-            df AS (SELECT terms.lex, greatest(ln((stats.n - d.n + 0.5) / (d.n + 0.5)), 1e-6) AS idf
+            df AS MATERIALIZED (SELECT terms.lex, greatest(ln((stats.n - d.n + 0.5) / (d.n + 0.5)), 1e-6) AS idf
                    FROM terms, stats, LATERAL (SELECT count(*)::float8 AS n FROM chunks c
                         WHERE c.collection_id = %s AND c.tsv @@ to_tsquery('simple', quote_literal(terms.lex))) d),
-            cand AS (SELECT c.id, c.tsv, c.tokens FROM chunks c, t WHERE c.collection_id = %s AND c.tsv @@ t.q)
+            cand AS MATERIALIZED (SELECT c.id, c.tsv, c.tokens FROM chunks c, t WHERE c.collection_id = %s AND c.tsv @@ t.q)
             SELECT cand.id, sum(df.idf * f.tf * {K1 + 1} / (f.tf + {K1} * (1 - {B} + {B} * cand.tokens / stats.avgdl)))
                    AS s
             FROM cand CROSS JOIN stats CROSS JOIN LATERAL unnest(cand.tsv) AS u

@@ -118,7 +118,8 @@ class PgKeyword:
             df AS MATERIALIZED (SELECT terms.lex, greatest(ln((stats.n - d.n + 0.5) / (d.n + 0.5)), 1e-6) AS idf
                    FROM terms, stats, LATERAL (SELECT count(*)::float8 AS n FROM chunks c
                         WHERE c.collection_id = %s AND c.tsv @@ to_tsquery('simple', quote_literal(terms.lex))) d),
-            cand AS MATERIALIZED (SELECT c.id, c.tsv, c.tokens FROM chunks c, t WHERE c.collection_id = %s AND c.tsv @@ t.q)
+            cand AS MATERIALIZED (SELECT c.id, c.tsv, c.tokens FROM chunks c, t
+                                  WHERE c.collection_id = %s AND c.tsv @@ t.q)
             SELECT cand.id, sum(df.idf * f.tf * {K1 + 1} / (f.tf + {K1} * (1 - {B} + {B} * cand.tokens / stats.avgdl)))
                    AS s
             FROM cand CROSS JOIN stats CROSS JOIN LATERAL unnest(cand.tsv) AS u

@@ -16,6 +16,7 @@ MRR@10 with bootstrap 95% intervals and writes benchmarks/results/<out>.json.
 from __future__ import annotations
 
 import argparse
+import shutil
 import hashlib
 import sys
 import tempfile
@@ -110,6 +111,7 @@ def main(argv=None) -> int:
     finally:
         if server is not None:
             server.cleanup()
+        shutil.rmtree(work, ignore_errors=True)
     cols = ["run", "ndcg@10", "recall@10", "recall@100", "mrr@10", "ms/query"]
     rows = [{"run": f"keyword on {name}", **{c: _ci(r["metrics"][c]) for c in cols[1:5]}, "ms/query": r["ms_per_query"]}
             for name, r in out["backends"].items()]

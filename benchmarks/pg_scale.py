@@ -21,6 +21,7 @@ figures beside these are still to be added.
 from __future__ import annotations
 
 import argparse
+import shutil
 import multiprocessing as mp
 import sys
 import tempfile
@@ -145,6 +146,7 @@ def main(argv=None) -> int:
     finally:
         if server is not None:
             server.cleanup()
+        shutil.rmtree(work, ignore_errors=True)
     rows = [{"figure": k, "value": v} for k, v in out.items()]
     print(table(rows, ["figure", "value"]))
     print(f"wrote {write_json(a.out, out)}")

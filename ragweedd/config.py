@@ -117,6 +117,21 @@ def ingest_worker_count(cfg: Any) -> int:
     return int(v)
 
 
+def _store(v: str) -> str | None:
+    if v == "sqlite" or v.startswith(("postgresql://", "postgres://")):
+        return None
+    return "'sqlite', or a PostgreSQL connection URI 'postgresql://USER@HOST:PORT/DBNAME' (see docs/postgres.md)"
+
+
+def redact_dsn(v: Any) -> Any:
+    """A connection URI as it may be shown (errors, check-config, status, logs): its password
+    replaced by '***', in the user part and in a ``password=`` parameter."""
+    if not isinstance(v, str) or "://" not in v:
+        return v
+    v = re.sub(r"^([a-z][a-z0-9+.-]*://[^:/@?#]*):[^@/?#]*@", r"\1:***@", v, flags=re.IGNORECASE)
+    return re.sub(r"([?&]password=)[^&#]*", r"\1***", v, flags=re.IGNORECASE)
+
+
 def _hhmm(v: str) -> str | None:
     m = re.fullmatch(r"(\d{1,2}):(\d{2})", v)
     if not m or int(m.group(1)) > 23 or int(m.group(2)) > 59:
@@ -140,6 +155,8 @@ KEYS: tuple[KeySpec, ...] = (
     K("", "http_write_timeout_s", float, 30.0, "An API client that accepts no bytes of an answer for this long is disconnected (frees its answer slot).", _range(1.0, 3600.0)),
     K("", "mcp_allow_writes", bool, False, "The daemon's MCP endpoint (/mcp) also offers the add_collection, scan and upload tools; read-only tools otherwise."),
     K("", "history_max_entries", int, 0, "Most searches and answers kept in the history (oldest dropped first); 0 = keep all.", _range(0, 10**9)),
+    K("", "store", str, "sqlite", "Where chunks, vectors, the job queue and history live: 'sqlite' (files under data_dir) or a PostgreSQL-with-pgvector connection URI 'postgresql://USER@HOST/DBNAME' (password from ~/.pgpass or PGPASSWORD, never shown); see docs/postgres.md.", _store),
+    K("", "source_name", str, "", "Names this machine (or share) in a shared store: a document is (source_name, path), so two machines' ~/notes stay apart; empty = the host name.", None),
     # --- chunking (original RAGWeed keys) --------------------------------------------------
     K("", "chunk_size", (int, str), "auto", "CHUNK_SIZE in tokens (4 chars/token); 'auto' = the embedder's measured default (2048 for long-context embedders, see docs/chunking.md).", _chunk_size),
     K("", "chunk_size_pdf", int, 1024, "CHUNK_SIZE_PDF: PDF chunks use min(chunk_size, this).", _range(16, 32768)),
@@ -280,6 +297,8 @@ class Config:
     http_write_timeout_s: float = 30.0
     mcp_allow_writes: bool = False
     history_max_entries: int = 0
+    store: str = "sqlite"
+    source_name: str = ""
     # chunking
     chunk_size: int | str = "auto"
     chunk_size_pdf: int = 1024
@@ -417,13 +436,14 @@ def _coerce(spec: KeySpec, value: Any, origin: str) -> Any:
         value, ok = int(value), True
     if not ok:
         raise ConfigError(
-            f"{origin}: key '{spec.dotted}' has value {value!r}, but it must be {_type_name(spec.type)}",
+            f"{origin}: key '{spec.dotted}' has value {redact_dsn(value)!r}, but it must be {_type_name(spec.type)}",
             hint=spec.doc,
         )
     if spec.check is not None:
         allowed = spec.check(value)
         if allowed:
-            raise ConfigError(f"{origin}: key '{spec.dotted}' has value {value!r}; allowed: {allowed}", hint=spec.doc)
+            raise ConfigError(f"{origin}: key '{spec.dotted}' has value {redact_dsn(value)!r}; allowed: {allowed}",
+                              hint=spec.doc)
     return value
 
 

@@ -30,8 +30,8 @@ from ragweedd.query.hyde import HyDE, make_hyde
 from ragweedd.query.rerank import Reranker, make_reranker, rerank_result
 from ragweedd.query.semantic_cache import SemanticCache
 from ragweedd.query.vectors import VectorSearch
+from ragweedd.store.backends import is_postgres, open_backend, require_local_ingest
 from ragweedd.store.protocols import StoreBackend
-from ragweedd.store.sqlite_backend import SqliteBackend
 
 if TYPE_CHECKING:
     from ragweedd.answer.tree_ask import TreeScope
@@ -55,7 +55,7 @@ class Services:
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
         self._disk = disk_indexes
-        self.stores: StoreBackend = SqliteBackend(paths)
+        self.stores: StoreBackend = open_backend(cfg, paths)  # config `store`: SQLite files or PostgreSQL
         if passes is None and (cfg.multi_embed_384 or cfg.multi_embed_1024):
             passes = self._open_passes  # probed at the first dense search, never by `ask --continue`
         self.vectors = VectorSearch(cfg, indexes if indexes is not None else disk_indexes, passes)
@@ -93,7 +93,7 @@ class Services:
         from ragweedd.ingest.worker import make_extract
 
         return Pipeline(self.cfg, self.paths, self.embedder, extract=extract or make_extract(self.cfg),
-                        defer_vectors=defer_vectors)
+                        defer_vectors=defer_vectors, stores=self.stores if is_postgres(self.cfg) else None)
 
     # --- search -----------------------------------------------------------------------------------
     def searchable(self, names: list[str] | None = None) -> list[str]:
@@ -209,6 +209,9 @@ class Services:
             self._disk.close()
         self.vectors.close()
         self.history.close()
+        close_stores = getattr(self.stores, "close", None)  # a server backend's own connection
+        if close_stores is not None:
+            close_stores()
         emb = self._embedder
         if emb is not None and hasattr(emb, "close"):
             emb.close()
@@ -241,6 +244,7 @@ def open_daemon(cfg: Config, *, embedder: Any = None, extract: Callable | None =
     from ragweedd.index.numba_env import setup_for
     from ragweedd.ingest.index_sync import IndexSync
 
+    require_local_ingest(cfg, "the daemon")
     paths = Paths.from_config(cfg).ensure()
     setup_for(paths)
     owned = embedder is None

@@ -64,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     from ragweedd.eval.cli import add_parser as add_eval_parser
 
     add_eval_parser(sub)
+    from ragweedd.cli.migrate import add_parser as add_migrate_parser
+
+    add_migrate_parser(sub)
     sub.add_parser("check-config", help="validate the configuration and print the effective values")
     sub.add_parser("doctor", help="list every format, its extractor and whether its tools are installed")
     c = sub.add_parser("completion", help="print a shell completion script (bash, zsh or fish)")
@@ -171,6 +174,10 @@ def _dispatch(args) -> int:
         from ragweedd.eval.cli import run as run_eval
 
         return run_eval(cfg, args)
+    if args.cmd == "migrate":
+        from ragweedd.cli.migrate import run as run_migrate
+
+        return run_migrate(cfg, args)
     if args.cmd == "run":
         from ragweedd.daemon import run_daemon
 
@@ -289,8 +296,10 @@ def _check_config(cfg, as_json: bool = False) -> int:
 def _shown(k, cfg):
     """A key's value as check-config prints it: API keys only as whether they are set (the output
     lands in terminals, bug reports and CI logs)."""
+    from ragweedd.config import redact_dsn
+
     v = getattr(cfg, k.attr)
-    return ("<set>" if v else "") if k.attr.endswith("_api_key") else v
+    return ("<set>" if v else "") if k.attr.endswith("_api_key") else redact_dsn(v)
 
 
 def _toml(v) -> str:
@@ -356,7 +365,8 @@ def _ingest_files(services, args, roots, ignore) -> int:
     _refuse_other_embedder(services, pipe.embedder, args.collection, cfg)
     passes = services.vectors.passes  # extra embedding passes: a missing model is skipped with a warning
     vectorizer = Vectorizer(cfg, services.paths, pipe.embedder, index_embedder_id(pipe.embedder.id, cfg.chunk_context),
-                            collections=lambda: [args.collection], on_changes=lambda name: None, passes=passes)
+                            collections=lambda: [args.collection], on_changes=lambda name: None, passes=passes,
+                            stores=pipe.stores)
     vectorizer.start()
     counts: dict[str, int] = {}
     chunks = 0
@@ -391,12 +401,14 @@ def _ingest_files(services, args, roots, ignore) -> int:
         pipe.close()
     embedded = vectorizer.sent
     waiting = sum(v[0] for v in vectorizer.summary.values())
-    # Keep the collection's HNSW files in step with what was just stored, as the daemon does.
-    sync = IndexSync(services.cfg, services.paths, pipe.embedder.dim, passes.dims())
-    try:
-        sync.sync(args.collection)
-    finally:
-        sync.close()
+    # Keep the collection's HNSW files in step with what was just stored, as the daemon does (a
+    # server store indexes its vectors itself).
+    if pipe.stores is None:
+        sync = IndexSync(services.cfg, services.paths, pipe.embedder.dim, passes.dims())
+        try:
+            sync.sync(args.collection)
+        finally:
+            sync.close()
     dt = time.monotonic() - t0
     degraded = passes.degraded()
     code = 1 if embed_error is not None or waiting or counts.get("failed") else 0

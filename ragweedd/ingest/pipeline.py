@@ -20,7 +20,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from ragweedd.chunk.chunker import ChunkParams, chunk_document, text_hash
 from ragweedd.chunk.context import context_line, document_label, embed_input, index_embedder_id
@@ -111,11 +111,13 @@ class Pipeline:
 
     def __init__(self, cfg, paths: Paths, embedder, *, extract: ExtractFn | None = None,
                  before_open: Callable[[str], None] | None = None,
-                 should_stop: Callable[[], bool] | None = None, defer_vectors: bool = False) -> None:
+                 should_stop: Callable[[], bool] | None = None, defer_vectors: bool = False,
+                 stores: Any = None) -> None:
         """``before_open(path)`` runs between the look at a path and its opening (the window in
         which a path can be swapped for a symlink; tests swap it there). ``should_stop()`` is asked
         between embedding batches; when it says True the ingest raises :class:`Interrupted`.
-        ``defer_vectors``: leave the vectors missing from the embed cache to the embedding stage."""
+        ``defer_vectors``: leave the vectors missing from the embed cache to the embedding stage.
+        ``stores``: a server backend (PostgreSQL) to write to instead of the data directory's files."""
         self.defer_vectors = defer_vectors
         self.before_open = before_open
         self.should_stop = should_stop
@@ -124,7 +126,8 @@ class Pipeline:
         self.embedder = embedder
         self.extract = extract or in_process_extract
         self.settings = extract_settings(cfg, paths)
-        self.db = IngestDB(paths.ingest_db)
+        self.stores = stores
+        self.db = stores.open_ingest() if stores is not None else IngestDB(paths.ingest_db)
         self._rags: dict[str, RagDB] = {}
         self._rag_ids: dict[str, tuple[int, int] | None] = {}  # (device, inode) of each open rag.sqlite3
         self.params = ChunkParams.for_embedder(cfg, embedder)
@@ -140,6 +143,11 @@ class Pipeline:
 
     def rag(self, collection: str) -> RagDB:
         r = self._rags.get(collection)
+        if self.stores is not None:  # a server store: no file to be removed under the handle
+            if r is None:
+                r = self._rags[collection] = self.stores.open_rag(collection)
+                self._check_embedder(collection, r)
+            return r
         if r is not None and not _same_file(self.paths.rag_db(collection), self._rag_ids.get(collection)):
             # the collection was removed (its database deleted), maybe added again under the same
             # name: this handle points at the deleted file
@@ -148,13 +156,16 @@ class Pipeline:
         if r is None:
             r = self._rags[collection] = RagDB(self.paths.rag_db(collection), collection)
             self._rag_ids[collection] = _file_id(self.paths.rag_db(collection))
-            known = r.embedder(PRIMARY)
-            if known is None:
-                r.set_embedder(self.index_id, self.embedder.dim, PRIMARY)
-            elif known[0] != self.index_id:
-                log.warning("collection_embedder_changed", collection=collection, stored=known[0],
-                            configured=self.index_id)
+            self._check_embedder(collection, r)
         return r
+
+    def _check_embedder(self, collection: str, r: Any) -> None:
+        known = r.embedder(PRIMARY)
+        if known is None:
+            r.set_embedder(self.index_id, self.embedder.dim, PRIMARY)
+        elif known[0] != self.index_id:
+            log.warning("collection_embedder_changed", collection=collection, stored=known[0],
+                        configured=self.index_id)
 
     # --- one file ---------------------------------------------------------------------------------
     def ingest_file(self, collection: str, path: Path | str, root: Path | str | None = None,

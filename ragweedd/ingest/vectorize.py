@@ -136,11 +136,12 @@ class Vectorizer:
     def __init__(self, cfg: Any, paths: Any, embedder: Any, index_embedder_id: str, *,
                  collections: Callable[[], list[str]], on_changes: Callable[[str], None],
                  passes: Any = None, migration: Any = None,
-                 on_migrated: Callable[[], None] | None = None) -> None:
+                 on_migrated: Callable[[], None] | None = None, stores: Any = None) -> None:
         from ragweedd.embed.passes import Passes
         from ragweedd.ingest.supervise import Supervisor
 
         self.cfg, self.paths, self.embedder = cfg, paths, embedder
+        self.stores = stores  # a server backend (PostgreSQL) instead of the data directory's files
         # extra embedding passes, filled after the primary vectors of each collection
         self.passes = passes if passes is not None else Passes.none()
         self.index_embedder_id = index_embedder_id
@@ -222,7 +223,7 @@ class Vectorizer:
         from ragweedd.store.ingest_db import IngestDB
 
         lower_priority(self.cfg.ingest_nice)
-        cache = IngestDB(self.paths.ingest_db)
+        cache = self.stores.open_ingest() if self.stores is not None else IngestDB(self.paths.ingest_db)
         try:
             while not self._stop.is_set():
                 with self._cv:
@@ -257,11 +258,12 @@ class Vectorizer:
         from ragweedd.errors import NotCreatedYetError
         from ragweedd.store.rag_db import RagDB
 
-        if name not in self.collections() or not self.paths.rag_db(name).exists():
+        exists = self.stores.has_rag(name) if self.stores is not None else self.paths.rag_db(name).exists()
+        if name not in self.collections() or not exists:
             self.summary.pop(name, None)
             return
         try:
-            rag = RagDB(self.paths.rag_db(name), name)
+            rag = self.stores.open_rag(name) if self.stores is not None else RagDB(self.paths.rag_db(name), name)
         except NotCreatedYetError:
             return
         try:

@@ -1,6 +1,7 @@
 """The history store (ragweedd/answer/history.py) on real SQLite files: round trip, paging, bad input,
 damaged and newer files, the pre-migration table, bounded growth, concurrent writers (threads and a
-second process), and an answer's continuation state surviving a reopen (a daemon restart)."""
+second process), and an answer's continuation state surviving a reopen (a daemon restart). The
+tests that are not about the file itself run on a real PostgreSQL too (``db`` is a fixture param)."""
 
 import asyncio
 import json
@@ -43,8 +44,38 @@ def run_answer(query, hs, **kw):
 
 
 @pytest.fixture
-def db(tmp_path):
+def sqlite_db(tmp_path):
     return tmp_path / "state" / "history.sqlite3"
+
+
+class _PgRows:
+    """The history rows of one PostgreSQL database, opened again after each close, as a file is."""
+
+    def __init__(self, dsn):
+        self.dsn, self.rows = dsn, None
+
+    def __getattr__(self, name):
+        from ragweedd.store.pg_history import PgHistory
+
+        if self.rows is None:
+            self.rows = PgHistory(self.dsn)
+        return getattr(self.rows, name)
+
+    def close(self):
+        if self.rows is not None:
+            self.rows.close()
+            self.rows = None
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db(request, tmp_path):
+    if request.param == "sqlite":
+        return tmp_path / "state" / "history.sqlite3"
+    from ragweedd.store.pg_backend import PgBackend
+
+    dsn = request.getfixturevalue("pg_dsn")
+    PgBackend(dsn).close()  # the schema
+    return _PgRows(dsn)
 
 
 def test_round_trip_through_a_reopened_file(db):
@@ -52,7 +83,7 @@ def test_round_trip_through_a_reopened_file(db):
         sid = s.add("search", "cats", hist.search_record({"results": hits(2), "retrieval_meta": HYBRID_META}),
                     created_at=1000.0)
         aid = s.add("ask", "do cats purr?", {"answer": "Yes [1].", "sources": hits(1)}, created_at=2000.0)
-    assert db.exists()
+    assert not isinstance(db, Path) or db.exists()
     with HistoryStore(db) as s:
         listing = s.list()
         assert listing["total"] == 2
@@ -91,7 +122,7 @@ def test_update_replaces_the_record_and_keeps_the_columns(db):
         s.update(hid, {**entry, "status": "done", "answer": "A", "id": "forged", "kind": "search"})
         e = s.show(hid)
         assert e["id"] == hid and e["kind"] == "ask" and e["status"] == "done" and e["answer"] == "A"
-        raw = json.loads(s.db.conn.execute("SELECT body_json FROM history WHERE id=?", (hid,)).fetchone()[0])
+        raw = json.loads(s.db.get(hid)["body_json"])  # the stored row, as the store holds it
         assert not {"id", "kind", "query", "created_at"} & set(raw)
 
 
@@ -124,8 +155,8 @@ def test_values_json_cannot_encode_are_stored_as_text(db):
         assert e["path"] == "/x/y" and e["tags"] == "{7}"
 
 
-def test_damaged_entry_is_a_storage_error_naming_the_file(db):
-    with HistoryStore(db) as s:
+def test_damaged_entry_is_a_storage_error_naming_the_file(sqlite_db):
+    with HistoryStore(sqlite_db) as s:
         good = s.add("search", "ok", {"a": 1})
         bad = s.add("search", "bad", {"a": 2})
         s.db.conn.execute("UPDATE history SET body_json='{not json' WHERE id=?", (bad,))
@@ -137,33 +168,33 @@ def test_damaged_entry_is_a_storage_error_naming_the_file(db):
         assert s.show(good)["a"] == 1 and s.list()["total"] == 2, "one damaged entry does not hide the others"
 
 
-def test_file_from_a_newer_ragweedd_is_refused(db):
-    HistoryStore(db).close()
-    c = sqlite3.connect(db)
+def test_file_from_a_newer_ragweedd_is_refused(sqlite_db):
+    HistoryStore(sqlite_db).close()
+    c = sqlite3.connect(sqlite_db)
     c.execute("INSERT INTO schema_migrations VALUES (99, 'future', 0)")
     c.commit()
     c.close()
     with pytest.raises(StorageError, match=r"written by a newer ragweedd \(migrations \[99\]"):
-        HistoryStore(db)
+        HistoryStore(sqlite_db)
 
 
-def test_not_a_database_is_a_storage_error(db):
-    db.parent.mkdir(parents=True)
-    db.write_bytes(b"this is not sqlite " * 100)
+def test_not_a_database_is_a_storage_error(sqlite_db):
+    sqlite_db.parent.mkdir(parents=True)
+    sqlite_db.write_bytes(b"this is not sqlite " * 100)
     with pytest.raises(StorageError, match="history.sqlite3"):
-        HistoryStore(db)
+        HistoryStore(sqlite_db)
 
 
-def test_pre_migration_table_keeps_its_rows_and_gains_indexes(db):
+def test_pre_migration_table_keeps_its_rows_and_gains_indexes(sqlite_db):
     # the table the first engine created by hand, before numbered migrations
-    db.parent.mkdir(parents=True)
-    c = sqlite3.connect(db)
+    sqlite_db.parent.mkdir(parents=True)
+    c = sqlite3.connect(sqlite_db)
     c.execute("CREATE TABLE history(id TEXT PRIMARY KEY, kind TEXT NOT NULL, query TEXT NOT NULL,"
               " created_at REAL NOT NULL, body_json TEXT NOT NULL)")
     c.execute("INSERT INTO history VALUES ('old1', 'search', 'old query', 10.0, '{\"results\": []}')")
     c.commit()
     c.close()
-    with HistoryStore(db) as s:
+    with HistoryStore(sqlite_db) as s:
         assert s.show("old1")["query"] == "old query"
         idx = {r[0] for r in s.db.conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
         assert {"history_created", "history_kind_created"} <= idx
@@ -213,16 +244,16 @@ def test_threads_share_one_store(db):
         assert all(s.show(i["id"])["status"] == "done" for i in s.list(limit=100)["items"])
 
 
-def test_two_processes_write_the_same_file(db):
-    HistoryStore(db).close()
+def test_two_processes_write_the_same_file(sqlite_db):
+    HistoryStore(sqlite_db).close()
     code = ("import sys; from ragweedd.answer.history import HistoryStore\n"
             "s = HistoryStore(sys.argv[1])\n"
             "for i in range(40): s.add('search', f'{sys.argv[2]}{i}', {'i': i})\n")
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(db), tag], cwd=ROOT, stderr=subprocess.PIPE)
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(sqlite_db), tag], cwd=ROOT, stderr=subprocess.PIPE)
              for tag in ("a", "b")]
     for p in procs:
         assert p.wait(60) == 0, p.stderr.read().decode()
-    with HistoryStore(db) as s:
+    with HistoryStore(sqlite_db) as s:
         assert s.count() == 80
 
 

@@ -1,4 +1,5 @@
-"""The durable job queue on a real SQLite file: coalescing, restart survival, backoff, failure."""
+"""The durable job queue on a real SQLite file and on a real PostgreSQL (each test runs on both):
+coalescing, restart survival, backoff, failure."""
 
 from __future__ import annotations
 
@@ -8,15 +9,40 @@ import time
 import pytest
 
 from ragweedd.store.job_queue import JobQueue
+from tests.tools import wait_until
 
 
-@pytest.fixture
-def qpath(tmp_path):
-    return tmp_path / "ingest_db.sqlite3"
+@pytest.fixture(params=["sqlite", "postgresql"])
+def make_queue(request, tmp_path):
+    """make_queue(max_tries=3) -> a queue on this test's store; every call is another process's
+    view of the same queue (the same file, or the same database and source)."""
+    made = []
+
+    def make(max_tries: int = 3):
+        if request.param == "sqlite":
+            q = JobQueue(tmp_path / "ingest_db.sqlite3", max_tries=max_tries)
+        else:
+            from ragweedd.store.pg_backend import PgBackend
+
+            q = PgBackend(request.getfixturevalue("pg_dsn"), source="host").open_jobs(max_tries=max_tries)
+        made.append(q)
+        return q
+
+    yield make
+    for q in made:
+        try:
+            q.close()
+        except Exception:  # noqa: BLE001 - a test may have "killed" it already
+            pass
 
 
-def test_events_for_one_path_coalesce_and_newest_op_wins(qpath):
-    q = JobQueue(qpath)
+def _die(q) -> None:
+    """The process holding ``q`` dies: its connection goes, without done() or release()."""
+    (q.conn if isinstance(q, JobQueue) else q.db.conn).close()
+
+
+def test_events_for_one_path_coalesce_and_newest_op_wins(make_queue):
+    q = make_queue()
     q.put("c", "/r/a.txt", "upsert", "/r")
     q.put("c", "/r/a.txt", "delete", "/r")
     q.put("c", "/r/a.txt", "upsert", "/r")
@@ -26,8 +52,8 @@ def test_events_for_one_path_coalesce_and_newest_op_wins(qpath):
     assert (job.path, job.op) == ("/r/a.txt", "upsert")
 
 
-def test_upserts_are_served_before_deletes(qpath):
-    q = JobQueue(qpath)
+def test_upserts_are_served_before_deletes(make_queue):
+    q = make_queue()
     q.put_many([("c", "/old/x", "delete", "/"), ("c", "/new/x", "upsert", "/"), ("c", "/old/y", "delete", "/")])
     order = []
     while (j := q.claim(0)) is not None:
@@ -36,13 +62,15 @@ def test_upserts_are_served_before_deletes(qpath):
     assert order == ["/new/x", "/old/x", "/old/y"]
 
 
-def test_jobs_survive_a_restart_and_running_jobs_are_requeued(qpath):
-    q = JobQueue(qpath)
+def test_jobs_survive_a_restart_and_running_jobs_are_requeued(make_queue):
+    q = make_queue()
     q.put_many([("c", f"/r/{i}", "upsert", "/r") for i in range(5)])
     running = q.claim(0)
     assert q.depth() == {"queued": 4, "running": 1}
-    q.conn.close()  # the process dies here: no done(), no release()
-    q2 = JobQueue(qpath)
+    _die(q)  # the process dies here: no done(), no release()
+    q2 = make_queue()
+    if q2.depth() != {"queued": 5}:  # PostgreSQL: the dead session may take a moment to leave
+        wait_until(lambda: q2.requeue_orphans() or q2.depth() == {"queued": 5}, 10, what="requeued")
     assert q2.depth() == {"queued": 5}
     got = set()
     while (j := q2.claim(0)) is not None:
@@ -52,8 +80,8 @@ def test_jobs_survive_a_restart_and_running_jobs_are_requeued(qpath):
     assert q2.depth() == {}
 
 
-def test_an_event_during_a_run_makes_the_job_run_again(qpath):
-    q = JobQueue(qpath)
+def test_an_event_during_a_run_makes_the_job_run_again(make_queue):
+    q = make_queue()
     q.put("c", "/r/a", "upsert")
     j = q.claim(0)
     q.put("c", "/r/a", "upsert")  # the file changed while it was being ingested
@@ -64,11 +92,11 @@ def test_an_event_during_a_run_makes_the_job_run_again(qpath):
     assert q.claim(0) is None
 
 
-def test_failures_back_off_then_fail_after_max_tries(qpath, monkeypatch):
+def test_failures_back_off_then_fail_after_max_tries(make_queue, monkeypatch):
     import ragweedd.store.job_queue as qmod
 
     monkeypatch.setattr(qmod, "BACKOFF_BASE_S", 0.2)
-    q = JobQueue(qpath, max_tries=3)
+    q = make_queue(max_tries=3)
     q.put("c", "/r/bad.pdf", "upsert")
     j = q.claim(0)
     assert q.fail(j, "broken xref", retryable=True) is True
@@ -87,15 +115,15 @@ def test_failures_back_off_then_fail_after_max_tries(qpath, monkeypatch):
     assert q.claim(0).tries == 0
 
 
-def test_non_retryable_failure_fails_at_once(qpath):
-    q = JobQueue(qpath, max_tries=5)
+def test_non_retryable_failure_fails_at_once(make_queue):
+    q = make_queue(max_tries=5)
     q.put("c", "/r/zipbomb.zip", "upsert")
     assert q.fail(q.claim(0), "ratio cap", retryable=False) is False
     assert q.depth() == {"failed": 1}
 
 
-def test_claim_waits_without_polling_and_wakes_on_put(qpath):
-    q = JobQueue(qpath)
+def test_claim_waits_without_polling_and_wakes_on_put(make_queue):
+    q = make_queue()
     got = []
     t = threading.Thread(target=lambda: got.append(q.claim(10)))
     t.start()
@@ -106,8 +134,8 @@ def test_claim_waits_without_polling_and_wakes_on_put(qpath):
     assert got and got[0].path == "/r/late"
 
 
-def test_close_waiters_releases_blocked_claims(qpath):
-    q = JobQueue(qpath)
+def test_close_waiters_releases_blocked_claims(make_queue):
+    q = make_queue()
     got = []
     t = threading.Thread(target=lambda: got.append(q.claim()))
     t.start()
@@ -129,10 +157,10 @@ def test_a_claim_walks_the_claim_index_instead_of_sorting_the_queue(tmp_path):
     q.close()
 
 
-def test_claim_passes_over_skipped_jobs_and_waits_instead_of_spinning(qpath):
+def test_claim_passes_over_skipped_jobs_and_waits_instead_of_spinning(make_queue):
     """The small-file lane skips the jobs it handed back (too big for it): it gets the next one, and
     with only skipped jobs ready it waits out its timeout (no busy loop on their past not_before)."""
-    q = JobQueue(qpath)
+    q = make_queue()
     q.put_many([("c", "/r/big.log", "upsert", "/r"), ("c", "/r/note.md", "upsert", "/r")])
     big = q.claim(0)
     assert big.path == "/r/big.log"
@@ -146,10 +174,10 @@ def test_claim_passes_over_skipped_jobs_and_waits_instead_of_spinning(qpath):
     assert q.claim(0).id == big.id  # a regular worker still gets it
 
 
-def test_a_released_job_wakes_a_worker_waiting_for_one(qpath):
+def test_a_released_job_wakes_a_worker_waiting_for_one(make_queue):
     # The small-file lane claims a big file and gives it back; a regular worker that asked for a
     # job while it was held waits with no deadline and must be woken by the release.
-    q = JobQueue(qpath)
+    q = make_queue()
     q.put("c", "/big.txt", "upsert")
     held = q.claim(timeout_s=1)
     assert held is not None

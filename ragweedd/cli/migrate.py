@@ -1,0 +1,55 @@
+"""``ragweedd migrate --to postgresql://…``: copy this machine's SQLite data directory (the
+``data_dir`` and ``state_dir`` of the configuration) into a PostgreSQL database with pgvector.
+
+The SQLite files are only read, so the copy can run beside a daemon; what the daemon writes while
+it runs is picked up by running the command again (it copies nothing twice). Afterwards set
+``store`` to the same URI (docs/postgres.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ragweedd.config import redact_dsn
+from ragweedd.errors import ConfigError
+
+
+def add_parser(sub: Any) -> None:
+    m = sub.add_parser("migrate", help="copy the SQLite index, ingest state and history into PostgreSQL")
+    m.add_argument("--to", required=True, metavar="URI",
+                   help="the PostgreSQL database (postgresql://...), with pgvector")
+    m.add_argument("--source-name", metavar="NAME",
+                   help="source name of this machine's paths there (default: config source_name, else the host name)")
+
+
+def run(cfg: Any, args: Any) -> int:
+    from ragweedd.paths import Paths
+    from ragweedd.store.backends import is_postgres
+    from ragweedd.store.pg_backend import PgBackend
+    from ragweedd.store.pg_copy import copy_to_postgres
+    from ragweedd.store.sqlite_backend import SqliteBackend
+
+    target = args.to
+    if not is_postgres(argparse.Namespace(store=target)):
+        raise ConfigError(f"migrate --to {redact_dsn(target)!r} is not a PostgreSQL URI",
+                          hint="give postgresql://USER@HOST:PORT/DBNAME (see docs/postgres.md)")
+    src = SqliteBackend(Paths.from_config(cfg))
+    dst = PgBackend(target, source=args.source_name or cfg.source_name)
+    try:
+        report = copy_to_postgres(src, dst, progress=lambda m: print(m, file=sys.stderr, flush=True))
+    finally:
+        dst.close()
+    doc = {"to": redact_dsn(target), "source": dst.source, **report.as_dict()}
+    if args.json:
+        print(json.dumps(doc))
+        return 0
+    print(f"copied into {doc['to']} as source {dst.source!r}:")
+    for name, c in report.collections.items():
+        print(f"  {name}: {c['copied']} of {c['documents']} documents copied, {c['paths_linked']} paths linked,"
+              f" {c['chunks']} chunks there")
+    print(f"  ingest state: {report.files} files; embed cache: {report.embed_cache}; history: {report.history}")
+    print(f"now set store = \"{redact_dsn(target)}\" in the configuration (password from ~/.pgpass)")
+    return 0

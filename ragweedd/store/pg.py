@@ -1,0 +1,197 @@
+"""PostgreSQL connections, transactions, numbered migrations and stored path names.
+
+The server backend keeps every collection, the ingest state, the job queue and the history in one
+PostgreSQL database (with the ``vector`` extension of pgvector), so several ragweedd processes on
+several machines share one index. Its schema is a list of numbered migrations recorded in
+``ragweedd_migrations``; they run under a transaction-wide advisory lock, so two daemons starting
+at once against a new database apply each migration exactly once.
+
+Connections are psycopg 3 in autocommit mode with rows as dicts (read by column name, as the
+storage seam says). Each store object owns one connection and a lock: a transaction runs on one
+thread at a time, and ``tx()`` opened inside another joins it as a savepoint, so a store method
+can run alone or inside a larger write.
+
+Path names: a PostgreSQL text value cannot hold NUL, which the SQLite form of an undecodable byte
+uses (store/pathnames.py). Here the SQLite form is taken and each NUL written as U+E000 followed by
+'x', and a U+E000 in a name written twice: injective, reversible, and character by character, so a
+folder's stored form stays a prefix of its children's.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+from ragweedd.config import redact_dsn
+from ragweedd.errors import StorageError
+from ragweedd.store.pathnames import from_db, to_db
+
+if TYPE_CHECKING:
+    import psycopg
+
+Migration = tuple[int, str, str]
+
+_MARK = "\ue000"
+_LOCK_MIGRATE = 0x72616777  # advisory lock key of schema changes ("ragw")
+
+
+def to_pg(path: str) -> str:
+    s = to_db(path)
+    if _MARK in s:
+        s = s.replace(_MARK, _MARK + _MARK)
+    if "\x00" in s:
+        s = s.replace("\x00", _MARK + "x")
+    return s
+
+
+def from_pg(text: str) -> str:
+    if _MARK not in text:
+        return from_db(text)
+    out, i = [], 0
+    while i < len(text):
+        ch = text[i]
+        if ch == _MARK and i + 1 < len(text):
+            out.append("\x00" if text[i + 1] == "x" else _MARK)
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    return from_db("".join(out))
+
+
+def maybe_from_pg(text: str | None) -> str | None:
+    return None if text is None else from_pg(text)
+
+
+def connect(dsn: str) -> psycopg.Connection:
+    """An autocommit connection with dict rows; a failure names the server without its password."""
+    try:
+        import psycopg
+        from psycopg.rows import dict_row
+    except ImportError as e:
+        raise StorageError("store is a PostgreSQL URI but the PostgreSQL driver is not installed",
+                           hint="pip install 'ragweedd[postgres]' (psycopg 3), or set store = \"sqlite\"") from e
+    try:
+        return psycopg.connect(dsn, autocommit=True, row_factory=dict_row)  # type: ignore[arg-type]
+    except psycopg.Error as e:
+        raise StorageError(f"cannot connect to PostgreSQL at {redact_dsn(dsn)}: {_first_line(e)}",
+                           hint="check the store URI in the config, that the server runs and accepts this "
+                                "user (password from ~/.pgpass or PGPASSWORD); see docs/postgres.md") from e
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+class PgConn:
+    """One connection, its lock and its transactions."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.conn = connect(dsn)
+        self.lock = threading.RLock()
+
+    def close(self) -> None:
+        with self.lock:
+            self.conn.close()
+
+    def _fresh(self) -> None:
+        """Open the connection again when the server dropped it (a restart, a failover, an idle
+        timeout): a store outlives its connection. Never inside a transaction, whose work is lost
+        with the connection and must fail."""
+        if (self.conn.closed or self.conn.broken) and self.conn.info.transaction_status.name != "INTRANS":
+            self.conn = connect(self.dsn)
+
+    @contextmanager
+    def tx(self) -> Iterator[Any]:
+        """A transaction (a savepoint inside one this thread already holds), under the lock."""
+        import psycopg
+
+        with self.lock:
+            self._fresh()
+            if self.conn.info.transaction_status.name == "IDLE":
+                # a lost connection shows itself only when used: find out before the work starts,
+                # while it can still be done on a new one (one round trip per transaction)
+                self.all("SELECT 1")
+            try:
+                with self.conn.transaction():
+                    yield self.conn
+            except psycopg.Error as e:
+                raise _storage_error(self.dsn, e) from e
+
+    def all(self, sql: str, args: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
+        import psycopg
+
+        with self.lock:
+            self._fresh()
+            try:
+                return self.conn.execute(sql, args).fetchall()  # type: ignore[arg-type,return-value]
+            except psycopg.OperationalError as e:
+                if not self._retry_after(e):
+                    raise _storage_error(self.dsn, e) from e
+                return self.conn.execute(sql, args).fetchall()  # type: ignore[arg-type,return-value]
+            except psycopg.Error as e:
+                raise _storage_error(self.dsn, e) from e
+
+    def _retry_after(self, e: BaseException) -> bool:
+        """A read or single statement outside a transaction that failed because the connection
+        was lost is tried once more on a new connection."""
+        if not (self.conn.closed or self.conn.broken) or self.conn.info.transaction_status.name == "INTRANS":
+            return False
+        self.conn = connect(self.dsn)
+        return True
+
+    def one(self, sql: str, args: Sequence[Any] | dict[str, Any] = ()) -> dict[str, Any] | None:
+        rows = self.all(sql, args)
+        return rows[0] if rows else None
+
+    def value(self, sql: str, args: Sequence[Any] | dict[str, Any] = ()) -> Any:
+        row = self.one(sql, args)
+        return None if row is None else next(iter(row.values()))
+
+    def run(self, sql: str, args: Sequence[Any] | dict[str, Any] = ()) -> int:
+        """One statement in the caller's transaction or its own; returns the rows it touched."""
+        import psycopg
+
+        with self.lock:
+            self._fresh()
+            try:
+                return self.conn.execute(sql, args).rowcount  # type: ignore[arg-type]
+            except psycopg.OperationalError as e:
+                if not self._retry_after(e):
+                    raise _storage_error(self.dsn, e) from e
+                return self.conn.execute(sql, args).rowcount  # type: ignore[arg-type]
+            except psycopg.Error as e:
+                raise _storage_error(self.dsn, e) from e
+
+
+def _storage_error(dsn: str, e: BaseException) -> StorageError:
+    return StorageError(f"PostgreSQL at {redact_dsn(dsn)}: {_first_line(e)}",
+                        hint="check that the server runs and has free disk space; see docs/postgres.md")
+
+
+def migrate(db: PgConn, migrations: Sequence[Migration]) -> list[int]:
+    """Apply the migrations whose number is not yet recorded; returns the numbers applied. A
+    database written by a newer ragweedd (numbers this one does not know) is refused."""
+    import time
+
+    applied: list[int] = []
+    with db.tx() as c:
+        c.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_MIGRATE,))
+        c.execute("CREATE TABLE IF NOT EXISTS ragweedd_migrations("
+                  "number integer PRIMARY KEY, name text NOT NULL, applied_at double precision NOT NULL)")
+        done = {r["number"] for r in c.execute("SELECT number FROM ragweedd_migrations").fetchall()}
+        unknown = done - {m[0] for m in migrations}
+        if unknown:
+            raise StorageError(
+                f"the PostgreSQL database {redact_dsn(db.dsn)} was written by a newer ragweedd "
+                f"(migrations {sorted(unknown)} unknown)",
+                hint="upgrade ragweedd on this machine to the version the other machines run")
+        for number, name, script in sorted(migrations):
+            if number in done:
+                continue
+            c.execute(script)
+            c.execute("INSERT INTO ragweedd_migrations VALUES (%s, %s, %s)", (number, name, time.time()))
+            applied.append(number)
+    return applied

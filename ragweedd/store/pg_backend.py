@@ -1,0 +1,90 @@
+"""The PostgreSQL implementation of the storage seam (ragweedd/store/protocols.py): one database
+with pgvector shared by every ragweedd process that names it in ``store``.
+
+Each store opened here has a connection of its own (a search's keyword and vector legs run side by
+side); the schema is brought forward once, when the backend opens. Paths are this machine's:
+``source`` (config ``source_name``, default the host name) goes with every path written.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import TYPE_CHECKING
+
+from ragweedd.store.pg import PgConn, migrate
+from ragweedd.store.pg_history import PgHistory
+from ragweedd.store.pg_idf import PgIdfCache
+from ragweedd.store.pg_ingest import PgIngest
+from ragweedd.store.pg_jobs import PgJobQueue
+from ragweedd.store.pg_rag import PgRag
+from ragweedd.store.pg_schema import MIGRATIONS
+
+
+def default_source() -> str:
+    return socket.gethostname() or "localhost"
+
+
+class PgBackend:
+    def __init__(self, dsn: str, *, source: str = "") -> None:
+        self.dsn = dsn
+        self.source = source or default_source()
+        # One connection of the backend's own for the small reads every search makes (which
+        # collections exist); each store gets its own.
+        self._db = PgConn(dsn)
+        migrate(self._db, MIGRATIONS)
+
+    def __repr__(self) -> str:
+        from ragweedd.config import redact_dsn
+
+        return f"PgBackend({redact_dsn(self.dsn)!r}, source={self.source!r})"
+
+    def open_rag(self, collection: str, *, readonly: bool = False) -> PgRag:
+        db = PgConn(self.dsn)
+        try:
+            return PgRag(db, collection, source=self.source, readonly=readonly)
+        except BaseException:
+            db.close()
+            raise
+
+    def has_rag(self, collection: str) -> bool:
+        return collection in self.indexed_collections()
+
+    def indexed_collections(self) -> list[str]:
+        return [r["name"] for r in self._db.all("SELECT name FROM collections ORDER BY name")]
+
+    def database_size(self) -> int:
+        """Bytes the database takes on the server (tables, indexes, TOAST)."""
+        return int(self._db.value("SELECT pg_database_size(current_database())"))
+
+    def close(self) -> None:
+        self._db.close()
+
+    def open_ingest(self, *, readonly: bool = False) -> PgIngest:
+        return PgIngest(self.dsn, source=self.source)
+
+    def open_jobs(self, *, max_tries: int) -> PgJobQueue:
+        return PgJobQueue(self.dsn, source=self.source, max_tries=max_tries)
+
+    def open_keyword_reader(self, collection: str) -> PgRag:
+        return self.open_rag(collection, readonly=True)
+
+    def open_idf_cache(self, *, timeout_s: float) -> PgIdfCache:
+        return PgIdfCache(self.dsn, timeout_s=timeout_s)
+
+    def open_history(self) -> PgHistory:
+        return PgHistory(self.dsn)
+
+
+if TYPE_CHECKING:
+    from ragweedd.store.protocols import HistoryRows, IdfCacheStore, IngestStore, JobStore, KeywordReader, RagStore
+    from ragweedd.store.protocols import StoreBackend
+
+    def _conforms(b: PgBackend) -> None:
+        # mypy checks here that the PostgreSQL stores keep the seam's shapes
+        _r: RagStore = b.open_rag("c")
+        _k: KeywordReader = b.open_keyword_reader("c")
+        _j: JobStore = b.open_jobs(max_tries=1)
+        _h: HistoryRows = b.open_history()
+        _i: IdfCacheStore = b.open_idf_cache(timeout_s=1)
+        _g: IngestStore = b.open_ingest()
+        _b: StoreBackend = b

@@ -1,0 +1,191 @@
+"""The durable ingest job queue on PostgreSQL, shared by every ragweedd process of one source.
+
+Same behaviour as JobQueue (store/job_queue.py): one row per (collection, path), the newest event
+wins, upserts before deletes, retries with backoff, failures kept. What differs:
+
+* Rows belong to a source (config ``source_name``): a path can only be read on the machine or
+  share that holds it, so a process claims only its own source's jobs; processes that watch the
+  same share under the same source name split its jobs between them.
+* A claim is ``SELECT … FOR UPDATE SKIP LOCKED``: two processes claiming at the same moment never
+  take the same row, and neither waits for the other.
+* A running row names its claimer (``claimed_by``: the claiming connection's server process id and
+  start time). A process that died (kill -9, a machine gone) loses its connection, so its rows are
+  the running rows whose claimer is no longer in ``pg_stat_activity``; they go back to queued when
+  a queue opens and whenever a claim finds nothing ready. A live process's jobs are never taken.
+* Another process's put does not wake this one's waiting claim: a claim waits at most
+  ``POLL_S`` before looking again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Collection
+
+from ragweedd.contract import shown_path
+from ragweedd.store import job_queue
+from ragweedd.store.job_queue import Job
+from ragweedd.store.pg import PgConn, from_pg, maybe_from_pg, to_pg
+
+POLL_S = 1.0
+
+_ME = ("SELECT pid::text || ':' || extract(epoch FROM backend_start)::text FROM pg_stat_activity"
+       " WHERE pid = pg_backend_pid()")
+_ORPHANS = ("UPDATE jobs SET state='queued' WHERE source=%s AND state='running' AND claimed_by IS NOT NULL"
+            " AND claimed_by NOT IN (SELECT pid::text || ':' || extract(epoch FROM backend_start)::text"
+            " FROM pg_stat_activity WHERE backend_start IS NOT NULL)")
+
+
+class PgJobQueue:
+    def __init__(self, dsn: str, *, source: str, max_tries: int = 3) -> None:
+        self.db = PgConn(dsn)
+        self.source = source
+        self.max_tries = max_tries
+        self._cond = threading.Condition()
+        self._closed = False
+        self.requeue_orphans()
+
+    @property
+    def unwritten(self) -> int:
+        return 0
+
+    def requeue_orphans(self) -> int:
+        """Running jobs of this source whose claimer's connection is gone go back to queued."""
+        return self.db.run(_ORPHANS, (self.source,))
+
+    def close_waiters(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        self.close_waiters()
+        self.db.close()
+
+    # --- producers ---------------------------------------------------------------------------
+    def put(self, collection: str, path: str, op: str, root: str | None = None, *, delay_s: float = 0.0) -> None:
+        self.put_many([(collection, path, op, root)], delay_s=delay_s)
+
+    def put_many(self, items: list[tuple[str, str, str, str | None]], *, delay_s: float = 0.0) -> int:
+        if not items:
+            return 0
+        now = time.time()
+        with self.db.tx() as c:
+            for collection, path, op, root in items:
+                if op not in ("upsert", "delete"):
+                    raise ValueError(f"job op must be 'upsert' or 'delete', not {op!r}")
+                c.execute(
+                    "INSERT INTO jobs AS j (source, collection, path, root, op, state, tries, not_before, enqueued_at,"
+                    " updated_at) VALUES (%s,%s,%s,%s,%s,'queued',0,%s,%s,%s)"
+                    " ON CONFLICT (source, collection, path) DO UPDATE SET op=excluded.op,"
+                    " root=coalesce(excluded.root, j.root),"
+                    " state=CASE WHEN j.state='running' THEN 'running' ELSE 'queued' END,"
+                    " tries=CASE WHEN j.state='running' THEN j.tries ELSE 0 END,"
+                    " not_before=excluded.not_before, error=NULL, updated_at=excluded.updated_at,"
+                    " enqueued_at=CASE WHEN j.state='running' THEN -1 ELSE j.enqueued_at END",
+                    (self.source, collection, to_pg(path), None if root is None else to_pg(root), op,
+                     now + delay_s, now, now))
+        with self._cond:
+            self._cond.notify_all()
+        return len(items)
+
+    # --- consumers ---------------------------------------------------------------------------
+    def claim(self, timeout_s: float | None = None, skip: Collection[int] = ()) -> Job | None:
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            with self._cond:
+                if self._closed:
+                    return None
+            job, next_at = self._try_claim(skip)
+            if job is not None:
+                return job
+            wait = POLL_S if next_at is None else min(POLL_S, max(0.0, next_at - time.time()))
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                wait = min(wait, left)
+            with self._cond:
+                if self._closed:
+                    return None
+                self._cond.wait(wait)
+
+    def _try_claim(self, skip: Collection[int] = ()) -> tuple[Job | None, float | None]:
+        now = time.time()
+        with self.db.tx() as c:
+            row = c.execute(
+                "SELECT * FROM jobs WHERE source=%s AND state='queued' AND not_before <= %s AND NOT (id = ANY(%s))"
+                " ORDER BY (op = 'delete'), id LIMIT 1 FOR UPDATE SKIP LOCKED",
+                (self.source, now, list(skip))).fetchone()
+            if row is None:
+                nxt = c.execute("SELECT min(not_before) AS t FROM jobs WHERE source=%s AND state='queued'"
+                                " AND NOT (id = ANY(%s))", (self.source, list(skip))).fetchone()
+                c.execute(_ORPHANS, (self.source,))
+                return None, (nxt["t"] if nxt else None)
+            # the claiming session as it is now (a connection lost and opened again is a new one)
+            c.execute("UPDATE jobs SET state='running', updated_at=%s, enqueued_at=abs(enqueued_at), claimed_by="
+                      f"({_ME}) WHERE id=%s", (now, row["id"]))
+        r: dict = row
+        return Job(int(r["id"]), r["collection"], from_pg(r["path"]), maybe_from_pg(r["root"]), r["op"],
+                   int(r["tries"])), None
+
+    def done(self, job: Job) -> None:
+        with self.db.tx() as c:
+            row = c.execute("SELECT enqueued_at FROM jobs WHERE id=%s FOR UPDATE", (job.id,)).fetchone()
+            if row is not None and row["enqueued_at"] < 0:
+                c.execute("UPDATE jobs SET state='queued', enqueued_at=%s, tries=0, claimed_by=NULL WHERE id=%s",
+                          (time.time(), job.id))
+            else:
+                c.execute("DELETE FROM jobs WHERE id=%s", (job.id,))
+        with self._cond:
+            self._cond.notify_all()
+
+    def fail(self, job: Job, error: str, *, retryable: bool = True) -> bool:
+        tries = job.tries + 1
+        error = shown_path(error)
+        retry = retryable and tries < self.max_tries
+        now = time.time()
+        with self.db.tx() as c:
+            row = c.execute("SELECT enqueued_at FROM jobs WHERE id=%s FOR UPDATE", (job.id,)).fetchone()
+            if row is not None and row["enqueued_at"] < 0:
+                retry = True
+                c.execute("UPDATE jobs SET state='queued', tries=0, not_before=%s, enqueued_at=%s, error=%s,"
+                          " claimed_by=NULL WHERE id=%s", (now, now, error, job.id))
+            elif retry:
+                wait = min(job_queue.BACKOFF_MAX_S, job_queue.BACKOFF_BASE_S * (2 ** (tries - 1)))
+                c.execute("UPDATE jobs SET state='queued', tries=%s, not_before=%s, error=%s, updated_at=%s,"
+                          " claimed_by=NULL WHERE id=%s", (tries, now + wait, error, now, job.id))
+            else:
+                c.execute("UPDATE jobs SET state='failed', tries=%s, error=%s, updated_at=%s, claimed_by=NULL"
+                          " WHERE id=%s", (tries, error, now, job.id))
+        with self._cond:
+            self._cond.notify_all()
+        return retry
+
+    def release(self, job: Job) -> None:
+        self.db.run("UPDATE jobs SET state='queued', claimed_by=NULL WHERE id=%s AND state='running'", (job.id,))
+        with self._cond:
+            self._cond.notify_all()
+
+    # --- reading -----------------------------------------------------------------------------
+    def depth(self, collection: str | None = None) -> dict[str, int]:
+        """Jobs of this source by state, of one collection or all."""
+        if collection:
+            rows = self.db.all("SELECT state, count(*) AS n FROM jobs WHERE source=%s AND collection=%s GROUP BY state",
+                               (self.source, collection))
+        else:
+            rows = self.db.all("SELECT state, count(*) AS n FROM jobs WHERE source=%s GROUP BY state", (self.source,))
+        return {r["state"]: int(r["n"]) for r in rows}
+
+    def pending_paths(self, collection: str) -> set[str]:
+        return {from_pg(r["path"]) for r in self.db.all(
+            "SELECT path FROM jobs WHERE source=%s AND collection=%s AND state <> 'failed'", (self.source, collection))}
+
+    def failed(self, limit: int = 50) -> list[dict]:
+        return [{**r, "path": from_pg(r["path"])} for r in self.db.all(
+            "SELECT collection, path, op, tries, error FROM jobs WHERE source=%s AND state='failed'"
+            " ORDER BY id LIMIT %s",
+            (self.source, limit))]
+
+    def drop_collection(self, collection: str) -> None:
+        self.db.run("DELETE FROM jobs WHERE source=%s AND collection=%s", (self.source, collection))

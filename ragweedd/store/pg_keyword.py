@@ -1,0 +1,169 @@
+"""The keyword leg on PostgreSQL: full text search over ``chunks.tsv`` (GIN), ranked by ts_rank_cd.
+
+The query planner (query/fts_plan.py, query/keyword.py) writes FTS5 expressions: quoted strings
+(a phrase when several words) joined by AND / OR, with parentheses. ``tsquery_sql`` turns such an
+expression into a tsquery built by PostgreSQL itself (``phraseto_tsquery('english', …)`` per quoted
+string, so the words are stemmed as the index was), with the strings passed as parameters: no
+text of a query ever becomes SQL. Anything else in an expression is refused.
+
+Ranking: BM25 as FTS5's bm25() computes it (query/bm25.py), in SQL over the tsvector: PostgreSQL's
+own ``ts_rank_cd`` knows no document frequencies and ranked SciFact far worse (docs/postgres.md).
+
+Terms given to ``df_term`` and ``row_stats`` are the Porter stems the SQLite index holds
+(store/fts_reader.py); PostgreSQL's 'english' Snowball stemmer agrees on nearly all English words,
+and they are looked up as lexemes as they are.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ragweedd.errors import RequestError
+from ragweedd.store.pg import PgConn
+
+# FTS5's bm25() constants, which query/bm25.py rescoring uses too: scores of both add up.
+K1 = 1.2
+B = 0.75
+
+_TOKEN = re.compile(r'\s*(?:"((?:[^"]|"")*)"|(AND|OR|NOT)\b|(\()|(\)))')
+
+
+def tsquery_sql(expr: str) -> tuple[str, list[str]]:
+    """(SQL of a tsquery, its parameters) for an FTS5 expression of quoted strings, AND, OR, NOT
+    and parentheses. Raises RequestError on anything else."""
+    pos, toks = 0, []
+    expr = expr.strip()
+    while pos < len(expr):
+        m = _TOKEN.match(expr, pos)
+        if not m or m.end() == pos:
+            raise RequestError(f"keyword expression {expr!r} has something other than quoted words, AND, OR "
+                               f"and parentheses at {pos}")
+        if m.group(1) is not None:
+            toks.append(("S", m.group(1).replace('""', '"')))
+        elif m.group(2):
+            toks.append(("OP", m.group(2)))
+        else:
+            toks.append(("P", "(" if m.group(3) else ")"))
+        pos = m.end()
+    params: list[str] = []
+    i = 0
+
+    def primary() -> str:
+        nonlocal i
+        if i >= len(toks):
+            raise RequestError(f"keyword expression {expr!r} ends too early")
+        kind, val = toks[i]
+        i += 1
+        if kind == "S":
+            params.append(val)
+            return "phraseto_tsquery('english', %s)"
+        if (kind, val) == ("P", "("):
+            inner = disjunction()
+            if i >= len(toks) or toks[i] != ("P", ")"):
+                raise RequestError(f"keyword expression {expr!r} has an unclosed parenthesis")
+            i += 1
+            return inner
+        raise RequestError(f"keyword expression {expr!r}: unexpected {val!r}")
+
+    def conjunction() -> str:
+        # FTS5: NOT binds tighter than AND, AND tighter than OR; juxtaposition is AND
+        nonlocal i
+        out = primary()
+        while i < len(toks) and toks[i] != ("OP", "OR") and toks[i] != ("P", ")"):
+            if toks[i] == ("OP", "NOT"):
+                i += 1
+                out = f"({out} && !!{primary()})"
+                continue
+            if toks[i] == ("OP", "AND"):
+                i += 1
+            out = f"({out} && {primary()})"
+        return out
+
+    def disjunction() -> str:
+        nonlocal i
+        out = conjunction()
+        while i < len(toks) and toks[i] == ("OP", "OR"):
+            i += 1
+            out = f"({out} || {conjunction()})"
+        return out
+
+    sql = disjunction()
+    if i != len(toks):
+        raise RequestError(f"keyword expression {expr!r}: unexpected {toks[i][1]!r}")
+    return sql, params
+
+
+class PgKeyword:
+    """Keyword reads of one collection; mixed into PgRag and used alone as its KeywordReader."""
+
+    db: PgConn
+    collection_id: int
+
+    def keyword_match(self, expr: str, limit: int) -> list[tuple[int, float]]:
+        """[(chunk id, BM25 score, higher is better)] for an FTS5-style expression, best first.
+
+        Rows are found by the tsquery (GIN) and scored in the database by BM25 with FTS5's formula
+        and constants (query/bm25.py): the expression's lexemes, their document frequencies in the
+        collection, each row's term counts from its tsvector positions and its token count. Every
+        step is MATERIALIZED: inlined, the planner may count a term's rows once per candidate."""
+        q, params = tsquery_sql(expr)
+        words = list(params)
+        rows = self.db.all(
+            f"""WITH t AS MATERIALIZED (SELECT {q} AS q),
+            terms AS MATERIALIZED (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', w))) AS lex
+                      FROM unnest(%s::text[]) AS w),
+            stats AS MATERIALIZED (SELECT count(*)::float8 AS n, greatest(avg(tokens), 1)::float8 AS avgdl
+                      FROM chunks WHERE collection_id = %s),
+            df AS MATERIALIZED (SELECT terms.lex, greatest(ln((stats.n - d.n + 0.5) / (d.n + 0.5)), 1e-6) AS idf
+                   FROM terms, stats, LATERAL (SELECT count(*)::float8 AS n FROM chunks c
+                        WHERE c.collection_id = %s AND c.tsv @@ to_tsquery('simple', quote_literal(terms.lex))) d),
+            cand AS MATERIALIZED (SELECT c.id, c.tsv, c.tokens FROM chunks c, t
+                                  WHERE c.collection_id = %s AND c.tsv @@ t.q)
+            SELECT cand.id, sum(df.idf * f.tf * {K1 + 1} / (f.tf + {K1} * (1 - {B} + {B} * cand.tokens / stats.avgdl)))
+                   AS s
+            FROM cand CROSS JOIN stats CROSS JOIN LATERAL unnest(cand.tsv) AS u
+                 JOIN df ON df.lex = u.lexeme
+                 CROSS JOIN LATERAL (SELECT coalesce(array_length(u.positions, 1), 1)::float8 AS tf) f
+            GROUP BY cand.id ORDER BY s DESC, cand.id LIMIT %s""",
+            [*params, words, self.collection_id, self.collection_id, self.collection_id, limit])
+        return [(int(r["id"]), float(r["s"])) for r in rows]
+
+    def match(self, expr: str, limit: int) -> list[tuple[int, float]]:
+        return self.keyword_match(expr, limit)
+
+    def df_term(self, term: str) -> int:
+        """Rows holding the lexeme ``term`` as it is (not stemmed again)."""
+        return int(self.db.value(
+            "SELECT count(*) FROM chunks WHERE collection_id=%s AND tsv @@ to_tsquery('simple', quote_literal(%s))",
+            (self.collection_id, term)))
+
+    def df_match(self, term: str) -> int:
+        """Rows holding the words of ``term`` as a phrase."""
+        return int(self.db.value("SELECT count(*) FROM chunks WHERE collection_id=%s"
+                                 " AND tsv @@ phraseto_tsquery('english', %s)", (self.collection_id, term)))
+
+    def df_word(self, word: str) -> int:
+        return self.df_match(word)
+
+    def row_stats(self, ids: list[int], terms: list[str]) -> tuple[dict[int, int], dict[int, dict[str, int]]]:
+        lengths = {int(r["id"]): int(r["tokens"]) for r in self.db.all(
+            "SELECT id, tokens FROM chunks WHERE collection_id=%s AND id = ANY(%s)", (self.collection_id, list(ids)))}
+        counts: dict[int, dict[str, int]] = {}
+        if terms:
+            for r in self.db.all(
+                    "SELECT c.id, t.lexeme, coalesce(array_length(t.positions, 1), 1) AS n FROM chunks c,"
+                    " unnest(c.tsv) AS t WHERE c.collection_id=%s AND c.id = ANY(%s) AND t.lexeme = ANY(%s)",
+                    (self.collection_id, list(ids), list(terms))):
+                counts.setdefault(int(r["id"]), {})[r["lexeme"]] = int(r["n"])
+        return lengths, counts
+
+    def mean_row_tokens(self) -> float:
+        return float(self.db.value("SELECT coalesce(avg(tokens), 0) FROM chunks WHERE collection_id=%s",
+                                   (self.collection_id,)))
+
+    def version(self) -> tuple[int, int]:
+        r: Any = self.db.one(
+            "SELECT (SELECT coalesce(max(seq), 0) FROM changes WHERE collection_id=%(c)s) AS a,"
+            " (SELECT coalesce(max(id), 0) FROM chunks WHERE collection_id=%(c)s) AS b", {"c": self.collection_id})
+        return int(r["a"]), int(r["b"])

@@ -1,0 +1,38 @@
+"""The ``store`` key: SQLite by default, a PostgreSQL URI otherwise, and its password never shown."""
+
+import pytest
+
+from ragweedd.cli.command import _shown
+from ragweedd.config import _BY_ATTR, load_config, redact_dsn
+from ragweedd.errors import ConfigError
+
+
+def test_default_is_sqlite_and_a_postgres_uri_is_taken():
+    assert load_config(text="", env={}).store == "sqlite"
+    cfg = load_config(text='store = "postgresql://rw:pw@db.lan:5432/rag"\nsource_name = "laptop"', env={})
+    assert cfg.store == "postgresql://rw:pw@db.lan:5432/rag" and cfg.source_name == "laptop"
+
+
+@pytest.mark.parametrize("value", ["mysql://rw:hunter2@db/rag", "hunter2-postgres", "sqlite3"])
+def test_a_bad_store_names_the_key_what_is_allowed_and_hides_the_password(value):
+    with pytest.raises(ConfigError) as e:
+        load_config(text=f'store = "{value}"', env={})
+    assert "'store'" in str(e.value) and "postgresql://" in str(e.value)
+    if "hunter2@" in value:
+        assert "hunter2" not in str(e.value)
+
+
+@pytest.mark.parametrize("uri, shown", [
+    ("postgresql://rw:s3cret@db.lan:5432/rag", "postgresql://rw:***@db.lan:5432/rag"),
+    ("postgresql://rw@db.lan/rag?sslmode=require&password=s3cret", "postgresql://rw@db.lan/rag?sslmode=require&password=***"),
+    ("postgres://:s3cret@/rag?host=/run/pg", "postgres://:***@/rag?host=/run/pg"),
+    ("postgresql://rw@db.lan/rag", "postgresql://rw@db.lan/rag"),
+    ("sqlite", "sqlite"),
+])
+def test_redact_dsn(uri, shown):
+    assert redact_dsn(uri) == shown
+
+
+def test_check_config_shows_the_store_without_its_password():
+    cfg = load_config(text='store = "postgresql://rw:s3cret@db.lan/rag"', env={})
+    assert _shown(_BY_ATTR["store"], cfg) == "postgresql://rw:***@db.lan/rag"

@@ -195,9 +195,11 @@ def test_a_failed_job_is_kept_with_its_error(backend):
         q.close()
 
 
-def test_two_queues_never_claim_the_same_job(backend):
-    if isinstance(backend, SqliteBackend):
-        pytest.skip("one SQLite queue per data directory: concurrent claimers meet only on PostgreSQL")
+def test_two_queues_never_claim_the_same_job(pg_dsn):
+    # PostgreSQL only: a SQLite data directory has one queue and one daemon (its writer lock)
+    from ragweedd.store.pg_backend import PgBackend
+
+    backend = PgBackend(pg_dsn, source="laptop")
     a, b = backend.open_jobs(max_tries=3), backend.open_jobs(max_tries=3)
     try:
         a.put_many([("c", f"/r/{i}.txt", "upsert", "/r") for i in range(200)])

@@ -78,3 +78,53 @@ def test_yes_no():
     assert yes_no("Yes.") is True and yes_no("no, it does not") is False
     assert yes_no("The passage says yes") is True
     assert yes_no("maybe") is None and yes_no("it could be yes or no") is None
+
+
+NOTES = [{"n": 5, "text": "Note 6. The barge carried 600 tons of coal to the mill."},
+         {"n": 6, "text": "Note 20. The warehouse stored 2000 tons of salt."}]
+
+
+def test_an_unrelated_second_source_sharing_only_common_words_is_flagged():
+    """[6] holds "note" and "tons" but none of the claim's numbers, names or own terms."""
+    five, six = verify("Note 6 carried 600 tons [5][6].", NOTES)
+    assert five["supported"] is True
+    assert six["n"] == 6 and six["supported"] is False and six["score"] == 0.4
+    assert six["missing"] == ["6", "600", "carried"]  # as the claim writes it, not the stem "carri"
+
+
+def test_several_sources_each_holding_a_different_part_are_all_supported():
+    srcs = [{"n": 1, "text": "Acme reported revenue of $4.2 billion in 2022."},
+            {"n": 2, "text": "The chief executive of Acme is Jane Doe, appointed in 2019."},
+            {"n": 3, "text": "The barge carried 600 tons of coal to the mill and revenue grew."}]
+    checks = verify("Acme, led by Jane Doe since 2019, reported revenue of $4.2 billion in 2022 [1][2].", srcs)
+    assert [(c["n"], c["supported"]) for c in checks] == [(1, True), (2, True)]
+    # terms only, no numbers or names: each holds one the other lacks
+    terms = [{"n": 1, "text": "The valve was replaced after the leak."},
+             {"n": 2, "text": "The pump was inspected after the leak."}]
+    checks = verify("After the leak the valve was replaced and the pump inspected [1][2].", terms)
+    assert [c["supported"] for c in checks] == [True, True]
+    # the same two, with a third that shares only "leak"
+    checks = verify("After the leak the valve was replaced and the pump inspected [1][2][3].",
+                    terms + [{"n": 3, "text": "A leak is a hole."}])
+    assert [c["supported"] for c in checks] == [True, True, False]
+
+
+REVENUE = {"n": 1, "text": "Segment results (in millions). Percentage of total revenue 9% 11% 11%. "
+                           "Total revenue $ 4,795.5 $ 4,300.1. Employees 12,000."}
+
+
+def test_a_scaled_number_matches_its_rounded_value_in_a_table_in_millions():
+    (c,) = verify("Total revenue was $4.8 billion [1].", [REVENUE])
+    assert c["supported"] is True and c["score"] == 1.0
+    assert c["source_sentence"]["text"] == "Total revenue $ 4,795.5 $ 4,300.1."
+    # a wrong value is still wrong, and written as the claim writes it
+    (bad,) = verify("Total revenue was $4.9 billion [1].", [REVENUE])
+    assert bad["supported"] is False and bad["missing"] == ["4.9"]
+    # the claim's precision decides: 4.800 billion is not 4,795.5 million
+    (fine,) = verify("Total revenue was $4.800 billion [1].", [REVENUE])
+    assert fine["supported"] is False
+    # "12k" employees is 12,000; a bare number is matched as written only
+    (k,) = verify("Total revenue came with 12k employees [1].", [REVENUE])
+    assert "12" not in k["missing"]
+    (bare,) = verify("There were 4.8 employees [1].", [REVENUE])
+    assert "4.8" in bare["missing"]

@@ -445,6 +445,7 @@ class HydeMeta(TypedDict):
     best_score_after: NotRequired[float | None]
     error: NotRequired[str]
     error_code: NotRequired[str]
+    cached_from: NotRequired[dict[str, Any]]  # a cache hit: cost 0 here, the stored search's hyde in it
 
 
 class SearchResult(TypedDict):

@@ -123,15 +123,22 @@ class Searcher:
                                     hint="check the collection names (ragweedctl status lists them)")
         cache_key = versions = None
         if self.cache is not None:
-            cache_key = (mode, fusion, tuple(sorted(c.name for c in cols)), repr(sorted(filters.as_dict().items())),
-                         limit, depth, fts_depth)
+            # filter lists are sets: their order changes nothing (cols keep the searcher's order)
+            as_sets = sorted((k, sorted(v) if isinstance(v, list) else v) for k, v in filters.as_dict().items())
+            cache_key = (mode, fusion, tuple(sorted(c.name for c in cols)), repr(as_sets), limit, depth, fts_depth)
             # read before the search runs: a write meanwhile leaves the entry older than the data
             versions = {c.name: c.rag.search_version() for c in cols}
             qvec0 = self._query_vector(query) if mode != "keyword" else None
             hit, cache_meta = self.cache.lookup(cache_key, versions, query, qvec0)
             if hit is not None:
-                hit["retrieval_meta"].update(query=query, cache=cache_meta,
+                hit["retrieval_meta"].update(query=query, cache=cache_meta, filters=filters.as_dict(),
                                              timings_ms={"cache": _ms(t0), "total": _ms(t0)})
+                hyde = hit["retrieval_meta"].get("hyde")
+                if hyde:  # nothing was called this time: the stored search's cost is kept apart
+                    hit["retrieval_meta"]["hyde"] = {**{k: v for k, v in hyde.items() if k in ("used", "gate",
+                                                        "best_score", "best_score_after", "provider", "model")},
+                                                     "calls": 0, "input_tokens": 0, "output_tokens": 0, "ms": 0,
+                                                     "cached_from": hyde}
                 return hit
         allowed = {c.name: filters.allowed_ids(c.rag) for c in cols}
         timings: dict[str, float] = {"filters": _ms(t0)}

@@ -16,6 +16,8 @@ embed nothing, so they match only the same query text (whitespace and case aside
 
 Two queries must also hold the same numbers: the embedder puts "revenue of apple in 2022" at
 0.981 of "... in 2023" (benchmarks/search_cache_threshold.py), above any useful threshold.
+The same for scale words (thousand, million, billion, trillion; k, m, mn, bn, tn): "... in million"
+and "... in billion" embed at 0.987.
 
 Entries are kept least recently used first out, ``search_cache_size`` at most; results are copied in
 and out, so a later stage (the rerank) never changes a cached result.
@@ -44,6 +46,9 @@ class _Entry:
 
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+# scale words are part of a number: "revenue in million" and "... in billion" embed at 0.987
+_SCALE = re.compile(r"(?<![a-z])(thousand|million|billion|trillion)s?(?![a-z])|(?<=\d)\s?(k|m|mn|bn|tn)(?![a-z])")
+_SCALE_NAME = {"k": "thousand", "m": "million", "mn": "million", "bn": "billion", "tn": "trillion"}
 
 
 def normal_text(query: str) -> str:
@@ -51,7 +56,9 @@ def normal_text(query: str) -> str:
 
 
 def numbers_of(query: str) -> tuple[str, ...]:
-    return tuple(sorted(_NUMBER.findall(query)))
+    """The query's numbers and scale words ("12m" and "12 million" alike), which a hit must share."""
+    scales = [word or _SCALE_NAME[abbr] for word, abbr in _SCALE.findall(query.lower())]
+    return tuple(sorted(_NUMBER.findall(query))) + tuple(sorted(scales))
 
 
 class SemanticCache:

@@ -200,5 +200,12 @@ def test_a_fallen_back_search_is_not_cached_so_the_next_one_tries_again(world, s
         assert second["retrieval_meta"]["cache"]["hit"] is False and second["retrieval_meta"]["hyde"]["used"]
         third = svc.search(VAGUE, None, 4, mode="dense")
         assert third["retrieval_meta"]["cache"]["hit"] is True and len(server.requests) == 2
+        # the hit called nothing: zero cost, the stored search's own kept apart
+        stored, served = second["retrieval_meta"]["hyde"], third["retrieval_meta"]["hyde"]
+        assert stored["calls"] == 1 and stored["input_tokens"] > 0
+        assert served == {"used": True, "gate": stored["gate"], "best_score": stored["best_score"],
+                          "best_score_after": stored["best_score_after"], "provider": stored["provider"],
+                          "model": stored["model"], "calls": 0, "input_tokens": 0, "output_tokens": 0, "ms": 0,
+                          "cached_from": stored}
     finally:
         svc.close()

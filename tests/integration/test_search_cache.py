@@ -95,6 +95,17 @@ def test_every_option_that_changes_the_result_is_in_the_key(engine):
         assert _cache(svc.search(Q, **kw))["hit"] is True, kw
 
 
+def test_the_order_of_the_collections_and_filter_lists_does_not_split_the_cache(engine):
+    svc, *_ = engine
+    first = svc.search(Q, ["papers", "mail"])
+    assert _cache(first)["hit"] is False
+    swapped = svc.search(Q, ["mail", "papers"])
+    assert _cache(swapped)["hit"] is True and swapped["results"] == first["results"]
+    assert swapped["retrieval_meta"]["filters"]["collections"] == ["mail", "papers"]  # as asked this time
+    assert _cache(svc.search(Q, ["mail", "papers"], file_type="md"))["hit"] is False
+    assert _cache(svc.search(Q, ["papers", "mail"], file_type="md"))["hit"] is True
+
+
 def test_an_edited_file_makes_the_next_identical_query_a_miss_with_the_new_text(engine):
     svc, pipe, roots, _ = engine
     before = svc.search(Q, ["papers"])
@@ -161,6 +172,21 @@ def test_numbers_must_match_however_close_the_embeddings():
     cache.store("k", {"c": (1, 1, 0, 1)}, "apple revenue 2022", v, res)
     assert cache.lookup("k", {"c": (1, 1, 0, 1)}, "apple revenue 2023", v)[0] is None
     assert cache.lookup("k", {"c": (1, 1, 0, 1)}, "Apple revenue in 2022", v)[0] is not None
+
+
+
+def test_scale_words_must_match_like_numbers():
+    """"million" and "billion" embed at 0.987 in otherwise equal queries: they are part of a number."""
+    cache = SemanticCache(8, 0.5)
+    v = np.ones(4, dtype=np.float32) / 2
+    ver = {"c": (1,)}
+    cache.store("k", ver, "apple revenue in million dollars", v, {"results": [], "retrieval_meta": {"query": "q"}})
+    assert cache.lookup("k", ver, "apple revenue in billion dollars", v)[0] is None
+    assert cache.lookup("k", ver, "apple revenue in millions of dollars", v)[0] is not None
+    cache.store("k", ver, "sales of 12m units", v, {"results": [], "retrieval_meta": {"query": "q"}})
+    assert cache.lookup("k", ver, "sales of 12 million units", v)[0] is not None
+    assert cache.lookup("k", ver, "sales of 12bn units", v)[0] is None
+    assert cache.lookup("k", ver, "sales of 12 units", v)[0] is None
 
 
 def test_lru_bound_stale_entries_dropped_and_copies_handed_out():

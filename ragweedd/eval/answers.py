@@ -16,8 +16,12 @@ Each question of a JSON Lines file is searched and answered exactly as ``ragweed
   of ``[N]`` citations whose source holds the claim.
 
 A judge failure (provider error, a reply that is not the JSON asked for) leaves that metric empty
-for that question with the error recorded; the run goes on. Means come with 95 % bootstrap
-intervals over the questions that have a value.
+for that question with the error recorded; the run goes on. But a provider that cannot work at all
+-- a rejected key, an unknown model, a server it cannot reach -- stops the run on the first
+question, from the judge or from the answering model: every later call would fail the same way.
+An answer detected as a refusal and nothing else (``refused_only``) is not judged for faithfulness
+(nothing to be faithful to): the metric is N/A for it. Means come with 95 % bootstrap intervals
+over the questions that have a value.
 """
 
 from __future__ import annotations
@@ -81,6 +85,21 @@ class Item:
 
 class JudgeError(Exception):
     pass
+
+
+def hopeless(e: BaseException) -> bool:
+    """A provider failure that every later call would repeat: key, model name, or no connection."""
+    from ragweedd.errors import ProviderAuthError, ProviderError, ProviderModelMissing
+
+    if isinstance(e, (ProviderAuthError, ProviderModelMissing)):
+        return True
+    return isinstance(e, ProviderError) and ("cannot connect" in e.message or "cannot reach" in e.message)
+
+
+def _stopped(e: Any, who: str, fix: str) -> Exception:
+    """``e`` again (same class, same exit code), saying the run stopped and what to change."""
+    msg = f"eval answers stopped at the first question: {who} failed: {e.message}"
+    return type(e)(msg, hint=f"{e.hint}; {fix}" if e.hint else fix)
 
 
 def load(path: str | os.PathLike) -> list[Item]:
@@ -204,9 +223,11 @@ def _fill(template: str, **values: str) -> str:
     return re.sub(r"\{([A-Z]+)\}", lambda m: values.get(m.group(1), m.group(0)), template)
 
 
-async def judge_one(item: Item, done: dict, judge) -> dict[str, Any]:
+async def judge_one(item: Item, done: dict, judge, *, stop_hopeless: bool = False) -> dict[str, Any]:
     """The scores of one answered question: {metric: value or None}, ``errors`` {metric: why},
-    and the judge's cost. Calls run one after another, so a rate-limited judge is not flooded."""
+    ``not_applicable`` (metrics with no value by nature: faithfulness of a refusal), and the judge's
+    cost. Calls run one after another, so a rate-limited judge is not flooded. ``stop_hopeless``:
+    a provider failure that every later call would repeat (``hopeless``) is raised, not recorded."""
     sources = [s for s in done.get("sources") or []]
     answer = done.get("answer") or ""
     scores: dict[str, Any] = {m: None for m in METRICS}
@@ -227,10 +248,18 @@ async def judge_one(item: Item, done: dict, judge) -> dict[str, Any]:
         except JudgeError as e:
             errors[name] = str(e)
         except Exception as e:  # noqa: BLE001 - one failed judge call must not end the run
+            if stop_hopeless and hopeless(e):
+                raise _stopped(e, f"the judge {getattr(judge, 'spec', '')}".rstrip(),
+                               "pass a working --judge PROVIDER:MODEL or fix [llm] judge") from None
             errors[name] = f"{type(e).__name__}: {str(e)[:300]}"
 
     ctx = _context(sources)
-    if sources and answer.strip():
+    not_applicable: list[str] = []
+    # a refusal claims nothing (docs/answers.md); an answer that refuses one part and answers the
+    # rest (refused, not refused_only) has claims to judge
+    if done.get("refused_only", done.get("refused")):
+        not_applicable.append("faithfulness")
+    elif sources and answer.strip():
         async def faith() -> float | None:
             return score_faithfulness(await ask(_fill(FAITHFULNESS, CONTEXT=ctx, ANSWER=answer)))
 
@@ -263,14 +292,16 @@ async def judge_one(item: Item, done: dict, judge) -> dict[str, Any]:
     cv = done.get("citations_verified")
     if cv and cv.get("checked"):
         scores["citations"] = cv["supported"] / cv["checked"]
-    return {"scores": scores, "errors": errors, "judge": cost,
+    return {"scores": scores, "errors": errors, "not_applicable": not_applicable, "judge": cost,
             "recall_method": "judge" if item.reference else "files" if item.relevant else None}
 
 
 async def evaluate(items: Sequence[Item], answer: Callable[[str], Awaitable[dict]], judge, *,
-                   progress: Callable[[str], None] | None = None, samples: int = 1000) -> dict[str, Any]:
+                   progress: Callable[[str], None] | None = None, samples: int = 1000,
+                   answer_spec: str | None = None) -> dict[str, Any]:
     """Answer and score every item; ``answer(question)`` returns the answer's done record. A
-    question whose answer fails is recorded with its error and left out of every mean."""
+    question whose answer fails is recorded with its error and left out of every mean, except on
+    the first question a ``hopeless`` provider failure, which stops the run (raised)."""
     from ragweedd.errors import RagweedError
     from ragweedd.eval.metrics import bootstrap_ci
 
@@ -280,13 +311,16 @@ async def evaluate(items: Sequence[Item], answer: Callable[[str], Awaitable[dict
         try:
             done = await answer(item.question)
         except RagweedError as e:
+            if i == 1 and hopeless(e):
+                raise _stopped(e, f"the answering model {answer_spec or ''}".rstrip(),
+                               "fix [llm] synthesis (the model that answers)") from None
             row.update(error=e.to_dict(), scores={m: None for m in METRICS}, errors={})
             rows.append(row)
             continue
         row.update(answer=done.get("answer"), mode=done.get("mode"), refused=done.get("refused"),
                    sources=[{"n": s.get("n"), "file": os.path.basename(s.get("source_file") or ""),
                              "page": s.get("page_label")} for s in done.get("sources") or []])
-        row.update(await judge_one(item, done, judge))
+        row.update(await judge_one(item, done, judge, stop_hopeless=i == 1))
         rows.append(row)
         if progress:
             progress(f"{i}/{len(items)} questions")
@@ -296,7 +330,8 @@ async def evaluate(items: Sequence[Item], answer: Callable[[str], Awaitable[dict
         lo, hi = bootstrap_ci(vals, samples=samples)
         metrics[m] = {"mean": sum(vals) / len(vals) if vals else None, "lo": lo if vals else None,
                       "hi": hi if vals else None, "n": len(vals),
-                      "errors": sum(1 for r in rows if m in r.get("errors", {}))}
+                      "errors": sum(1 for r in rows if m in r.get("errors", {})),
+                      "not_applicable": sum(1 for r in rows if m in r.get("not_applicable", []))}
     return {"questions": len(rows), "failed": sum(1 for r in rows if "error" in r),
             "judge": getattr(judge, "spec", None), "metrics": metrics, "per_question": rows}
 
@@ -311,4 +346,14 @@ def table(res: dict[str, Any]) -> str:
         else:
             iv = f"[{m['lo']:.3f}, {m['hi']:.3f}]"
             lines.append(f"{name:<18} {m['mean']:6.3f}  {iv:<16} {m['n']:>4} {m['errors']:>6}")
+    for name, m in res["metrics"].items():
+        if m.get("not_applicable"):
+            lines.append(f"{name}: N/A for {m['not_applicable']} refused answer(s), not judged")
+    failures = [(r["id"], "answer", r["error"].get("message", "")) for r in res["per_question"] if r.get("error")]
+    failures += [(r["id"], k, v) for r in res["per_question"] for k, v in (r.get("errors") or {}).items()]
+    if failures:
+        qid, what, msg = failures[0]
+        first = " ".join(str(msg).split())[:300]
+        lines += ["", f"{len(failures)} error(s); the first, {what} of question {qid}: {first}",
+                  "(every error is in --json / --out, per question)"]
     return "\n".join(lines)

@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
                                         "collection")
     q.add_argument("file", help='JSONL: {"query", "relevant": [{"file", "page"?}]} per line, or FinanceBench\'s '
                                 "questions.jsonl")
-    q.add_argument("--collection", action="append", required=True,
+    q.add_argument("--collection", "-c", action="append", required=True,
                    help="collection to search (repeat for several)").completer = "collections"  # type: ignore[attr-defined]
     q.add_argument("--mode", choices=("hybrid", "dense", "keyword"), default="hybrid",
                    help="which search to measure (default: hybrid, what the daemon serves)")
@@ -36,7 +36,7 @@ def add_parser(sub) -> None:
     a = es.add_parser("answers", help="answer quality (faithfulness, relevance, context precision and recall, "
                                       "citations) of a question set, scored by an LLM judge")
     a.add_argument("file", help='JSONL: {"question", "reference"?, "relevant"?: ["file", ...]} per line')
-    a.add_argument("--collection", action="append",
+    a.add_argument("--collection", "-c", action="append",
                    help="collection to search (repeat for several; default all)").completer = "collections"  # type: ignore[attr-defined]
     a.add_argument("--judge", metavar="PROVIDER:MODEL", help="the judge model (default: [llm] judge, else synthesis)")
     a.add_argument("--mode", choices=("hybrid", "tree"), default="hybrid", help="ask mode to evaluate")
@@ -169,7 +169,7 @@ def _run_answers(cfg, args) -> int:
             return done
 
         try:
-            return await answers.evaluate(items, answer, judge,
+            return await answers.evaluate(items, answer, judge, answer_spec=cfg.llm_synthesis or None,
                                           progress=lambda m: print(m, file=sys.stderr, flush=True))
         finally:
             await judge.aclose()

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from ragweedd.answer.answering import ask  # noqa: E402
 from ragweedd.config import load_config  # noqa: E402
 from ragweedd.embed.hashing import HashEmbedder  # noqa: E402
-from ragweedd.errors import NotFoundError, RequestError  # noqa: E402
+from ragweedd.errors import NotFoundError, ProviderAuthError, ProviderModelMissing, RagweedError, RequestError  # noqa: E402
 from ragweedd.eval import answers as A  # noqa: E402
 from ragweedd.eval.cli import run as eval_run  # noqa: E402
 from ragweedd.ingest.pipeline import Pipeline  # noqa: E402
@@ -154,11 +154,50 @@ def test_a_judge_error_on_one_question_is_recorded_and_the_run_goes_on(world, se
 
 
 def test_a_failed_answer_is_recorded(world, server):
-    server.push({"status": 401})  # the first question's answering call
+    server.push({"status": 500})  # the first question's answering call: a passing server error
     res = evaluate(world, server, "openai")
     first = res["per_question"][0]
     assert res["failed"] == 1 and first["error"]["code"] and all(v is None for v in first["scores"].values())
     assert res["metrics"]["faithfulness"]["n"] == 2
+
+
+def test_a_rejected_key_of_the_answering_model_on_the_first_question_stops_the_run(world, server):
+    server.push({"status": 401})
+    with pytest.raises(ProviderAuthError, match="stopped at the first question: the answering model"):
+        evaluate(world, server, "openai")
+    assert len(server.requests) == 1  # nothing after it: no judge call, no second question
+
+
+def test_a_rejected_judge_key_on_the_first_question_stops_the_run(world, server):
+    server.push({}, {"status": 401})  # the first answer, then the judge's first call
+    with pytest.raises(ProviderAuthError, match=r"stopped at the first question: the judge anthropic:test-model"):
+        evaluate(world, server, "anthropic")
+    assert len(server.requests) == 2
+
+
+def test_a_refusal_is_not_judged_for_faithfulness(world, server):
+    from ragweedd.answer.prompts import REFUSAL
+
+    judge_asks = ("Here are numbered sources and an answer", "Rate from 0 to 10", "useful for answering",
+                  "Split the reference answer")
+
+    def refusing(provider, messages):
+        p = messages[-1]["content"]
+        return reply(provider, messages) if any(m in p for m in judge_asks) else REFUSAL
+
+    server.reply = refusing
+    try:
+        res = evaluate(world, server, "openai")
+    finally:
+        server.reply = reply
+    assert all(r["refused"] for r in res["per_question"])
+    assert all(r["not_applicable"] == ["faithfulness"] and r["scores"]["faithfulness"] is None
+               for r in res["per_question"])
+    assert res["metrics"]["faithfulness"] == {**res["metrics"]["faithfulness"], "n": 0, "errors": 0,
+                                              "not_applicable": 3}
+    assert not any(m["content"].startswith("Here are numbered sources")
+                   for q in server.requests for m in q.get("messages") or [] if isinstance(m.get("content"), str))
+    assert "faithfulness: N/A for 3 refused answer(s), not judged" in A.table(res)
 
 
 def test_average_precision():
@@ -209,6 +248,8 @@ def test_the_command_prints_a_table_and_writes_json(world, server, tmp_path, cap
     assert "3 questions (0 failed to answer), judge openai:test-model" in table
     assert re.search(r"answer_relevance\s+0\.800\s+\[0\.800, 0\.800\]\s+2\s+1", table)
     assert re.search(r"context_recall\s+0\.625\s+\[0\.500, 0\.750\]\s+2\s+0", table)
+    # the judge's reply about the bicycle question was no rating: counted, and the first one quoted
+    assert "1 error(s); the first, answer_relevance of question 2: the judge's reply holds no JSON" in table
     saved = json.loads(out.read_text())
     assert saved["metrics"]["faithfulness"]["n"] == 3 and len(saved["per_question"]) == 3
     assert saved["collections"] is None and saved["mode"] == "hybrid"
@@ -222,3 +263,38 @@ def test_the_command_needs_a_judge_and_a_known_collection(world):
         eval_run(dataclasses.replace(cfg, llm_synthesis=""), _args(qfile))
     with pytest.raises(NotFoundError, match="collection 'nope'"):
         eval_run(cfg, _args(qfile, collection=["nope"]))
+
+
+def test_an_unknown_judge_model_fails_fast_with_the_fix(world, server):
+    import dataclasses
+
+    cfg, _, qfile = world
+    cfg = dataclasses.replace(cfg, embed_ollama_url=server.url)
+    with pytest.raises(ProviderModelMissing) as e:
+        eval_run(cfg, _args(qfile, judge="ollama:nosuch"))
+    assert "stopped at the first question: the judge ollama:nosuch failed" in e.value.message
+    assert "nosuch" in e.value.message and "--judge" in e.value.hint and e.value.exit_code == 1
+    asked = [r for r in server.requests if "nosuch" in json.dumps(r, default=str)]
+    assert len(asked) == 1  # one judge call, then the stop
+
+
+def test_an_unreachable_judge_fails_fast(world, server):
+    import dataclasses
+    import socket
+
+    cfg, _, qfile = world
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cfg = dataclasses.replace(cfg, embed_ollama_url=f"http://127.0.0.1:{port}")
+    with pytest.raises(RagweedError, match="stopped at the first question: the judge ollama:test-model failed"):
+        eval_run(cfg, _args(qfile, judge="ollama:test-model"))
+
+
+def test_eval_answers_takes_dash_c_as_ask_does():
+    from ragweedd.cli.command import build_parser
+
+    args = build_parser().parse_args(["eval", "answers", "q.jsonl", "-c", "lab", "-c", "notes"])
+    assert args.collection == ["lab", "notes"]
+    args = build_parser().parse_args(["eval", "questions", "q.jsonl", "-c", "lab"])
+    assert args.collection == ["lab"]

@@ -316,7 +316,7 @@ def test_a_claim_its_source_does_not_hold_is_marked(d_llm, browser):
     # the same source cited twice: the purring sentence holds, the decibels are nowhere in it
     assert "unsupported" not in good.get_attribute("class") and good.text.isdigit()
     assert "unsupported" in bad.get_attribute("class") and bad.text == good.text + "?"
-    assert "lacks 95, decibel" in bad.get_attribute("title")
+    assert "lacks 95, decibels" in bad.get_attribute("title")  # the claim's words, not stems
     listed = by_css(browser, "#ask-out .unsupported-list")[0].text
     assert "1 claim not supported" in listed and "95 decibels" in listed
     shot(d_llm, browser, "ask-unsupported")

@@ -171,6 +171,7 @@ KEYS: tuple[KeySpec, ...] = (
     K("embed", "batch_size", int, 32, "Texts per embedding call.", _range(1, 4096)),
     K("embed", "threads", int, 2, "Threads the local ONNX embedder uses.", _range(1, 256)),
     K("embed", "migrate", bool, True, "When embed.model changes, build the new model's vectors beside the old ones while searches keep using the old model, then switch every collection at once (false: drop the collections' vectors and index them again from their files). See docs/embedders.md.", None),
+    K("embed", "retry_s", float, 30.0, "While a change of embed.model waits for a new model that cannot be loaded (its Ollama server down, the model not pulled), the old model serves and the new one is tried again this often (seconds). See docs/embedders.md.", _range(0.1, 86400.0)),
     K("", "multi_embed_384", str, "", "MULTI_EMBED_384: model of an extra 384-d embedding pass, in the form of embed.model (e.g. 'ollama:all-minilm', or 'local:all-minilm-l6-v2' beside an Ollama primary; empty = off). Its vectors are stored beside the primary's and indexed in data_level0_384.bin; searches keep each chunk's best similarity over the passes. A model that cannot be used is skipped with a warning and a line in status `degraded`."),
     K("", "multi_embed_1024", str, "", "MULTI_EMBED_1024: model of an extra 1024-d embedding pass (e.g. 'ollama:mxbai-embed-large'; empty = off), like multi_embed_384, indexed in data_level0_1024.bin."),
     # --- index -----------------------------------------------------------------------------
@@ -313,6 +314,7 @@ class Config:
     embed_batch_size: int = 32
     embed_threads: int = 2
     embed_migrate: bool = True
+    embed_retry_s: float = 30.0
     multi_embed_384: str = ""
     multi_embed_1024: str = ""
     # index

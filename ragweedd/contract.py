@@ -213,7 +213,9 @@ class EmbedPass(TypedDict):
 class EmbedMigration(TypedDict):
     """A change of ``embed.model`` under way (docs/embedders.md): searches use the old model
     (``old_embedder_id``) until every chunk has a vector of the new one; ``state`` "embedding",
-    "switching" (all done, the daemon is moving to the new model) or "failed" (``problem``)."""
+    "switching" (all done, the daemon is moving to the new model), "failed" (``problem``) or
+    "blocked" (the new model could not be loaded at the start: ``problem``; tried again every
+    embed.retry_s; ``new_embedder_id`` is "" and ``dim`` 0 until a first load recorded them)."""
 
     old_embedder_id: str
     new_embedder_id: str

@@ -217,7 +217,7 @@ async def _serve(core, cfg, paths: Paths, token: str, allow_remote: bool,
         loop.call_soon_threadsafe(switch.set)
 
     core.on_migrated = on_migrated
-    if core.migration is not None and core.migration.ready:
+    if core.migration is not None and (core.migration.ready or core.migration.reloaded):
         on_migrated()  # it finished before the callback was set: the switch is still due
 
     def check_now() -> None:
@@ -231,7 +231,7 @@ async def _serve(core, cfg, paths: Paths, token: str, allow_remote: bool,
     def swap(old: Any) -> Any:
         new = repair_live(old)
         new.on_damage, new.on_migrated = on_damage, on_migrated
-        if new.migration is not None and new.migration.ready:
+        if new.migration is not None and (new.migration.ready or new.migration.reloaded):
             on_migrated()
         return new
 
@@ -239,7 +239,7 @@ async def _serve(core, cfg, paths: Paths, token: str, allow_remote: bool,
         assert switch_model is not None
         new = switch_model(old)
         new.on_damage, new.on_migrated = on_damage, on_migrated
-        if new.migration is not None and new.migration.ready:
+        if new.migration is not None and (new.migration.ready or new.migration.reloaded):
             on_migrated()
         return new
 

@@ -83,6 +83,7 @@ class Core:
         self._scanner = threading.Thread(target=self._scan_loop, name="ragweedd-scan", daemon=True)
         self._roots = threading.Thread(target=self._roots_loop, name="ragweedd-roots", daemon=True)
         self._roots_stop = threading.Event()
+        self._retry = threading.Thread(target=self._retry_model_loop, name="ragweedd-model-retry", daemon=True)
         self._started = False
 
     # --- life cycle --------------------------------------------------------------------------------
@@ -97,6 +98,8 @@ class Core:
         self.collections.start()
         self._scanner.start()
         self._roots.start()
+        if self.migration is not None and self.migration.blocked:
+            self._retry.start()
         self.scan_async(*self.collections.items)  # start-up reconciliation
         self.jobs = Jobs(self.cfg, reanalyze=self.reanalyze_all, integrity=self.integrity_check,
                          scan=lambda: self.scan_async(*self.collections.items))
@@ -117,7 +120,7 @@ class Core:
         self.debouncer.stop(flush=True)  # events still held become durable jobs
         self.workers.stop(timeout_s=30)
         self.vectorizer.stop(timeout_s=30)
-        for t in (self._scanner, self._roots):
+        for t in (self._scanner, self._roots, self._retry):
             if t.is_alive():
                 t.join(30)
         self.index.close()  # applies nothing new; flushes every dirty index
@@ -265,6 +268,34 @@ class Core:
     def _migrated(self) -> None:
         if self.on_migrated is not None:
             self.on_migrated()
+
+    def _retry_model_loop(self) -> None:
+        """A change of embed.model blocked at the start (ragweedd/ingest/model_swap.py ``blocked``):
+        try the new model every embed.retry_s; once it loads, hand it to the daemon, which starts a
+        core with it (the move then starts, or goes on where it stopped)."""
+        from ragweedd.embed.factory import make_embedder
+        from ragweedd.ingest.model_swap import waiting_problem
+
+        m = self.migration
+        assert m is not None
+        while not self._roots_stop.wait(self.cfg.embed_retry_s):
+            try:
+                model = make_embedder(self.cfg.embed_model, self.cfg)
+                int(model.dim), model.id  # an Ollama model's server is first asked here
+            except Exception as e:  # noqa: BLE001 - whatever stops the new model: status says it, tried again
+                problem = waiting_problem(self.cfg, m, e)
+                if problem != m.problem:
+                    log.warning("model_swap_still_blocked", model=self.cfg.embed_model, problem=problem)
+                    m.problem = problem
+                continue
+            if self._roots_stop.is_set():  # stopping meanwhile: nobody takes it over
+                if hasattr(model, "close"):
+                    model.close()
+                return
+            m.embedder, m.owned, m.reloaded = model, True, True
+            log.info("model_swap_unblocked", model=self.cfg.embed_model, embedder=model.id)
+            self._migrated()
+            return
 
     def _reindex_if_embedder_changed(self, name: str) -> None:
         """A collection's vectors all come from one embedder. When ``embed.model`` names another one

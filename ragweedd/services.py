@@ -247,21 +247,35 @@ def open_daemon(cfg: Config, *, embedder: Any = None, extract: Callable | None =
     require_local_ingest(cfg, "the daemon")
     paths = Paths.from_config(cfg).ensure()
     setup_for(paths)
-    owned = embedder is None
-    if embedder is None:
-        from ragweedd.embed.factory import make_embedder
-
-        embedder = make_embedder(cfg.embed_model, cfg)
-    from ragweedd.ingest.model_swap import daemon_collections, prepare
+    from ragweedd.ingest.model_swap import blocked, daemon_collections, prepare
     from ragweedd.ingest.vectorize import open_passes
 
-    # a changed embed.model: the old model serves while the new one's vectors are built beside
-    embedder, migration = prepare(cfg, paths, embedder, daemon_collections(cfg, paths))
-    if migration is not None:
-        migration.owned = owned  # the core then closes the new model it does not serve with
+    from ragweedd.errors import EmbedderError
+
+    owned = embedder is None
+    migration = None
+    try:
+        if embedder is None:
+            from ragweedd.embed.factory import make_embedder
+
+            embedder = make_embedder(cfg.embed_model, cfg)
+        int(embedder.dim), embedder.id  # an Ollama model's server is first asked here
+    except EmbedderError as e:
+        # a new model not loadable yet while the old one can still serve: no downtime
+        held = blocked(cfg, paths, e, daemon_collections(cfg, paths))
+        if held is None:
+            raise
+        if owned and embedder is not None and hasattr(embedder, "close"):
+            embedder.close()
+        embedder, migration = held
+    if migration is None:
+        # a changed embed.model: the old model serves while the new one's vectors are built beside
+        embedder, migration = prepare(cfg, paths, embedder, daemon_collections(cfg, paths))
+        if migration is not None:
+            migration.owned = owned  # the core then closes the new model it does not serve with
     passes = open_passes(cfg, embedder)  # a pass whose model is missing is skipped, never fatal
     # the new model's vectors get their index beside the old one while they are made
-    building = {migration.space: migration.dim} if migration is not None else {}
+    building = {migration.space: migration.dim} if migration is not None and not migration.blocked else {}
     index = IndexSync(cfg, paths, embedder.dim, {**passes.dims(), **building})
     return Core(cfg, paths, embedder, index, extract=extract, watcher_factory=watcher_factory, passes=passes,
                 migration=migration)

@@ -90,7 +90,8 @@ def cmd_status(c: Client, a, out) -> int:
     out.write(f"  embedder: {emb['id']} ({emb['dim']}-d)\n")
     mig = s.get("embed_migration")
     if mig:
-        out.write(f"  changing embed.model to {safe(mig['model'])} ({mig['dim']}-d): {mig['state']}, "
+        dim = f" ({mig['dim']}-d)" if mig["dim"] else ""  # not known while the new model cannot be loaded
+        out.write(f"  changing embed.model to {safe(mig['model'])}{dim}: {mig['state']}, "
                   f"{mig['vectors']} vectors, {mig['pending_chunks']} chunks waiting ({mig['percent']}%); "
                   f"searches use {mig['old_embedder_id']} until then\n")
     for ps in s.get("embed_passes") or []:

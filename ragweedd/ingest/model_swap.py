@@ -48,6 +48,11 @@ class Migration:
     problem: str | None = None
     ready: bool = False  # every collection has all its new vectors: the switch is due
     owned: bool = False  # the new model was made for this core, which closes it at its stop
+    # The new model could not be loaded at the start (its server down, a model not pulled): nothing
+    # is built, the old model serves, and the core tries the new model again every embed.retry_s;
+    # ``reloaded`` once it loads (``embedder`` is then that model): the daemon starts a core with it.
+    blocked: bool = False
+    reloaded: bool = False
     vectors: dict[str, int] = field(default_factory=dict)  # collection -> new vectors stored
     missing: dict[str, int] = field(default_factory=dict)  # collection -> chunks still without one
 
@@ -56,7 +61,8 @@ class Migration:
         vectors, missing = dict(self.vectors), dict(self.missing)  # the embedding stage writes them
         done, todo = sum(vectors.values()), sum(missing.values())
         return {"old_embedder_id": self.old_id, "new_embedder_id": self.index_id, "model": self.spec, "dim": self.dim,
-                "state": "failed" if self.problem else ("switching" if self.ready else "embedding"),
+                "state": "blocked" if self.blocked else (
+                    "failed" if self.problem else ("switching" if self.ready else "embedding")),
                 "vectors": done, "pending_chunks": todo,
                 "percent": round(100.0 * done / (done + todo), 1) if done + todo else 100.0,
                 "collections": {n: {"vectors": v, "pending_chunks": missing.get(n, 0)}
@@ -172,6 +178,83 @@ def prepare(cfg: Any, paths: Any, embedder: Any, names: list[str] | None = None)
     log.info("model_swap_started", collections=sorted(moving), was=old_id, now=want,
              resumed=sorted(n for n in moving if n not in fresh))
     return old, m
+
+
+def blocked(cfg: Any, paths: Any, error: Exception, names: list[str] | None = None) -> tuple[Any, Migration] | None:
+    """The configured model cannot be loaded (``error``) at a daemon's start. When the collections'
+    vectors were made by another model that can still serve (a move just asked for, or one under
+    way), the daemon starts with that old model and a blocked migration: searches and new files
+    work as before, status says why the move waits and how to fix it, and the core tries the new
+    model again (``Migration.reloaded``). Returns (the old model, the migration), or None when no
+    old model can serve (a fresh data directory, the old model unavailable too, collections of
+    different models, a chunk_context change): the start then fails with ``error`` as before.
+    Reads only: what a move needs is recorded once the new model loads (``prepare``)."""
+    from ragweedd.chunk.context import index_embedder_id
+    from ragweedd.embed.factory import make_embedder
+    from ragweedd.store.rag_db import PRIMARY
+    from ragweedd.store.rag_swap import MIGRATION
+    from ragweedd.store.sqlite_backend import SqliteBackend
+
+    stores = SqliteBackend(paths)
+    state: dict[str, tuple[str, tuple[str, int] | None]] = {}
+    for name in stores.indexed_collections():
+        if names is not None and name not in names:
+            continue
+        rag = stores.open_rag(name, readonly=True)
+        try:
+            have, nxt = rag.embedder(PRIMARY), rag.embedder(MIGRATION)
+        finally:
+            rag.close()
+        if have is not None:
+            state[name] = (have[0], nxt)
+    olds = {s[0] for s in state.values()}
+    if len(olds) != 1:
+        return None
+    old_id = next(iter(olds))
+    spec = spec_of(old_id)
+    if spec is None or spec == cfg.embed_model or _suffix(old_id) != _suffix(index_embedder_id("", cfg.chunk_context)):
+        return None
+    old = None
+    try:
+        old = make_embedder(spec, cfg)
+        same = index_embedder_id(old.id, cfg.chunk_context) == old_id and int(old.dim) > 0
+    except Exception:  # noqa: BLE001 - the old model cannot serve either: the start fails as before
+        same = False
+    if not same:
+        if old is not None and hasattr(old, "close"):
+            old.close()
+        return None
+    # a move under way to this very model shows its progress; otherwise nothing is built yet
+    targets = {s[1] for s in state.values() if s[1] is not None and spec_of(s[1][0]) == cfg.embed_model}
+    index_id, dim = next(iter(targets)) if len(targets) == 1 else ("", 0)
+    m = Migration(old_id=old_id, embedder=None, index_id=index_id, dim=dim, spec=cfg.embed_model, blocked=True)
+    m.problem = waiting_problem(cfg, m, error)
+    for name, (_, nxt) in state.items():
+        rag = stores.open_rag(name, readonly=True)
+        try:
+            done, total = rag.swap_progress()
+        finally:
+            rag.close()
+        if nxt is None or nxt[0] != index_id:
+            done = 0
+        m.vectors[name], m.missing[name] = done, total - done
+    log.warning("model_swap_blocked", collections=sorted(state), configured=cfg.embed_model, serving=old_id,
+                error=_message(error),
+                action=f"the old model serves; the new one is tried again every {cfg.embed_retry_s:g} s")
+    return old, m
+
+
+def _message(error: Exception) -> str:
+    return getattr(error, "message", None) or f"{type(error).__name__}: {error}"
+
+
+def waiting_problem(cfg: Any, m: Migration, error: Exception) -> str:
+    """What status says under ``degraded`` while a blocked move waits for its new model."""
+    hint = getattr(error, "hint", None)
+    return (f"the change of embed.model to {cfg.embed_model!r} waits: {_message(error)}"
+            f"{f' ({hint})' if hint else ''}; searches and new files keep using the old model {m.old_id}; "
+            f"the new model is tried again every {cfg.embed_retry_s:g} s and the move "
+            f"{'goes on where it stopped' if m.index_id else 'starts'} once it loads")
 
 
 def _refusal(cfg: Any, moving: dict, state: dict, want: str) -> str | None:

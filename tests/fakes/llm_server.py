@@ -35,7 +35,8 @@ _ERR_TYPES = {401: ("authentication_error", "UNAUTHENTICATED"), 404: ("not_found
 
 class FakeLLMServer:
     def __init__(self, models=("test-model",), reply=None, delay_s: float = 0.0, piece_chars: int = 5,
-                 api_key: str = API_KEY, embed_dims: dict[str, int] | None = None, embed_fn=None) -> None:
+                 api_key: str = API_KEY, embed_dims: dict[str, int] | None = None, embed_fn=None,
+                 port: int = 0) -> None:
         self.models = set(models)
         self.embed_dims = {k.removesuffix(":latest"): v for k, v in (embed_dims or {}).items()}
         self.embed_fn = embed_fn
@@ -50,7 +51,7 @@ class FakeLLMServer:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_evt: asyncio.Event | None = None
-        self.port = 0
+        self.port = port  # 0: any free port
 
     # --- lifecycle ------------------------------------------------------------------------------
     def __enter__(self) -> "FakeLLMServer":
@@ -81,7 +82,7 @@ class FakeLLMServer:
         app.router.add_get("/api/tags", self._ollama_tags)
         runner = web.AppRunner(app, shutdown_timeout=0.5)
         await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
+        site = web.TCPSite(runner, "127.0.0.1", self.port)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]
         ready.set()

@@ -432,3 +432,32 @@ def test_an_old_model_that_can_no_longer_be_loaded_falls_back_to_indexing_again(
     assert serving is b and m is None
     refused = [e for e in logs if e["event"] == "model_swap_not_possible"]
     assert refused and "ollama:gone-model@0123456789ab+ctx1" in refused[0]["reason"], refused
+
+
+def test_blocked_serves_the_old_model_only_when_one_can_serve(tmp_path):
+    """A new model that cannot be loaded at a start: the old model serves (nothing recorded) when
+    the collections have one that loads with the same weights; else None and the start fails."""
+    from ragweedd.errors import EmbedderError
+    from ragweedd.ingest.model_swap import blocked
+
+    err = EmbedderError("cannot reach Ollama at http://127.0.0.1:9/api/tags for model x: refused",
+                        hint="start it with `ollama serve`, or fix embed.ollama_url")
+    paths = _paths(tmp_path)
+    assert blocked(_cfg("ollama:x"), paths, err) is None  # a fresh data directory: nothing can serve
+    cfg = _cfg()
+    emb = HashEmbedder(64)
+    _run(cfg, paths, emb, FILES, tmp_path / "docs")
+    slow = load_config(text="[embed]\nmodel = 'ollama:x'\nretry_s = 7\n", env={})
+    old, m = blocked(slow, paths, err) or (None, None)
+    assert old is not None and m is not None and old.id == emb.id
+    assert (m.blocked, m.index_id, m.dim, m.vectors, m.missing) == (True, "", 0, {"c": 0}, {"c": len(FILES)})
+    assert m.info()["state"] == "blocked" and "ollama serve" in m.problem and "every 7 s" in m.problem
+    rag = _rag(paths)
+    try:
+        assert rag.embedder(MIGRATION) is None  # nothing is recorded for a model that never loaded
+    finally:
+        rag.close()
+    # chunk_context changed too: no move is possible, nor the old model's service
+    assert blocked(_cfg("ollama:x", "chunk_context = false"), paths, err) is None
+    # the configured model is the old one itself
+    assert blocked(_cfg("hash:64"), paths, err) is None

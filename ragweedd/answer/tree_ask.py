@@ -62,6 +62,7 @@ class TreeScope:
     collections: list[str]
     open_rag: Callable[[str], Any]
     summary_cache: Path
+    filters: Any = None  # query.filters.Filters of the ask: only the documents they pass are offered
 
 
 class PickError(Exception):
@@ -105,7 +106,8 @@ def _load_trees(scope: TreeScope, hits: list[dict], shown: int) -> tuple[list[T.
     try:
         for name in scope.collections:
             rags[name] = scope.open_rag(name)
-            docs.extend((name, d) for d in tree_db.documents(rags[name]))
+            allowed = scope.filters.allowed_documents(rags[name]) if scope.filters is not None else None
+            docs.extend((name, d) for d in tree_db.documents(rags[name]) if allowed is None or d["md5"] in allowed)
         total = len(docs)
         if total > shown:
             order: list[tuple[str, str]] = []
@@ -275,7 +277,8 @@ async def _choose(query: str, hits: list[dict], cfg, scope: TreeScope, llm, summ
     steps["candidates"] = len(trees)
     steps["documents_total"] = total
     if not trees:
-        steps["fallback"] = {"stage": "route", "reason": "no document of the collections is a candidate"}
+        steps["fallback"] = {"stage": "route", "reason": "no document of the collections is a candidate"
+                             + (" (none passes the ask's filters)" if scope.filters is not None else "")}
         return []
     cache = None
     if summarizer is not None:

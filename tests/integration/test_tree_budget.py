@@ -141,3 +141,30 @@ def test_a_roomy_budget_reads_both_sections_whole(world, server):
     assert sum(s["chunks"] for s in tree["sections"]) == len(done["sources"]) > 24
     assert all(s["chunks_left_out"] == 0 for s in tree["sections"])
     assert done["cited"][0]["uri"].endswith("#page=7")
+
+
+@pytest.mark.parametrize("filters", [{"path_glob": "*/sub/*"}, {"file_type": "md"}, {"doc_id": "NOTES"}])
+def test_the_asks_filters_bound_the_documents_offered(world, server, filters):
+    _, services = world
+    if filters.get("doc_id") == "NOTES":
+        rag = services.stores.open_rag("lab", readonly=True)
+        try:
+            from ragweedd.store import tree_db
+
+            filters = {"doc_id": next(d["md5"] for d in tree_db.documents(rag) if d["source_file"].endswith(".md"))}
+        finally:
+            rag.close()
+    server.requests.clear()
+    done = run(world, server, **filters)
+    tree = done["tree"]
+    assert tree["documents_total"] == tree["candidates"] == 1
+    assert [Path(d["source_file"]).name for d in tree["documents"]] == ["notes.md"]
+    assert all(s["source_file"].endswith("notes.md") for s in done["sources"])
+    assert not any("You choose which documents" in str(r) for r in server.requests)
+
+
+def test_without_filters_both_documents_are_offered(world, server):
+    server.requests.clear()
+    done = run(world, server)
+    assert done["tree"]["candidates"] == 2
+    assert any("You choose which documents" in str(r) for r in server.requests)

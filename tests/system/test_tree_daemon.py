@@ -31,7 +31,8 @@ def reply(provider, messages):
     if p.startswith("You choose which documents"):
         return '{"documents": ["%s"]}' % _id(p, "garden.md")
     if p.startswith("You choose which sections"):
-        return '{"sections": ["%s"]}' % _id(p, "Compost")
+        return '{"sections": ["%s"]}' % (_id(p, "Compost") if "Compost" in p
+                                         else re.search(r"\[(D\d+\.\d+)\]", p).group(1))
     return ANSWER
 
 
@@ -68,6 +69,22 @@ def test_tree_mode_through_the_daemon(tmp_path, llm):
             "garden.md#L" + str(a["sources"][0]["lines"][0]))
         e = d.api("GET", f"/v1/history/{a['history_id']}").json()
         assert e["tree"]["sections"][0]["title"] == "Compost" and e["status"] == "done"
+
+        # the ask's filters bound the documents offered: one passes, so it is chosen without routing
+        llm.requests.clear()
+        r = d.api("POST", "/v1/ask", json={"query": "how often is the compost turned?", "mode": "tree",
+                                            "stream": False, "path_glob": "*tea.md"})
+        assert r.status_code == 200, r.text
+        t = r.json()["tree"]
+        assert t["candidates"] == 1 and [x["source_file"].endswith("tea.md") for x in t["documents"]] == [True]
+        assert t["sections"] and t["calls"] == 1, t
+        assert all(x["source_file"].endswith("tea.md") for x in r.json()["sources"])
+        assert not any("You choose which documents" in str(q) for q in llm.requests)
+        r = d.api("POST", "/v1/ask", json={"query": "compost?", "mode": "tree", "stream": False,
+                                            "file_type": "pdf"})
+        assert r.status_code == 200, r.text
+        t = r.json()["tree"]
+        assert t["candidates"] == 0 and "filters" in t["fallback"]["reason"]
 
         bad = d.api("POST", "/v1/ask", json={"query": "x", "mode": "trees"})
         assert bad.status_code == 400 and "mode" in bad.text

@@ -93,7 +93,10 @@ def parse_pick(text: str, key: str, known: set[str], limit: int) -> list[str]:
         elif k not in got:
             got.append(k)
     if not got:
-        raise PickError(f"none of the ids picked exists: {unknown or '[]'}")
+        if not unknown:
+            what = "document" if key == "documents" else "section"
+            raise PickError(f"the model picked no {what} (its reply: {m.group(0)[:120]!r})")
+        raise PickError(f"none of the ids picked exists: {unknown}")
     return got[:limit]
 
 

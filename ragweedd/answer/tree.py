@@ -144,9 +144,19 @@ def _clean_start(text: str, title: str) -> str:
         if at >= 0 and (not text[:at].strip(" #") or (text[:1].islower() and text[:at].rstrip()[-1:] in ".!?:;)")
                         or (text[at:at + len(head)] == head and " " in head)):
             return text[at + len(head):].lstrip(" :.-–—")
-        first = text.split(" ", 1)[0]
-        if len(first) >= 3 and head.lower().endswith(first.lower()) and first.lower() != head.lower():
-            return text[len(first):].lstrip(" :.-–—")
+        # the heading's tail, cut mid-word ("AL DATA" of "Selected Financial Data") or in capitals
+        # ("TRADEMARKS" of "Summary of Trademarks"); a tail that starts a word ("Taxes are ...")
+        # may be the text's own first word
+        low, hl = text.lower(), head.lower()
+        for k in range(len(hl) - 1, 2, -1):
+            if ((hl[-k - 1].isalnum() or text[:k].isupper()) and low.startswith(hl[-k:])
+                    and not low[k:k + 1].isalnum()):
+                return text[k:].lstrip(" :.-–—")
+    # a fragment of a number, word or sentence before the first word: ". Intellectual", ",086 Notes",
+    # "S Not applicable"
+    m = re.match(r"(?:[.,;:)\]\-–—]\S*|[B-HJ-Z])\s+", text)
+    if m:
+        text = text[m.end():]
     if text[:1].islower():
         m = re.search(r"[.!?]\s+(?=[\"'(\[]?[A-Z0-9])", text[:400])
         if m:

@@ -39,3 +39,21 @@ def test_mid_word_without_a_sentence_end_starts_at_the_next_word():
 def test_a_markdown_heading_marker_is_skipped_and_the_next_heading_ends_the_summary():
     n = Node(id="1", title="Notes", path=["Notes"], text=["# Notes\n\nKeep the shed locked.\n\n## Tools\n\nRakes."])
     assert extractive_summary(n) == "Keep the shed locked."
+
+
+@pytest.mark.parametrize("title, text", [
+    ("Item 6. Selected Financial Data", "AL DATA " + BODY),
+    ("Summary of Trademarks", "TRADEMARKS " + BODY),
+    ("Legal Proceedings", ". " + BODY),
+    ("Debt", ",086 " + BODY),
+    ("Item 4. Mine Safety Disclosures", "S " + BODY),
+    ("Available Information", "-K and amendments are filed. " + BODY),
+])
+def test_fragments_of_a_heading_number_or_sentence_are_skipped(title, text):
+    n = Node(id="1", title=title, path=[title], text=[text])
+    assert extractive_summary(n).startswith("The following discussion compares fiscal 2015")
+
+
+def test_a_heading_word_that_starts_the_text_is_kept():
+    n = Node(id="1", title="Income Taxes", path=["Income Taxes"], text=["Taxes are recorded as incurred."])
+    assert extractive_summary(n) == "Taxes are recorded as incurred."

@@ -96,6 +96,13 @@ def test_tree_mode_through_the_daemon(tmp_path, llm):
         assert p.returncode == 0, p.stderr
         assert p.stdout.startswith(ANSWER) and "Tree mode: 1 of 2 documents chosen (Garden)" in p.stdout, p.stdout
         assert re.search(r"sections opened:\n  D\d\.\d Compost\n", p.stdout), p.stdout
+        # the history shows what ask showed: the citation check and the tree's steps
+        h = subprocess.run([sys.executable, "-m", "ragweedd.cli.ctl", "history", a["history_id"]],
+                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+        assert h.returncode == 0, h.stderr
+        assert "Citation check (terms): 1 of 1 citations supported." in h.stdout, h.stdout
+        assert re.search(r"Tree mode: 1 of 2 documents chosen \(Garden\); sections opened:\n  D\d\.\d Compost\n",
+                         h.stdout), h.stdout
 
 
 def test_tree_mode_without_an_llm_is_refused(tmp_path):

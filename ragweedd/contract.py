@@ -591,6 +591,8 @@ class TreeSection(TypedDict):
     path: list[str]
     pages: list[int] | None  # first and last page, PDFs only
     chunks: int
+    chunks_read: NotRequired[int]  # what fit the context's token budget, shared across the sections
+    chunks_left_out: NotRequired[int]
 
 
 class TreeSteps(TypedDict):

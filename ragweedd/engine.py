@@ -314,7 +314,8 @@ class DaemonEngine:
                   doc_id: str | None = None, mode: str = "hybrid") -> AsyncIterator[AskEvent]:
         # one "ask" entry per answer (its retrieval included), not a "search" entry as well
         res = await self._search(query, collections, top_k, path_glob, file_type, doc_id)
-        return await self.services.ask_flow.ask(query, res, tree=self.services.tree_scope(collections, mode))
+        tree = self.services.tree_scope(collections, mode, path_glob=path_glob, file_type=file_type, doc_id=doc_id)
+        return await self.services.ask_flow.ask(query, res, tree=tree)
 
     @_on_core
     async def ask_continue(self, history_id: str) -> AsyncIterator[AskEvent]:

@@ -149,17 +149,22 @@ class Services:
             await rerank_result(rr, query, cast(dict, res), limit=limit, keep_pct=self.cfg.pre_annotate_keep)
         return res
 
-    def tree_scope(self, collections: list[str] | None, mode: str | None) -> TreeScope | None:
-        """Where ask mode "tree" reads (None for the ordinary mode); a mode that does not exist is
-        an error naming the ones that do."""
+    def tree_scope(self, collections: list[str] | None, mode: str | None, *, path_glob: str | None = None,
+                   file_type: str | None = None, doc_id: str | None = None) -> TreeScope | None:
+        """Where ask mode "tree" reads (None for the ordinary mode): the collections, narrowed by
+        the same filters as the search's; a mode that does not exist is an error naming the ones
+        that do."""
         if mode in (None, "hybrid"):
             return None
         if mode != "tree":
             raise RequestError(f"ask mode '{mode}' does not exist", hint="use 'hybrid' (the default) or 'tree'")
         from ragweedd.answer.tree_ask import TreeScope
+        from ragweedd.query.filters import Filters
 
+        f = Filters.make(path_glob=path_glob, file_types=[file_type] if file_type else None,
+                         doc_ids=[doc_id] if doc_id else None)
         return TreeScope(self.searchable(collections), lambda name: self.stores.open_rag(name, readonly=True),
-                         self.paths.cache / "tree_summaries.sqlite3")
+                         self.paths.cache / "tree_summaries.sqlite3", f if f.restricts_chunks else None)
 
     def searcher(self, names: list[str]) -> Searcher:
         """Each thread keeps its own Searcher (connections, IDF caches, WordNet handles), rebuilt

@@ -129,12 +129,48 @@ def build(collection: str, doc: dict[str, Any], rows: list[dict[str, Any]]) -> D
     return tree
 
 
+def _clean_start(text: str, title: str) -> str:
+    """``text`` from the first full sentence after the section's heading. A chunk's overlap with the
+    one before can begin mid-word ("inancial Statements. RESULTS OF OPERATIONS The following"): the
+    text then starts after the heading where the heading is near the start, else after the tail of
+    the heading it starts with ("PERATIONS The ..."), else, when it starts with a lower-case letter,
+    at the next sentence (or, failing one, the next word)."""
+    head = " ".join(title.split())
+    if head:
+        at = text.lower().find(head.lower(), 0, len(head) + 300)
+        # the heading itself, not its words inside a sentence: at the start, after the end of an
+        # overlap that begins mid-word, or written as the heading is (a title of one word could
+        # start any sentence)
+        if at >= 0 and (not text[:at].strip(" #") or (text[:1].islower() and text[:at].rstrip()[-1:] in ".!?:;)")
+                        or (text[at:at + len(head)] == head and " " in head)):
+            return text[at + len(head):].lstrip(" :.-–—")
+        # the heading's tail, cut mid-word ("AL DATA" of "Selected Financial Data") or in capitals
+        # ("TRADEMARKS" of "Summary of Trademarks"); a tail that starts a word ("Taxes are ...")
+        # may be the text's own first word
+        low, hl = text.lower(), head.lower()
+        for k in range(len(hl) - 1, 2, -1):
+            if ((hl[-k - 1].isalnum() or text[:k].isupper()) and low.startswith(hl[-k:])
+                    and not low[k:k + 1].isalnum()):
+                return text[k:].lstrip(" :.-–—")
+    # a fragment of a number, word or sentence before the first word: ". Intellectual", ",086 Notes",
+    # "S Not applicable"
+    m = re.match(r"(?:[.,;:)\]\-–—]\S*|[B-HJ-Z])\s+", text)
+    if m:
+        text = text[m.end():]
+    if text[:1].islower():
+        m = re.search(r"[.!?]\s+(?=[\"'(\[]?[A-Z0-9])", text[:400])
+        if m:
+            return text[m.end():]
+        return text.split(" ", 1)[1] if " " in text else ""
+    return text
+
+
 def extractive_summary(n: Node) -> str:
-    """The section's leading sentences (a heading's own line excluded), or, for a section with no
-    text of its own, its first child's."""
-    text = " ".join(n.own_text().split())
-    if text.startswith(n.title):
-        text = text[len(n.title):].lstrip(" :.-")
+    """The section's leading full sentences after its heading, or, for a section with no text of
+    its own, its first child's."""
+    # one chunk: the next one repeats the overlap, which would read as the text said twice
+    text = next((t for t in (_clean_start(" ".join(c.split()), n.title) for c in n.text) if t), "")
+    text = re.split(r"(?:^|\s)#{1,6}\s", text, maxsplit=1)[0].strip()  # up to the next markdown heading
     if not text and n.children:
         return extractive_summary(n.children[0])
     out = ""

@@ -7,8 +7,10 @@ ranked chunks.
    needs no call.
 2. Select: the trees of the chosen documents (node id, title, pages, summary) are shown; the LLM
    picks up to ``tree_max_sections`` sections to open.
-3. Answer: the chunks of the opened sections (their subsections included), in reading order, are
-   the numbered sources of the ordinary synthesis, so ``[N]`` cites a page of an opened section.
+3. Answer: the chunks of the opened sections (their subsections included) are the numbered sources
+   of the ordinary synthesis, so ``[N]`` cites a page of an opened section. The context's token
+   budget is shared across the opened sections (fit_sections), so every section is read; a long
+   section gives its chunks most relevant to the question, and the steps record what was left out.
 
 Bad output at either step (no JSON, ids that do not exist, an empty pick) does not fail the answer:
 it falls back to the ordinary retrieval's hits and says so in ``tree.fallback``. Every step goes into
@@ -20,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import math
 import re
 import time
 from dataclasses import dataclass
@@ -59,6 +62,7 @@ class TreeScope:
     collections: list[str]
     open_rag: Callable[[str], Any]
     summary_cache: Path
+    filters: Any = None  # query.filters.Filters of the ask: only the documents they pass are offered
 
 
 class PickError(Exception):
@@ -89,7 +93,10 @@ def parse_pick(text: str, key: str, known: set[str], limit: int) -> list[str]:
         elif k not in got:
             got.append(k)
     if not got:
-        raise PickError(f"none of the ids picked exists: {unknown or '[]'}")
+        if not unknown:
+            what = "document" if key == "documents" else "section"
+            raise PickError(f"the model picked no {what} (its reply: {m.group(0)[:120]!r})")
+        raise PickError(f"none of the ids picked exists: {unknown}")
     return got[:limit]
 
 
@@ -102,7 +109,8 @@ def _load_trees(scope: TreeScope, hits: list[dict], shown: int) -> tuple[list[T.
     try:
         for name in scope.collections:
             rags[name] = scope.open_rag(name)
-            docs.extend((name, d) for d in tree_db.documents(rags[name]))
+            allowed = scope.filters.allowed_documents(rags[name]) if scope.filters is not None else None
+            docs.extend((name, d) for d in tree_db.documents(rags[name]) if allowed is None or d["md5"] in allowed)
         total = len(docs)
         if total > shown:
             order: list[tuple[str, str]] = []
@@ -120,11 +128,11 @@ def _load_trees(scope: TreeScope, hits: list[dict], shown: int) -> tuple[list[T.
     return [t for t in trees if t.roots], total
 
 
-def _open(scope: TreeScope, picks: list[tuple[T.DocTree, T.Node]]) -> list[dict]:
-    """The chunks of the opened sections as hits, in each document's reading order."""
+def _open(scope: TreeScope, picks: list[tuple[T.DocTree, T.Node]]) -> list[list[dict]]:
+    """The chunks of each opened section as hits, in the document's reading order."""
     from ragweedd.contract import shown_hit
 
-    out: list[dict] = []
+    out: list[list[dict]] = []
     seen: set[tuple[str, int]] = set()
     by_coll: dict[str, list[int]] = {}
     for t, n in picks:
@@ -141,12 +149,64 @@ def _open(scope: TreeScope, picks: list[tuple[T.DocTree, T.Node]]) -> list[dict]
         finally:
             rag.close()
     for t, n in picks:
+        out.append([])
         for i in n.all_chunk_ids():
             h = got.pop((t.collection, i), None)
             if h is not None:
                 h.update(score=None, rel_score=1.0, tree_node=n.id)
-                out.append(shown_hit(h))
+                out[-1].append(shown_hit(h))
     return out
+
+
+_WORD = re.compile(r"[^\W_]{3,}")
+
+
+def _terms(text: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(text or "")]
+
+
+def fit_sections(query: str, groups: list[list[dict]], budget: int) -> tuple[list[dict], list[int]]:
+    """The chunks of the opened sections that fit ``budget`` tokens, shared so that every section
+    is read: the sections take turns, each adding its most relevant chunk not yet taken (BM25 of
+    the question's words over the opened chunks; reading order breaks ties). A chunk that does not
+    fit is skipped and a smaller one may still go in. Returns the chunks kept, per section in
+    reading order, and how many chunks of each section were left out."""
+    from ragweedd.answer.packing import estimate_tokens, serialise_source
+
+    docs = [[_terms(h.get("text") or "") for h in g] for g in groups]
+    flat = [d for g in docs for d in g]
+    q = set(_terms(query))
+    df = {w: sum(1 for d in flat if w in d) for w in q}
+    avg = sum(len(d) for d in flat) / max(len(flat), 1) or 1.0
+
+    def bm25(d: list[str]) -> float:
+        score = 0.0
+        for w in q:
+            tf = d.count(w)
+            if tf:
+                idf = math.log(1 + (len(flat) - df[w] + 0.5) / (df[w] + 0.5))
+                score += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * len(d) / avg))
+        return score
+
+    queues = [sorted(range(len(g)), key=lambda i, d=docs[k]: (-bm25(d[i]), i)) for k, g in enumerate(groups)]
+    # the number a source gets is not known yet: a two-digit one stands in for any
+    cost = [[estimate_tokens(serialise_source(99, h)) + 2 for h in g] for g in groups]
+    taken: list[set[int]] = [set() for _ in groups]
+    used = 0
+    while any(queues):
+        for k, qu in enumerate(queues):
+            while qu:
+                i = qu.pop(0)
+                if used + cost[k][i] <= budget:
+                    taken[k].add(i)
+                    used += cost[k][i]
+                    break
+    if not any(taken):
+        # not even one chunk fits: the best goes in and packing cuts its text to the budget
+        k = next(k for k, g in enumerate(groups) if g)
+        taken[k].add(sorted(range(len(groups[k])), key=lambda i: (-bm25(docs[k][i]), i))[0])
+    kept = [h for k, g in enumerate(groups) for i, h in enumerate(g) if i in taken[k]]
+    return kept, [len(g) - len(taken[k]) for k, g in enumerate(groups)]
 
 
 def no_llm_error() -> RequestError:
@@ -169,7 +229,9 @@ async def tree_answer(query: str, res: dict, cfg, scope: TreeScope, *, synthesiz
                       embedder=None) -> AsyncIterator[dict]:
     """The events of a tree-mode answer (the events of answering.answer_question, whose done event
     carries ``tree``)."""
-    from ragweedd.answer.answering import _provider_from, answer_question
+    from ragweedd.answer.answering import (_config_dir_of, _merged_prompts, _overhead, _provider_from,
+                                           answer_question)
+    from ragweedd.answer.packing import SAFETY_TOKENS
 
     synthesizer, own_s = _provider_from(cfg, "llm_synthesis", synthesizer, "llm.synthesis")
     if synthesizer is None:
@@ -181,12 +243,23 @@ async def tree_answer(query: str, res: dict, cfg, scope: TreeScope, *, synthesiz
         steps: dict[str, Any] = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "documents": [],
                                  "sections": [], "fallback": None}
         hits = list(res.get("results") or [])
-        opened = await _choose(query, hits, cfg, scope, synthesizer, summarizer, steps)
-        steps["ms"] = round((time.perf_counter() - t0) * 1000, 1)
-        sources = opened if opened else hits
+        groups = await _choose(query, hits, cfg, scope, synthesizer, summarizer, steps)
         # the sections were chosen by reading: annotation would only re-judge what was picked
         quiet = dataclasses.replace(cfg, llm_annotation="")
-        async for ev in answer_question(query, sources, quiet, synthesizer=synthesizer, embedder=embedder):
+        prompts = _merged_prompts(_config_dir_of(cfg), None, synthesizer)
+        sources = hits
+        if any(groups):
+            budget = (cfg.llm_context_tokens - cfg.max_tokens - _overhead(query, prompts) - SAFETY_TOKENS)
+            sources, left = fit_sections(query, groups, budget)
+            for sec, n_left in zip(steps["sections"], left):
+                sec["chunks_read"] = sec["chunks"] - n_left
+                sec["chunks_left_out"] = n_left
+            # the token budget, shared across the sections, decides; a count cap would cut the
+            # later sections off
+            quiet = dataclasses.replace(quiet, context_chunks=max(len(sources), 1))
+        steps["ms"] = round((time.perf_counter() - t0) * 1000, 1)
+        async for ev in answer_question(query, sources, quiet, synthesizer=synthesizer, embedder=embedder,
+                                        prompts=prompts):
             if ev["type"] == "done":
                 ev["tree"] = steps
                 ev["llm_calls"] = ev.get("llm_calls", 0) + steps["calls"] + steps.get("summaries", {}).get("calls", 0)
@@ -200,13 +273,15 @@ async def tree_answer(query: str, res: dict, cfg, scope: TreeScope, *, synthesiz
             await summarizer.aclose()
 
 
-async def _choose(query: str, hits: list[dict], cfg, scope: TreeScope, llm, summarizer, steps: dict) -> list[dict]:
-    """Route, then select; the opened chunks, or [] after a recorded fallback."""
+async def _choose(query: str, hits: list[dict], cfg, scope: TreeScope, llm, summarizer,
+                  steps: dict) -> list[list[dict]]:
+    """Route, then select; the opened chunks per section, or [] after a recorded fallback."""
     trees, total = await asyncio.to_thread(_load_trees, scope, hits, cfg.tree_documents_shown)
     steps["candidates"] = len(trees)
     steps["documents_total"] = total
     if not trees:
-        steps["fallback"] = {"stage": "route", "reason": "no document of the collections is a candidate"}
+        steps["fallback"] = {"stage": "route", "reason": "no document of the collections is a candidate"
+                             + (" (none passes the ask's filters)" if scope.filters is not None else "")}
         return []
     cache = None
     if summarizer is not None:

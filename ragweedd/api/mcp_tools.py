@@ -334,7 +334,8 @@ def build_server(backend: Backend, *, allow_writes: bool = False, name: str = "r
             err = res["error"]
             raise ToolError(f"the answer failed: {err.get('message', 'unknown error')}"
                             + (f"\nhint: {err['hint']}" if err.get("hint") else ""))
-        out = {k: res.get(k) for k in ("answer", "mode", "label", "history_id", "finish_reason", "tree")
+        out = {k: res.get(k) for k in ("answer", "mode", "label", "history_id", "finish_reason", "tree",
+                                       "citation_checks", "citations_verified")
                if res.get(k) is not None}
         out["sources"] = [_source(s) for s in res.get("sources", [])]
         return out

@@ -146,7 +146,9 @@ def print_tree(rec: dict, out: TextIO) -> None:
     for s in tree.get("sections") or []:
         pages = s.get("pages")
         where = "" if not pages else f"  (p. {pages[0]})" if pages[0] == pages[1] else f"  (pp. {pages[0]}-{pages[1]})"
-        out.write(f"  {s.get('id')} {safe(' > '.join(s.get('path') or [s.get('title', '')]))}{where}\n")
+        cut = s.get("chunks_left_out") or 0
+        read = "" if not cut else f"; read {s.get('chunks_read')} of {s.get('chunks')} chunks, the rest did not fit"
+        out.write(f"  {s.get('id')} {safe(' > '.join(s.get('path') or [s.get('title', '')]))}{where}{read}\n")
 
 
 CLAIM_CHARS = 160

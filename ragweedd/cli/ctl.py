@@ -274,6 +274,10 @@ def cmd_history(c: Client, a, out) -> int:
         if h.get("answer"):
             out.write(f"\n{safe_text(h['answer'])}\n")
         _print_sources(h.get("sources") or h.get("results") or [], out)
+        from ragweedd.cli.ask import print_citation_checks, print_tree
+
+        print_citation_checks(h, out)  # as ragweedctl ask printed them when it answered
+        print_tree(h, out)
         return EXIT_OK
     res = c.call("GET", "/v1/history" + _q({"offset": a.offset, "limit": a.limit}))
     if a.json:

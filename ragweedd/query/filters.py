@@ -69,6 +69,11 @@ class Filters:
 
     def allowed_ids(self, rag) -> set[int] | None:
         """Chunk ids of ``rag`` that pass, or None when nothing restricts chunks."""
+        md5s = self.allowed_documents(rag)
+        return None if md5s is None else rag.chunk_ids_of_documents(sorted(md5s))
+
+    def allowed_documents(self, rag) -> set[str] | None:
+        """Document ids (md5) of ``rag`` that pass, or None when nothing restricts chunks."""
         if not self.restricts_chunks:
             return None
         md5s: set[str] | None = set(self.doc_ids) if self.doc_ids else None
@@ -87,7 +92,7 @@ class Filters:
                         continue
                 ok.add(md5)
             md5s = ok if md5s is None else (md5s & ok)
-        return rag.chunk_ids_of_documents(sorted(md5s or ()))
+        return md5s or set()
 
     def as_dict(self) -> dict[str, Any]:
         return {"collections": list(self.collections) if self.collections else None,

@@ -317,6 +317,26 @@ function renderUnsupported(checks) {
       (c.source_sentence && c.source_sentence.text) ? el("blockquote", {}, c.source_sentence.text) : null))));
 }
 
+// What a tree-mode answer read (docs/answers.md, Tree mode): documents chosen, sections opened
+// with their pages and what did not fit, or why it fell back to ordinary retrieval.
+function renderTree(tree) {
+  if (!tree) return null;
+  if (tree.fallback) {
+    return el("div", { class: "tree card" }, el("p", { class: "tree-fallback" },
+      `Tree mode fell back to ordinary retrieval at the ${tree.fallback.stage} step: ${tree.fallback.reason}`));
+  }
+  const docs = tree.documents || [];
+  return el("div", { class: "tree card" },
+    el("p", {}, `Tree mode: ${docs.length} of ${tree.candidates ?? "?"} documents chosen`,
+      docs.length ? ` (${docs.map((d) => d.title || d.source_file).join(", ")})` : "", "; sections opened:"),
+    el("ul", {}, (tree.sections || []).map((s) => {
+      const p = s.pages;
+      const pages = !p ? "" : p[0] === p[1] ? ` (p. ${p[0]})` : ` (pp. ${p[0]}-${p[1]})`;
+      return el("li", {}, el("code", {}, s.id), " ", (s.path && s.path.length ? s.path : [s.title]).join(" › "), pages,
+        s.chunks_left_out ? el("span", { class: "muted" }, ` — read ${s.chunks_read} of ${s.chunks} chunks, the rest did not fit`) : null);
+    })));
+}
+
 function renderAnswer(box, rec) {
   const sources = rec.sources || [];
   box.replaceChildren(
@@ -325,6 +345,7 @@ function renderAnswer(box, rec) {
       rec.finish_reason === "max_tokens" ? el("p", { class: "muted" }, "The answer was cut at max_tokens.") : null,
       rec.mode ? el("p", { class: "muted small" }, rec.mode === "llm" ? `written by ${rec.provider || "the LLM"}`
         : "quoted passages (no LLM configured)") : null),
+    renderTree(rec.tree),
     el("h3", {}, "Sources"), renderSources(sources) || el("p", { class: "muted" }, "none"));
 }
 
@@ -363,6 +384,7 @@ async function ask(ev) {
   asking = new AbortController();
   const body = { query };
   if ($("ask-collection").value) body.collections = [$("ask-collection").value];
+  if ($("ask-mode").value === "tree") body.mode = "tree";
   const box = $("ask-out");
   const live = el("div", { class: "answer card streaming" }, el("span", { class: "muted" }, "searching…"));
   box.replaceChildren(live);

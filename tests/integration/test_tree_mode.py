@@ -208,6 +208,14 @@ def test_parse_pick():
     for bad in ("", "no json", '{"sections": []}', '{"other": ["D1"]}', "[1, 2]"):
         with pytest.raises(PickError):
             parse_pick(bad, "sections", known, 3)
+    # an empty pick says so, rather than listing the ids that do not exist as "[]"
+    with pytest.raises(PickError, match=r"^the model picked no section \(its reply") as e:
+        parse_pick('{"sections": []}', "sections", known, 3)
+    assert "[]" not in str(e.value).split("(")[0]
+    with pytest.raises(PickError, match="the model picked no document"):
+        parse_pick('{"documents": []}', "documents", known, 3)
+    with pytest.raises(PickError, match=r"none of the ids picked exists: \['D9'\]"):
+        parse_pick('{"documents": ["D9"]}', "documents", known, 3)
 
 
 def test_history_keeps_the_steps(world, server):

@@ -21,6 +21,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from ragweedd.answer import NO_LLM_LABEL
+from tests.fakes.llm_server import API_KEY, FakeLLMServer
 from tests.system.conftest import ROOT, Daemon, serving, wait_indexed
 
 READ_TOOLS = {"search", "get_document", "ask", "list_collections", "status"}
@@ -139,6 +140,36 @@ def test_search_status_collections_ask(d, transport):
             assert "tree" in tree and "[llm] synthesis" in tree, tree
             assert "retrieval" in error_text(await s.call_tool("ask", {"query": "x", "retrieval": "chunks"}))
     run(go)
+
+
+def _tree_reply(provider, messages):
+    p = messages[-1]["content"]
+    if p.startswith("You choose which documents"):
+        return '{"documents": ["%s"]}' % __import__("re").search(r"\[(D\d+)\][^\n]*tea\.txt", p).group(1)
+    if p.startswith("You choose which sections"):
+        return '{"sections": ["D1.1"]}'
+    return "Green tea should steep for two minutes [1]. Cats purr at ninety degrees [1]."
+
+
+def test_ask_with_an_llm_carries_the_citation_check_and_the_tree(tmp_path):
+    with FakeLLMServer(models=("test-model",), reply=_tree_reply) as llm:
+        extra = "\n".join(["chunk_size = 64", "[llm]", 'synthesis = "openai:test-model"',
+                           f'openai_base_url = "{llm.url}/v1"', f'openai_api_key = "{API_KEY}"', "max_retries = 0"])
+        docs = tmp_path / "docs"
+        docs.mkdir()
+        for name, text in DOCS.items():
+            (docs / name).write_text(text)
+        with serving(Daemon(tmp_path / "d", {"notes": [docs]}, extra=extra)) as dm:
+            wait_indexed(dm, "notes", 2)
+
+            async def go():
+                async with http_session(dm) as s:
+                    a = data(await s.call_tool("ask", {"query": "how long should green tea steep?",
+                                                       "retrieval": "tree"}))
+                    assert a["mode"] == "llm" and a["tree"]["fallback"] is None, a
+                    assert [c["supported"] for c in a["citation_checks"]] == [True, False], a["citation_checks"]
+                    assert a["citations_verified"]["unsupported"] == 1, a["citations_verified"]
+            run(go)
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])

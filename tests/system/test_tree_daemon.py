@@ -31,7 +31,8 @@ def reply(provider, messages):
     if p.startswith("You choose which documents"):
         return '{"documents": ["%s"]}' % _id(p, "garden.md")
     if p.startswith("You choose which sections"):
-        return '{"sections": ["%s"]}' % _id(p, "Compost")
+        return '{"sections": ["%s"]}' % (_id(p, "Compost") if "Compost" in p
+                                         else re.search(r"\[(D\d+\.\d+)\]", p).group(1))
     return ANSWER
 
 
@@ -69,6 +70,22 @@ def test_tree_mode_through_the_daemon(tmp_path, llm):
         e = d.api("GET", f"/v1/history/{a['history_id']}").json()
         assert e["tree"]["sections"][0]["title"] == "Compost" and e["status"] == "done"
 
+        # the ask's filters bound the documents offered: one passes, so it is chosen without routing
+        llm.requests.clear()
+        r = d.api("POST", "/v1/ask", json={"query": "how often is the compost turned?", "mode": "tree",
+                                            "stream": False, "path_glob": "*tea.md"})
+        assert r.status_code == 200, r.text
+        t = r.json()["tree"]
+        assert t["candidates"] == 1 and [x["source_file"].endswith("tea.md") for x in t["documents"]] == [True]
+        assert t["sections"] and t["calls"] == 1, t
+        assert all(x["source_file"].endswith("tea.md") for x in r.json()["sources"])
+        assert not any("You choose which documents" in str(q) for q in llm.requests)
+        r = d.api("POST", "/v1/ask", json={"query": "compost?", "mode": "tree", "stream": False,
+                                            "file_type": "pdf"})
+        assert r.status_code == 200, r.text
+        t = r.json()["tree"]
+        assert t["candidates"] == 0 and "filters" in t["fallback"]["reason"]
+
         bad = d.api("POST", "/v1/ask", json={"query": "x", "mode": "trees"})
         assert bad.status_code == 400 and "mode" in bad.text
 
@@ -79,6 +96,13 @@ def test_tree_mode_through_the_daemon(tmp_path, llm):
         assert p.returncode == 0, p.stderr
         assert p.stdout.startswith(ANSWER) and "Tree mode: 1 of 2 documents chosen (Garden)" in p.stdout, p.stdout
         assert re.search(r"sections opened:\n  D\d\.\d Compost\n", p.stdout), p.stdout
+        # the history shows what ask showed: the citation check and the tree's steps
+        h = subprocess.run([sys.executable, "-m", "ragweedd.cli.ctl", "history", a["history_id"]],
+                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+        assert h.returncode == 0, h.stderr
+        assert "Citation check (terms): 1 of 1 citations supported." in h.stdout, h.stdout
+        assert re.search(r"Tree mode: 1 of 2 documents chosen \(Garden\); sections opened:\n  D\d\.\d Compost\n",
+                         h.stdout), h.stdout
 
 
 def test_tree_mode_without_an_llm_is_refused(tmp_path):

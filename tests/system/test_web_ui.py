@@ -60,7 +60,10 @@ def d(tmp_path_factory):
 
 
 def web_reply(provider, messages):
-    """The cited reply, plus, when asked how loud, a second claim its source does not hold."""
+    """The cited reply, plus, when asked how loud, a second claim its source does not hold; tree
+    mode's section pick is the first section."""
+    if messages[-1]["content"].startswith("You choose which sections"):
+        return '{"sections": ["%s"]}' % re.search(r"\[(D\d+\.\d+)\]", messages[-1]["content"]).group(1)
     text = reply(provider, messages)
     cited = re.search(r"\[(\d+)\]", text)
     if cited and "how loud" in messages[-1]["content"]:
@@ -332,6 +335,31 @@ def test_a_citation_of_a_source_that_does_not_exist_is_marked(d_llm, browser):
     listed = by_css(browser, "#ask-out .unsupported-list")[0].text
     assert "ancient Egypt" in listed and "there is no source 99" in listed, listed
     shot(d_llm, browser, "ask-no-source")
+
+
+def test_tree_mode_is_a_choice_and_its_steps_show_under_the_answer_and_in_history(d_llm, browser):
+    from selenium.webdriver.support.ui import Select
+
+    browser.get(login_url(d_llm))
+    wait_css(browser, "#ask-query", 10)[0].send_keys("do cats purr?")
+    Select(by_css(browser, "#ask-mode")[0]).select_by_visible_text("Tree")
+    by_css(browser, "#ask-go")[0].click()
+    wait_css(browser, "#ask-out h3", 30, "the finished answer")
+    tree = wait_css(browser, "#ask-out .tree", 5, "the tree steps")[0].text
+    assert tree.startswith("Tree mode: 1 of 1 documents chosen") and "sections opened:" in tree, tree
+    assert re.search(r"D1\.1 .*\(pp?\. \d", tree), tree
+    assert pill_for(browser, "animals.pdf").get_attribute("href").endswith("#page=2")
+    shot(d_llm, browser, "ask-tree")
+    # the answer really was a tree answer (the steps were not drawn from some other record)
+    newest = d_llm.api("GET", "/v1/history?limit=1").json()["items"][0]
+    entry = d_llm.api("GET", f"/v1/history/{newest['id']}").json()
+    assert entry["tree"]["sections"][0]["id"] == "D1.1" and entry["query"] == "do cats purr?"
+    # reopened from History, the answer shows the same steps
+    go(browser, d_llm, "history")
+    wait_css(browser, "#history-list a", 10)[0].click()
+    again = wait_css(browser, "#history-out .tree", 10, "the tree steps in history")[0].text
+    assert again == tree
+    shot(d_llm, browser, "history-tree")
 
 
 def test_the_markdown_pill_marks_the_cited_sentence(d, ui):

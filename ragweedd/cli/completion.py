@@ -150,7 +150,6 @@ def _fname(prog: str) -> str:
 # --------------------------------------------------------------------------- bash
 def bash(root: Node, prog: str) -> str:
     fn = f"_{_fname(prog)}_complete"
-    ctx_flags = _context_flags(root)
     out = [f"# bash completion for {prog}, generated from its parser: {prog} completion bash",
            f"# use: source <({prog} completion bash), or save it as",
            f"# ~/.local/share/bash-completion/completions/{prog}",
@@ -165,21 +164,7 @@ def bash(root: Node, prog: str) -> str:
            '        w="${COMP_WORDS[i]}"',
            "        if ((skip)); then skip=0; continue; fi",
            '        case "$cmdpath/$w" in']
-    for n in nodes(root):
-        for name, sub in n.subs.items():
-            out.append(f'            "{n.path}/{name}") cmdpath="{sub.path}"; npos=0; continue ;;')
-    out.append("        esac")
-    if ctx_flags:
-        out += ['        case "$w" in',
-                f'            {"|".join(ctx_flags)}) ctx+=("$w" "${{COMP_WORDS[i+1]}}") ;;',
-                "        esac"]
-    vf = _value_flags(root)
-    if vf:
-        out += ['        case "$cmdpath/$w" in',
-                "            " + "|".join(f'"{p}/{f}"' for p, f in vf) + ") skip=1; continue ;;",
-                "        esac"]
-    out += ['        [[ $w == -* ]] || ((npos++))',
-            "    done", '    case "$cmdpath/$prev" in']
+    out += _walk_words(root, "COMP_WORDS")
     for n in nodes(root):
         for o in n.options:
             if not o.takes_value or not o.flags:
@@ -215,10 +200,31 @@ def bash(root: Node, prog: str) -> str:
     return "\n".join(out)
 
 
+
+def _walk_words(root: Node, words: str) -> list[str]:
+    """The body of the loop over the words typed so far (bash and zsh alike): which subcommand
+    they lead to, the options whose value the hidden commands need (``ctx``), the option values to
+    skip, and the count of positional words; then the start of the case on the previous word."""
+    out = []
+    for n in nodes(root):
+        for name, sub in n.subs.items():
+            out.append(f'            "{n.path}/{name}") cmdpath="{sub.path}"; npos=0; continue ;;')
+    out.append("        esac")
+    ctx_flags = _context_flags(root)
+    if ctx_flags:
+        out += ['        case "$w" in',
+                f'            {"|".join(ctx_flags)}) ctx+=("$w" "${{{words}[i+1]}}") ;;',
+                "        esac"]
+    vf = _value_flags(root)
+    if vf:
+        out += ['        case "$cmdpath/$w" in',
+                "            " + "|".join(f'"{p}/{f}"' for p, f in vf) + ") skip=1; continue ;;",
+                "        esac"]
+    return out + ['        [[ $w == -* ]] || ((npos++))', "    done", '    case "$cmdpath/$prev" in']
+
 # --------------------------------------------------------------------------- zsh
 def zsh(root: Node, prog: str) -> str:
     fn = f"_{_fname(prog)}"
-    ctx_flags = _context_flags(root)
     dyn = '${(f)"$(${words[1]} "${ctx[@]}" _collections 2>/dev/null)"}'
     out = [f"#compdef {prog}",
            f"# zsh completion for {prog}, generated from its parser: {prog} completion zsh",
@@ -230,21 +236,7 @@ def zsh(root: Node, prog: str) -> str:
            '        w="${words[i]}"',
            "        if ((skip)); then skip=0; continue; fi",
            '        case "$cmdpath/$w" in']
-    for n in nodes(root):
-        for name, sub in n.subs.items():
-            out.append(f'            "{n.path}/{name}") cmdpath="{sub.path}"; npos=0; continue ;;')
-    out.append("        esac")
-    if ctx_flags:
-        out += ['        case "$w" in',
-                f'            {"|".join(ctx_flags)}) ctx+=("$w" "${{words[i+1]}}") ;;',
-                "        esac"]
-    vf = _value_flags(root)
-    if vf:
-        out += ['        case "$cmdpath/$w" in',
-                "            " + "|".join(f'"{p}/{f}"' for p, f in vf) + ") skip=1; continue ;;",
-                "        esac"]
-    out += ['        [[ $w == -* ]] || ((npos++))',
-            "    done", '    case "$cmdpath/$prev" in']
+    out += _walk_words(root, "words")
     for n in nodes(root):
         for o in n.options:
             if not o.takes_value or not o.flags:

@@ -30,10 +30,8 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence
 
-from ragweedd.errors import RequestError
 
 METRICS = ("faithfulness", "answer_relevance", "context_precision", "context_recall", "citations")
 CONTEXT_CHARS = 1500  # of each source, in the judge's prompts
@@ -104,28 +102,9 @@ def _stopped(e: Any, who: str, fix: str) -> Exception:
 
 def load(path: str | os.PathLike) -> list[Item]:
     """The questions of a JSONL file; a bad line is an error naming its number and what is wrong."""
-    p = Path(path)
-    try:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except OSError as e:
-        raise RequestError(f"cannot read the question file {p}: {e.strerror or e}") from None
-    except UnicodeDecodeError:
-        raise RequestError(f"{p} is not UTF-8 text", hint="question files are JSON Lines in UTF-8") from None
-    out: list[Item] = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError as e:
-            raise RequestError(f"{p}, line {n}: not JSON ({e})", hint=HINT) from None
-        try:
-            out.append(_item(obj, n))
-        except ValueError as e:
-            raise RequestError(f"{p}, line {n}: {e}", hint=HINT) from None
-    if not out:
-        raise RequestError(f"{p} holds no questions", hint=HINT)
-    return out
+    from ragweedd.eval.questions import read_lines
+
+    return read_lines(path, _item, HINT)
 
 
 def _item(obj: Any, n: int) -> Item:

@@ -27,9 +27,11 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 from ragweedd.errors import RequestError
+
+T = TypeVar("T")
 
 KS = (1, 5, 10)
 
@@ -51,8 +53,14 @@ class Question:
         return any(r.page is not None for r in self.relevant)
 
 
-def load(path: str | os.PathLike) -> list[Question]:
-    """Questions of a JSONL file in either layout; a bad line is an error naming its number."""
+QUESTIONS_HINT = ('each line is {"query": "...", "relevant": [{"file": "...", "page": N}]} '
+                  "(see docs/retrieval.md)")
+
+
+def read_lines(path: str | os.PathLike, parse: Callable[[Any, int], T], hint: str) -> list[T]:
+    """``parse(object, line number)`` of every non-blank line of a JSON Lines file in UTF-8; a
+    ValueError, TypeError or KeyError it raises, or a line that is not JSON, is an error naming the
+    file and the line; a file with no line at all is one too."""
     p = Path(path)
     try:
         lines = p.read_text(encoding="utf-8").splitlines()
@@ -60,25 +68,31 @@ def load(path: str | os.PathLike) -> list[Question]:
         raise RequestError(f"cannot read the question file {p}: {e.strerror or e}") from None
     except UnicodeDecodeError:
         raise RequestError(f"{p} is not UTF-8 text", hint="question files are JSON Lines in UTF-8") from None
-    out: list[Question] = []
+    out: list[T] = []
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
-            if not isinstance(obj, dict):
-                raise ValueError("not a JSON object")
-            out.append(_question(obj, n))
+        except ValueError as e:
+            raise RequestError(f"{p}, line {n}: not JSON ({e})", hint=hint) from None
+        try:
+            out.append(parse(obj, n))
         except (ValueError, TypeError, KeyError) as e:
-            raise RequestError(f"{p}, line {n}: {e}",
-                               hint='each line is {"query": "...", "relevant": [{"file": "...", "page": N}]} '
-                                    "(see docs/retrieval.md)") from None
+            raise RequestError(f"{p}, line {n}: {e}", hint=hint) from None
     if not out:
-        raise RequestError(f"{p} holds no questions")
+        raise RequestError(f"{p} holds no questions", hint=hint)
     return out
 
 
-def _question(obj: dict, n: int) -> Question:
+def load(path: str | os.PathLike) -> list[Question]:
+    """Questions of a JSONL file in either layout; a bad line is an error naming its number."""
+    return read_lines(path, _question, QUESTIONS_HINT)
+
+
+def _question(obj: Any, n: int) -> Question:
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
     if "question" in obj and "doc_name" in obj:  # FinanceBench's layout; its pages are 0-based
         rel = [Relevant(str(e["doc_name"]), int(e["evidence_page_num"]) + 1)
                for e in obj.get("evidence") or [] if e.get("evidence_page_num") is not None]

@@ -13,15 +13,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd.config import load_config  # noqa: E402
-from ragweedd.embed.hashing import HashEmbedder  # noqa: E402
 from ragweedd.errors import ConfigError  # noqa: E402
 from ragweedd.index.managed import DiskIndexes  # noqa: E402
-from ragweedd.ingest.pipeline import Pipeline  # noqa: E402
 from ragweedd.llm import make_provider  # noqa: E402
-from ragweedd.paths import Paths  # noqa: E402
 from ragweedd.query.hyde import HyDE, make_hyde, split_passages  # noqa: E402
 from ragweedd.services import Services  # noqa: E402
 from tests.fakes.llm_server import API_KEY, FakeLLMServer  # noqa: E402
+from tests.hashed_world import hashed_collection  # noqa: E402
 
 PROVIDERS = ["anthropic", "openai", "gemini", "ollama"]
 ENV = {"ANTHROPIC_API_KEY": API_KEY, "OPENAI_API_KEY": API_KEY, "GEMINI_API_KEY": API_KEY}
@@ -38,20 +36,7 @@ PASSAGE = "Ribosomes translate messenger RNA into protein chains; they are the p
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("hyde")
-    text = (f'data_dir = "{tmp}/data"\nstate_dir = "{tmp}/state"\ncache_dir = "{tmp}/cache"\n'
-            "chunk_size = 64\nsearch_cache_size = 0\n[embed]\nmodel = 'hash:64'\n")
-    cfg = load_config(text=text, env={})
-    paths = Paths.from_config(cfg).ensure()
-    emb = HashEmbedder(64)
-    pipe = Pipeline(cfg, paths, emb)
-    root = tmp / "src"
-    root.mkdir()
-    for name, body in DOCS.items():
-        (root / name).write_text(body)
-        assert pipe.ingest_file("lab", root / name, root).status == "indexed"
-    pipe.close()
-    return cfg, paths, emb
+    return hashed_collection(tmp_path_factory.mktemp("hyde"), DOCS, top="chunk_size = 64\nsearch_cache_size = 0")
 
 
 @pytest.fixture(scope="module")

@@ -14,15 +14,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from ragweedd.config import load_config  # noqa: E402
-from ragweedd.embed.hashing import HashEmbedder  # noqa: E402
 from ragweedd.index.managed import DiskIndexes  # noqa: E402
-from ragweedd.ingest.pipeline import Pipeline  # noqa: E402
 from ragweedd.llm import make_provider  # noqa: E402
-from ragweedd.paths import Paths  # noqa: E402
 from ragweedd.query.rerank import LLMReranker  # noqa: E402
 from ragweedd.services import Services  # noqa: E402
 from tests.fakes.llm_server import API_KEY, FakeLLMServer, relevance_reply  # noqa: E402
+from tests.hashed_world import hashed_collection  # noqa: E402
 
 PROVIDERS = ["anthropic", "openai", "gemini", "ollama"]
 ENV = {"ANTHROPIC_API_KEY": API_KEY, "OPENAI_API_KEY": API_KEY, "GEMINI_API_KEY": API_KEY}
@@ -39,19 +36,7 @@ def marker(text: str) -> str:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("rerank")
-    text = (f'data_dir = "{tmp}/data"\nstate_dir = "{tmp}/state"\ncache_dir = "{tmp}/cache"\n'
-            "chunk_size = 64\n[embed]\nmodel = 'hash:64'\n")
-    cfg = load_config(text=text, env={})
-    paths = Paths.from_config(cfg).ensure()
-    emb = HashEmbedder(64)
-    pipe = Pipeline(cfg, paths, emb)
-    root = tmp / "src"
-    root.mkdir()
-    for name, body in DOCS.items():
-        (root / name).write_text(body)
-        assert pipe.ingest_file("lab", root / name, root).status == "indexed"
-    pipe.close()
+    cfg, paths, emb = hashed_collection(tmp_path_factory.mktemp("rerank"), DOCS, top="chunk_size = 64")
     services = Services(cfg, paths, embedder=emb, disk_indexes=DiskIndexes(cfg, paths), reranker=None)
     fused = asyncio.run(services.search_async(QUERY, None, 10))
     assert "rerank" not in fused["retrieval_meta"], "no reranker: no rerank stage"

@@ -18,12 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd.answer.tree_ask import tree_answer  # noqa: E402
 from ragweedd.cli.ask import print_sources  # noqa: E402
-from ragweedd.config import load_config  # noqa: E402
-from ragweedd.embed.hashing import HashEmbedder  # noqa: E402
-from ragweedd.ingest.pipeline import Pipeline  # noqa: E402
-from ragweedd.paths import Paths  # noqa: E402
 from ragweedd.services import Services  # noqa: E402
-from tests.fakes.llm_server import API_KEY, FakeLLMServer  # noqa: E402
+from tests.fakes.llm_server import FakeLLMServer  # noqa: E402
+from tests.hashed_world import hashed_collection  # noqa: E402
 
 QUESTION = "What valuation allowance was recorded against deferred tax assets?"
 FILLER = ("Management reviewed the {w} figures of the quarter with the audit committee and found them "
@@ -78,22 +75,10 @@ def server():
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory, server):
-    tmp = tmp_path_factory.mktemp("treebudget")
-    text = (f'data_dir = "{tmp}/data"\nstate_dir = "{tmp}/state"\ncache_dir = "{tmp}/cache"\n'
-            "chunk_size = 48\nsearch_cache_size = 0\n[embed]\nmodel = 'hash:64'\n"
-            f'[llm]\nsynthesis = "openai:test-model"\nopenai_base_url = "{server.url}/v1"\n'
-            f'openai_api_key = "{API_KEY}"\nmax_retries = 0\ntimeout_s = 20\n')
-    cfg = load_config(text=text, env={})
-    paths = Paths.from_config(cfg).ensure()
-    emb = HashEmbedder(64)
-    pipe = Pipeline(cfg, paths, emb)
-    root = tmp / "src"
-    (root / "sub").mkdir(parents=True)
-    _long_pdf(root / "report.pdf")
-    (root / "sub" / "notes.md").write_text("# Notes\n\n" + "The valuation of the garden shed is modest. " * 5)
-    for name in ("report.pdf", "sub/notes.md"):
-        assert pipe.ingest_file("lab", root / name, root).status == "indexed"
-    pipe.close()
+    notes = "# Notes\n\n" + "The valuation of the garden shed is modest. " * 5
+    cfg, paths, emb = hashed_collection(tmp_path_factory.mktemp("treebudget"),
+                                        {"report.pdf": _long_pdf, "sub/notes.md": notes},
+                                        top="chunk_size = 48\nsearch_cache_size = 0", llm=server)
     services = Services(cfg, paths, embedder=emb, reranker=None, hyde=None)
     yield cfg, services
     services.close()

@@ -19,15 +19,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd.answer.tree_ask import parse_pick, tree_answer, PickError  # noqa: E402
 from ragweedd.cli.ask import print_sources  # noqa: E402
-from ragweedd.config import load_config  # noqa: E402
-from ragweedd.embed.hashing import HashEmbedder  # noqa: E402
 from ragweedd.errors import RequestError  # noqa: E402
-from ragweedd.ingest.pipeline import Pipeline  # noqa: E402
 from ragweedd.llm import make_provider  # noqa: E402
-from ragweedd.paths import Paths  # noqa: E402
 from ragweedd.services import Services  # noqa: E402
 from tests.fakes.llm_server import API_KEY, FakeLLMServer  # noqa: E402
 from tests.unit.test_pdf_structure import _outline_pdf  # noqa: E402
+from tests.hashed_world import hashed_collection  # noqa: E402
 
 PROVIDERS = ["anthropic", "openai", "gemini", "ollama"]
 ENV = {"ANTHROPIC_API_KEY": API_KEY, "OPENAI_API_KEY": API_KEY, "GEMINI_API_KEY": API_KEY}
@@ -82,22 +79,9 @@ def _clean(server):
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory, server):
-    tmp = tmp_path_factory.mktemp("tree")
-    text = (f'data_dir = "{tmp}/data"\nstate_dir = "{tmp}/state"\ncache_dir = "{tmp}/cache"\n'
-            "chunk_size = 64\nsearch_cache_size = 0\n[embed]\nmodel = 'hash:64'\n"
-            f'[llm]\nsynthesis = "openai:test-model"\nopenai_base_url = "{server.url}/v1"\n'
-            f'openai_api_key = "{API_KEY}"\nmax_retries = 0\ntimeout_s = 20\n')
-    cfg = load_config(text=text, env={})
-    paths = Paths.from_config(cfg).ensure()
-    emb = HashEmbedder(64)
-    pipe = Pipeline(cfg, paths, emb)
-    root = tmp / "src"
-    root.mkdir()
-    _outline_pdf(root / "outline.pdf")
-    (root / "garden.md").write_text(MARKDOWN)
-    for name in ("outline.pdf", "garden.md"):
-        assert pipe.ingest_file("lab", root / name, root).status == "indexed"
-    pipe.close()
+    cfg, paths, emb = hashed_collection(tmp_path_factory.mktemp("tree"),
+                                        {"outline.pdf": _outline_pdf, "garden.md": MARKDOWN},
+                                        top="chunk_size = 64\nsearch_cache_size = 0", llm=server)
     services = Services(cfg, paths, embedder=emb, reranker=None, hyde=None)
     yield cfg, services
     services.close()

@@ -44,3 +44,36 @@ def hashed_collection(tmp: Path, files: Mapping[str, str | Callable[[Path], Any]
     finally:
         pipe.close()
     return cfg, paths, emb
+
+
+ENV = {"ANTHROPIC_API_KEY": API_KEY, "OPENAI_API_KEY": API_KEY, "GEMINI_API_KEY": API_KEY}
+
+
+def provider_for(server: Any, name: str, model: str = "test-model", cfg: Any = None) -> Any:
+    """The ragweedd provider ``name`` (its official SDK) pointed at ``server``, no retries."""
+    from ragweedd.llm import make_provider
+
+    url = server.url + "/v1" if name == "openai" else server.url
+    return make_provider(f"{name}:{model}", cfg, env=ENV, base_url=url, timeout_s=10, max_retries=0,
+                         retry_backoff_s=0.01)
+
+
+def llm_server_fixtures(reply: Callable) -> tuple[Any, Any]:
+    """A module's ``server`` (the wire-protocol LLM server answering with ``reply``) and an autouse
+    fixture that clears its script and request log before each test: ``server, _clean = ...``."""
+    import pytest
+
+    from tests.fakes.llm_server import FakeLLMServer
+
+    @pytest.fixture(scope="module")
+    def server():
+        with FakeLLMServer(models=("test-model",), reply=reply) as srv:
+            yield srv
+
+    @pytest.fixture(autouse=True)
+    def _clean(server):
+        server.script.clear()
+        server.requests.clear()
+        yield
+
+    return server, _clean

@@ -18,10 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from ragweedd.answer import answer_question  # noqa: E402
 from ragweedd.cli.ask import print_citation_checks, print_sources  # noqa: E402
 from ragweedd.config import default_config  # noqa: E402
-from ragweedd.llm import make_provider  # noqa: E402
-from tests.fakes.llm_server import API_KEY, FakeLLMServer  # noqa: E402
+from tests.hashed_world import llm_server_fixtures, provider_for  # noqa: E402
 
-ENV = {"ANTHROPIC_API_KEY": API_KEY, "OPENAI_API_KEY": API_KEY, "GEMINI_API_KEY": API_KEY}
 PROVIDERS = ["anthropic", "openai", "gemini", "ollama"]
 TEXTS = ["Acme Corp reported revenue of $4.2 billion in fiscal 2022. Operating margin fell to 18.5%.",
          "The pump in hall B failed at 12 bar after the relief valve stuck."]
@@ -44,23 +42,11 @@ def reply(provider, messages):
     return ANSWER
 
 
-@pytest.fixture(scope="module")
-def server():
-    with FakeLLMServer(models=("test-model",), reply=reply) as srv:
-        yield srv
-
-
-@pytest.fixture(autouse=True)
-def _clean(server):
-    server.requests.clear()
-    server.script.clear()
-    yield
+server, _clean = llm_server_fixtures(reply)
 
 
 def provider(server, name, model="test-model"):
-    url = server.url + "/v1" if name == "openai" else server.url
-    return make_provider(f"{name}:{model}", default_config(), env=ENV, base_url=url, timeout_s=10, max_retries=0,
-                         retry_backoff_s=0.01)
+    return provider_for(server, name, model, default_config())
 
 
 def run(server, syn_name, ent=None, cfg=None):

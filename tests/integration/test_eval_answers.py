@@ -20,13 +20,11 @@ from ragweedd.answer.answering import ask  # noqa: E402
 from ragweedd.errors import NotFoundError, ProviderAuthError, ProviderModelMissing, RagweedError, RequestError  # noqa: E402
 from ragweedd.eval import answers as A  # noqa: E402
 from ragweedd.eval.cli import run as eval_run  # noqa: E402
-from ragweedd.llm import make_provider  # noqa: E402
 from ragweedd.services import Services  # noqa: E402
-from tests.fakes.llm_server import API_KEY, FakeLLMServer  # noqa: E402
 from tests.hashed_world import hashed_collection  # noqa: E402
+from tests.hashed_world import llm_server_fixtures, provider_for  # noqa: E402
 
 PROVIDERS = ["anthropic", "openai", "gemini", "ollama"]
-ENV = {"ANTHROPIC_API_KEY": API_KEY, "OPENAI_API_KEY": API_KEY, "GEMINI_API_KEY": API_KEY}
 DOCS = {
     "cats.txt": "Cats purr when they are content. A purring cat is usually relaxed and safe.",
     "tea.txt": "Green tea should steep for two minutes at eighty degrees Celsius, never in boiling water.",
@@ -55,17 +53,7 @@ def reply(provider, messages):
     return ANSWER
 
 
-@pytest.fixture(scope="module")
-def server():
-    with FakeLLMServer(models=("test-model",), reply=reply) as srv:
-        yield srv
-
-
-@pytest.fixture(autouse=True)
-def _clean(server):
-    server.script.clear()
-    server.requests.clear()
-    yield
+server, _clean = llm_server_fixtures(reply)
 
 
 @pytest.fixture(scope="module")
@@ -80,9 +68,7 @@ def world(tmp_path_factory, server):
 
 
 def judge(server, name):
-    url = server.url + "/v1" if name == "openai" else server.url
-    return make_provider(f"{name}:test-model", None, env=ENV, base_url=url, timeout_s=10, max_retries=0,
-                         retry_backoff_s=0.01)
+    return provider_for(server, name)
 
 
 def evaluate(world, server, name):

@@ -20,14 +20,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from ragweedd.answer.tree_ask import parse_pick, tree_answer, PickError  # noqa: E402
 from ragweedd.cli.ask import print_sources  # noqa: E402
 from ragweedd.errors import RequestError  # noqa: E402
-from ragweedd.llm import make_provider  # noqa: E402
 from ragweedd.services import Services  # noqa: E402
-from tests.fakes.llm_server import API_KEY, FakeLLMServer  # noqa: E402
 from tests.unit.test_pdf_structure import _outline_pdf  # noqa: E402
 from tests.hashed_world import hashed_collection  # noqa: E402
+from tests.hashed_world import llm_server_fixtures, provider_for  # noqa: E402
 
 PROVIDERS = ["anthropic", "openai", "gemini", "ollama"]
-ENV = {"ANTHROPIC_API_KEY": API_KEY, "OPENAI_API_KEY": API_KEY, "GEMINI_API_KEY": API_KEY}
 MARKDOWN = """# Garden Handbook
 
 Notes on keeping the community garden.
@@ -64,17 +62,7 @@ def reply(provider, messages):
     return ANSWER
 
 
-@pytest.fixture(scope="module")
-def server():
-    with FakeLLMServer(models=("test-model",), reply=reply) as srv:
-        yield srv
-
-
-@pytest.fixture(autouse=True)
-def _clean(server):
-    server.script.clear()
-    server.requests.clear()
-    yield
+server, _clean = llm_server_fixtures(reply)
 
 
 @pytest.fixture(scope="module")
@@ -88,9 +76,7 @@ def world(tmp_path_factory, server):
 
 
 def provider(server, name):
-    url = server.url + "/v1" if name == "openai" else server.url
-    return make_provider(f"{name}:test-model", None, env=ENV, base_url=url, timeout_s=10, max_retries=0,
-                         retry_backoff_s=0.01)
+    return provider_for(server, name)
 
 
 def run(world, server, name, question=QUESTION, summarizer=None):

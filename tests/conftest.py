@@ -11,3 +11,19 @@ os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(__file__).resolve().parent.par
 
 # A real PostgreSQL with pgvector (session-wide) and a fresh database per test that asks for one.
 from tests.pg_fixture import pg_dsn, pg_server  # noqa: E402,F401
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _logging_set_up_is_put_back():
+    """A test that runs a command's ``main()`` in this process configures structlog with the
+    stream pytest captures for that test, which is closed once the test ends: every later log line
+    of another test (a worker thread's warning) would then fail with "I/O operation on closed file".
+    The configuration from before the test is put back after it."""
+    import structlog
+
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)

@@ -87,6 +87,7 @@ def run_daemon(cfg, allow_remote: bool = False, *, embedder=None, extract=None, 
     from ragweedd.api.server import ensure_token
     from ragweedd.jobs.repair import check_and_repair
     from ragweedd.services import open_daemon
+    from ragweedd.store.backends import is_postgres
 
     # Everything the daemon creates (databases and their -wal/-shm, index files, port file, uploads,
     # scratch) is private whatever umask it was started with; what an older version left looser
@@ -150,7 +151,8 @@ def run_daemon(cfg, allow_remote: bool = False, *, embedder=None, extract=None, 
     try:
         writer.acquire()
         token = ensure_token(paths.token_file)
-        core = open_core(check_and_repair(paths, sorted(cfg.collections)))
+        # a database server keeps its own files sound; the periodic check mends the rest live
+        core = open_core({} if is_postgres(cfg) else check_and_repair(paths, sorted(cfg.collections)))
         log.info("daemon_started", pid=os.getpid(), collections=sorted(core.collections.items),
                  embedder=core.embedder.id, data_dir=str(paths.data), state_dir=str(paths.state))
         _check_keys_file()

@@ -18,6 +18,7 @@ from ragweedd.config import Config
 from ragweedd.logging import get_logger
 from ragweedd.paths import Paths
 from ragweedd.services import Services
+from ragweedd.store.backends import is_postgres
 
 log = get_logger("ragweedd.daemon")
 ROOT_CHECK_S = 5.0  # how often roots are stat-ed to notice an unmount or a return (one stat each)
@@ -25,10 +26,10 @@ ROOT_CHECK_S = 5.0  # how often roots are stat-ed to notice an unmount or a retu
 
 class Core:
     def __init__(self, cfg: Config, paths: Paths, embedder: Any, index: Any, *, extract: Callable | None = None,
-                 watcher_factory: Callable | None = None, passes: Any = None, migration: Any = None) -> None:
+                 watcher_factory: Callable | None = None, passes: Any = None, migration: Any = None,
+                 stores: Any = None) -> None:
         from ragweedd.store.job_queue import JobQueue
         from ragweedd.ingest.worker import Workers
-        from ragweedd.store.ingest_db import IngestDB
         from ragweedd.watch.collections import Collections
         from ragweedd.watch.debounce import Debouncer
         from ragweedd.watch.watcher import Watcher
@@ -39,7 +40,19 @@ class Core:
         # What a collection's vectors are recorded as made by: the model and its input format.
         self.index_embedder_id = index_embedder_id(embedder.id, cfg.chunk_context)
         self.started_at = time.time()
-        self.queue = JobQueue(paths.ingest_db, max_tries=cfg.extract_max_tries)
+        from ragweedd.embed.passes import Passes
+
+        self.passes = passes if passes is not None else Passes.none()  # extra embedding passes
+        self.services = Services(cfg, paths, embedder=embedder, indexes=index,
+                                 collection_names=lambda: list(self.collections.items), passes=self.passes,
+                                 stores=stores)
+        # A database server (PostgreSQL) holds the queue, the ingest state and the chunks, shared
+        # with the other machines' daemons; else the data directory's SQLite files do.
+        self.server = self.services.stores if is_postgres(cfg) else None
+        if self.server is not None:
+            self.queue: Any = self.server.open_jobs(max_tries=cfg.extract_max_tries)
+        else:
+            self.queue = JobQueue(paths.ingest_db, max_tries=cfg.extract_max_tries)
         # Events go to the collections, which queue what needs the pipeline and write the rows of
         # files skipped from their stat themselves (watch/skipped.py).
         self.debouncer = Debouncer(lambda items: self.collections.take_events(items), debounce_s=cfg.debounce_s,
@@ -52,13 +65,8 @@ class Core:
         self.collections = Collections(cfg, paths, self.queue, self.debouncer, lambda c: make_watcher(
             self.debouncer, known_under=c.known_under, is_known=c.is_known,
             on_root_event=lambda coll, root: self._root_event(), on_overflow=self._overflow,
-            on_rescan=lambda names: self.scan_async(*names)))
-        from ragweedd.embed.passes import Passes
-
-        self.passes = passes if passes is not None else Passes.none()  # extra embedding passes
-        self.services = Services(cfg, paths, embedder=embedder, indexes=index,
-                                 collection_names=lambda: list(self.collections.items), passes=self.passes)
-        self.reader = IngestDB(paths.ingest_db, readonly=True)  # listings and status: never writes
+            on_rescan=lambda names: self.scan_async(*names)), open_db=self._open_ingest)
+        self.reader = self._open_ingest(readonly=True)  # listings and status: never writes
         self._reader_lock = threading.Lock()
         for name in list(self.collections.items):
             self._reindex_if_embedder_changed(name)
@@ -70,10 +78,11 @@ class Core:
         self.on_migrated: Callable[[], None] | None = None
         self.vectorizer = Vectorizer(cfg, paths, embedder, self.index_embedder_id,
                                      collections=lambda: list(self.collections.items), on_changes=self.index.notify,
-                                     passes=self.passes, migration=migration, on_migrated=self._migrated)
+                                     passes=self.passes, migration=migration, on_migrated=self._migrated,
+                                     stores=self.server)
         self.workers = Workers(cfg, paths, self.queue, embedder, resolve=self.collections.resolve,
                                on_changes=self.index.notify, on_root_missing=self.collections.on_root_missing,
-                               extract=extract, vectorizer=self.vectorizer)
+                               extract=extract, vectorizer=self.vectorizer, stores=self.server)
         self.jobs: Any = None
         self.last_integrity: dict[str, Any] | None = None
         self.repaired: dict[str, Any] = {}  # what the start-up check repaired (ragweedd/jobs/repair.py)
@@ -85,6 +94,13 @@ class Core:
         self._roots_stop = threading.Event()
         self._retry = threading.Thread(target=self._retry_model_loop, name="ragweedd-model-retry", daemon=True)
         self._started = False
+
+    def _open_ingest(self, readonly: bool = False) -> Any:
+        from ragweedd.store.ingest_db import IngestDB
+
+        if self.server is not None:
+            return self.server.open_ingest(readonly=readonly)
+        return IngestDB(self.paths.ingest_db, readonly=readonly)
 
     # --- life cycle --------------------------------------------------------------------------------
     def start(self, *, scheduler: bool = True) -> None:
@@ -213,7 +229,15 @@ class Core:
         from ragweedd.jobs.integrity import integrity_check
 
         self.index.wait_idle(60)
-        res = integrity_check(self.paths, list(self.collections.items), self.index.count)
+        if self.server is not None:
+            from ragweedd.jobs.server_check import server_integrity
+
+            res = server_integrity(self.server, list(self.collections.items))
+            for name in res["mended"]:
+                self.vectorizer.notify(name)  # chunks put back in the embedding queue
+            self.scan_async(*res["mended"])  # the files it forgot are ingested again
+        else:
+            res = integrity_check(self.paths, list(self.collections.items), self.index.count)
         self.last_integrity = {**res, "at": time.time()}
         if not res["ok"]:
             log.warning("integrity_problems", result=res)
@@ -262,6 +286,13 @@ class Core:
         self.vectorizer.forget(name)
         self.index.drop(name)
         self.services.forget_collection(name)
+        if self.server is not None and self.server.has_rag(name):
+            # shared by every machine: only this machine's paths leave it (docs/postgres.md)
+            rag: Any = self.server.open_rag(name)
+            try:
+                rag.forget_source()
+            finally:
+                rag.close()
         shutil.rmtree(self.paths.collection_dir(name), ignore_errors=True)
         return res
 
@@ -308,6 +339,15 @@ class Core:
         stored = self._stored_embedder(name)
         if stored is None or stored == self.index_embedder_id:
             return
+        if self.server is not None:
+            from ragweedd.errors import ConfigError
+
+            # the vectors are every machine's: one daemon must not drop them for its own model
+            raise ConfigError(
+                f"collection '{name}' in the shared database was embedded with {stored}, but "
+                f"{self.cfg.source or 'the config'} makes this machine embed with {self.index_embedder_id}",
+                hint="every machine must use the same [embed] model and chunk_context for a shared collection: "
+                     "set them back, or re-embed it for all machines as docs/postgres.md describes")
         log.warning("collection_reindexing", collection=name, embedded_with=stored, configured=self.index_embedder_id,
                     reason="embed.model or chunk_context changed; the collection is indexed again from its files")
         self.collections.forget_files(name)

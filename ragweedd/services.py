@@ -30,7 +30,7 @@ from ragweedd.query.hyde import HyDE, make_hyde
 from ragweedd.query.rerank import Reranker, make_reranker, rerank_result
 from ragweedd.query.semantic_cache import SemanticCache
 from ragweedd.query.vectors import VectorSearch
-from ragweedd.store.backends import is_postgres, open_backend, require_local_ingest
+from ragweedd.store.backends import is_postgres, open_backend
 from ragweedd.store.protocols import StoreBackend
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ class Services:
                  disk_indexes: DiskIndexes | None = None,
                  collection_names: Callable[[], list[str]] | None = None, passes: Any = None,
                  reranker: Reranker | None | Literal["config"] = "config",
-                 hyde: HyDE | None | Literal["config"] = "config") -> None:
+                 hyde: HyDE | None | Literal["config"] = "config", stores: StoreBackend | None = None) -> None:
         self.cfg, self.paths = cfg, paths
         # "config": the [llm] rerank of cfg (None when it is empty); tests hand in their own
         self.reranker: Reranker | None = make_reranker(cfg) if isinstance(reranker, str) else reranker
@@ -55,7 +55,8 @@ class Services:
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
         self._disk = disk_indexes
-        self.stores: StoreBackend = open_backend(cfg, paths)  # config `store`: SQLite files or PostgreSQL
+        # config `store`: SQLite files or PostgreSQL; closed by close() also when handed in
+        self.stores: StoreBackend = stores if stores is not None else open_backend(cfg, paths)
         if passes is None and (cfg.multi_embed_384 or cfg.multi_embed_1024):
             passes = self._open_passes  # probed at the first dense search, never by `ask --continue`
         self.vectors = VectorSearch(cfg, indexes if indexes is not None else disk_indexes, passes)
@@ -247,11 +248,12 @@ def open_daemon(cfg: Config, *, embedder: Any = None, extract: Callable | None =
     everything it holds)."""
     from ragweedd.daemon_core import Core
     from ragweedd.index.numba_env import setup_for
-    from ragweedd.ingest.index_sync import IndexSync
 
-    require_local_ingest(cfg, "the daemon")
     paths = Paths.from_config(cfg).ensure()
     setup_for(paths)
+    if is_postgres(cfg):
+        return _open_server_daemon(cfg, paths, embedder=embedder, extract=extract, watcher_factory=watcher_factory)
+    from ragweedd.ingest.index_sync import IndexSync
     from ragweedd.ingest.model_swap import blocked, daemon_collections, prepare
     from ragweedd.ingest.vectorize import open_passes
 
@@ -284,3 +286,23 @@ def open_daemon(cfg: Config, *, embedder: Any = None, extract: Callable | None =
     index = IndexSync(cfg, paths, embedder.dim, {**passes.dims(), **building})
     return Core(cfg, paths, embedder, index, extract=extract, watcher_factory=watcher_factory, passes=passes,
                 migration=migration)
+
+
+def _open_server_daemon(cfg: Config, paths: Paths, *, embedder: Any, extract: Callable | None,
+                        watcher_factory: Callable | None) -> Core:
+    """The daemon on a database server that indexes its vectors itself (PostgreSQL + pgvector):
+    no index files to keep in step, and the collections' embedder is shared by every machine, so a
+    change of model is not made by one daemon on its own (docs/postgres.md)."""
+    from ragweedd.daemon_core import Core
+    from ragweedd.index.server_index import ServerIndexes
+    from ragweedd.ingest.vectorize import open_passes
+
+    stores = open_backend(cfg, paths)
+    if embedder is None:
+        from ragweedd.embed.factory import make_embedder
+
+        embedder = make_embedder(cfg.embed_model, cfg)
+    int(embedder.dim), embedder.id  # an Ollama model's server is first asked here
+    passes = open_passes(cfg, embedder)
+    return Core(cfg, paths, embedder, ServerIndexes(stores), extract=extract, watcher_factory=watcher_factory,
+                passes=passes, stores=stores)

@@ -32,7 +32,8 @@ from typing import Any, Callable
 
 from ragweedd.ingest.supervise import Supervisor
 from ragweedd.logging import get_logger
-from ragweedd.store.job_queue import Job, JobQueue
+from ragweedd.store.job_queue import Job
+from ragweedd.store.protocols import JobStore
 from ragweedd.store.sqlite import is_disk_full
 
 log = get_logger("ragweedd.ingest")
@@ -131,12 +132,14 @@ class Workers:
     the collection no longer exists; ``on_changes(collection)`` tells the index side that new
     change-log entries may exist (the index manager's hook)."""
 
-    def __init__(self, cfg, paths, queue: JobQueue, embedder, *, resolve: Callable,
+    def __init__(self, cfg, paths, queue: JobStore, embedder, *, resolve: Callable,
                  on_changes: Callable[[str], None], on_root_missing: Callable[[str, str], None],
-                 extract: Callable | None = None, vectorizer: Any = None) -> None:
+                 extract: Callable | None = None, vectorizer: Any = None, stores: Any = None) -> None:
         """With a ``vectorizer`` (ingest/vectorize.py), files are published without waiting for
-        their vectors and the vectorizer is told; without one, each job embeds its own chunks."""
+        their vectors and the vectorizer is told; without one, each job embeds its own chunks.
+        ``stores``: a database server backend to write to instead of the data directory's files."""
         self.cfg, self.paths, self.queue, self.embedder = cfg, paths, queue, embedder
+        self.stores = stores
         self.vectorizer = vectorizer
         self._stop = threading.Event()
         self.extract = extract or make_extract(cfg, should_stop=self._stop.is_set)
@@ -311,7 +314,7 @@ class Workers:
         from ragweedd.ingest.pipeline import Pipeline
 
         return Pipeline(self.cfg, self.paths, self.embedder, extract=self.extract, should_stop=self._stop.is_set,
-                        defer_vectors=self.vectorizer is not None)
+                        defer_vectors=self.vectorizer is not None, stores=self.stores)
 
     def _changed(self, collection: str) -> None:
         self.on_changes(collection)

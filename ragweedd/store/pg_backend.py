@@ -52,6 +52,14 @@ class PgBackend:
     def indexed_collections(self) -> list[str]:
         return [r["name"] for r in self._db.all("SELECT name FROM collections ORDER BY name")]
 
+    def index_figures(self) -> dict[str, tuple[int, int]]:
+        """Each collection's primary vectors (what its HNSW index holds: the index is updated in the
+        transaction that writes a vector) and the last sequence number of its change log."""
+        rows = self._db.all(
+            "SELECT c.name, (SELECT count(*) FROM vectors v WHERE v.collection_id=c.id AND v.space='primary') AS n,"
+            " (SELECT coalesce(max(seq), 0) FROM changes g WHERE g.collection_id=c.id) AS seq FROM collections c")
+        return {r["name"]: (int(r["n"]), int(r["seq"])) for r in rows}
+
     def database_size(self) -> int:
         """Bytes the database takes on the server (tables, indexes, TOAST)."""
         return int(self._db.value("SELECT pg_database_size(current_database())"))

@@ -194,6 +194,18 @@ class PgRag(PgKeyword):
         c.execute("DELETE FROM documents WHERE collection_id=%s AND md5=%s", (self.collection_id, md5))
         return sorted(ids)
 
+    def forget_source(self) -> int:
+        """Remove every path this source holds in the collection (a collection removed on this
+        machine): content that no other machine's path holds leaves with its chunks. Other sources'
+        paths, and the collection itself, stay. Returns the paths removed; one transaction each,
+        like the deletes of a watcher."""
+        mine = [r["source_file"] for r in self.db.all(
+            "SELECT source_file FROM document_paths WHERE collection_id=%s AND source=%s",
+            (self.collection_id, self.source))]
+        for p in mine:
+            self.remove_path(from_pg(p))
+        return len(mine)
+
     def drop_documents(self, md5s: Sequence[str]) -> tuple[list[str], list[int]]:
         paths: list[str] = []
         ids: list[int] = []
@@ -437,6 +449,25 @@ class PgRag(PgKeyword):
 
     def document_count(self) -> int:
         return int(self.db.value("SELECT count(*) FROM documents WHERE collection_id=%s", (self.collection_id,)))
+
+    def vector_accounts(self) -> tuple[int, int, int, int]:
+        """(chunks, primary vectors, chunks waiting for one, chunks with neither), in one snapshot."""
+        r = self.db.one(
+            "SELECT count(*) AS chunks, count(*) FILTER"
+            " (WHERE EXISTS (SELECT 1 FROM vectors v WHERE v.id=e.id AND v.space='primary')) AS vectors,"
+            " count(*) FILTER (WHERE EXISTS (SELECT 1 FROM pending_vectors p WHERE p.id=e.id)) AS pending,"
+            " count(*) FILTER (WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.id=e.id AND v.space='primary')"
+            " AND NOT EXISTS (SELECT 1 FROM pending_vectors p WHERE p.id=e.id)) AS lost"
+            " FROM chunks e WHERE e.collection_id=%s", (self.collection_id,))
+        assert r is not None
+        return int(r["chunks"]), int(r["vectors"]), int(r["pending"]), int(r["lost"])
+
+    def requeue_unembedded(self) -> int:
+        """Chunks with no primary vector and none waiting go back to the embedding stage."""
+        return self.db.run(
+            "INSERT INTO pending_vectors(id, collection_id) SELECT e.id, e.collection_id FROM chunks e"
+            " WHERE e.collection_id=%s AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.id=e.id AND v.space='primary')"
+            " ON CONFLICT (id) DO NOTHING", (self.collection_id,))
 
     def entropy_rows(self) -> list[tuple[int, float | None, int | None]]:
         return [(int(r["id"]), r["e"], r["w"]) for r in self.db.all(

@@ -23,6 +23,7 @@ from ragweedd.config import CollectionConfig
 from ragweedd.errors import ConfigError, NotFoundError, RequestError
 from ragweedd.logging import get_logger
 from ragweedd.store.ingest_db import IngestDB, SkippedFile
+from ragweedd.store.protocols import IngestStore
 from ragweedd.watch import skipped
 from ragweedd.watch.reconcile import root_state, scan
 
@@ -59,16 +60,20 @@ class CollectionState:
 
 
 class Collections:
-    def __init__(self, cfg, paths, queue, debouncer, watcher_factory) -> None:
+    def __init__(self, cfg, paths, queue, debouncer, watcher_factory,
+                 open_db: Callable[[], IngestStore] | None = None) -> None:
+        """``open_db``: opens a connection to the ingest state (the data directory's ingest_db,
+        or a database server's)."""
         self.cfg, self.paths, self.queue, self.debouncer = cfg, paths, queue, debouncer
+        opener = open_db or (lambda: IngestDB(paths.ingest_db))
         # Lookups, describe() and writes share one connection, each holding _lock for one short
         # statement. A scan reads through a connection of its own and holds no lock of theirs
         # while it walks the disk (minutes on a large folder; a listing must not wait for it).
-        self.db = IngestDB(paths.ingest_db)
-        self._scan_db = IngestDB(paths.ingest_db)
+        self.db = opener()
+        self._scan_db = opener()
         # Skipped rows for watcher events are written through a connection of their own, so the
         # watcher's lookups (self.db) and a long scan (_scan_db) never wait for each other.
-        self._event_db = IngestDB(paths.ingest_db)
+        self._event_db = opener()
         self._lock = threading.RLock()
         self._scan_lock = threading.Lock()
         self._event_lock = threading.Lock()
@@ -228,7 +233,7 @@ class Collections:
         log.info("scan_done", **res.summary())
         return st.last_scan
 
-    def _settle_skipped(self, db: IngestDB, name: str, gone: Callable[[], bool], files: list[SkippedFile],
+    def _settle_skipped(self, db: IngestStore, name: str, gone: Callable[[], bool], files: list[SkippedFile],
                         vanished: list[tuple[str, str | None]]) -> None:
         """Write skipped rows, and mark deleted those of skipped files that are gone, in batches,
         each while the collection cannot be removed (a removal drops its rows after the batch, or

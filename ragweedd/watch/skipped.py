@@ -31,7 +31,8 @@ import stat as stat_mod
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
-from ragweedd.store.ingest_db import IngestDB, SkippedFile
+from ragweedd.store.ingest_db import SkippedFile
+from ragweedd.store.protocols import IngestStore
 from ragweedd.store.sqlite import is_disk_full
 
 BATCH = 2000  # rows per transaction: the writer lock is held for tens of milliseconds at most
@@ -114,7 +115,7 @@ def _batches(write_part: Callable[[list[T]], list[str]], items: list[T], key: Ca
         yield part, set(held)
 
 
-def record(db: IngestDB, collection: str, files: list[SkippedFile], *,
+def record(db: IngestStore, collection: str, files: list[SkippedFile], *,
            write_allowed: WriteAllowed) -> tuple[int, list[SkippedFile]]:
     """Write ``files`` as skipped rows in batches. ``write_allowed(write)`` runs one batch's
     ``write`` while the collection cannot be removed, or returns None (without running it) once it
@@ -132,7 +133,7 @@ def record(db: IngestDB, collection: str, files: list[SkippedFile], *,
     return done, to_queue
 
 
-def forget(db: IngestDB, collection: str, gone: list[tuple[str, str | None]], *,
+def forget(db: IngestStore, collection: str, gone: list[tuple[str, str | None]], *,
            write_allowed: WriteAllowed) -> tuple[int, list[tuple[str, str | None, str]]]:
     """Mark the skipped rows of ``gone`` (path, root) -- paths found absent -- deleted, in batches,
     without a job each. Returns (rows settled, (path, root, op) the pipeline must settle: held by
@@ -151,5 +152,5 @@ def forget(db: IngestDB, collection: str, gone: list[tuple[str, str | None]], *,
     return done, to_queue
 
 
-def _forget_paths(db: IngestDB, collection: str, part: list[tuple[str, str | None]]) -> list[str]:
+def _forget_paths(db: IngestStore, collection: str, part: list[tuple[str, str | None]]) -> list[str]:
     return db.forget_skipped(collection, [p for p, _ in part])

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from ragweedd.config import load_config
-from ragweedd.errors import ConfigError
 from ragweedd.store.rag_passes import PRIMARY
 
 
@@ -61,17 +60,15 @@ def test_one_shot_search_and_history_on_postgresql(tmp_path, pg_dsn):
         services.close()
 
 
-def test_the_daemon_and_ingest_are_refused_on_postgresql_without_showing_the_password(tmp_path):
+def test_the_daemon_on_an_unreachable_postgresql_says_so_without_showing_the_password(tmp_path):
+    from ragweedd.errors import StorageError
     from ragweedd.services import open_daemon
-    from ragweedd.store.backends import require_local_ingest
 
-    cfg = _config(tmp_path, "postgresql://rw:s3cret@db.invalid/rag")
-    with pytest.raises(ConfigError) as e:
+    cfg = _config(tmp_path, "postgresql://rw:s3cret@db.invalid/rag?connect_timeout=3")
+    with pytest.raises(StorageError) as e:
         open_daemon(cfg)
-    assert "store" in str(e.value) and "s3cret" not in str(e.value) and "rw:***@db.invalid" in str(e.value)
-    with pytest.raises(ConfigError):
-        require_local_ingest(cfg, "ingest")
-    require_local_ingest(_config(tmp_path, "sqlite"), "ingest")  # the default is untouched
+    assert "s3cret" not in str(e.value) and "rw:***@db.invalid" in str(e.value), str(e.value)
+    assert "cannot connect to PostgreSQL" in str(e.value) and "pgpass" in (e.value.hint or "")
 
 
 def test_one_shot_ingest_and_search_on_postgresql(tmp_path, pg_dsn, capsys):

@@ -18,7 +18,7 @@ import subprocess
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 import requests
@@ -37,7 +37,12 @@ def free_port() -> int:
 class Daemon:
     def __init__(self, base: Path, collections: dict[str, list[str]], *, debounce_s: float = 0.3,
                  delete_hold_s: float = 0.3, extra: str = "", env: dict | None = None,
-                 fail_watch: Path | None = None, launcher_args: list[str] | None = None) -> None:
+                 fail_watch: Path | None = None, launcher_args: list[str] | None = None,
+                 store: str | None = None, source_name: str | None = None) -> None:
+        """``store``: a PostgreSQL URI (else the data directory's SQLite files); ``source_name``
+        the machine name this daemon writes its paths under there."""
+        from tests.system.state_probe import PgProbe, SqliteProbe
+
         self.base = base
         base.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
@@ -47,6 +52,12 @@ class Daemon:
         lines = [f'listen = "127.0.0.1:{self.port}"', f'data_dir = "{base / "data"}"',
                  f'state_dir = "{base / "state"}"', f'cache_dir = "{base / "cache"}"',
                  f"debounce_s = {debounce_s}", f"delete_hold_s = {delete_hold_s}", "ingest_nice = 5", extra]
+        self.store = store
+        self.probe: SqliteProbe | PgProbe = SqliteProbe(base / "data")
+        if store is not None:
+            source_name = source_name or base.name
+            lines[:0] = [f"store = {json.dumps(store)}", f"source_name = {json.dumps(source_name)}"]
+            self.probe = PgProbe(store, source_name)
         for name, paths in collections.items():
             lines.append(f"[collections.{name}]\npaths = {json.dumps([str(p) for p in paths])}")
         self.cfg.write_text("\n".join(lines) + "\n")
@@ -130,10 +141,8 @@ class Daemon:
         conn.row_factory = sqlite3.Row
         return conn
 
-    def live_rows(self, collection: str) -> dict[str, sqlite3.Row]:
-        with self.db() as c:
-            return {r["source_file"]: r for r in c.execute(
-                "SELECT * FROM ingest_files WHERE collection=? AND superseded=0", (collection,))}
+    def live_rows(self, collection: str) -> dict[str, Any]:
+        return self.probe.live_rows(collection)
 
     def embed_calls(self) -> int:
         """Texts sent to the embedder by anything (ingest and search queries), from the hook log."""
@@ -200,3 +209,20 @@ def daemon(tmp_path):
     yield make
     for d in made:
         stop(d)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request) -> str | None:
+    """Each backend in turn: None (the SQLite files) or the URI of a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return None
+    return request.getfixturevalue("pg_dsn")
+
+
+@pytest.fixture
+def any_daemon(daemon, store):
+    """``daemon``, on each backend in turn (the suites that must behave the same on both)."""
+    def make(collections: dict[str, list], start: bool = True, **kw) -> Daemon:
+        return daemon(collections, start=start, store=store, **kw)
+
+    return make

@@ -1,4 +1,5 @@
-"""Incremental semantics through the real daemon: modify, delete, copy, folder rename."""
+"""Incremental semantics through the real daemon: modify, delete, copy, folder rename; each on
+both stores (the data directory's SQLite files and a PostgreSQL database)."""
 
 from __future__ import annotations
 
@@ -24,17 +25,16 @@ def _found(d, word: str) -> list[dict]:
     return [h for h in d.search(word, top_k=20) if word in h["text"]]
 
 
-def test_edit_one_paragraph_embeds_only_changed_chunks(daemon, tmp_path):
+def test_edit_one_paragraph_embeds_only_changed_chunks(any_daemon, tmp_path):
     folder = tmp_path / "docs"
     folder.mkdir()
     big = folder / "big.txt"
     # Same-length markers keep every later chunk boundary where it was.
     big.write_text(_paragraphs(120, 60, "quokkaoldmarker"))
-    d = daemon({"docs": [folder]})
+    d = any_daemon({"docs": [folder]})
     wait_until(lambda: d.ingests(big), 60, what="first index")
     d.wait_idle()
-    with d.db("docs") as c:
-        chunks = c.execute("SELECT count(*) FROM embeddings").fetchone()[0]
+    chunks = d.probe.chunks("docs")
     assert chunks >= 50, f"the test file should make >= 50 chunks, made {chunks}"
     before = d.ingest_embedded()
     assert before == chunks == d.embed_calls()  # every chunk text embedded once
@@ -46,18 +46,17 @@ def test_edit_one_paragraph_embeds_only_changed_chunks(daemon, tmp_path):
     changed = d.ingest_embedded() - before
     assert 1 <= changed <= 3, f"{changed} chunks re-embedded for a one-paragraph edit of {chunks} chunks"
     assert not _found(d, "quokkaoldmarker")
-    with d.db("docs") as c:
-        assert c.execute("SELECT count(*) FROM embeddings").fetchone()[0] == chunks
-        assert c.execute("SELECT count(*) FROM fts_chunks WHERE fts_chunks MATCH 'quokkaoldmarker'").fetchone()[0] == 0
+    assert d.probe.chunks("docs") == d.probe.vectors("docs") == chunks
+    assert d.probe.keyword_rows("docs", "quokkaoldmarker") == 0
 
 
-def test_delete_removes_text_but_a_copy_keeps_it(daemon, tmp_path):
+def test_delete_removes_text_but_a_copy_keeps_it(any_daemon, tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
     b.mkdir()
     (a / "one.txt").write_text("Marmalade recipes with bitter seville oranges and brown sugar.")
     (a / "two.txt").write_text("Sourdough starters need flour, water and patience over many days.")
-    d = daemon({"kitchen": [a, b]})
+    d = any_daemon({"kitchen": [a, b]})
     wait_until(lambda: len(d.live_rows("kitchen")) == 2, 30, what="two files indexed")
     d.wait_idle()
     calls = d.embed_calls() - d.searches
@@ -73,22 +72,21 @@ def test_delete_removes_text_but_a_copy_keeps_it(daemon, tmp_path):
     d.wait_idle()
     # Deleted with no copy: gone from keyword and vector search.
     assert not [h for h in d.search("sourdough starters flour") if "Sourdough" in h["text"]]
-    with d.db("kitchen") as c:
-        assert c.execute("SELECT count(*) FROM fts_chunks WHERE fts_chunks MATCH 'sourdough'").fetchone()[0] == 0
-        assert c.execute("SELECT count(*) FROM vectors").fetchone()[0] == c.execute(
-            "SELECT count(*) FROM embeddings").fetchone()[0] == 1
+    assert d.probe.keyword_rows("kitchen", "sourdough") == 0
+    assert d.probe.vectors("kitchen") == d.probe.chunks("kitchen") == 1
+    assert d.probe.paths("kitchen") == {str(b / "copy.txt"): d.live_rows("kitchen")[str(b / "copy.txt")]["md5"]}
     # Deleted but held by the copy: still found, under the copy's path.
     hits = [h for h in d.search("marmalade seville oranges") if "Marmalade" in h["text"]]
     assert hits and hits[0]["source_file"] == str(b / "copy.txt")
 
 
-def test_rename_1000_file_folder_embeds_nothing(daemon, tmp_path):
+def test_rename_1000_file_folder_embeds_nothing(any_daemon, tmp_path):
     root = tmp_path / "vault"
     sub = root / "projects"
     sub.mkdir(parents=True)
     for i in range(1000):
         (sub / f"note{i:04d}.txt").write_text(f"Note {i} mentions the codeword zq{i:04d}kite and nothing else.")
-    d = daemon({"vault": [root]})
+    d = any_daemon({"vault": [root]})
     wait_until(lambda: sum(1 for r in d.live_rows("vault").values() if r["extract_status"] == "done") == 1000,
                120, 0.5, "1000 files indexed")
     d.wait_idle()
@@ -111,12 +109,12 @@ def test_rename_1000_file_folder_embeds_nothing(daemon, tmp_path):
     d.wait_idle()
     assert d.embed_calls() - d.searches == calls, "renaming a folder must not embed anything"
     assert d.ingest_embedded() == 1000
-    with d.db("vault") as c:
-        assert c.execute("SELECT count(*) FROM embeddings").fetchone()[0] == 1000
-        assert c.execute("SELECT count(*) FROM changes WHERE seq > 1000").fetchone()[0] == 0  # nothing removed/re-added
+    assert d.probe.chunks("vault") == 1000
+    # nothing removed or re-added: the change log holds the first 1000 adds only
+    assert (d.probe.changes("vault", "add"), d.probe.changes("vault", "delete")) == (1000, 0)
 
 
-def test_collections_sharing_a_folder_each_index_every_change(daemon, tmp_path):
+def test_collections_sharing_a_folder_each_index_every_change(any_daemon, tmp_path):
     """A second collection on the same folder, and a third on its parent, added at run time: a new
     file, an edit and a delete reach all three; removing one leaves the others whole. Before, the
     watcher's debouncer kept one event per path and only the last collection to report it got it."""
@@ -124,7 +122,7 @@ def test_collections_sharing_a_folder_each_index_every_change(daemon, tmp_path):
     docs = parent / "docs"
     docs.mkdir(parents=True)
     (docs / "old.txt").write_text("An old note about tide pools and their anemones.")
-    d = daemon({"c1": [docs]})
+    d = any_daemon({"c1": [docs]})
     wait_until(lambda: str(docs / "old.txt") in d.live_rows("c1"), 30, what="the first note")
     for name, root in (("b2", docs), ("whole", parent)):
         r = d.api("POST", "/v1/collections", json={"name": name, "paths": [str(root)]})
@@ -150,12 +148,12 @@ def test_collections_sharing_a_folder_each_index_every_change(daemon, tmp_path):
                what="a new file in the collections that remain")
 
 
-def test_a_thousand_level_folder_made_while_running_does_not_delay_new_files(daemon, tmp_path):
+def test_a_thousand_level_folder_made_while_running_does_not_delay_new_files(any_daemon, tmp_path):
     """Before, each level's event walked the whole chain below it on the watcher's thread: a file
     written after a 1,000-level chain was still not indexed after 3 minutes."""
     docs = tmp_path / "docs"
     docs.mkdir()
-    d = daemon({"docs": [docs]})
+    d = any_daemon({"docs": [docs]})
     try:
         os.close(folder_chain(str(docs), "deep", 1000, pause_s=0.001))
         fresh = docs / "fresh.txt"

@@ -41,6 +41,13 @@ def vec_bytes(text: str) -> bytes:
     return np.array(text.strip("[]").split(","), dtype=np.float32).tobytes() if text != "[]" else b""
 
 
+# A database session, as the job queue names its claimers (pg_jobs.py): a process's connection.
+_SESSION = ("(SELECT pid::text || ':' || extract(epoch FROM backend_start)::text FROM pg_stat_activity"
+            " WHERE pid = pg_backend_pid())")
+_LIVE_SESSIONS = ("SELECT pid::text || ':' || extract(epoch FROM backend_start)::text FROM pg_stat_activity"
+                  " WHERE backend_start IS NOT NULL")
+
+
 class PgRag(PgKeyword):
     def __init__(self, db: PgConn, collection: str, *, source: str, topic: str = "", readonly: bool = False) -> None:
         self.db = db
@@ -287,9 +294,16 @@ class PgRag(PgKeyword):
 
     # --- vectors that follow their chunks ----------------------------------------------------------
     def pending_batch(self, limit: int, after_id: int = 0) -> list[tuple[int, str, str, str]]:
+        """As RagDB.pending_batch, and the rows are taken: another process's embedding stage skips
+        them while this connection's session lives (a process that died leaves them to the others)."""
         return [(int(r["id"]), r["embedding_id"], r["content"], r["context"]) for r in self.db.all(
-            "SELECT p.id, e.embedding_id, e.content, e.context FROM pending_vectors p JOIN chunks e ON e.id = p.id"
-            " WHERE p.collection_id=%s AND p.id > %s ORDER BY p.id LIMIT %s", (self.collection_id, after_id, limit))]
+            f"WITH picked AS (SELECT id FROM pending_vectors WHERE collection_id=%s AND id > %s"
+            f" AND (claimed_by IS NULL OR claimed_by = {_SESSION} OR claimed_by NOT IN ({_LIVE_SESSIONS}))"
+            " ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED),"
+            f" taken AS (UPDATE pending_vectors p SET claimed_by = {_SESSION} FROM picked WHERE p.id = picked.id"
+            " RETURNING p.id)"
+            " SELECT t.id, e.embedding_id, e.content, e.context FROM taken t JOIN chunks e ON e.id = t.id"
+            " ORDER BY t.id", (self.collection_id, after_id, limit))]
 
     def add_vectors(self, embedder_id: str, items: Sequence[tuple[int, str, str, bytes]]) -> list[int]:
         """As RagDB.add_vectors: a chunk gets its vector only while still pending and still the

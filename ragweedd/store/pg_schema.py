@@ -259,4 +259,9 @@ CREATE INDEX path_changes_collection ON path_changes(collection_id, seq);
 INSERT INTO path_changes(collection_id) SELECT collection_id FROM path_version;
 DROP TABLE path_version;
 """),
+    # Daemons on several machines each run an embedding stage over the same waiting chunks: a
+    # chunk's wait row names the session that took it to embed, so no two embed the same chunk.
+    (5, "pending_claims", """
+ALTER TABLE pending_vectors ADD COLUMN claimed_by text;
+"""),
 ]

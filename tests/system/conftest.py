@@ -168,6 +168,10 @@ class Daemon:
                     out.append(ev)
         return out
 
+    def ingests_any(self) -> int:
+        """How many files this daemon ingested (its ``ingest_file`` log lines, over all its runs)."""
+        return len(self.events("ingest_file"))
+
     def ingests(self, path: str | Path, status: str | None = "indexed") -> list[dict]:
         return [e for e in self.events("ingest_file") if e.get("path") == str(path)
                 and (status is None or e.get("status") == status)]

@@ -2,7 +2,8 @@
 with pgvector (pgserver): backup with its pg_dump line and restore with its pg_restore line, by a
 user that is not a superuser, into a database a superuser prepared as the page says; and a
 laptop's SQLite collection moved in with its ``ragweedd migrate --to`` line. Each ends with
-``ragweedd search`` finding the same documents as before.
+``ragweedd search`` finding the same documents as before. The monitoring and upgrade queries it
+shows run, and the refusal of a newer database says what the page quotes.
 
 (tests/integration/test_pg_copy.py checks in detail what the copy carries and ``ragweedd migrate``'s
 output and errors; here the whole path an operator takes: ingest, migrate, switch ``store``, search.)
@@ -54,12 +55,13 @@ def _pg_bin(name: str) -> str:
     return str(path)
 
 
-def _ragweedd(cfg: Path, *args: str) -> subprocess.CompletedProcess:
+def _ragweedd(cfg: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("RAGWEED_STORE", None)
     p = subprocess.run([sys.executable, "-m", "ragweedd", "--config", str(cfg), *args], capture_output=True,
                        text=True, env=env, timeout=300)
-    assert p.returncode == 0, (args, p.stdout, p.stderr)
+    if ok:
+        assert p.returncode == 0, (args, p.stdout, p.stderr)
     return p
 
 
@@ -152,6 +154,42 @@ def test_backup_and_restore_as_the_page_shows(tmp_path, team_db):
         assert _search(cfg_restored, "lighthouse keeper watch", mode) == hits, mode
     assert _hnsw_indexes(restored) == _hnsw_indexes(live) != []  # built again by the restore
     assert _migrations(restored) == _migrations(live) != []
+    _the_page_sql_runs(live)
+
+
+def _the_page_sql_runs(dsn: str) -> None:
+    """The monitoring and upgrade queries of the page, as the ragweed user on a database in use."""
+    import re
+
+    import psycopg
+
+    text = PAGE.read_text()
+    sql = [b.split("```")[0] for b in text.split("```sql\n")[1:]]
+    assert "CREATE EXTENSION vector" in sql[0]  # the superuser's set-up, run by the team_db fixture
+    statements = [st.strip() for b in sql[1:] for st in re.sub(r"--[^\n]*", "", b).split(";") if st.strip()]
+    statements += re.findall(r"`(SELECT [^`]*);`", text)
+    assert len(statements) >= 5, statements
+    dbname = dsn.partition("?")[0].rsplit("/", 1)[1]
+    with psycopg.connect(dsn) as c:
+        for st in statements:
+            rows = c.execute(st.replace("'ragweed'", f"'{dbname}'")).fetchall()
+            if "FROM ragweedd_migrations" in st or "pg_database_size" in st:
+                assert rows, st
+
+
+def test_a_database_of_a_newer_ragweedd_is_refused_as_the_page_says(tmp_path, pg_dsn):
+    import psycopg
+
+    cfg = _config(tmp_path, "server", pg_dsn)
+    _ragweedd(cfg, "search", "anything", ok=False)  # creates the schema (and finds nothing indexed)
+    assert _migrations(pg_dsn) != []
+    with psycopg.connect(pg_dsn, autocommit=True) as c:
+        c.execute("INSERT INTO ragweedd_migrations VALUES (999, 'from the future', 0)")
+    p = _ragweedd(cfg, "search", "anything", ok=False)
+    assert p.returncode != 0
+    assert "was written by a newer ragweedd (migrations [999] unknown)" in p.stderr, p.stderr
+    assert "upgrade ragweedd on this machine" in p.stderr
+    assert "was written by a newer ragweedd (migrations [" in " ".join(PAGE.read_text().split())
 
 
 def _sqlite_files(data: Path) -> dict[str, str]:

@@ -1,7 +1,7 @@
 """docs/team.md names only configuration keys that exist, its example configs load, its ragweedd and
 ragweedctl commands use only commands and flags those programs have, and its links to other pages
 land on headings that exist. The PostgreSQL commands it shows are run for real in
-tests/integration/test_team_docs.py."""
+tests/integration/test_team_procedures.py."""
 
 from __future__ import annotations
 

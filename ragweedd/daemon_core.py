@@ -346,8 +346,9 @@ class Core:
             raise ConfigError(
                 f"collection '{name}' in the shared database was embedded with {stored}, but "
                 f"{self.cfg.source or 'the config'} makes this machine embed with {self.index_embedder_id}",
-                hint="every machine must use the same [embed] model and chunk_context for a shared collection: "
-                     "set them back, or re-embed it for all machines as docs/postgres.md describes")
+                hint="every machine must use the same [embed] model and chunk_context for a shared collection: set "
+                     "them back; or, to move it to this model, stop every machine's ragweedd, set the model on "
+                     f"each, run `ragweedd reembed -c {name}` once, then start them (docs/postgres.md)")
         log.warning("collection_reindexing", collection=name, embedded_with=stored, configured=self.index_embedder_id,
                     reason="embed.model or chunk_context changed; the collection is indexed again from its files")
         self.collections.forget_files(name)

@@ -97,6 +97,14 @@ class Services:
                         defer_vectors=defer_vectors, stores=self.stores if is_postgres(self.cfg) else None)
 
     # --- search -----------------------------------------------------------------------------------
+    def _where(self) -> str:
+        """Where the indexes are, as a person reading an error knows it."""
+        if is_postgres(self.cfg):
+            from ragweedd.config import redact_dsn
+
+            return f"the PostgreSQL database {redact_dsn(self.cfg.store)}"
+        return str(self.paths.collections)
+
     def searchable(self, names: list[str] | None = None) -> list[str]:
         """The collections a search covers: ``names`` (each must exist), else every collection
         that has an index."""
@@ -107,7 +115,7 @@ class Services:
             missing = sorted(set(names) - set(have))
             if missing:
                 if not self._registry:
-                    raise NotFoundError(f"collection '{missing[0]}' has no index under {self.paths.collections}",
+                    raise NotFoundError(f"collection '{missing[0]}' has no index in {self._where()}",
                                         hint="ingest it first: ragweedd ingest PATH --collection NAME")
                 raise NotFoundError(f"collection '{missing[0]}' does not exist",
                                     hint="list them with GET /v1/collections or ragweedctl status")
@@ -128,7 +136,7 @@ class Services:
                                     "shows the progress); an empty collection needs files in its folders, "
                                     "or add one: ragweedctl add")
         if not names:
-            raise RequestError(f"nothing is indexed yet under {self.paths.collections}",
+            raise RequestError(f"nothing is indexed yet in {self._where()}",
                                hint="add a collection (ragweedctl add) or ingest one: "
                                     "ragweedd ingest PATH --collection NAME")
         f = Filters.make(collections=names, path_glob=path_glob, file_types=[file_type] if file_type else None,

@@ -67,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     from ragweedd.cli.migrate import add_parser as add_migrate_parser
 
     add_migrate_parser(sub)
+    from ragweedd.cli.reembed import add_parser as add_reembed_parser
+
+    add_reembed_parser(sub)
     sub.add_parser("check-config", help="validate the configuration and print the effective values")
     sub.add_parser("doctor", help="list every format, its extractor and whether its tools are installed")
     c = sub.add_parser("completion", help="print a shell completion script (bash, zsh or fish)")
@@ -178,6 +181,10 @@ def _dispatch(args) -> int:
         from ragweedd.cli.migrate import run as run_migrate
 
         return run_migrate(cfg, args)
+    if args.cmd == "reembed":
+        from ragweedd.cli.reembed import run as run_reembed
+
+        return run_reembed(cfg, args)
     if args.cmd == "run":
         from ragweedd.daemon import run_daemon
 

@@ -100,6 +100,60 @@ class PgRag(PgKeyword):
                       (self.collection_id, space, embedder_id, dim, time.time()))
             self._ensure_hnsw(c, space, dim)
 
+    def _same_embedder(self, c: Any, embedder_id: str) -> None:
+        """Refuse vectors of another embedder than the collection's (a daemon still running with
+        the model the collection was moved away from on another machine)."""
+        r = c.execute("SELECT embedder_id FROM embedders WHERE collection_id=%s AND space=%s",
+                      (self.collection_id, PRIMARY)).fetchone()
+        if r is not None and r["embedder_id"] != embedder_id:
+            from ragweedd.errors import EmbedderError
+
+            raise EmbedderError(f"collection '{self.collection}' in the shared database is embedded with "
+                                f"{r['embedder_id']}, but this process embeds with {embedder_id}",
+                                hint="set [embed] model (and chunk_context) to match and restart ragweedd")
+
+    def restart_vectors(self, embedder_id: str, dim: int) -> int:
+        """Record ``embedder_id`` as the collection's embedder and set every chunk waiting for its
+        vector (ragweedd reembed): the primary vectors made by the one before are dropped, with the
+        HNSW index of their dimension when it differs. Returns the chunks set waiting."""
+        with self.db.tx() as c:
+            old = c.execute("SELECT dim FROM embedders WHERE collection_id=%s AND space=%s",
+                            (self.collection_id, PRIMARY)).fetchone()
+            gone = [int(r["id"]) for r in c.execute(
+                "DELETE FROM vectors WHERE collection_id=%s AND space=%s RETURNING id", (self.collection_id, PRIMARY))]
+            n = c.execute("INSERT INTO pending_vectors(id, collection_id) SELECT id, collection_id FROM chunks"
+                          " WHERE collection_id=%s ON CONFLICT (id) DO UPDATE SET claimed_by = NULL",
+                          (self.collection_id,)).rowcount
+            c.execute("INSERT INTO embedders(collection_id, space, embedder_id, dim, since) VALUES (%s,%s,%s,%s,%s)"
+                      " ON CONFLICT (collection_id, space) DO UPDATE SET embedder_id=excluded.embedder_id,"
+                      " dim=excluded.dim, since=excluded.since",
+                      (self.collection_id, PRIMARY, embedder_id, dim, time.time()))
+            resized = old is not None and int(old["dim"]) != int(dim)
+            if resized:
+                c.execute(f"DROP INDEX IF EXISTS vectors_hnsw_{self.collection_id}_{PRIMARY}_{int(old['dim'])}")
+            else:
+                self._ensure_hnsw(c, PRIMARY, dim)
+            self._log(c, deletes=gone)
+        if resized:
+            self.ensure_vector_index(dim)
+        return n
+
+    def ensure_vector_index(self, dim: int) -> None:
+        """The HNSW index of the primary vectors, built after a change of dimension: an index build
+        also reads the rows deleted but still visible to an older snapshot (whose vectors have the
+        old dimension), so those are vacuumed away first. Until it exists, searches rank exactly."""
+        self.db.run("VACUUM vectors")
+        try:
+            with self.db.tx() as c:
+                self._ensure_hnsw(c, PRIMARY, dim)
+        except Exception as e:
+            from ragweedd.errors import StorageError
+
+            raise StorageError(f"collection '{self.collection}': its vectors were reset, but the vector index for "
+                               f"{int(dim)} dimensions cannot be built while another session still sees the old "
+                               f"vectors ({e})", hint="run ragweedd reembed again in a while; searches meanwhile "
+                                                      "rank the vectors exactly (slower)") from e
+
     def _ensure_hnsw(self, c: Any, space: str, dim: int) -> None:
         # One partial HNSW index per (collection, space, dimension); inner product on unit vectors.
         # The name and the literals in it are built from integers and a checked space name only.
@@ -310,6 +364,7 @@ class PgRag(PgKeyword):
         chunk whose text was read (same embedding_id and context)."""
         done: list[int] = []
         with self.db.tx() as c:
+            self._same_embedder(c, embedder_id)
             for cid, embedding_id, context, vec in items:
                 if c.execute("DELETE FROM pending_vectors p USING chunks e WHERE p.id=%s AND e.id=p.id"
                              " AND e.embedding_id=%s AND e.context=%s",
@@ -342,6 +397,7 @@ class PgRag(PgKeyword):
             raise ValueError("add_pass_vectors writes extra passes only; primary vectors go through add_vectors")
         done: list[int] = []
         with self.db.tx() as c:
+            self._same_embedder(c, embedder_id)
             for cid, embedding_id, context, vec in items:
                 n = c.execute(
                     "INSERT INTO vectors(id, collection_id, space, embedder_id, vec)"

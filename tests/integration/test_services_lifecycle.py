@@ -154,7 +154,7 @@ def test_a_search_before_the_first_file_is_in_says_it_is_coming(tmp_path):
     svc = Services(cfg, paths, collection_names=lambda: list(names), reranker=None, hyde=None)
     try:
         # a daemon with no collection: add one
-        with pytest.raises(RequestError, match="nothing is indexed yet under") as e:
+        with pytest.raises(RequestError, match="nothing is indexed yet in ") as e:
             svc.search("garden")
         assert "ragweedctl add" in (e.value.hint or "")
         # a collection declared, its first file still being read: try again soon

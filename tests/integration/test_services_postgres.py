@@ -104,3 +104,25 @@ def test_one_shot_ingest_and_search_on_postgresql(tmp_path, pg_dsn, capsys):
     assert main(["--config", str(cfg), "ingest", str(docs), "-c", "notes", "--json"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["new_chunks"] == 0 and out["embedded"] == 0
+
+
+def test_reembed_on_the_sqlite_files_says_the_daemon_does_it(tmp_path, capsys):
+    from ragweedd.cli.command import main
+
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f'data_dir = "{tmp_path / "data"}"\nstate_dir = "{tmp_path / "state"}"\n'
+                   f'cache_dir = "{tmp_path / "cache"}"\n[embed]\nmodel = "hash:64"\n')
+    assert main(["--config", str(cfg), "reembed"]) == 2  # a request that cannot be done here
+    err = capsys.readouterr().err
+    assert "reembed is for a shared PostgreSQL store" in err and "moves to a changed [embed] model by itself" in err
+
+
+def test_reembed_of_a_collection_the_database_does_not_hold(tmp_path, pg_dsn, capsys):
+    from ragweedd.cli.command import main
+
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f'data_dir = "{tmp_path / "data"}"\nstate_dir = "{tmp_path / "state"}"\n'
+                   f'cache_dir = "{tmp_path / "cache"}"\nstore = "{pg_dsn}"\n[embed]\nmodel = "hash:64"\n')
+    assert main(["--config", str(cfg), "reembed", "-c", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "collection 'nope' is not in" in err and "no collection yet" in err

@@ -1,0 +1,101 @@
+"""A shared (PostgreSQL) collection and a change of embed.model: a daemon configured with another
+model than the collection's refuses to start and says what to do; ``ragweedd reembed`` sets every
+stored chunk waiting for the new model; the daemon started with it embeds them from the stored
+text, and a daemon still embedding with the old model cannot write its vectors there."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.system.conftest import ROOT, wait_until
+
+
+def _hnsw_indexes(dsn: str) -> list[str]:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return sorted(r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE indexname LIKE 'vectors_hnsw_%'"))
+
+
+def _vectors(dsn: str) -> dict[str, int]:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return dict(conn.execute("SELECT embedder_id, count(*) FROM vectors WHERE space='primary' GROUP BY 1"
+                                 ).fetchall())
+
+
+def test_reembed_moves_a_shared_collection_to_another_model(daemon, pg_dsn, tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i, topic in enumerate(["heron nesting season", "granite quarry history", "tide tables for the bay"]):
+        (docs / f"n{i}.md").write_text(f"# Note {i}\n\nA long note about the {topic}. " * 20)
+    old = daemon({"notes": [docs]}, store=pg_dsn, source_name="laptop")
+    wait_until(lambda: len(old.live_rows("notes")) == 3, 60, what="three files indexed")
+    old.wait_idle()
+    chunks = old.probe.chunks("notes")
+    old_id = "hash:64@fh1+ctx1"  # the model, its feature hashing version, the context line format
+    new_id = "hash:32@fh1+ctx1"
+    assert _vectors(pg_dsn) == {old_id: chunks}
+    old.stop()
+
+    new = daemon({"notes": [docs]}, start=False, store=pg_dsn, source_name="laptop",
+                 env={"RAGWEED_EMBED_MODEL": "hash:32"})
+    new.start(wait=False)
+    assert new.proc.wait(60) == 1
+    log = new.out.read_text()
+    assert f"collection 'notes' in the shared database was embedded with {old_id}" in log, log[-2000:]
+    assert "ragweedd reembed -c notes" in log
+
+    r = subprocess.run([sys.executable, "-m", "ragweedd", "--config", str(new.cfg), "--json", "reembed"],
+                       env=new.env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["collections"]["notes"] == {"embedder": new_id, "chunks": chunks,
+                                                            "already": False, "was": old_id}
+    assert _vectors(pg_dsn) == {}
+    # the index of the old dimension is gone, the new one is there before a vector arrives
+    assert [i.rsplit("_", 1)[1] for i in _hnsw_indexes(pg_dsn)] == ["32"]
+
+    # the old model's daemon, started again by mistake, cannot write its vectors into the collection
+    old.start(wait=False)
+    assert old.proc.wait(60) == 1
+    assert f"was embedded with {new_id}" in old.out.read_text()
+
+    new.start()
+    wait_until(lambda: _vectors(pg_dsn) == {new_id: chunks} and new.idle(), 60, what="every chunk re-embedded")
+    hits = new.search("granite quarry history")
+    assert hits and hits[0]["filename"] == "n1.md"
+    assert new.ingests_any() == 0, "nothing is extracted again"
+    # a second run has nothing to do
+    r = subprocess.run([sys.executable, "-m", "ragweedd", "--config", str(new.cfg), "reembed", "-c", "notes"],
+                       env=new.env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and f"already embedded with {new_id}" in r.stdout, r.stdout + r.stderr
+
+
+def test_vectors_of_the_model_a_collection_was_moved_away_from_are_refused(pg_dsn):
+    """A daemon on another machine still running with the old model when reembed ran: its embedding
+    stage's vectors must not land among the new model's."""
+    import pytest
+
+    from ragweedd.errors import EmbedderError
+    from ragweedd.store.pg_backend import PgBackend
+    from ragweedd.store.rag_passes import PRIMARY
+
+    backend = PgBackend(pg_dsn, source="a")
+    rag = backend.open_rag("notes")
+    try:
+        rag.publish(md5="b" * 32, source_file="/n.md", rel_path="n.md", kind="text", extractor="text", ocr_type=None,
+                    title=None, size_bytes=10, chunks=[{"chunk_idx": 0, "text": "tide tables", "meta": {}}],
+                    vectors={}, embedders={PRIMARY: ("old", 4)})
+        waiting = rag.pending_batch(10)
+        assert len(waiting) == 1
+        assert rag.restart_vectors("new", 4) == 1
+        cid, emb_id, _text, ctx = waiting[0]
+        with pytest.raises(EmbedderError, match="embedded with new, but this process embeds with old"):
+            rag.add_vectors("old", [(cid, emb_id, ctx, b"\0" * 16)])
+        assert rag.add_vectors("new", [(cid, emb_id, ctx, b"\0" * 16)]) == [cid]
+    finally:
+        rag.close()
+        backend.close()

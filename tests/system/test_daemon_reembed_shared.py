@@ -16,7 +16,8 @@ def _hnsw_indexes(dsn: str) -> list[str]:
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as conn:
-        return sorted(r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE indexname LIKE 'vectors_hnsw_%'"))
+        rows = conn.execute("SELECT indexname FROM pg_indexes WHERE indexname LIKE 'vectors_hnsw_%'").fetchall()
+    return sorted(r[0] for r in rows)
 
 
 def _vectors(dsn: str) -> dict[str, int]:

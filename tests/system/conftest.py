@@ -135,11 +135,18 @@ class Daemon:
         wait_until(self.idle, timeout, 0.2, "the ingest queue to drain")
 
     # --- state -----------------------------------------------------------------------------------
-    def db(self, name: str = "ingest") -> sqlite3.Connection:
+    @contextmanager
+    def db(self, name: str = "ingest") -> Iterator[sqlite3.Connection]:
+        """A read-only connection to one of the daemon's SQLite files, closed at the end of the
+        ``with``: one left open in the test process keeps that process's view of the file's WAL
+        index, which the daemon's start-up repair may replace, so later reads would see old rows."""
         p = self.base / "data" / ("ingest_db.sqlite3" if name == "ingest" else f"collections/{name}/rag.sqlite3")
         conn = sqlite3.connect(f"file:{p}?mode=ro", uri=True, timeout=30)
         conn.row_factory = sqlite3.Row
-        return conn
+        try:
+            yield conn
+        finally:
+            conn.close()
 
     def live_rows(self, collection: str) -> dict[str, Any]:
         return self.probe.live_rows(collection)

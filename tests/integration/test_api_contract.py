@@ -446,8 +446,13 @@ def test_collections_lifecycle(fresh, tmp_path):
     assert "papers" in e["message"]
     for op in ("scan", "reanalyze", "rebuild-fts"):
         assert fresh.ok("POST", f"/v1/collections/papers/{op}") == {"collection": "papers", "queued": True}
+    probe = fresh.probe()
+    assert set(probe.paths("papers")) == {str(papers / "adam.txt")} and probe.chunks("papers") == 1
     assert fresh.ok("DELETE", "/v1/collections/papers") == {"name": "papers", "removed": True}
     assert (papers / "adam.txt").exists(), "removing a collection never touches the user's files"
+    # what the collection held leaves the store with it
+    assert probe.paths("papers") == {} and probe.chunks("papers") == probe.vectors("papers") == 0
+    assert probe.live_rows("papers") == {}
     e = err(fresh.request("POST", "/v1/collections/papers/scan"), 404, "not_found")
     assert "papers" in e["message"] and e["hint"]
     err(fresh.request("DELETE", "/v1/collections/papers"), 404)

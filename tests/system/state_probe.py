@@ -19,7 +19,13 @@ class SqliteProbe:
         conn.row_factory = sqlite3.Row
         return conn
 
+    def _gone(self, name: str) -> bool:
+        # a collection without its database (never indexed, or removed) holds nothing
+        return name != "ingest" and not (self.data / f"collections/{name}/rag.sqlite3").exists()
+
     def _value(self, name: str, sql: str, args: tuple = ()) -> Any:
+        if self._gone(name):
+            return 0
         conn = self._conn(name)
         try:
             return conn.execute(sql, args).fetchone()[0]
@@ -47,6 +53,8 @@ class SqliteProbe:
         return self._value(collection, "SELECT count(*) FROM changes WHERE op=?", (op,))
 
     def _column(self, name: str, sql: str, args: tuple = ()) -> list[Any]:
+        if self._gone(name):
+            return []
         conn = self._conn(name)
         try:
             return [r[0] for r in conn.execute(sql, args)]
@@ -71,6 +79,8 @@ class SqliteProbe:
 
     def paths(self, collection: str) -> dict[str, str]:
         """Every path the collection holds content for -> its md5."""
+        if self._gone(collection):
+            return {}
         conn = self._conn(collection)
         try:
             return {r[0]: r[1] for r in conn.execute("SELECT source_file, md5 FROM document_paths")}

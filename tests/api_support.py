@@ -2,10 +2,11 @@
 
 ``running_api(tmp_path)`` writes a config in ``tmp_path`` (data/state/cache dirs, one collection
 ``notes`` over a folder of real text, Markdown and HTML files, the hash embedder, a free loopback
-port), builds the daemon with ``ragweedd.services.open_daemon`` (real SQLite, real ingest threads,
-real watcher), starts it without the scheduler, serves ``DaemonEngine(core)`` with ``ApiServer`` on
-a background thread's event loop (``ThreadedServer``), waits until every file is indexed, and yields
-an ``Api`` client. On exit the server stops, then ``core.stop()``.
+port), builds the daemon with ``ragweedd.services.open_daemon`` (real SQLite files or, with
+``store=``, a real PostgreSQL; real ingest threads, real watcher), starts it without the
+scheduler, serves ``DaemonEngine(core)`` with ``ApiServer`` on a background thread's event loop
+(``ThreadedServer``), waits until every file is indexed, and yields an ``Api`` client. On exit
+the server stops, then ``core.stop()``.
 
 There is no fake engine: the faces are tested against what users run (DESIGN §14).
 """
@@ -66,6 +67,13 @@ class Api:
     cfg_file: Path
     files: dict[str, str | bytes] = field(default_factory=dict)
     calls: list[str] = field(default_factory=list)
+    store: str | None = None  # the PostgreSQL URI the daemon keeps its index in (None: SQLite files)
+
+    def probe(self):
+        """What the daemon stored, read straight from its backend (tests/system/state_probe.py)."""
+        from tests.system.state_probe import PgProbe, SqliteProbe
+
+        return PgProbe(self.store, "laptop") if self.store else SqliteProbe(self.paths.data)
 
     def count_engine_calls(self) -> list[str]:
         """Record the name of every engine method the routes call (the real engine, instrumented),
@@ -153,9 +161,13 @@ class Api:
         return p
 
 
-def write_config(base: Path, docs_dir: Path, *, top: str = "", extra: str = "") -> Path:
-    """``top``: top-level keys; ``extra``: whole sections (e.g. ``[llm]``)."""
+def write_config(base: Path, docs_dir: Path, *, top: str = "", extra: str = "", store: str | None = None,
+                 source_name: str = "laptop") -> Path:
+    """``top``: top-level keys; ``extra``: whole sections (e.g. ``[llm]``); ``store``: a PostgreSQL
+    URI to keep the index in (written with ``source_name``), else the data directory's SQLite files."""
     cfg = base / "ragweedd.toml"
+    if store is not None:
+        top = "\n".join([f"store = {json.dumps(store)}", f"source_name = {json.dumps(source_name)}", top])
     lines = ['listen = "127.0.0.1:0"', f'data_dir = "{base / "data"}"', f'state_dir = "{base / "state"}"',
              f'cache_dir = "{base / "cache"}"', "debounce_s = 0.2", "delete_hold_s = 0.2", "ingest_nice = 0",
              top, extra, "[embed]", 'model = "hash:64"', "[collections.notes]", f'paths = ["{docs_dir}"]']
@@ -169,8 +181,11 @@ def running_api(tmp_path: Path, *, files: dict[str, str | bytes] | None = None, 
                 expect: set[str] | None = None, extract: Callable | None = None,
                 max_body_bytes: int | None = None, max_concurrent_answers: int | None = None,
                 wait: bool = True, timeout: float = 90, scheduler: bool = True,
-                server_kwargs: dict | None = None):
+                server_kwargs: dict | None = None, store: str | None = None):
     """The real daemon (open_daemon + DaemonEngine) behind ApiServer on a free loopback port.
+
+    ``store``: a PostgreSQL URI the daemon keeps its index in (config ``store``, with
+    ``source_name = "laptop"``); None for the data directory's SQLite files.
 
     ``scheduler`` is on by default, as ``ragweedd run`` has it (its jobs are hours apart, so they
     never run during a test); see test_api_contract for what a core started without it does.
@@ -183,7 +198,7 @@ def running_api(tmp_path: Path, *, files: dict[str, str | bytes] | None = None, 
             (docs / name).write_bytes(content)
         else:
             (docs / name).write_text(content, encoding="utf-8")
-    cfg_file = write_config(tmp_path, docs, top=top_toml, extra=extra_toml)
+    cfg_file = write_config(tmp_path, docs, top=top_toml, extra=extra_toml, store=store)
     cfg = load_config(cfg_file, env={})
     paths = Paths.from_config(cfg).ensure()
     token = ensure_token(paths.token_file)
@@ -197,7 +212,7 @@ def running_api(tmp_path: Path, *, files: dict[str, str | bytes] | None = None, 
             max_body_bytes=max_body_bytes or cfg.max_body_mb * 2**20,
             max_concurrent_answers=max_concurrent_answers or cfg.max_concurrent_answers,
             **(server_kwargs or {})).start()
-        api = Api(server, core, engine, token, paths, docs, cfg_file, dict(files))
+        api = Api(server, core, engine, token, paths, docs, cfg_file, dict(files), store=store)
         want = set(files) if expect is None else expect
         if wait and want:
             api.wait_indexed(want, timeout=timeout)

@@ -9,8 +9,9 @@ from pathlib import Path
 
 os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(__file__).resolve().parent.parent / ".pytest_cache" / "numba"))
 
-# A real PostgreSQL with pgvector (session-wide) and a fresh database per test that asks for one.
-from tests.pg_fixture import pg_dsn, pg_server  # noqa: E402,F401
+# A real PostgreSQL with pgvector (session-wide), a fresh database per test that asks for one, and
+# ``store``: each backend in turn.
+from tests.pg_fixture import pg_dsn, pg_server, store  # noqa: E402,F401
 
 
 import pytest  # noqa: E402

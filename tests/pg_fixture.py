@@ -14,6 +14,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -50,20 +51,38 @@ def pg_server() -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture
-def pg_dsn(pg_server: str) -> Iterator[str]:
-    """A fresh, empty database of its own (with the vector extension) for one test."""
+@contextmanager
+def fresh_database(server: str) -> Iterator[str]:
+    """A new, empty database (with the vector extension) on ``server``, dropped on exit."""
     import psycopg
 
     name = "t_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(pg_server, autocommit=True) as conn:
+    with psycopg.connect(server, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    dsn = _with_dbname(pg_server, name)
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-    yield dsn
-    with psycopg.connect(pg_server, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    dsn = _with_dbname(server, name)
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        yield dsn
+    finally:
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def pg_dsn(pg_server: str) -> Iterator[str]:
+    """A fresh, empty database of its own (with the vector extension) for one test."""
+    with fresh_database(pg_server) as dsn:
+        yield dsn
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request) -> str | None:
+    """Each backend in turn, for the suites that must behave the same on both: None (the data
+    directory's SQLite files) or the URI of a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return None
+    return request.getfixturevalue("pg_dsn")
 
 
 def _with_dbname(uri: str, name: str) -> str:

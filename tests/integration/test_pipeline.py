@@ -1,7 +1,8 @@
-"""The per-file pipeline on real folders and SQLite files: dedup, supersede, bad input, resume."""
+"""The per-file pipeline on real folders, on both storage backends (the data directory's SQLite
+files and a real PostgreSQL with pgvector): dedup, supersede, bad input, resume. What the stores
+hold is read back through tests/system/state_probe.py, the same question on each backend."""
 
 import signal
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -14,6 +15,12 @@ from ragweedd.embed.hashing import HashEmbedder
 from ragweedd.ingest.pipeline import Pipeline
 from ragweedd.paths import Paths
 from ragweedd.query.simple import dense_search, keyword_search, open_collections
+from tests.system.state_probe import PgProbe, SqliteProbe
+
+SOURCE = "laptop"  # the machine name the PostgreSQL rows are written under
+# A keyword expression as the query planner writes it (quoted words): the only form the PostgreSQL
+# store takes, where FTS5 would also take a bare word.
+ZANZIBAR = '"zanzibar"'
 
 
 class CountingEmbedder(HashEmbedder):
@@ -27,15 +34,45 @@ class CountingEmbedder(HashEmbedder):
 
 
 @pytest.fixture
-def env(tmp_path):
-    cfg = load_config(text="chunk_size = 64\n[embed]\nmodel = 'hash:64'\n", env={})
-    paths = Paths.resolve(str(tmp_path / "data"), str(tmp_path / "state"), str(tmp_path / "cache"))
+def make_pipe(tmp_path, store):
+    """``make_pipe(cfg_text, embedder)``: a Pipeline writing to this test's backend, closed after it."""
+    from ragweedd.store.pg_backend import PgBackend
+
+    opened = []
+
+    def make(text, emb):
+        cfg = load_config(text=text, env={})
+        paths = Paths.resolve(str(tmp_path / "data"), str(tmp_path / "state"), str(tmp_path / "cache"))
+        stores = PgBackend(store, source=SOURCE) if store else None
+        pipe = Pipeline(cfg, paths, emb, stores=stores)
+        opened.append(pipe)
+        return pipe
+
+    yield make
+    for pipe in opened:
+        pipe.close()
+        if pipe.stores is not None:
+            pipe.stores.close()
+
+
+@pytest.fixture
+def probe(tmp_path, store):
+    """What the test's backend holds, read straight from it."""
+    return PgProbe(store, SOURCE) if store else SqliteProbe(tmp_path / "data")
+
+
+def searchable(pipe):
+    """The collection ``c`` opened for search the way the pipeline's backend is."""
+    return open_collections(pipe.stores or pipe.paths, ["c"])
+
+
+@pytest.fixture
+def env(tmp_path, make_pipe):
     emb = CountingEmbedder()
-    pipe = Pipeline(cfg, paths, emb)
+    pipe = make_pipe("chunk_size = 64\n[embed]\nmodel = 'hash:64'\n", emb)
     docs = tmp_path / "docs"
     docs.mkdir()
-    yield pipe, emb, docs, paths
-    pipe.close()
+    return pipe, emb, docs, pipe.paths
 
 
 def _paragraphs(n, tag="p"):
@@ -60,7 +97,7 @@ def test_same_bytes_under_two_paths_are_embedded_once_and_both_recorded(env):
     assert pipe.ingest_file("c", a, docs).status == "unchanged" and len(emb.texts) == n
 
 
-def test_modify_reembeds_only_changed_chunks_and_old_text_leaves(env):
+def test_modify_reembeds_only_changed_chunks_and_old_text_leaves(env, probe):
     pipe, emb, docs, _ = env
     f = docs / "notes.md"
     import random
@@ -80,17 +117,17 @@ def test_modify_reembeds_only_changed_chunks_and_old_text_leaves(env):
     f.write_text("\n\n".join(paras))
     second = pipe.ingest_file("c", f, docs)
     assert second.status == "indexed"
-    ids = [r[0] for r in pipe.rag("c").conn.execute("SELECT id FROM embeddings")]
+    ids = pipe.rag("c").chunk_ids_of(second.md5)
     new_texts = {h["text"] for h in pipe.rag("c").hits(ids).values()}
     # exactly the chunk texts that did not exist before are embedded, and they are few
     assert second.embedded == len(new_texts - old_texts)
     assert 0 < second.embedded < second.chunks / 3, (second.embedded, second.chunks)
-    rags = open_collections(pipe.paths, ["c"])
+    rags = searchable(pipe)
     assert keyword_search(rags, "subject15", 10) == []
     assert [h["source_file"] for h in keyword_search(rags, "zeppelins", 10)][:1] == [str(f)]
     rag = pipe.rag("c")
     assert rag.chunk_count() == second.chunks  # old version's chunks are gone
-    assert rag.conn.execute("SELECT count(*) FROM fts_chunks").fetchone()[0] == second.chunks
+    assert probe.chunks("c") == len(probe.keyword_texts("c")) == second.chunks
 
 
 def test_delete_removes_unless_a_copy_holds_the_bytes(env):
@@ -102,7 +139,7 @@ def test_delete_removes_unless_a_copy_holds_the_bytes(env):
     pipe.ingest_file("c", b, docs)
     a.unlink()
     assert pipe.remove_file("c", str(a)) == []
-    rags = open_collections(pipe.paths, ["c"])
+    rags = searchable(pipe)
     assert [h["source_file"] for h in keyword_search(rags, "marmalade", 5)] == [str(b)]
     b.unlink()
     assert pipe.remove_file("c", str(b)) != []
@@ -141,7 +178,7 @@ def test_file_that_turns_unreadable_loses_its_old_chunks(env):
     pipe.ingest_file("c", f, docs)
     f.write_bytes(b"")
     assert pipe.ingest_file("c", f, docs).status == "skipped"
-    assert keyword_search(open_collections(pipe.paths, ["c"]), "quokkas", 5) == []
+    assert keyword_search(searchable(pipe), "quokkas", 5) == []
 
 
 RESUME_SCRIPT = textwrap.dedent("""
@@ -162,18 +199,23 @@ RESUME_SCRIPT = textwrap.dedent("""
     cfg = load_config(text="chunk_size = 32\\nchunk_overlap_pct = 0\\n[embed]\\nbatch_size = 4\\n", env={})
     root = sys.argv[1]
     paths = Paths.resolve(root + "/data", root + "/state", root + "/cache")
-    out = Pipeline(cfg, paths, Logged(64)).ingest_file("c", sys.argv[2], root)
+    stores = None
+    if sys.argv[5]:  # a PostgreSQL database to write to
+        from ragweedd.store.pg_backend import PgBackend
+        stores = PgBackend(sys.argv[5], source=sys.argv[6])
+    out = Pipeline(cfg, paths, Logged(64), stores=stores).ingest_file("c", sys.argv[2], root)
     print(out.status, out.chunks, out.embedded)
 """)
 
 
-def test_embedding_resumes_after_kill_minus_9(tmp_path):
+def test_embedding_resumes_after_kill_minus_9(tmp_path, store, probe):
     big = tmp_path / "big.txt"
     big.write_text("\n".join(f"Line {i} mentions the unique token w{i} and nothing else of note." for i in range(400)))
     script = tmp_path / "ingest.py"
     script.write_text(RESUME_SCRIPT)
     log = tmp_path / "embed.log"
-    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path), str(big), str(log), "0.05"])
+    backend = [store or "", SOURCE]
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path), str(big), str(log), "0.05", *backend])
     deadline = time.time() + 60
     while time.time() < deadline:
         if log.exists() and len(log.read_text().splitlines()) >= 24:
@@ -183,18 +225,17 @@ def test_embedding_resumes_after_kill_minus_9(tmp_path):
     proc.wait()
     done_before = len(log.read_text().splitlines())
     assert done_before >= 24
-    r = subprocess.run([sys.executable, str(script), str(tmp_path), str(big), str(log), "0"],
+    r = subprocess.run([sys.executable, str(script), str(tmp_path), str(big), str(log), "0", *backend],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     status, chunks, embedded = r.stdout.strip().splitlines()[-1].split()
     # Chunks are published before their vectors: killed after that, the file is unchanged and only
     # its missing vectors are computed; killed before, it is indexed again.
     assert status in ("indexed", "unchanged"), status
-    with sqlite3.connect(tmp_path / "data" / "collections" / "c" / "rag.sqlite3") as c:
-        n = c.execute("SELECT count(*) FROM embeddings").fetchone()[0]
-        assert c.execute("SELECT count(*) FROM vectors").fetchone()[0] == n
-        assert c.execute("SELECT count(*) FROM pending_vectors").fetchone()[0] == 0
-        assert c.execute("SELECT count(*), count(DISTINCT id) FROM changes WHERE op='add'").fetchone() == (n, n)
+    n = probe.chunks("c")
+    assert probe.vectors("c") == n and probe.pending("c") == 0
+    adds = probe.change_ids("c", "add")
+    assert (len(adds), len(set(adds))) == (n, n)
     chunks = str(n)
     total = len(log.read_text().splitlines())
     # Every chunk text embedded once, except at most the one batch in flight when killed.
@@ -202,7 +243,7 @@ def test_embedding_resumes_after_kill_minus_9(tmp_path):
     assert int(embedded) <= int(chunks) - done_before + 4
 
 
-def test_context_line_is_embedded_and_keyword_indexed_but_not_stored_as_text(env):
+def test_context_line_is_embedded_and_keyword_indexed_but_not_stored_as_text(env, probe):
     """A chunk is embedded and keyword-indexed with its document's name and section path; its
     stored and cited text is the chunk alone."""
     from ragweedd.chunk.chunker import text_hash
@@ -216,28 +257,24 @@ def test_context_line_is_embedded_and_keyword_indexed_but_not_stored_as_text(env
     rag = pipe.rag("c")
     [hit] = rag.hits(rag.chunk_ids_of(out.md5)).values()
     assert hit["text"] == "# Packing\n\nBring light shirts and a hat for the afternoons."
-    ctx = rag.conn.execute("SELECT string_value FROM embedding_metadata WHERE key='context'").fetchone()[0]
+    [ctx] = probe.contexts("c")
     assert ctx == "Zanzibar Spice Trip · Packing"
     # what the embedder read: the context line, then the text
     assert emb.texts == [embed_input(hit["text"], ctx)]
     assert pipe.db.cached_vectors(emb.id, [text_hash(embed_input(hit["text"], ctx))])
-    # a word only in the file name finds the chunk by keyword; the FTS text column holds the chunk only
-    assert [cid for cid, _ in rag.keyword_match("zanzibar", 10)] == rag.chunk_ids_of(out.md5)
-    assert rag.conn.execute("SELECT content FROM fts_chunks").fetchone()[0] == hit["text"]
+    # a word only in the file name finds the chunk by keyword; the keyword text column holds the chunk only
+    assert [cid for cid, _ in rag.keyword_match(ZANZIBAR, 10)] == rag.chunk_ids_of(out.md5)
+    assert probe.keyword_texts("c") == [hit["text"]]
     assert rag.embedder()[0].endswith("+ctx1")
 
 
-def test_without_the_context_line_only_the_text_is_embedded(tmp_path):
-    cfg = load_config(text="chunk_size = 64\nchunk_context = false\n[embed]\nmodel = 'hash:64'\n", env={})
-    paths = Paths.resolve(str(tmp_path / "data"), str(tmp_path / "state"), str(tmp_path / "cache"))
+def test_without_the_context_line_only_the_text_is_embedded(tmp_path, make_pipe, probe):
     emb = CountingEmbedder()
-    pipe = Pipeline(cfg, paths, emb)
-    try:
-        f = tmp_path / "Zanzibar_Spice_Trip.md"
-        f.write_text("# Packing\n\nBring light shirts.\n")
-        out = pipe.ingest_file("c", f, tmp_path)
-        assert emb.texts == ["# Packing\n\nBring light shirts."]
-        assert pipe.rag("c").keyword_match("zanzibar", 10) == []
-        assert pipe.rag("c").embedder()[0] == emb.id and out.status == "indexed"
-    finally:
-        pipe.close()
+    pipe = make_pipe("chunk_size = 64\nchunk_context = false\n[embed]\nmodel = 'hash:64'\n", emb)
+    f = tmp_path / "Zanzibar_Spice_Trip.md"
+    f.write_text("# Packing\n\nBring light shirts.\n")
+    out = pipe.ingest_file("c", f, tmp_path)
+    assert emb.texts == ["# Packing\n\nBring light shirts."]
+    assert pipe.rag("c").keyword_match(ZANZIBAR, 10) == []
+    assert pipe.rag("c").embedder()[0] == emb.id and out.status == "indexed"
+    assert probe.contexts("c") == []

@@ -17,7 +17,10 @@ from ragweedd.paths import Paths
 
 
 @pytest.fixture
-def env(tmp_path):
+def env(tmp_path, store):
+    """A pipeline on each backend in turn (``store``: None for the SQLite files, else PostgreSQL)."""
+    from ragweedd.store.pg_backend import PgBackend
+
     cfg = load_config(text="chunk_size = 64\n[embed]\nmodel = 'hash:64'\n", env={})
     paths = Paths.resolve(str(tmp_path / "data"), str(tmp_path / "state"), str(tmp_path / "cache"))
     calls: list[str] = []
@@ -26,11 +29,14 @@ def env(tmp_path):
         calls.append(str(path))
         return in_process_extract(path, settings)
 
-    pipe = Pipeline(cfg, paths, HashEmbedder(64), extract=extract)
+    stores = PgBackend(store, source="laptop") if store else None
+    pipe = Pipeline(cfg, paths, HashEmbedder(64), extract=extract, stores=stores)
     docs = tmp_path / "docs"
     docs.mkdir()
     yield pipe, calls, docs
     pipe.close()
+    if stores is not None:
+        stores.close()
 
 
 def test_empty_and_unsupported_files_never_reach_the_extractor(env):

@@ -222,14 +222,6 @@ def daemon(tmp_path):
         stop(d)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request) -> str | None:
-    """Each backend in turn: None (the SQLite files) or the URI of a fresh PostgreSQL database."""
-    if request.param == "sqlite":
-        return None
-    return request.getfixturevalue("pg_dsn")
-
-
 @pytest.fixture
 def any_daemon(daemon, store):
     """``daemon``, on each backend in turn (the suites that must behave the same on both)."""

@@ -19,7 +19,13 @@ class SqliteProbe:
         conn.row_factory = sqlite3.Row
         return conn
 
+    def _gone(self, name: str) -> bool:
+        # a collection without its database (never indexed, or removed) holds nothing
+        return name != "ingest" and not (self.data / f"collections/{name}/rag.sqlite3").exists()
+
     def _value(self, name: str, sql: str, args: tuple = ()) -> Any:
+        if self._gone(name):
+            return 0
         conn = self._conn(name)
         try:
             return conn.execute(sql, args).fetchone()[0]
@@ -46,8 +52,35 @@ class SqliteProbe:
     def changes(self, collection: str, op: str) -> int:
         return self._value(collection, "SELECT count(*) FROM changes WHERE op=?", (op,))
 
+    def _column(self, name: str, sql: str, args: tuple = ()) -> list[Any]:
+        if self._gone(name):
+            return []
+        conn = self._conn(name)
+        try:
+            return [r[0] for r in conn.execute(sql, args)]
+        finally:
+            conn.close()
+
+    def keyword_texts(self, collection: str) -> list[str]:
+        """The text column of each chunk's keyword row (FTS5's ``content``)."""
+        return self._column(collection, "SELECT content FROM fts_chunks")
+
+    def contexts(self, collection: str) -> list[str]:
+        """The context line stored with each chunk that has one."""
+        return self._column(collection, "SELECT string_value FROM embedding_metadata WHERE key='context'")
+
+    def pending(self, collection: str) -> int:
+        """Chunks still waiting for their primary vector."""
+        return self._value(collection, "SELECT count(*) FROM pending_vectors")
+
+    def change_ids(self, collection: str, op: str) -> list[int]:
+        """The chunk id of every change-log row of ``op``, in log order."""
+        return self._column(collection, "SELECT id FROM changes WHERE op=? ORDER BY seq", (op,))
+
     def paths(self, collection: str) -> dict[str, str]:
         """Every path the collection holds content for -> its md5."""
+        if self._gone(collection):
+            return {}
         conn = self._conn(collection)
         try:
             return {r[0]: r[1] for r in conn.execute("SELECT source_file, md5 FROM document_paths")}
@@ -100,3 +133,19 @@ class PgProbe:
         return {from_pg(r["source_file"]): r["md5"] for r in self._all(
             f"SELECT source_file, md5 FROM document_paths WHERE collection_id={self._CID} AND source=%s",
             (collection, self.source))}
+
+    def keyword_texts(self, collection: str) -> list[str]:
+        """The text column each chunk's keyword index (``tsv``) is made from, beside its context."""
+        return [r["content"] for r in self._all(
+            f"SELECT content FROM chunks WHERE collection_id={self._CID} AND tsv IS NOT NULL", (collection,))]
+
+    def contexts(self, collection: str) -> list[str]:
+        return [r["context"] for r in self._all(
+            f"SELECT context FROM chunks WHERE collection_id={self._CID} AND context <> ''", (collection,))]
+
+    def pending(self, collection: str) -> int:
+        return self._value(f"SELECT count(*) FROM pending_vectors WHERE collection_id={self._CID}", (collection,))
+
+    def change_ids(self, collection: str, op: str) -> list[int]:
+        return [r["id"] for r in self._all(
+            f"SELECT id FROM changes WHERE collection_id={self._CID} AND op=%s ORDER BY seq", (collection, op))]

@@ -20,6 +20,7 @@ folder's stored form stays a prefix of its children's.
 from __future__ import annotations
 
 import threading
+import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 Migration = tuple[int, str, str]
 
 _MARK = "\ue000"
+PROBE_IDLE_S = 30.0  # a connection idle longer is checked before a transaction starts on it
 _LOCK_MIGRATE = 0x72616777  # advisory lock key of schema changes ("ragw")
 
 
@@ -91,6 +93,7 @@ class PgConn:
         self.dsn = dsn
         self.conn = connect(dsn)
         self.lock = threading.RLock()
+        self.used = time.monotonic()  # when a statement last came back from the server
 
     def close(self) -> None:
         with self.lock:
@@ -103,6 +106,20 @@ class PgConn:
         if (self.conn.closed or self.conn.broken) and self.conn.info.transaction_status.name != "INTRANS":
             self.conn = connect(self.dsn)
 
+    def _maybe_lost(self) -> bool:
+        """Whether an idle connection may have been lost, without a round trip: the server says
+        so before it closes one (a restart, pg_terminate_backend: a notice or end of stream is
+        waiting on the socket), else only a long silence leaves doubt (a firewall that drops idle
+        connections). A round trip per transaction would double a small write's cost."""
+        import select
+
+        if time.monotonic() - self.used > PROBE_IDLE_S:
+            return True
+        try:
+            return bool(select.select([self.conn.fileno()], [], [], 0)[0])
+        except (OSError, ValueError):
+            return True
+
     @contextmanager
     def tx(self) -> Iterator[Any]:
         """A transaction (a savepoint inside one this thread already holds), under the lock."""
@@ -110,13 +127,14 @@ class PgConn:
 
         with self.lock:
             self._fresh()
-            if self.conn.info.transaction_status.name == "IDLE":
+            if self.conn.info.transaction_status.name == "IDLE" and self._maybe_lost():
                 # a lost connection shows itself only when used: find out before the work starts,
-                # while it can still be done on a new one (one round trip per transaction)
+                # while it can still be done on a new one
                 self.all("SELECT 1")
             try:
                 with self.conn.transaction():
                     yield self.conn
+                self.used = time.monotonic()
             except psycopg.Error as e:
                 raise _storage_error(self.dsn, e) from e
 
@@ -126,7 +144,9 @@ class PgConn:
         with self.lock:
             self._fresh()
             try:
-                return self.conn.execute(sql, args).fetchall()  # type: ignore[arg-type,return-value]
+                rows = self.conn.execute(sql, args).fetchall()
+                self.used = time.monotonic()
+                return rows  # type: ignore[return-value]
             except psycopg.OperationalError as e:
                 if not self._retry_after(e):
                     raise _storage_error(self.dsn, e) from e
@@ -157,7 +177,9 @@ class PgConn:
         with self.lock:
             self._fresh()
             try:
-                return self.conn.execute(sql, args).rowcount  # type: ignore[arg-type]
+                n = self.conn.execute(sql, args).rowcount  # type: ignore[arg-type]
+                self.used = time.monotonic()
+                return n
             except psycopg.OperationalError as e:
                 if not self._retry_after(e):
                     raise _storage_error(self.dsn, e) from e
@@ -174,7 +196,6 @@ def _storage_error(dsn: str, e: BaseException) -> StorageError:
 def migrate(db: PgConn, migrations: Sequence[Migration]) -> list[int]:
     """Apply the migrations whose number is not yet recorded; returns the numbers applied. A
     database written by a newer ragweedd (numbers this one does not know) is refused."""
-    import time
 
     applied: list[int] = []
     with db.tx() as c:

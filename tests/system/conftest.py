@@ -223,7 +223,7 @@ def daemon(tmp_path):
 
 
 @pytest.fixture
-def any_daemon(daemon, store):
+def any_daemon(store, daemon):  # the daemons stop before their database is dropped
     """``daemon``, on each backend in turn (the suites that must behave the same on both)."""
     def make(collections: dict[str, list], start: bool = True, **kw) -> Daemon:
         return daemon(collections, start=start, store=store, **kw)

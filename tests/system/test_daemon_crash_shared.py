@@ -30,7 +30,7 @@ def _all(dsn: str, sql: str, args: tuple = ()) -> list[tuple]:
 
 
 @pytest.mark.slow
-def test_two_daemons_on_one_database_killed_at_random_converge(daemon, pg_dsn, tmp_path):
+def test_two_daemons_on_one_database_killed_at_random_converge(pg_dsn, daemon, tmp_path):
     share = tmp_path / "share"
     share.mkdir()
     def write(i: int, version: int = 0) -> None:

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import time
-from contextlib import closing
 
 from tests.system.conftest import ROOT, wait_until
 
@@ -187,7 +186,7 @@ def test_turning_the_context_line_off_reembeds_instead_of_mixing_vectors(daemon,
     root = tmp_path / "notes"
     d = _indexed_daemon(daemon, root, "notes",
                         {f"note_{i}.txt": f"Note {i} on context lines, codeword qx{i}v." for i in range(10)})
-    with closing(d.db("notes")) as c:
+    with d.db("notes") as c:
         assert [r[0] for r in c.execute("SELECT embedder_id FROM embedders")] == ["hash:64@fh1+ctx1"]
         assert c.execute("SELECT count(*) FROM embedding_metadata WHERE key='context'").fetchone()[0] == 10
     before = d.ingest_embedded()
@@ -196,7 +195,7 @@ def test_turning_the_context_line_off_reembeds_instead_of_mixing_vectors(daemon,
     d.start()
     wait_until(lambda: d.ingest_embedded() - before == 10, 60, what="every file embedded again")
     d.wait_idle()
-    with closing(d.db("notes")) as c:
+    with d.db("notes") as c:
         assert [r[0] for r in c.execute("SELECT embedder_id FROM embedders")] == ["hash:64@fh1"]
         assert c.execute("SELECT count(*) FROM embedding_metadata WHERE key='context'").fetchone()[0] == 0
         assert c.execute("SELECT count(*) FROM vectors").fetchone()[0] == 10

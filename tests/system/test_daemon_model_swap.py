@@ -10,7 +10,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from contextlib import closing
 from pathlib import Path
 
 import requests
@@ -27,14 +26,14 @@ def _note(i: int) -> str:
 
 
 def _spaces(d) -> dict[str, int]:
-    with closing(d.db("notes")) as c:
+    with d.db("notes") as c:
         out = {r[0]: r[1] for r in c.execute("SELECT space, count(*) FROM vectors GROUP BY space")}
         out["chunks"] = c.execute("SELECT count(*) FROM embeddings").fetchone()[0]
         return out
 
 
 def _embedders(d) -> dict[str, tuple[str, int]]:
-    with closing(d.db("notes")) as c:
+    with d.db("notes") as c:
         return {r[0]: (r[1], r[2]) for r in c.execute("SELECT space, embedder_id, dim FROM embedders")}
 
 
@@ -143,7 +142,7 @@ def test_a_changed_model_is_built_beside_the_old_one_resumes_after_kill9_and_swi
         assert _spaces(d) == {"primary": N + 1, "chunks": N + 1}
         emb = _embedders(d)
         assert list(emb) == ["primary"] and emb["primary"][1] == 32
-        with closing(d.db("notes")) as c:
+        with d.db("notes") as c:
             assert {r[0] for r in c.execute("SELECT DISTINCT length(vec) FROM vectors")} == {32 * 4}
             assert c.execute("SELECT count(*) FROM pass_changes").fetchone()[0] == 0
             assert tuple(c.execute("SELECT count(*), count(DISTINCT id) FROM changes").fetchone()) == (N + 1, N + 1)
@@ -204,7 +203,7 @@ def test_the_embedded_minilm_moves_to_its_float32_variant_at_the_same_dimension(
     d.wait_idle(60)
     assert _top(d, "baking bread") == "t1.txt" and _top(d, "seabirds flying south") == "t0.txt"
     f32 = make_embedder("local:all-minilm-l6-v2-f32")
-    with closing(d.db("notes")) as c:
+    with d.db("notes") as c:
         assert [tuple(r) for r in c.execute("SELECT space, dim FROM embedders")] == [("primary", 384)]
         rows = c.execute(
             "SELECT v.vec, t.string_value, x.string_value FROM vectors v"

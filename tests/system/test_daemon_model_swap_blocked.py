@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from contextlib import closing
 from pathlib import Path
 
 from tests.fakes.llm_server import FakeLLMServer
@@ -156,7 +155,7 @@ def test_without_an_old_model_to_serve_an_unloadable_model_still_stops_the_start
         d.env["RAGWEED_EMBED_OLLAMA_URL"] = srv.url
         d.start()
         d.wait_idle(90)
-        with closing(d.db("notes")) as c:
+        with d.db("notes") as c:
             assert c.execute("SELECT count(*) FROM vectors").fetchone()[0] == N
         d.stop(30)
     d.env["RAGWEED_EMBED_MODEL"] = "ollama:othermodel"  # its server, which also had the old model, is gone

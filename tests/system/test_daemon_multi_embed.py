@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from contextlib import closing
 from pathlib import Path
 
 from tests.fakes.llm_server import FakeLLMServer
@@ -21,7 +20,7 @@ def _note(i: int) -> str:
 
 
 def _pass_vectors(d) -> tuple[int, int]:
-    with closing(d.db("notes")) as c:
+    with d.db("notes") as c:
         return (c.execute("SELECT count(*) FROM embeddings").fetchone()[0],
                 c.execute("SELECT count(*) FROM vectors WHERE space='384'").fetchone()[0])
 

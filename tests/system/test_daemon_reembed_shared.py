@@ -28,7 +28,7 @@ def _vectors(dsn: str) -> dict[str, int]:
                                  ).fetchall())
 
 
-def test_reembed_moves_a_shared_collection_to_another_model(daemon, pg_dsn, tmp_path):
+def test_reembed_moves_a_shared_collection_to_another_model(pg_dsn, daemon, tmp_path):
     docs = tmp_path / "docs"
     docs.mkdir()
     for i, topic in enumerate(["heron nesting season", "granite quarry history", "tide tables for the bay"]):

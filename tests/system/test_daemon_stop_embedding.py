@@ -9,7 +9,6 @@ would finish the file before the signal lands).
 from __future__ import annotations
 
 import random
-from contextlib import closing
 import signal
 import subprocess
 import sys
@@ -58,7 +57,7 @@ def test_sigterm_while_embedding_stops_fast_and_resumes_from_cache(daemon, tmp_p
     assert took < 5, f"stopping took {took:.1f} s"
     first_run = d.embed_calls()
     assert d.ingests(big), "the file was not published before its vectors"
-    with closing(d.db("notes")) as c:  # closed: an open reader would hold an old view across the restart
+    with d.db("notes") as c:  # closed: an open reader would hold an old view across the restart
         chunks = c.execute("SELECT count(*) FROM embeddings").fetchone()[0]
         pending = c.execute("SELECT count(*) FROM pending_vectors").fetchone()[0]
         vectors = c.execute("SELECT count(*) FROM vectors").fetchone()[0]

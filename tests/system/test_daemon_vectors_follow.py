@@ -8,7 +8,6 @@ while vectors are still missing loses nothing and duplicates nothing after a res
 from __future__ import annotations
 
 import time
-from contextlib import closing
 
 from tests.system.conftest import wait_until
 
@@ -22,7 +21,7 @@ def _note(i: int) -> str:
 
 
 def _counts(d) -> tuple[int, int, int, int, tuple[int, int]]:
-    with closing(d.db("notes")) as c:
+    with d.db("notes") as c:
         adds = c.execute("SELECT count(*), count(DISTINCT id) FROM changes WHERE op='add'").fetchone()
         return (c.execute("SELECT count(*) FROM embeddings").fetchone()[0],
                 c.execute("SELECT count(*) FROM vectors").fetchone()[0],

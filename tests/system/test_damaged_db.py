@@ -95,7 +95,7 @@ def _consistent(d) -> None:
     rows = d.live_rows("notes")
     assert len(rows) == N and all(r["extract_status"] == "done" for r in rows.values()), \
         {p: r["extract_status"] for p, r in rows.items()}
-    with closing(d.db("notes")) as c:
+    with d.db("notes") as c:
         chunks = c.execute("SELECT count(*) FROM embeddings").fetchone()[0]
         max_seq = c.execute("SELECT max(seq) FROM changes").fetchone()[0]
     s = d.status()
@@ -215,7 +215,7 @@ def test_lost_wal_after_a_crash_is_caught_up_and_the_index_not_left_ahead(daemon
     wait_until(lambda: all(any(f"heron{i}v1" in h["text"] for h in d.search(f"heron{i}v1", top_k=20))
                            for i in edited), 30, 0.3, "the edits")
     # the index file is flushed with an applied_seq that includes the edits
-    with closing(d.db("notes")) as c:
+    with d.db("notes") as c:
         top = c.execute("SELECT max(seq) FROM changes").fetchone()[0]
     assert top > 84
 

@@ -67,6 +67,9 @@ class Core:
             on_root_event=lambda coll, root: self._root_event(), on_overflow=self._overflow,
             on_rescan=lambda names: self.scan_async(*names)), open_db=self._open_ingest)
         self.reader = self._open_ingest(readonly=True)  # listings and status: never writes
+        if self.server is not None:
+            self.queue.serves = lambda: list(self.collections.items)
+            self.collections.check_add = self._check_shared_embedder
         self._reader_lock = threading.Lock()
         for name in list(self.collections.items):
             self._reindex_if_embedder_changed(name)
@@ -216,6 +219,8 @@ class Core:
             threads.append(("index sync (searches use the stored vectors exactly)", False))
         out = [f"the {what} thread stopped; restart ragweedd and report the error in its log"
                for what, alive in threads if not alive]
+        blocked = sorted(self.vectorizer.blocked.items())
+        out.extend(f"collection '{n}' gets no vectors here: {why}" for n, why in blocked)
         # Threads that are restarted after a failure say so while the failure is recent.
         for sup in (getattr(self.workers, "supervisor", None), getattr(self.index, "supervisor", None),
                     self.vectorizer.supervisor):
@@ -284,6 +289,7 @@ class Core:
 
         res = self.collections.remove(name)
         self.vectorizer.forget(name)
+        self.workers.forget(name)
         self.index.drop(name)
         self.services.forget_collection(name)
         if self.server is not None and self.server.has_rag(name):
@@ -340,20 +346,34 @@ class Core:
         if stored is None or stored == self.index_embedder_id:
             return
         if self.server is not None:
-            from ragweedd.errors import ConfigError
-
             # the vectors are every machine's: one daemon must not drop them for its own model
-            raise ConfigError(
-                f"collection '{name}' in the shared database was embedded with {stored}, but "
-                f"{self.cfg.source or 'the config'} makes this machine embed with {self.index_embedder_id}",
-                hint="every machine must use the same [embed] model and chunk_context for a shared collection: set "
-                     "them back; or, to move it to this model, stop every machine's ragweedd, set the model on "
-                     f"each, run `ragweedd reembed -c {name}` once, then start them (docs/postgres.md)")
+            raise self._mismatch(name, stored)
         log.warning("collection_reindexing", collection=name, embedded_with=stored, configured=self.index_embedder_id,
                     reason="embed.model or chunk_context changed; the collection is indexed again from its files")
         self.collections.forget_files(name)
         shutil.rmtree(self.paths.collection_dir(name), ignore_errors=True)
         self.reindexed[name] = stored
+
+    def _mismatch(self, name: str, stored: str) -> Exception:
+        from ragweedd.errors import ConfigError
+
+        return ConfigError(
+            f"collection '{name}' in the shared database was embedded with {stored}, but "
+            f"{self.cfg.source or 'the config'} makes this machine embed with {self.index_embedder_id}",
+            hint="every machine must use the same [embed] model and chunk_context for a shared collection: set "
+                 "them back; or, to move it to this model, stop every machine's ragweedd, set the model on "
+                 f"each, run `ragweedd reembed -c {name}` once, then start them (docs/postgres.md)")
+
+    def _check_shared_embedder(self, name: str) -> None:
+        """A collection added at run time that the shared database already holds must have been
+        embedded with this machine's model (else its vectors would be refused, and nothing of it
+        embedded here)."""
+        stored = self._stored_embedder(name)
+        if stored is not None and stored != self.index_embedder_id:
+            from ragweedd.errors import RequestError
+
+            e = self._mismatch(name, stored)
+            raise RequestError(str(e), hint=getattr(e, "hint", None))
 
     def _stored_embedder(self, name: str) -> str | None:
         from ragweedd.store.rag_db import PRIMARY

@@ -105,6 +105,13 @@ class EmbedderError(RagweedError):
     code = "embedder"
 
 
+class EmbedderMismatchError(EmbedderError):
+    """A shared collection's vectors are of another embedder than this process's."""
+
+    http_status = 409
+    code = "embedder_mismatch"
+
+
 class ModelIntegrityError(EmbedderError):
     code = "model_integrity"
 

@@ -141,6 +141,13 @@ class Pipeline:
         self._rags.clear()
         self.db.close()
 
+    def forget(self, collection: str) -> None:
+        """Close what this pipeline holds of a removed collection."""
+        r = self._rags.pop(collection, None)
+        self._rag_ids.pop(collection, None)
+        if r is not None:
+            r.close()
+
     def rag(self, collection: str) -> RagDB:
         r = self._rags.get(collection)
         if self.stores is not None:  # a server store: no file to be removed under the handle

@@ -166,6 +166,7 @@ class Vectorizer:
         self._busy = False
         self._forgotten: set[str] = set()  # removed collections: their fill stops at the next batch
         self.summary: dict[str, tuple[int, int, int]] = {}  # collection -> (pending chunks, pending docs, docs)
+        self.blocked: dict[str, str] = {}  # collection -> why its vectors are refused (a shared store)
         self.recent: deque[tuple[float, int]] = deque(maxlen=400)  # (t, vectors written) per batch
         self.written = 0
         self.sent = 0
@@ -219,6 +220,7 @@ class Vectorizer:
             self.summary.pop(collection, None)
 
     def _run(self) -> None:
+        from ragweedd.errors import EmbedderMismatchError
         from ragweedd.ingest.worker import lower_priority
         from ragweedd.store.ingest_db import IngestDB
 
@@ -237,9 +239,16 @@ class Vectorizer:
                     self._busy = True
                 try:
                     self._fill(name, cache)
+                    self.blocked.pop(name, None)
                 except Interrupted:
                     if self._stop.is_set():
                         return
+                except EmbedderMismatchError as e:
+                    # a shared collection moved to another model (ragweedd reembed): this daemon
+                    # must not write its vectors there, and its other collections go on
+                    if name not in self.blocked:
+                        log.error("vectors_refused", collection=name, error=str(e))
+                    self.blocked[name] = f"{e}; {e.hint}" if e.hint else str(e)
                 except BaseException:
                     # an embedder that fails (a model server down): the chunks stay pending, and
                     # the collection is looked at again when the supervisor restarts this loop

@@ -140,6 +140,7 @@ class Workers:
         ``stores``: a database server backend to write to instead of the data directory's files."""
         self.cfg, self.paths, self.queue, self.embedder = cfg, paths, queue, embedder
         self.stores = stores
+        self._removed: list[str] = []  # collections removed while running, in order (forget())
         self.vectorizer = vectorizer
         self._stop = threading.Event()
         self.extract = extract or make_extract(cfg, should_stop=self._stop.is_set)
@@ -316,6 +317,11 @@ class Workers:
         return Pipeline(self.cfg, self.paths, self.embedder, extract=self.extract, should_stop=self._stop.is_set,
                         defer_vectors=self.vectorizer is not None, stores=self.stores)
 
+    def forget(self, collection: str) -> None:
+        """A removed collection: each worker's pipeline closes what it holds open of it before its
+        next job."""
+        self._removed.append(collection)
+
     def _changed(self, collection: str) -> None:
         self.on_changes(collection)
         if self.vectorizer is not None:
@@ -358,6 +364,10 @@ class Workers:
         from ragweedd.watch.ignore import is_ignored
         from ragweedd.watch.reconcile import root_state
 
+        if getattr(pipe, "seen_removals", 0) != len(self._removed):
+            for name in self._removed[getattr(pipe, "seen_removals", 0):]:
+                pipe.forget(name)  # its connection to a removed collection's store
+            pipe.seen_removals = len(self._removed)
         info = self.resolve(job.collection)
         if info is None:  # collection removed meanwhile
             self.queue.done(job)

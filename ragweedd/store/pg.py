@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from ragweedd.config import redact_dsn
 from ragweedd.errors import StorageError
@@ -94,6 +94,8 @@ class PgConn:
         self.conn = connect(dsn)
         self.lock = threading.RLock()
         self.used = time.monotonic()  # when a statement last came back from the server
+        # run on every new connection after a lost one (session state: the claimer's lock)
+        self.on_reconnect: list[Callable[[], None]] = []
 
     def close(self) -> None:
         with self.lock:
@@ -104,7 +106,7 @@ class PgConn:
         timeout): a store outlives its connection. Never inside a transaction, whose work is lost
         with the connection and must fail."""
         if (self.conn.closed or self.conn.broken) and self.conn.info.transaction_status.name != "INTRANS":
-            self.conn = connect(self.dsn)
+            self._reconnect()
 
     def _maybe_lost(self) -> bool:
         """Whether an idle connection may have been lost, without a round trip: the server says
@@ -159,8 +161,13 @@ class PgConn:
         was lost is tried once more on a new connection."""
         if not (self.conn.closed or self.conn.broken) or self.conn.info.transaction_status.name == "INTRANS":
             return False
-        self.conn = connect(self.dsn)
+        self._reconnect()
         return True
+
+    def _reconnect(self) -> None:
+        self.conn = connect(self.dsn)
+        for again in self.on_reconnect:
+            again()
 
     def one(self, sql: str, args: Sequence[Any] | dict[str, Any] = ()) -> dict[str, Any] | None:
         rows = self.all(sql, args)

@@ -12,6 +12,7 @@ import socket
 from typing import TYPE_CHECKING
 
 from ragweedd.store.pg import PgConn, migrate
+from ragweedd.store.pg_claims import hold, new_claimer
 from ragweedd.store.pg_history import PgHistory
 from ragweedd.store.pg_idf import PgIdfCache
 from ragweedd.store.pg_ingest import PgIngest
@@ -32,6 +33,11 @@ class PgBackend:
         # collections exist); each store gets its own.
         self._db = PgConn(dsn)
         migrate(self._db, MIGRATIONS)
+        # this process's claims of jobs and chunks are alive while this connection's session is
+        # (store/pg_claims.py); its stores mark their claims with this number
+        self.claimer = new_claimer()
+        hold(self._db, self.claimer)
+        self._db.on_reconnect.append(lambda: hold(self._db, self.claimer))
 
     def __repr__(self) -> str:
         from ragweedd.config import redact_dsn
@@ -41,7 +47,7 @@ class PgBackend:
     def open_rag(self, collection: str, *, readonly: bool = False) -> PgRag:
         db = PgConn(self.dsn)
         try:
-            return PgRag(db, collection, source=self.source, readonly=readonly)
+            return PgRag(db, collection, source=self.source, readonly=readonly, claimer=self.claimer)
         except BaseException:
             db.close()
             raise
@@ -71,7 +77,7 @@ class PgBackend:
         return PgIngest(self.dsn, source=self.source)
 
     def open_jobs(self, *, max_tries: int) -> PgJobQueue:
-        return PgJobQueue(self.dsn, source=self.source, max_tries=max_tries)
+        return PgJobQueue(self.dsn, source=self.source, max_tries=max_tries, claimer=self.claimer)
 
     def open_keyword_reader(self, collection: str) -> PgRag:
         return self.open_rag(collection, readonly=True)

@@ -8,10 +8,13 @@ wins, upserts before deletes, retries with backoff, failures kept. What differs:
   same share under the same source name split its jobs between them.
 * A claim is ``SELECT … FOR UPDATE SKIP LOCKED``: two processes claiming at the same moment never
   take the same row, and neither waits for the other.
-* A running row names its claimer (``claimed_by``: the claiming connection's server process id and
-  start time). A process that died (kill -9, a machine gone) loses its connection, so its rows are
-  the running rows whose claimer is no longer in ``pg_stat_activity``; they go back to queued when
-  a queue opens and whenever a claim finds nothing ready. A live process's jobs are never taken.
+* A running row names its claimer (``claimed_by``, store/pg_claims.py: a number the process holds
+  as an advisory lock of its session). A process that died (kill -9, a machine gone) loses its
+  session and with it the lock, so its rows are the running rows whose claimer holds no lock; they
+  go back to queued when a queue opens and whenever a claim finds nothing ready. A live process's
+  jobs are never taken.
+* A daemon claims only jobs of the collections it serves (``serves``): two daemons of one source
+  with different collections leave each other's jobs alone.
 * Another process's put does not wake this one's waiting claim: a claim waits at most
   ``POLL_S`` before looking again.
 """
@@ -20,27 +23,35 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 from ragweedd.contract import shown_path
 from ragweedd.store import job_queue
 from ragweedd.store.job_queue import Job
 from ragweedd.store.pg import PgConn, from_pg, maybe_from_pg, to_pg
+from ragweedd.store.pg_claims import LIVE_CLAIMERS, hold, new_claimer
 
 POLL_S = 1.0
 
-_ME = ("SELECT pid::text || ':' || extract(epoch FROM backend_start)::text FROM pg_stat_activity"
-       " WHERE pid = pg_backend_pid()")
-_ORPHANS = ("UPDATE jobs SET state='queued' WHERE source=%s AND state='running' AND claimed_by IS NOT NULL"
-            " AND claimed_by NOT IN (SELECT pid::text || ':' || extract(epoch FROM backend_start)::text"
-            " FROM pg_stat_activity WHERE backend_start IS NOT NULL)")
+_ORPHANS = ("UPDATE jobs SET state='queued', claimed_by=NULL WHERE source=%s AND state='running'"
+            f" AND claimed_by IS NOT NULL AND claimed_by NOT IN ({LIVE_CLAIMERS})")
 
 
 class PgJobQueue:
-    def __init__(self, dsn: str, *, source: str, max_tries: int = 3) -> None:
+    def __init__(self, dsn: str, *, source: str, max_tries: int = 3, claimer: int | None = None) -> None:
+        """``claimer``: the process's (store/pg_claims.py), held by its backend; a queue opened on
+        its own holds one of its own."""
         self.db = PgConn(dsn)
         self.source = source
         self.max_tries = max_tries
+        if claimer is None:
+            claimer = new_claimer()
+            hold(self.db, claimer)
+            self.db.on_reconnect.append(lambda: hold(self.db, claimer))
+        self.claimer = str(claimer)
+        # the collections this process ingests (a daemon's): it claims no job of another, which
+        # a process of the same source serving that collection is there to take
+        self.serves: Callable[[], Collection[str]] | None = None
         self._cond = threading.Condition()
         self._closed = False
         self.requeue_orphans()
@@ -112,19 +123,20 @@ class PgJobQueue:
 
     def _try_claim(self, skip: Collection[int] = ()) -> tuple[Job | None, float | None]:
         now = time.time()
+        mine, names = ("", []) if self.serves is None else (" AND collection = ANY(%s)", list(self.serves()))
         with self.db.tx() as c:
             row = c.execute(
                 "SELECT * FROM jobs WHERE source=%s AND state='queued' AND not_before <= %s AND NOT (id = ANY(%s))"
-                " ORDER BY (op = 'delete'), id LIMIT 1 FOR UPDATE SKIP LOCKED",
-                (self.source, now, list(skip))).fetchone()
+                f"{mine} ORDER BY (op = 'delete'), id LIMIT 1 FOR UPDATE SKIP LOCKED",
+                (self.source, now, list(skip), *([names] if mine else []))).fetchone()
             if row is None:
                 nxt = c.execute("SELECT min(not_before) AS t FROM jobs WHERE source=%s AND state='queued'"
-                                " AND NOT (id = ANY(%s))", (self.source, list(skip))).fetchone()
+                                f" AND NOT (id = ANY(%s)){mine}",
+                                (self.source, list(skip), *([names] if mine else []))).fetchone()
                 c.execute(_ORPHANS, (self.source,))
                 return None, (nxt["t"] if nxt else None)
-            # the claiming session as it is now (a connection lost and opened again is a new one)
-            c.execute("UPDATE jobs SET state='running', updated_at=%s, enqueued_at=abs(enqueued_at), claimed_by="
-                      f"({_ME}) WHERE id=%s", (now, row["id"]))
+            c.execute("UPDATE jobs SET state='running', updated_at=%s, enqueued_at=abs(enqueued_at), claimed_by=%s"
+                      " WHERE id=%s", (now, self.claimer, row["id"]))
         r: dict = row
         return Job(int(r["id"]), r["collection"], from_pg(r["path"]), maybe_from_pg(r["root"]), r["op"],
                    int(r["tries"])), None

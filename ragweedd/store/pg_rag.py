@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from ragweedd.errors import NotCreatedYetError
 from ragweedd.store.pg import PgConn, from_pg, maybe_from_pg, to_pg
+from ragweedd.store.pg_claims import LIVE_CLAIMERS, hold, new_claimer
 from ragweedd.store.pg_keyword import PgKeyword
 from ragweedd.store.rag_db import hit_fields, text_sha256
 from ragweedd.store.rag_passes import PRIMARY
@@ -41,16 +42,13 @@ def vec_bytes(text: str) -> bytes:
     return np.array(text.strip("[]").split(","), dtype=np.float32).tobytes() if text != "[]" else b""
 
 
-# A database session, as the job queue names its claimers (pg_jobs.py): a process's connection.
-_SESSION = ("(SELECT pid::text || ':' || extract(epoch FROM backend_start)::text FROM pg_stat_activity"
-            " WHERE pid = pg_backend_pid())")
-_LIVE_SESSIONS = ("SELECT pid::text || ':' || extract(epoch FROM backend_start)::text FROM pg_stat_activity"
-                  " WHERE backend_start IS NOT NULL")
-
-
 class PgRag(PgKeyword):
-    def __init__(self, db: PgConn, collection: str, *, source: str, topic: str = "", readonly: bool = False) -> None:
+    def __init__(self, db: PgConn, collection: str, *, source: str, topic: str = "", readonly: bool = False,
+                 claimer: int | None = None) -> None:
+        """``claimer``: the process's (store/pg_claims.py), held by its backend; a store opened
+        on its own takes one of its own when it first claims chunks to embed."""
         self.db = db
+        self._claimer = claimer
         self.collection = collection
         self.source = source
         if not readonly:
@@ -106,9 +104,9 @@ class PgRag(PgKeyword):
         r = c.execute("SELECT embedder_id FROM embedders WHERE collection_id=%s AND space=%s",
                       (self.collection_id, PRIMARY)).fetchone()
         if r is not None and r["embedder_id"] != embedder_id:
-            from ragweedd.errors import EmbedderError
+            from ragweedd.errors import EmbedderMismatchError
 
-            raise EmbedderError(f"collection '{self.collection}' in the shared database is embedded with "
+            raise EmbedderMismatchError(f"collection '{self.collection}' in the shared database is embedded with "
                                 f"{r['embedder_id']}, but this process embeds with {embedder_id}",
                                 hint="set [embed] model (and chunk_context) to match and restart ragweedd")
 
@@ -349,15 +347,23 @@ class PgRag(PgKeyword):
     # --- vectors that follow their chunks ----------------------------------------------------------
     def pending_batch(self, limit: int, after_id: int = 0) -> list[tuple[int, str, str, str]]:
         """As RagDB.pending_batch, and the rows are taken: another process's embedding stage skips
-        them while this connection's session lives (a process that died leaves them to the others)."""
+        them while this process lives (one that died leaves them to the others)."""
+        me = str(self._claimed_as())
         return [(int(r["id"]), r["embedding_id"], r["content"], r["context"]) for r in self.db.all(
-            f"WITH picked AS (SELECT id FROM pending_vectors WHERE collection_id=%s AND id > %s"
-            f" AND (claimed_by IS NULL OR claimed_by = {_SESSION} OR claimed_by NOT IN ({_LIVE_SESSIONS}))"
+            "WITH picked AS (SELECT id FROM pending_vectors WHERE collection_id=%s AND id > %s"
+            f" AND (claimed_by IS NULL OR claimed_by = %s OR claimed_by NOT IN ({LIVE_CLAIMERS}))"
             " ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED),"
-            f" taken AS (UPDATE pending_vectors p SET claimed_by = {_SESSION} FROM picked WHERE p.id = picked.id"
+            " taken AS (UPDATE pending_vectors p SET claimed_by = %s FROM picked WHERE p.id = picked.id"
             " RETURNING p.id)"
             " SELECT t.id, e.embedding_id, e.content, e.context FROM taken t JOIN chunks e ON e.id = t.id"
-            " ORDER BY t.id", (self.collection_id, after_id, limit))]
+            " ORDER BY t.id", (self.collection_id, after_id, me, limit, me))]
+
+    def _claimed_as(self) -> int:
+        if self._claimer is None:
+            claimer = self._claimer = new_claimer()
+            hold(self.db, claimer)
+            self.db.on_reconnect.append(lambda: hold(self.db, claimer))
+        return self._claimer
 
     def add_vectors(self, embedder_id: str, items: Sequence[tuple[int, str, str, bytes]]) -> list[int]:
         """As RagDB.add_vectors: a chunk gets its vector only while still pending and still the

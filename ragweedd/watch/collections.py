@@ -78,6 +78,8 @@ class Collections:
         self._scan_lock = threading.Lock()
         self._event_lock = threading.Lock()
         self._life = threading.Lock()  # a scan's enqueue vs. the removal of its collection
+        # refuses a collection the store cannot take from this daemon (a shared one of another model)
+        self.check_add: Callable[[str], None] | None = None
         self.watcher = watcher_factory(self)
         self.items: dict[str, CollectionState] = {}
         for name, c in cfg.collections.items():
@@ -318,6 +320,8 @@ class Collections:
             raise RequestError(f"collection '{name}' already exists", hint="choose another name or remove it first")
         if not paths:
             raise RequestError(f"collection '{name}' needs at least one folder in 'paths'")
+        if self.check_add is not None:
+            self.check_add(name)
         roots = []
         for p in paths:
             r = os.path.realpath(os.path.expanduser(p))

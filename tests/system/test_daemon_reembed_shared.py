@@ -100,3 +100,36 @@ def test_vectors_of_the_model_a_collection_was_moved_away_from_are_refused(pg_ds
     finally:
         rag.close()
         backend.close()
+
+
+def test_a_daemon_left_on_the_old_model_keeps_its_other_collections_going(pg_dsn, daemon, tmp_path):
+    """reembed run while a daemon of the old model still runs: that daemon writes no vector into the
+    moved collection, says so in status, and its other collections go on; adding a shared
+    collection of another model at run time is refused with the same explanation."""
+    one, two, theirs = tmp_path / "one", tmp_path / "two", tmp_path / "theirs"
+    for f in (one, two, theirs):
+        f.mkdir()
+        (f / "first.md").write_text(f"# {f.name}\n\nThe first note of the {f.name} folder, about herons.\n")
+    d = daemon({"one": [one], "two": [two]}, store=pg_dsn, source_name="laptop")
+    wait_until(lambda: len(d.live_rows("one")) == 1 and len(d.live_rows("two")) == 1, 60, what="both indexed")
+    d.wait_idle()
+    other = daemon({"one": [one], "theirs": [theirs]}, start=False, store=pg_dsn, source_name="desk",
+                   env={"RAGWEED_EMBED_MODEL": "hash:32"})
+    for args in (["reembed", "-c", "one"], ["ingest", str(theirs), "-c", "theirs"]):
+        r = subprocess.run([sys.executable, "-m", "ragweedd", "--config", str(other.cfg), *args], env=other.env,
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+
+    (one / "second.md").write_text("# Second\n\nA second note in the moved collection, about egrets.\n")
+    (two / "second.md").write_text("# Second\n\nA second note in the other collection, about storks.\n")
+    wait_until(lambda: any("collection 'one' gets no vectors here" in p for p in d.status()["degraded"]), 60,
+               what="the refusal in status")
+    wait_until(lambda: d.probe.vectors("two") == d.probe.chunks("two") == 2, 60, what="the other collection's vectors")
+    assert d.probe.vectors("one") == 0  # none of the old model's vectors went in
+
+    r = d.api("POST", "/v1/collections", json={"name": "theirs", "paths": [str(theirs)]})
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert "collection 'theirs' in the shared database was embedded with hash:32" in err["message"]
+    assert "ragweedd reembed" in err["hint"]
+    assert "theirs" not in {c["name"] for c in d.api("GET", "/v1/collections").json()["items"]}

@@ -24,21 +24,29 @@ def make_queue(request, tmp_path):
         else:
             from ragweedd.store.pg_backend import PgBackend
 
-            q = PgBackend(request.getfixturevalue("pg_dsn"), source="host").open_jobs(max_tries=max_tries)
+            backend = PgBackend(request.getfixturevalue("pg_dsn"), source="host")
+            q = backend.open_jobs(max_tries=max_tries)
+            q.backend = backend  # the process's own connection, which holds its claimer's lock
         made.append(q)
         return q
 
     yield make
     for q in made:
-        try:
-            q.close()
-        except Exception:  # noqa: BLE001 - a test may have "killed" it already
-            pass
+        for part in (q, getattr(q, "backend", None)):
+            try:
+                if part is not None:
+                    part.close()
+            except Exception:  # noqa: BLE001 - a test may have "killed" it already
+                pass
 
 
 def _die(q) -> None:
-    """The process holding ``q`` dies: its connection goes, without done() or release()."""
-    (q.conn if isinstance(q, JobQueue) else q.db.conn).close()
+    """The process holding ``q`` dies: its connections go, without done() or release()."""
+    if isinstance(q, JobQueue):
+        q.conn.close()
+        return
+    q.db.conn.close()
+    q.backend._db.conn.close()
 
 
 def test_events_for_one_path_coalesce_and_newest_op_wins(make_queue):

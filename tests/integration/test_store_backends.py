@@ -223,7 +223,9 @@ def test_two_queues_never_claim_the_same_job(pg_dsn):
 
 
 def test_running_jobs_of_a_dead_process_go_back_but_a_live_ones_stay(backend):
-    q1 = backend.open_jobs(max_tries=3)
+    # the first process: on PostgreSQL a backend of its own, whose connection holds its claimer
+    first = backend if isinstance(backend, SqliteBackend) else type(backend)(backend.dsn, source=backend.source)
+    q1 = first.open_jobs(max_tries=3)
     q1.put_many([("c", "/r/1", "upsert", "/r"), ("c", "/r/2", "upsert", "/r")])
     held = q1.claim(0)
     assert held is not None
@@ -235,6 +237,7 @@ def test_running_jobs_of_a_dead_process_go_back_but_a_live_ones_stay(backend):
             return
         assert q2.depth() == {"queued": 1, "running": 1}  # q1 lives: its job is not taken
         q1.db.conn.close()  # the process dies: no done(), no release()
+        first._db.conn.close()
         from tests.tools import wait_until
 
         wait_until(lambda: q2.requeue_orphans() or q2.depth() == {"queued": 2}, 10, what="orphan requeued")
@@ -472,16 +475,22 @@ def test_a_store_outlives_a_dropped_connection(pg_dsn):
 
     from ragweedd.store.pg_backend import PgBackend
 
+    from tests.tools import wait_until
+
+    def terminate(pid: int) -> None:
+        """A server restart, as the store sees it: its session ends (and has ended on return)."""
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            wait_until(lambda: not admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid=%s", (pid,)).fetchone(),
+                       10, 0.02, "the session to end")
+
     rag = PgBackend(pg_dsn, source="host").open_rag("c")
     ids = _publish(rag, "a" * 32, "/r/a.txt", ["still here"])
     pid = rag.db.value("SELECT pg_backend_pid()")
-    with psycopg.connect(pg_dsn, autocommit=True) as admin:  # a server restart, as the store sees it
-        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    terminate(pid)
     assert rag.chunk_ids_of("a" * 32) == ids  # a read after the loss runs on a new connection
     assert rag.db.value("SELECT pg_backend_pid()") != pid
-    pid = rag.db.value("SELECT pg_backend_pid()")
-    with psycopg.connect(pg_dsn, autocommit=True) as admin:
-        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    terminate(rag.db.value("SELECT pg_backend_pid()"))
     assert _publish(rag, "b" * 32, "/r/b.txt", ["written after the loss"])  # so does a write
     assert rag.chunk_count() == 2
     rag.close()

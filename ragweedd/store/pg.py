@@ -140,7 +140,9 @@ class PgConn:
             except psycopg.Error as e:
                 raise _storage_error(self.dsn, e) from e
 
-    def all(self, sql: str, args: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
+    def all(self, sql: str, args: Sequence[Any] | dict[str, Any] = (), *, retry: bool = True) -> list[dict[str, Any]]:
+        """Rows of one statement. ``retry=False`` for a statement that must not run twice (it may
+        have taken effect on a connection lost before its answer came)."""
         import psycopg
 
         with self.lock:
@@ -150,7 +152,7 @@ class PgConn:
                 self.used = time.monotonic()
                 return rows  # type: ignore[return-value]
             except psycopg.OperationalError as e:
-                if not self._retry_after(e):
+                if not retry or not self._retry_after(e):
                     raise _storage_error(self.dsn, e) from e
                 return self.conn.execute(sql, args).fetchall()  # type: ignore[arg-type,return-value]
             except psycopg.Error as e:
@@ -169,8 +171,8 @@ class PgConn:
         for again in self.on_reconnect:
             again()
 
-    def one(self, sql: str, args: Sequence[Any] | dict[str, Any] = ()) -> dict[str, Any] | None:
-        rows = self.all(sql, args)
+    def one(self, sql: str, args: Sequence[Any] | dict[str, Any] = (), *, retry: bool = True) -> dict[str, Any] | None:
+        rows = self.all(sql, args, retry=retry)
         return rows[0] if rows else None
 
     def value(self, sql: str, args: Sequence[Any] | dict[str, Any] = ()) -> Any:

@@ -33,6 +33,14 @@ from ragweedd.store.pg_claims import LIVE_CLAIMERS, hold, new_claimer
 
 POLL_S = 1.0
 
+_PUT = ("INSERT INTO jobs AS j (source, collection, path, root, op, state, tries, not_before, enqueued_at,"
+        " updated_at) VALUES (%s,%s,%s,%s,%s,'queued',0,%s,%s,%s)"
+        " ON CONFLICT (source, collection, path) DO UPDATE SET op=excluded.op,"
+        " root=coalesce(excluded.root, j.root),"
+        " state=CASE WHEN j.state='running' THEN 'running' ELSE 'queued' END,"
+        " tries=CASE WHEN j.state='running' THEN j.tries ELSE 0 END,"
+        " not_before=excluded.not_before, error=NULL, updated_at=excluded.updated_at,"
+        " enqueued_at=CASE WHEN j.state='running' THEN -1 ELSE j.enqueued_at END")
 _ORPHANS = ("UPDATE jobs SET state='queued', claimed_by=NULL WHERE source=%s AND state='running'"
             f" AND claimed_by IS NOT NULL AND claimed_by NOT IN ({LIVE_CLAIMERS})")
 
@@ -81,21 +89,17 @@ class PgJobQueue:
         if not items:
             return 0
         now = time.time()
-        with self.db.tx() as c:
-            for collection, path, op, root in items:
-                if op not in ("upsert", "delete"):
-                    raise ValueError(f"job op must be 'upsert' or 'delete', not {op!r}")
-                c.execute(
-                    "INSERT INTO jobs AS j (source, collection, path, root, op, state, tries, not_before, enqueued_at,"
-                    " updated_at) VALUES (%s,%s,%s,%s,%s,'queued',0,%s,%s,%s)"
-                    " ON CONFLICT (source, collection, path) DO UPDATE SET op=excluded.op,"
-                    " root=coalesce(excluded.root, j.root),"
-                    " state=CASE WHEN j.state='running' THEN 'running' ELSE 'queued' END,"
-                    " tries=CASE WHEN j.state='running' THEN j.tries ELSE 0 END,"
-                    " not_before=excluded.not_before, error=NULL, updated_at=excluded.updated_at,"
-                    " enqueued_at=CASE WHEN j.state='running' THEN -1 ELSE j.enqueued_at END",
-                    (self.source, collection, to_pg(path), None if root is None else to_pg(root), op,
-                     now + delay_s, now, now))
+        rows = []
+        for collection, path, op, root in items:
+            if op not in ("upsert", "delete"):
+                raise ValueError(f"job op must be 'upsert' or 'delete', not {op!r}")
+            rows.append((self.source, collection, to_pg(path), None if root is None else to_pg(root), op,
+                         now + delay_s, now, now))
+        if len(rows) == 1:
+            self.db.run(_PUT, rows[0])  # one statement is its own transaction: one round trip
+        else:
+            with self.db.tx() as c:
+                c.cursor().executemany(_PUT, rows)  # sent as one pipeline, not a round trip per row
         with self._cond:
             self._cond.notify_all()
         return len(items)
@@ -124,31 +128,28 @@ class PgJobQueue:
     def _try_claim(self, skip: Collection[int] = ()) -> tuple[Job | None, float | None]:
         now = time.time()
         mine, names = ("", []) if self.serves is None else (" AND collection = ANY(%s)", list(self.serves()))
-        with self.db.tx() as c:
-            row = c.execute(
-                "SELECT * FROM jobs WHERE source=%s AND state='queued' AND not_before <= %s AND NOT (id = ANY(%s))"
-                f"{mine} ORDER BY (op = 'delete'), id LIMIT 1 FOR UPDATE SKIP LOCKED",
-                (self.source, now, list(skip), *([names] if mine else []))).fetchone()
-            if row is None:
-                nxt = c.execute("SELECT min(not_before) AS t FROM jobs WHERE source=%s AND state='queued'"
-                                f" AND NOT (id = ANY(%s)){mine}",
-                                (self.source, list(skip), *([names] if mine else []))).fetchone()
-                c.execute(_ORPHANS, (self.source,))
-                return None, (nxt["t"] if nxt else None)
-            c.execute("UPDATE jobs SET state='running', updated_at=%s, enqueued_at=abs(enqueued_at), claimed_by=%s"
-                      " WHERE id=%s", (now, self.claimer, row["id"]))
+        # one statement (its own transaction): the claim costs one round trip
+        row = self.db.one(
+            "UPDATE jobs SET state='running', updated_at=%s, enqueued_at=abs(enqueued_at), claimed_by=%s"
+            " WHERE id = (SELECT id FROM jobs WHERE source=%s AND state='queued' AND not_before <= %s"
+            f" AND NOT (id = ANY(%s)){mine} ORDER BY (op = 'delete'), id LIMIT 1 FOR UPDATE SKIP LOCKED)"
+            " RETURNING *", (now, self.claimer, self.source, now, list(skip), *([names] if mine else [])),
+            retry=False)  # run twice, it would take a second job and leave the first running
+        if row is None:
+            nxt = self.db.one("SELECT min(not_before) AS t FROM jobs WHERE source=%s AND state='queued'"
+                              f" AND NOT (id = ANY(%s)){mine}", (self.source, list(skip), *([names] if mine else [])))
+            self.db.run(_ORPHANS, (self.source,))
+            return None, (nxt["t"] if nxt else None)
         r: dict = row
         return Job(int(r["id"]), r["collection"], from_pg(r["path"]), maybe_from_pg(r["root"]), r["op"],
                    int(r["tries"])), None
 
     def done(self, job: Job) -> None:
-        with self.db.tx() as c:
-            row = c.execute("SELECT enqueued_at FROM jobs WHERE id=%s FOR UPDATE", (job.id,)).fetchone()
-            if row is not None and row["enqueued_at"] < 0:
-                c.execute("UPDATE jobs SET state='queued', enqueued_at=%s, tries=0, claimed_by=NULL WHERE id=%s",
-                          (time.time(), job.id))
-            else:
-                c.execute("DELETE FROM jobs WHERE id=%s", (job.id,))
+        # An event while it ran marked the row (enqueued_at < 0): it runs again. Each statement
+        # is atomic against a put's upsert of the row, so the delete or the requeue wins whole.
+        if self.db.run("DELETE FROM jobs WHERE id=%s AND enqueued_at >= 0", (job.id,)) == 0:
+            self.db.run("UPDATE jobs SET state='queued', enqueued_at=%s, tries=0, claimed_by=NULL"
+                        " WHERE id=%s AND enqueued_at < 0", (time.time(), job.id))
         with self._cond:
             self._cond.notify_all()
 

@@ -81,6 +81,13 @@ def test_a_sqlite_directory_arrives_whole_and_a_second_run_copies_nothing(tmp_pa
     hist = dst.open_history()
     assert hist.get("h1")["body_json"] == '{"q": 1}'
     hist.close()
+    other = PgBackend(pg_dsn, source="desktop")  # the copied history is the laptop's alone
+    try:
+        other_hist = other.open_history()
+        assert other_hist.get("h1") is None and other_hist.count() == 0
+        other_hist.close()
+    finally:
+        other.close()
 
     again = copy_to_postgres(src, dst)
     assert again.collections["notes"]["copied"] == 0 and again.collections["notes"]["paths_linked"] == 0

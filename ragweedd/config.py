@@ -125,9 +125,13 @@ def _store(v: str) -> str | None:
 
 def redact_dsn(v: Any) -> Any:
     """A connection URI as it may be shown (errors, check-config, status, logs): its password
-    replaced by '***', in the user part and in a ``password=`` parameter."""
-    if not isinstance(v, str) or "://" not in v:
+    replaced by '***', in the user part and in a ``password=`` parameter. A libpq key=value string
+    (not taken as a store, but it may be written as one) has its ``password=`` value replaced,
+    quoted or not."""
+    if not isinstance(v, str):
         return v
+    if "://" not in v:
+        return re.sub(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*)", r"\1***", v, flags=re.IGNORECASE)
     v = re.sub(r"^([a-z][a-z0-9+.-]*://[^:/@?#]*):[^@/?#]*@", r"\1:***@", v, flags=re.IGNORECASE)
     return re.sub(r"([?&]password=)[^&#]*", r"\1***", v, flags=re.IGNORECASE)
 

@@ -121,3 +121,5 @@ def test_ragweedd_migrate_command(tmp_path, pg_dsn, capsys):
     assert main(["--config", str(cfg), "migrate", "--to", unreachable]) != 0
     err = capsys.readouterr().err
     assert "cannot connect to PostgreSQL" in err and "s3cret" not in err and "rw:***@127.0.0.1:1" in err
+    assert main(["--config", str(cfg), "migrate", "--to", pg_dsn, "--source-name", "lap\ntop"]) == 2
+    assert "--source-name 'lap\\ntop'" in capsys.readouterr().err

@@ -51,3 +51,20 @@ def test_a_libpq_key_value_store_is_refused_without_its_password():
         load_config(text="", env={"RAGWEED_STORE": "host=db user=u password='s e c r e t'"})
     assert "s e c r e t" not in str(e.value) and "password=***" in str(e.value)
 
+
+@pytest.mark.parametrize("name", ["lap\ntop", "tab\there", "bell\x07", "del\x7f", "   ", "\t"])
+def test_a_source_name_with_control_characters_or_only_spaces_is_refused(name):
+    import json
+
+    with pytest.raises(ConfigError) as e:
+        load_config(text=f"source_name = {json.dumps(name)}", env={})
+    assert "'source_name'" in str(e.value) and "control characters" in str(e.value)
+    with pytest.raises(ConfigError):
+        load_config(text="", env={"RAGWEED_SOURCE_NAME": name})
+
+
+@pytest.mark.parametrize("name", ["", "nas", "alice-laptop", "Bürorechner 2"])
+def test_a_plain_source_name_is_taken(name):
+    import json
+
+    assert load_config(text=f"source_name = {json.dumps(name)}", env={}).source_name == name

@@ -117,6 +117,14 @@ def ingest_worker_count(cfg: Any) -> int:
     return int(v)
 
 
+def _source_name(v: str) -> str | None:
+    # the name is stored with every path, job and history entry and shown in status and logs: a
+    # newline or other control character there corrupts what it is shown in
+    if any(ord(ch) < 32 or 127 <= ord(ch) < 160 for ch in v) or (v and not v.strip()):
+        return "a name without control characters (newline, tab, ...) and not only spaces; empty = the host name"
+    return None
+
+
 def _store(v: str) -> str | None:
     if v == "sqlite" or v.startswith(("postgresql://", "postgres://")):
         return None
@@ -125,9 +133,13 @@ def _store(v: str) -> str | None:
 
 def redact_dsn(v: Any) -> Any:
     """A connection URI as it may be shown (errors, check-config, status, logs): its password
-    replaced by '***', in the user part and in a ``password=`` parameter."""
-    if not isinstance(v, str) or "://" not in v:
+    replaced by '***', in the user part and in a ``password=`` parameter. A libpq key=value string
+    (not taken as a store, but it may be written as one) has its ``password=`` value replaced,
+    quoted or not."""
+    if not isinstance(v, str):
         return v
+    if "://" not in v:
+        return re.sub(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*)", r"\1***", v, flags=re.IGNORECASE)
     v = re.sub(r"^([a-z][a-z0-9+.-]*://[^:/@?#]*):[^@/?#]*@", r"\1:***@", v, flags=re.IGNORECASE)
     return re.sub(r"([?&]password=)[^&#]*", r"\1***", v, flags=re.IGNORECASE)
 
@@ -156,7 +168,7 @@ KEYS: tuple[KeySpec, ...] = (
     K("", "mcp_allow_writes", bool, False, "The daemon's MCP endpoint (/mcp) also offers the add_collection, scan and upload tools; read-only tools otherwise."),
     K("", "history_max_entries", int, 0, "Most searches and answers kept in the history (oldest dropped first); 0 = keep all.", _range(0, 10**9)),
     K("", "store", str, "sqlite", "Where chunks, vectors, the job queue and history live: 'sqlite' (files under data_dir) or a PostgreSQL-with-pgvector connection URI 'postgresql://USER@HOST/DBNAME' (password from ~/.pgpass or PGPASSWORD, never shown); see docs/postgres.md.", _store),
-    K("", "source_name", str, "", "Names this machine (or share) in a shared store: a document is (source_name, path), so two machines' ~/notes stay apart; empty = the host name.", None),
+    K("", "source_name", str, "", "Names this machine (or share) in a shared store: a document is (source_name, path), so two machines' ~/notes stay apart; empty = the host name. No control characters.", _source_name),
     # --- chunking (original RAGWeed keys) --------------------------------------------------
     K("", "chunk_size", (int, str), "auto", "CHUNK_SIZE in tokens (4 chars/token); 'auto' = the embedder's measured default (2048 for long-context embedders, see docs/chunking.md).", _chunk_size),
     K("", "chunk_size_pdf", int, 1024, "CHUNK_SIZE_PDF: PDF chunks use min(chunk_size, this).", _range(16, 32768)),

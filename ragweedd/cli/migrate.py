@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any
 
-from ragweedd.config import redact_dsn
+from ragweedd.config import _source_name, redact_dsn
 from ragweedd.errors import ConfigError
 
 
@@ -36,6 +36,9 @@ def run(cfg: Any, args: Any) -> int:
     if not is_postgres(argparse.Namespace(store=target)):
         raise ConfigError(f"migrate --to {redact_dsn(target)!r} is not a PostgreSQL URI",
                           hint="give postgresql://USER@HOST:PORT/DBNAME (see docs/postgres.md)")
+    bad = _source_name(args.source_name or "")
+    if bad:
+        raise ConfigError(f"migrate --source-name {args.source_name!r} is not a source name", hint=f"give {bad}")
     src = SqliteBackend(Paths.from_config(cfg))
     dst = PgBackend(target, source=args.source_name or cfg.source_name)
     try:

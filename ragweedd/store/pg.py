@@ -197,7 +197,27 @@ class PgConn:
                 raise _storage_error(self.dsn, e) from e
 
 
-def _storage_error(dsn: str, e: BaseException) -> StorageError:
+def _storage_error(dsn: str, e: BaseException, *, database: str = "") -> StorageError:
+    """A server error as the user sees it. A migration's CREATE EXTENSION that fails (this user may
+    not create it, or the server does not have it installed) says so with what to do: the generic
+    hint (is the server up, is its disk full) sent people looking in the wrong place."""
+    import re
+
+    sqlstate = getattr(e, "sqlstate", None)
+    ext = re.search(r'extension "([^"]+)"', _first_line(e))
+    if database and ext and sqlstate in ("42501", "0A000", "58P01"):
+        name = ext.group(1)
+        run = f"a superuser must run `CREATE EXTENSION {name};` in database {database!r}"
+        if sqlstate == "42501":  # insufficient_privilege
+            return StorageError(
+                f"PostgreSQL at {redact_dsn(dsn)}: this user may not create the extension {name!r} in database "
+                f"{database!r} ({_first_line(e)})",
+                hint=f"{run} (or give this user the right to create it); see docs/postgres.md")
+        return StorageError(  # feature_not_supported (PostgreSQL 15+), undefined_file (before)
+            f"PostgreSQL at {redact_dsn(dsn)}: the extension {name!r} is not installed on the server, so database "
+            f"{database!r} cannot have it ({_first_line(e)})",
+            hint=f"install {'pgvector (e.g. the package postgresql-16-pgvector)' if name == 'vector' else name} "
+                 f"on the server, then {run}; see docs/postgres.md")
     return StorageError(f"PostgreSQL at {redact_dsn(dsn)}: {_first_line(e)}",
                         hint="check that the server runs and has free disk space; see docs/postgres.md")
 
@@ -205,6 +225,7 @@ def _storage_error(dsn: str, e: BaseException) -> StorageError:
 def migrate(db: PgConn, migrations: Sequence[Migration]) -> list[int]:
     """Apply the migrations whose number is not yet recorded; returns the numbers applied. A
     database written by a newer ragweedd (numbers this one does not know) is refused."""
+    import psycopg
 
     applied: list[int] = []
     with db.tx() as c:
@@ -221,7 +242,10 @@ def migrate(db: PgConn, migrations: Sequence[Migration]) -> list[int]:
         for number, name, script in sorted(migrations):
             if number in done:
                 continue
-            c.execute(script)
+            try:
+                c.execute(script)
+            except psycopg.Error as e:
+                raise _storage_error(db.dsn, e, database=c.info.dbname) from e
             c.execute("INSERT INTO ragweedd_migrations VALUES (%s, %s, %s)", (number, name, time.time()))
             applied.append(number)
     return applied

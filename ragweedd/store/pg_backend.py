@@ -86,7 +86,7 @@ class PgBackend:
         return PgIdfCache(self.dsn, timeout_s=timeout_s)
 
     def open_history(self) -> PgHistory:
-        return PgHistory(self.dsn)
+        return PgHistory(self.dsn, source=self.source)
 
 
 if TYPE_CHECKING:

@@ -6,7 +6,8 @@ Each document goes through ``PgRag.publish`` (one transaction per document, the 
 as ingest writes it), so a copy stopped half way leaves whole documents only, and running it again
 goes on where it stopped: content already in PostgreSQL only gains its paths, rows already copied
 are left alone. Paths are written as the target backend's source (config ``source_name``): the
-machine that held the SQLite directory. Chunks still waiting for their vector stay waiting.
+machine that held the SQLite directory; so is the history, which is private to its source.
+Chunks still waiting for their vector stay waiting.
 Nothing is written to the SQLite files.
 """
 
@@ -153,6 +154,8 @@ def _copy_ingest(ing: IngestDB, dst: PgBackend) -> tuple[int, int]:
 
 
 def _copy_history(path: Any, dst: PgBackend) -> int:
+    """This machine's history, written under the target's source: the history store of a backend
+    reads and writes only its own source's rows, so a copy is seen by this machine alone."""
     src = connect(path, readonly=True)
     out = dst.open_history()
     n = 0

@@ -264,4 +264,18 @@ DROP TABLE path_version;
     (5, "pending_claims", """
 ALTER TABLE pending_vectors ADD COLUMN claimed_by text;
 """),
+    # A machine's searches and answers are its user's: the history is kept per source, as the
+    # ingest state is, and each machine reads only its own. Rows from before have no known
+    # source: they get '' (which no machine uses, as source_name '' means the host name) and
+    # are shown to none until an administrator gives them one (docs/postgres.md).
+    (6, "history_source", """
+ALTER TABLE history ADD COLUMN source text NOT NULL DEFAULT '';
+ALTER TABLE history ALTER COLUMN source DROP DEFAULT;
+ALTER TABLE history DROP CONSTRAINT history_pkey;
+ALTER TABLE history ADD PRIMARY KEY (source, id);
+DROP INDEX history_created;
+DROP INDEX history_kind_created;
+CREATE INDEX history_source_created ON history(source, created_at, n);
+CREATE INDEX history_source_kind_created ON history(source, kind, created_at, n);
+"""),
 ]

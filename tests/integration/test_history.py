@@ -58,7 +58,7 @@ class _PgRows:
         from ragweedd.store.pg_history import PgHistory
 
         if self.rows is None:
-            self.rows = PgHistory(self.dsn)
+            self.rows = PgHistory(self.dsn, source="this-machine")
         return getattr(self.rows, name)
 
     def close(self):

@@ -81,6 +81,13 @@ def test_a_sqlite_directory_arrives_whole_and_a_second_run_copies_nothing(tmp_pa
     hist = dst.open_history()
     assert hist.get("h1")["body_json"] == '{"q": 1}'
     hist.close()
+    other = PgBackend(pg_dsn, source="desktop")  # the copied history is the laptop's alone
+    try:
+        other_hist = other.open_history()
+        assert other_hist.get("h1") is None and other_hist.count() == 0
+        other_hist.close()
+    finally:
+        other.close()
 
     again = copy_to_postgres(src, dst)
     assert again.collections["notes"]["copied"] == 0 and again.collections["notes"]["paths_linked"] == 0
@@ -114,3 +121,5 @@ def test_ragweedd_migrate_command(tmp_path, pg_dsn, capsys):
     assert main(["--config", str(cfg), "migrate", "--to", unreachable]) != 0
     err = capsys.readouterr().err
     assert "cannot connect to PostgreSQL" in err and "s3cret" not in err and "rw:***@127.0.0.1:1" in err
+    assert main(["--config", str(cfg), "migrate", "--to", pg_dsn, "--source-name", "lap\ntop"]) == 2
+    assert "--source-name 'lap\\ntop'" in capsys.readouterr().err

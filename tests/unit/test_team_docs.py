@@ -26,8 +26,9 @@ NOT_KEYS = {
     "sslrootcert", "application_name", "connect_timeout",  # libpq URI parameters
     "pg_stat_activity",  # a PostgreSQL view
     "degraded",  # a field of the daemon's status
-    "ssl",  # a postgresql.conf setting
-    "psql", "ragweedctl",  # programs
+    "ssl", "max_connections", "superuser_reserved_connections", "statement_timeout",  # server settings
+    "pool_mode",  # a PgBouncer setting
+    "psql", "pg_dump", "ragweedctl",  # programs
     "notes",  # the example collection
 }
 COLLECTION_KEYS = {"paths", "ignore", "topic"}  # of [collections.NAME], which KEYS does not list

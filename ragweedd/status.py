@@ -44,6 +44,19 @@ def collection_of(core: Core, name: str) -> Collection:
             "from_config": d["from_config"], "last_scan": last}
 
 
+def shared_collections(core: Core) -> list[Collection]:
+    """On a database server: the collections other machines hold there and this one does not
+    declare. Searchable from here (docs/postgres.md), so listed, in the same shape with no folders
+    of this machine: ``paths`` and ``roots`` empty, ``documents`` every machine's."""
+    if core.server is None:
+        return []
+    out: list[Collection] = []
+    for name, docs in sorted(core.services.shared_collections(list(core.collections.items)).items()):
+        out.append({"name": name, "paths": [], "ignore": [], "topic": "", "documents": docs, "available": True,
+                    "roots": [], "from_config": False, "last_scan": None})
+    return out
+
+
 def missing_tools(cfg: Any) -> list[MissingTool]:
     """External programs that formats need and the machine lacks (what ``ragweedd doctor`` lists)."""
     from ragweedd.extract.doctor import report

@@ -162,7 +162,9 @@ def _build_status(core: Core, tools: list[MissingTool]) -> Status:
         if res.get("damaged"):
             damage.extend(res.get("problems") or [])
     if not last.get("repaired"):  # once repaired, the notes above say what is still going on
-        degraded.extend(f"integrity check: {p}" for p in damage)
+        # on a database server the check mends at once and says so: its time tells how old that is
+        when = f" at {iso(last.get('at'))}" if core.server is not None and last.get("at") else ""
+        degraded.extend(f"integrity check{when}: {p}" for p in damage)
     degraded.extend(core.passes.degraded())  # extra embedding passes whose model cannot be used
     if core.migration is not None and core.migration.problem:
         degraded.append(core.migration.problem)

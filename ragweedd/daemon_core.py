@@ -195,10 +195,25 @@ class Core:
             try:
                 back = self.collections.check_roots()
                 back += self.collections.watcher.check()  # dead observer threads, overflowing roots
+                back += self._store_back()
                 if back:
                     self.scan_async(*back)
             except Exception as e:
                 log.error("root_check_failed", error=str(e))
+
+    def _store_back(self) -> list[str]:
+        """After file change events were dropped because the database server could not be reached
+        (the debouncer's sink failed): once one cheap query answers, every collection is scanned,
+        so the changes made meanwhile are indexed now rather than at the hourly scan."""
+        if self.server is None or not self.debouncer.dropped:
+            return []
+        try:
+            self.server.indexed_collections()
+        except Exception:  # noqa: BLE001 - still away: asked again at the next check
+            return []
+        log.info("store_reachable_again", dropped_events=self.debouncer.take_dropped(),
+                 action="reconciliation scan of every collection")
+        return list(self.collections.items)
 
     def thread_problems(self) -> list[str]:
         """Why the daemon is degraded by a thread of its own that is no longer running (each one

@@ -48,7 +48,7 @@ from ragweedd.daemon_core import Core
 from ragweedd.errors import NotFoundError, RepairingError, RequestError
 from ragweedd.store.sqlite import damage_in
 from ragweedd.logging import get_logger
-from ragweedd.status import build_status, collection_of, missing_tools
+from ragweedd.status import build_status, collection_of, missing_tools, shared_collections
 
 log = get_logger("ragweedd.engine")
 TOOLS_TTL_S = 60.0  # missing external tools are looked up again at most this often
@@ -156,8 +156,10 @@ class DaemonEngine:
 
     @_on_core
     async def list_collections(self) -> list[Collection]:
+        # this machine's collections, then (on PostgreSQL) the other machines' ones it can search
         return await asyncio.to_thread(
-            lambda: [collection_of(self.core, n) for n in sorted(self.core.collections.items)])
+            lambda: [collection_of(self.core, n) for n in sorted(self.core.collections.items)]
+            + shared_collections(self.core))
 
     @_on_core
     async def add_collection(self, name: str, paths: list[str], ignore: list[str] | None = None,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Callable, Literal, cast
 
 from ragweedd.answer.ask_flow import AskFlow
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
     from ragweedd.index.protocol import IndexLookup
     from ragweedd.ingest.pipeline import Pipeline
     from ragweedd.query.hybrid import Searcher
+
+SHARED_TTL_S = 5.0
 
 
 class Services:
@@ -66,6 +69,11 @@ class Services:
         # the daemon names its collections (declared or added); a one-shot command knows those it finds
         self._registry = collection_names is not None
         self._names = collection_names or self.stores.indexed_collections
+        # On a database server every machine's collections are searchable (docs/team.md), also
+        # those this machine does not declare.
+        self._shared_db = self._registry and is_postgres(cfg)
+        self._shared: dict[str, int] = {}  # shared_collections' last answer, and when
+        self._shared_at = float("-inf")
         self._local = threading.local()
         self._searchers: list[Searcher] = []
         self._lock = threading.Lock()
@@ -105,12 +113,43 @@ class Services:
             return f"the PostgreSQL database {redact_dsn(self.cfg.store)}"
         return str(self.paths.collections)
 
+    def _known(self) -> list[str]:
+        """The collections a search may name: this machine's, and on a database server every
+        collection the database holds documents of (another machine's too)."""
+        mine = self._names()
+        if not self._shared_db:
+            return mine
+        return sorted(set(mine) | set(self.shared_collections(mine)))
+
+    def shared_collections(self, mine: list[str]) -> dict[str, int]:
+        """On a database server: the collections not in ``mine`` that hold documents, with their
+        number. One that every machine removed keeps its row but no paths: it no longer exists.
+        Read again after SHARED_TTL_S (each count opens a connection; searches come faster), so
+        another machine's new collection is searchable here within seconds."""
+        with self._lock:
+            if time.monotonic() - self._shared_at < SHARED_TTL_S:
+                return {n: c for n, c in self._shared.items() if n not in mine}
+        out: dict[str, int] = {}
+        for name in self.stores.indexed_collections():
+            if name in mine:
+                continue
+            rag = self.stores.open_rag(name, readonly=True)
+            try:
+                n = rag.document_count()
+            finally:
+                rag.close()
+            if n:
+                out[name] = n
+        with self._lock:
+            self._shared, self._shared_at = dict(out), time.monotonic()
+        return out
+
     def searchable(self, names: list[str] | None = None) -> list[str]:
         """The collections a search covers: ``names`` (each must exist), else every collection
         that has an index."""
         from ragweedd.errors import NotFoundError
 
-        have = self._names()
+        have = self._known()
         if names:
             missing = sorted(set(names) - set(have))
             if missing:
@@ -180,7 +219,7 @@ class Services:
         when the set of searchable collections changes; all of them are closed by close()."""
         from ragweedd.query.hybrid import Searcher
 
-        have = sorted(n for n in self._names() if self.stores.has_rag(n))
+        have = sorted(n for n in self._known() if self.stores.has_rag(n))
         key = (self._generation, tuple(have))
         held = getattr(self._local, "searcher", None)
         if held is not None and held[0] == key and set(names) <= set(have):
@@ -212,6 +251,7 @@ class Services:
             self.search_cache.clear()  # a new collection of that name starts its sequences again
         with self._lock:
             self._generation += 1
+            self._shared_at = float("-inf")  # read again: the name may now be another machine's
 
     def close(self) -> None:
         with self._lock:

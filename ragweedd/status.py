@@ -44,6 +44,19 @@ def collection_of(core: Core, name: str) -> Collection:
             "from_config": d["from_config"], "last_scan": last}
 
 
+def shared_collections(core: Core) -> list[Collection]:
+    """On a database server: the collections other machines hold there and this one does not
+    declare. Searchable from here (docs/postgres.md), so listed, in the same shape with no folders
+    of this machine: ``paths`` and ``roots`` empty, ``documents`` every machine's."""
+    if core.server is None:
+        return []
+    out: list[Collection] = []
+    for name, docs in sorted(core.services.shared_collections(list(core.collections.items)).items()):
+        out.append({"name": name, "paths": [], "ignore": [], "topic": "", "documents": docs, "available": True,
+                    "roots": [], "from_config": False, "last_scan": None})
+    return out
+
+
 def missing_tools(cfg: Any) -> list[MissingTool]:
     """External programs that formats need and the machine lacks (what ``ragweedd doctor`` lists)."""
     from ragweedd.extract.doctor import report
@@ -59,6 +72,51 @@ def missing_tools(cfg: Any) -> list[MissingTool]:
 
 
 def build_status(core: Core, tools: list[MissingTool]) -> Status:
+    if core.server is not None:
+        try:
+            return _build_status(core, tools)
+        except Exception as e:  # noqa: BLE001 - the database away: status still answers, and says so
+            return _unreachable(core, tools, e)
+    return _build_status(core, tools)
+
+
+def _unreachable(core: Core, tools: list[MissingTool], e: Exception) -> Status:
+    """The status of a daemon whose database server cannot be reached: what it knows without it."""
+    from ragweedd.config import redact_dsn
+
+    reason = " ".join(str(e).split())[:300] or type(e).__name__
+    degraded = [f"the PostgreSQL database {redact_dsn(core.cfg.store)} cannot be reached ({type(e).__name__}: "
+                f"{reason}); nothing is indexed or searched until it answers again. Check that the server "
+                f"runs and this machine reaches it (network, credentials in store); ragweedd retries by "
+                f"itself and scans its collections once it is back"]
+    degraded.extend(core.thread_problems())
+    cols: list[Collection] = []
+    for name in sorted(core.collections.items):
+        try:
+            cols.append(collection_of(core, name))
+        except Exception:  # noqa: BLE001 - its document count is in the database: 0 here
+            st = core.collections.get(name)
+            cols.append({"name": name, "paths": list(st.conf.paths), "ignore": list(st.conf.ignore),
+                         "topic": st.conf.topic, "documents": 0, "available": st.available, "roots": [],
+                         "from_config": st.from_config, "last_scan": None})
+    debouncing = len(core.debouncer)
+    return {
+        "version": __version__, "pid": os.getpid(), "uptime_s": round(time.time() - core.started_at, 1),
+        "collections": cols, "files_by_state": {},
+        "queue": {"queued": 0, "running": 0, "failed": 0, "debouncing": debouncing},
+        "queue_depth": 0, "failed_jobs": [], "ingest": _progress(core, debouncing),
+        "vectors": core.vectorizer.snapshot(),  # type: ignore[typeddict-item]
+        "embedder": {"id": core.index_embedder_id, "dim": core.embedder.dim},
+        "index": {}, "index_sizes": {}, "last_flush": None,
+        "next_jobs": [{"name": k, "at": v} for k, v in (core.jobs.next_runs() if core.jobs else {}).items()],
+        "last_jobs": {k: _job(v) for k, v in (core.jobs.last if core.jobs else {}).items()},
+        "integrity": _integrity(core.last_integrity), "degraded": degraded, "missing_tools": tools,
+        "embed_passes": core.passes.info(),  # type: ignore[typeddict-item]
+        "embed_migration": core.migration.info() if core.migration is not None else None,
+    }
+
+
+def _build_status(core: Core, tools: list[MissingTool]) -> Status:
     depth: dict[str, int] = core.read(lambda db: db.job_depth())
     by_raw: dict[str, int] = core.read(lambda db: db.counts_by_state())
     by_state: dict[str, int] = {}
@@ -104,7 +162,9 @@ def build_status(core: Core, tools: list[MissingTool]) -> Status:
         if res.get("damaged"):
             damage.extend(res.get("problems") or [])
     if not last.get("repaired"):  # once repaired, the notes above say what is still going on
-        degraded.extend(f"integrity check: {p}" for p in damage)
+        # on a database server the check mends at once and says so: its time tells how old that is
+        when = f" at {iso(last.get('at'))}" if core.server is not None and last.get("at") else ""
+        degraded.extend(f"integrity check{when}: {p}" for p in damage)
     degraded.extend(core.passes.degraded())  # extra embedding passes whose model cannot be used
     if core.migration is not None and core.migration.problem:
         degraded.append(core.migration.problem)

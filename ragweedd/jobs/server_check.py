@@ -44,6 +44,9 @@ def server_integrity(stores: Any, collections: list[str]) -> dict[str, Any]:
                 rag.close()
             out["collections"][name] = res
             if res["problems"]:
+                # every finding is shown under DEGRADED (ragweedd/status.py), saying what was mended,
+                # until a check finds none: nothing here waits for a restart's repair
+                res["damaged"] = True
                 out["ok"] = False
             if res.pop("mend", None):
                 out["mended"].append(name)

@@ -79,7 +79,10 @@ class Filters:
         md5s: set[str] | None = set(self.doc_ids) if self.doc_ids else None
         if self.path_glob or self.file_types:
             ok: set[str] = set()
-            for src, rel, md5 in rag.document_paths():
+            # On PostgreSQL a collection holds every machine's paths and document_paths() gives this
+            # machine's; a search finds them all, so its filters match them all.
+            every = getattr(rag, "every_document_path", None)
+            for src, rel, md5 in (every() if every is not None else rag.document_paths()):
                 # as the documents listing does: a name is matched as it is shown (bytes that are
                 # not UTF-8 as \xNN, the only way a client can write them)
                 if self.path_glob and not (fnmatch.fnmatchcase(shown_path(src), self.path_glob)

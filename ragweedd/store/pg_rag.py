@@ -227,6 +227,12 @@ class PgRag(PgKeyword):
             "SELECT source_file, rel_path, md5 FROM document_paths WHERE collection_id=%s AND source=%s",
             (self.collection_id, self.source))]
 
+    def every_document_path(self) -> list[tuple[str, str, str]]:
+        """(source_file, rel_path, md5) of every path that holds content here, on any machine:
+        what a search filter matches, as a search finds every machine's documents."""
+        return [(from_pg(r["source_file"]), from_pg(r["rel_path"]), r["md5"]) for r in self.db.all(
+            "SELECT source_file, rel_path, md5 FROM document_paths WHERE collection_id=%s", (self.collection_id,))]
+
     def remove_path(self, source_file: str) -> tuple[str | None, list[int]]:
         with self.db.tx() as c:
             md5, ids = self._remove_path(c, source_file)

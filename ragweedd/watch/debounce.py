@@ -59,6 +59,9 @@ class Debouncer:
         self._stop = False
         self._thread = threading.Thread(target=self._run, name="ragweedd-debounce", daemon=True)
         self.last_error: str | None = None  # the sink's last failure, for status
+        # Events the sink could not take since the owner last looked (``take_dropped``): their
+        # files need a reconciliation scan once the sink's store answers again.
+        self.dropped = 0
 
     def start(self) -> "Debouncer":
         self._thread.start()
@@ -87,6 +90,15 @@ class Debouncer:
         # A delete right after a create of a path never indexed is still a delete: the queue's
         # worker finds no row and does nothing.
         self._put(collection, path, "delete", root, self.delete_hold_s, None if cur is None else cur.stat)
+
+    def take_dropped(self) -> int:
+        """The events dropped since the last call; the caller has a scan find their files, so the
+        failure is no longer news for status either."""
+        with self._cond:
+            n, self.dropped = self.dropped, 0
+            if n:
+                self.last_error = None
+        return n
 
     def alive(self) -> bool:
         return self._thread.is_alive()
@@ -136,6 +148,8 @@ class Debouncer:
                 self.sink(due)
                 self.last_error = None
             except Exception as e:
+                with self._cond:
+                    self.dropped += len(due)
                 self.last_error = f"{type(e).__name__}: {e}"
                 log.error("debounce_sink_failed", events=len(due), error=self.last_error,
                           action="these events are dropped; the next reconciliation scan finds the files")

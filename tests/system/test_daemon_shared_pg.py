@@ -1,0 +1,166 @@
+"""Daemons of several machines on one PostgreSQL database, as a user of each sees them: every
+collection in the database is searchable from every machine (with its filters), the integrity
+check's findings show in ``ragweedctl status``, and a database that goes away and comes back
+leaves status answering and the changes made meanwhile indexed soon after it returns.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+from tests.pg_fixture import fresh_database
+from tests.system.conftest import ROOT, Daemon, wait_indexed, wait_until
+
+CTL = [sys.executable, "-m", "ragweedd.cli.ctl"]
+
+
+def ctl(d: Daemon, *argv: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "RAGWEED_STATE_DIR": str(d.base / "state")}
+    return subprocess.run(CTL + list(argv), capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+
+
+def _sql(dsn: str, sql: str, args: tuple = ()) -> int:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute(sql, args).rowcount  # type: ignore[arg-type]
+
+
+def _two_machines(pg_dsn, daemon, tmp_path):
+    share, own = tmp_path / "share", tmp_path / "own"
+    share.mkdir()
+    own.mkdir()
+    (share / "rain.md").write_text("# Rainfall\n\nThe rainfall in March was heavy on the northern hills.\n")
+    (share / "rain.txt").write_text("Notes on rainfall: the drizzle of April filled the ponds.\n")
+    (own / "harbour.txt").write_text("The harbour cranes unload the ships at dawn.\n")
+    a = daemon({"share": [share]}, store=pg_dsn, source_name="alpha")
+    b = daemon({"own": [own]}, store=pg_dsn, source_name="beta")
+    wait_indexed(a, "share", 2)
+    wait_indexed(b, "own", 1)
+    a.wait_idle()
+    b.wait_idle()
+    return a, b
+
+
+def test_every_collection_in_the_database_is_searchable_from_every_machine(pg_dsn, daemon, tmp_path):
+    a, b = _two_machines(pg_dsn, daemon, tmp_path)
+    # B does not declare 'share': named, it is searched; unnamed, it is covered too
+    hits = b.search("rainfall", collections=["share"])
+    assert hits and {h["collection"] for h in hits} == {"share"}, hits
+    assert "share" in {h["collection"] for h in b.search("rainfall")}
+    p = ctl(b, "search", "-c", "share", "rainfall")
+    assert p.returncode == 0 and "rain" in p.stdout, p.stdout + p.stderr
+    # the filters match the other machine's paths as the search finds them
+    md = b.search("rainfall", file_type="md")
+    assert md and all(h["source_file"].endswith(".md") for h in md), md
+    glob = b.search("rainfall", path_glob="*/rain.txt")
+    assert glob and all(h["source_file"].endswith("rain.txt") for h in glob), glob
+    # a collection no machine holds is still an error naming it
+    r = b.api("POST", "/v1/search", json={"query": "rainfall", "collections": ["nope"]})
+    assert r.status_code == 404 and "'nope'" in r.json()["error"]["message"], r.text
+    # listed: this machine's own first (with its folders), then the database's other ones
+    items = b.api("GET", "/v1/collections").json()["items"]
+    assert [c["name"] for c in items] == ["own", "share"], items
+    assert items[0]["paths"] and items[1]["paths"] == [] and items[1]["documents"] == 2, items
+    assert items[1]["from_config"] is False and items[1]["roots"] == [], items
+    # the OpenAI face picks collections from that listing
+    models = {m["id"] for m in b.api("GET", "/v1/models").json()["data"]}
+    assert "ragweedd/share" in models, models
+    # status stays this machine's: no root of 'share' is checked here
+    assert [c["name"] for c in b.status()["collections"]] == ["own"]
+    # A sees B's collection the same way
+    assert {h["collection"] for h in a.search("harbour cranes", collections=["own"])} == {"own"}
+
+
+def test_postgres_integrity_findings_show_in_the_text_status(pg_dsn, daemon, tmp_path):
+    a, _b = _two_machines(pg_dsn, daemon, tmp_path)
+    # a path this machine's ingest state calls indexed, gone from the collection
+    gone = _sql(pg_dsn, "DELETE FROM document_paths WHERE source=%s AND source_file LIKE %s",
+                ("alpha", "%rain.txt"))
+    assert gone == 1
+    a.proc.send_signal(signal.SIGUSR2)  # run the integrity check now
+    wait_until(lambda: a.status()["integrity"] is not None, 60, 0.2, "the integrity check")
+    integrity = a.status()["integrity"]
+    assert not integrity["ok"] and any("rain.txt" in p for p in integrity["problems"]), integrity
+    p = ctl(a, "status")
+    assert p.returncode == 0, p.stderr
+    lines = [ln for ln in p.stdout.splitlines() if "DEGRADED: integrity check" in ln]
+    assert lines and "rain.txt" in lines[0] and "ingests these files again" in lines[0], p.stdout
+    # and it was mended: the file is held again
+    wait_until(lambda: a.search("drizzle April ponds", collections=["share"], path_glob="*/rain.txt"), 60, 0.5,
+               "rain.txt held again")
+
+
+@pytest.fixture
+def private_pg():
+    """A PostgreSQL server of this test's own, to stop and start (the session's is shared)."""
+    pgserver = pytest.importorskip("pgserver")
+    pytest.importorskip("psycopg")
+    from pgserver._commands import pg_ctl
+
+    root = tempfile.mkdtemp(prefix="rwpo")
+    os.chmod(root, 0o755)
+    srv = pgserver.get_server(root, cleanup_mode="stop")
+    try:
+        uri = srv.get_uri()
+        import psycopg
+
+        with psycopg.connect(uri, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+
+        def stop() -> None:
+            pg_ctl(["-w", "-m", "fast", "stop"], pgdata=srv.pgdata, user=srv.system_user)
+
+        def start() -> None:
+            srv.ensure_postgres_running()
+
+        yield uri, stop, start
+    finally:
+        try:
+            srv.ensure_postgres_running()  # cleanup stops what runs
+        finally:
+            srv.cleanup()
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def test_status_answers_while_the_database_is_away_and_changes_meanwhile_are_indexed(private_pg, daemon,
+                                                                                        tmp_path):
+    server, stop_pg, start_pg = private_pg
+    with fresh_database(server) as dsn:
+        folder = tmp_path / "notes"
+        folder.mkdir()
+        (folder / "a.txt").write_text("The lighthouse keeper logs the fog every night.\n")
+        d = daemon({"notes": [folder]}, store=dsn, source_name="alpha")
+        try:
+            wait_indexed(d, "notes", 1)
+            d.wait_idle()
+            stop_pg()
+            (folder / "b.txt").write_text("The glacier calves blue ice into the fjord.\n")
+            time.sleep(3)  # the debounced event meets the stopped server
+            r = d.api("GET", "/v1/status")
+            assert r.status_code == 200, r.text
+            why = " | ".join(r.json()["degraded"])
+            assert "cannot be reached" in why and "postgresql://" in why, why
+            assert d.api("GET", "/v1/health").status_code == 200
+            p = ctl(d, "status")
+            assert p.returncode == 0 and "DEGRADED: the PostgreSQL database" in p.stdout, p.stdout + p.stderr
+            time.sleep(17)  # away for 20 s in all
+            start_pg()
+            # well before the hourly scan: the change made meanwhile is found and indexed
+            wait_until(lambda: d.api("POST", "/v1/search", json={"query": "glacier calves fjord"}).status_code
+                       == 200 and any(h["source_file"].endswith("b.txt") for h in
+                                      d.search("glacier calves fjord")), 60, 0.5, "b.txt indexed")
+            assert d.events("store_reachable_again")
+            # and the note about the events that could not be queued is gone
+            wait_until(lambda: not any("could not be queued" in w or "cannot be reached" in w
+                                       for w in d.status()["degraded"]), 30, 0.5, "status without the outage")
+        finally:
+            d.stop()

@@ -58,6 +58,7 @@ class Core:
         self.debouncer = Debouncer(lambda items: self.collections.take_events(items), debounce_s=cfg.debounce_s,
                                    delete_hold_s=cfg.delete_hold_s)
         self._scan_wanted: set[str] = set()
+        self._unscanned: set[str] = set()  # scans that failed with the database server away
         self._scan_cv = threading.Condition()
         self._stopping = False
         self.reindexed: dict[str, str] = {}  # collection -> embedder id it was built with before
@@ -180,6 +181,8 @@ class Core:
                         self.collections.scan(name)
                     except Exception as e:
                         log.error("scan_failed", collection=name, error=str(e))
+                        if self.server is not None:
+                            self._unscanned.add(name)  # scanned again once the database answers
 
     def _overflow(self, names: list[str]) -> None:
         # Called on watchdog's inotify thread: only a scan request. Requests coalesce in
@@ -205,12 +208,13 @@ class Core:
         """After file change events were dropped because the database server could not be reached
         (the debouncer's sink failed): once one cheap query answers, every collection is scanned,
         so the changes made meanwhile are indexed now rather than at the hourly scan."""
-        if self.server is None or not self.debouncer.dropped:
+        if self.server is None or not (self.debouncer.dropped or self._unscanned):
             return []
         try:
             self.server.indexed_collections()
         except Exception:  # noqa: BLE001 - still away: asked again at the next check
             return []
+        self._unscanned.clear()
         log.info("store_reachable_again", dropped_events=self.debouncer.take_dropped(),
                  action="reconciliation scan of every collection")
         return list(self.collections.items)

@@ -279,8 +279,8 @@ class Core:
         from ragweedd.index.clusters import analyse
 
         stores = self.services.stores
-        if not stores.has_rag(name):
-            return {"chunks": 0}
+        if self.server is not None or not stores.has_rag(name):
+            return {"chunks": 0}  # pgvector's index has no entry points to set
         rag = stores.open_rag(name, readonly=True)
         try:
             rows = [r for r in rag.entropy_rows() if r[1] is not None and r[2] is not None]

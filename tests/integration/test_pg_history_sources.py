@@ -1,53 +1,47 @@
 """The history on PostgreSQL is private to each source: machines that share one database each see
 only their own searches and answers, and an id of another machine's entry is not found."""
 
+import pytest
+
 from ragweedd.store.pg_backend import PgBackend
 
 
-def _backends(dsn):
-    return PgBackend(dsn, source="alice-laptop"), PgBackend(dsn, source="bob-desktop")
-
-
-def test_two_sources_on_one_database_see_only_their_own_history(pg_dsn):
-    a, b = _backends(pg_dsn)
+@pytest.fixture
+def histories(pg_dsn):
+    """Two machines' histories on one database."""
+    a, b = PgBackend(pg_dsn, source="alice-laptop"), PgBackend(pg_dsn, source="bob-desktop")
     ha, hb = a.open_history(), b.open_history()
-    try:
-        ha.insert("a1", "ask", "alice's salary question", 100.0, '{"answer": "private"}')
-        ha.insert("a2", "search", "alice search", 101.0, "{}")
-        hb.insert("b1", "search", "bob search", 102.0, "{}")
-        assert ha.count() == 2 and hb.count() == 1
-        assert ha.page(0, 10) == (2, [("a2", "search", "alice search", 101.0),
-                                      ("a1", "ask", "alice's salary question", 100.0)])
-        assert hb.page(0, 10) == (1, [("b1", "search", "bob search", 102.0)])
-        assert hb.page(0, 10, kind="ask") == (0, [])
-        # another machine's id is as absent as one never written: not read, changed or deleted
-        assert hb.get("a1") is None
-        assert not hb.set_body("a1", '{"answer": "overwritten"}')
-        assert not hb.delete("a1")
-        assert ha.get("a1")["body_json"] == '{"answer": "private"}'
-        # keep counts only the source's own entries: bob's trimming never drops alice's
-        hb.insert("b2", "search", "bob again", 103.0, "{}", keep=1)
-        assert hb.page(0, 10)[1] == [("b2", "search", "bob again", 103.0)] and ha.count() == 2
-    finally:
-        ha.close()
-        hb.close()
-        a.close()
-        b.close()
+    yield ha, hb
+    for x in (ha, hb, a, b):
+        x.close()
 
 
-def test_one_id_under_two_sources_is_two_entries(pg_dsn):
-    a, b = _backends(pg_dsn)
-    ha, hb = a.open_history(), b.open_history()
-    try:
-        ha.insert("same", "search", "alice", 100.0, "{}")
-        hb.insert("same", "search", "bob", 100.0, "{}")
-        assert ha.get("same")["query"] == "alice" and hb.get("same")["query"] == "bob"
-        assert hb.delete("same") and ha.get("same")["query"] == "alice"
-    finally:
-        ha.close()
-        hb.close()
-        a.close()
-        b.close()
+def test_two_sources_on_one_database_see_only_their_own_history(histories):
+    ha, hb = histories
+    ha.insert("a1", "ask", "alice's salary question", 100.0, '{"answer": "private"}')
+    ha.insert("a2", "search", "alice search", 101.0, "{}")
+    hb.insert("b1", "search", "bob search", 102.0, "{}")
+    assert ha.count() == 2 and hb.count() == 1
+    assert ha.page(0, 10) == (2, [("a2", "search", "alice search", 101.0),
+                                  ("a1", "ask", "alice's salary question", 100.0)])
+    assert hb.page(0, 10) == (1, [("b1", "search", "bob search", 102.0)])
+    assert hb.page(0, 10, kind="ask") == (0, [])
+    # another machine's id is as absent as one never written: not read, changed or deleted
+    assert hb.get("a1") is None
+    assert not hb.set_body("a1", '{"answer": "overwritten"}')
+    assert not hb.delete("a1")
+    assert ha.get("a1")["body_json"] == '{"answer": "private"}'
+    # keep counts only the source's own entries: bob's trimming never drops alice's
+    hb.insert("b2", "search", "bob again", 103.0, "{}", keep=1)
+    assert hb.page(0, 10)[1] == [("b2", "search", "bob again", 103.0)] and ha.count() == 2
+
+
+def test_one_id_under_two_sources_is_two_entries(histories):
+    ha, hb = histories
+    ha.insert("same", "search", "alice", 100.0, "{}")
+    hb.insert("same", "search", "bob", 100.0, "{}")
+    assert ha.get("same")["query"] == "alice" and hb.get("same")["query"] == "bob"
+    assert hb.delete("same") and ha.get("same")["query"] == "alice"
 
 
 def test_history_written_before_migration_6_gets_the_empty_source(pg_dsn):

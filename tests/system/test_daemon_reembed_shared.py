@@ -132,4 +132,6 @@ def test_a_daemon_left_on_the_old_model_keeps_its_other_collections_going(pg_dsn
     err = r.json()["error"]
     assert "collection 'theirs' in the shared database was embedded with hash:32" in err["message"]
     assert "ragweedd reembed" in err["hint"]
-    assert "theirs" not in {c["name"] for c in d.api("GET", "/v1/collections").json()["items"]}
+    # still only another machine's collection here: listed as shared, with no folder of this machine
+    listed = {c["name"]: c for c in d.api("GET", "/v1/collections").json()["items"]}
+    assert listed["theirs"]["paths"] == [] and listed["one"]["paths"] == [str(one)]

@@ -199,6 +199,9 @@ class Core:
                 back = self.collections.check_roots()
                 back += self.collections.watcher.check()  # dead observer threads, overflowing roots
                 back += self._store_back()
+                keep = getattr(self.server, "keep_claim", None)
+                if keep is not None:
+                    keep()  # a dropped connection loses the claimer's lock: take it again now
                 if back:
                     self.scan_async(*back)
             except Exception as e:

@@ -248,7 +248,7 @@ class Vectorizer:
                     # must not write its vectors there, and its other collections go on
                     if name not in self.blocked:
                         log.error("vectors_refused", collection=name, error=str(e))
-                    self.blocked[name] = f"{e}; {e.hint}" if e.hint else str(e)
+                    self.blocked[name] = str(e)  # the message ends with its hint
                 except BaseException:
                     # an embedder that fails (a model server down): the chunks stay pending, and
                     # the collection is looked at again when the supervisor restarts this loop
@@ -277,6 +277,8 @@ class Vectorizer:
             return
         try:
             self._refresh(name, rag)
+            if self.stores is not None:
+                self._same_embedder(name, rag)
             if self.summary.get(name, (0, 0, 0))[0]:
                 self._fill_primary(name, rag, cache)
             for p in self.passes.working():
@@ -284,6 +286,14 @@ class Vectorizer:
             m = self.migration
             if m is not None and m.problem is None:
                 self._fill_pass(name, rag, cache, m, fail=self._migration_failed)
+        except BaseException:
+            release = getattr(rag, "release_claims", None)
+            if release is not None:
+                try:  # a shared store: chunks taken and not embedded go to whoever can embed them
+                    release()
+                except Exception as e:  # noqa: BLE001 - the server away: they go when this process does
+                    log.warning("claims_not_released", collection=name, error=str(e))
+            raise
         finally:
             rag.close()
         self._check_migrated()
@@ -308,6 +318,19 @@ class Vectorizer:
         m.ready = True
         log.info("model_swap_ready", model=m.spec, collections=sorted(names))
         self.on_migrated()
+
+    def _same_embedder(self, name: str, rag: Any) -> None:
+        """Before taking any chunk: a shared collection moved to another model (ragweedd reembed)
+        is left to the daemons that run it."""
+        from ragweedd.errors import EmbedderMismatchError
+        from ragweedd.store.rag_db import PRIMARY
+
+        known = rag.embedder(PRIMARY)
+        if known is not None and known[0] != self.index_embedder_id:
+            raise EmbedderMismatchError(
+                f"collection '{name}' in the shared database is embedded with {known[0]}, but this daemon "
+                f"embeds with {self.index_embedder_id}",
+                hint="set [embed] model (and chunk_context) to match and restart ragweedd")
 
     def _fill_primary(self, name: str, rag: Any, cache: Any) -> None:
         t0 = time.monotonic()

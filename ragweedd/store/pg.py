@@ -95,7 +95,7 @@ class PgConn:
         self.lock = threading.RLock()
         self.used = time.monotonic()  # when a statement last came back from the server
         # run on every new connection after a lost one (session state: the claimer's lock)
-        self.on_reconnect: list[Callable[[], None]] = []
+        self.on_reconnect: list[Callable[[], object]] = []
 
     def close(self) -> None:
         with self.lock:

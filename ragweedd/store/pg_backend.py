@@ -58,6 +58,11 @@ class PgBackend:
     def indexed_collections(self) -> list[str]:
         return [r["name"] for r in self._db.all("SELECT name FROM collections ORDER BY name")]
 
+    def keep_claim(self) -> None:
+        """One cheap statement on the connection that holds the claimer's lock: a connection the
+        server dropped is opened again, and the lock taken again, now rather than at the next use."""
+        self._db.value("SELECT 1")
+
     def index_figures(self) -> dict[str, tuple[int, int]]:
         """Each collection's primary vectors (what its HNSW index holds: the index is updated in the
         transaction that writes a vector) and the last sequence number of its change log."""

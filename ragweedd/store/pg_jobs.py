@@ -147,9 +147,12 @@ class PgJobQueue:
     def done(self, job: Job) -> None:
         # An event while it ran marked the row (enqueued_at < 0): it runs again. Each statement
         # is atomic against a put's upsert of the row, so the delete or the requeue wins whole.
-        if self.db.run("DELETE FROM jobs WHERE id=%s AND enqueued_at >= 0", (job.id,)) == 0:
+        # Only while the row is still this process's claim: one taken over by another process (this
+        # one's connection dropped meanwhile) is that one's to finish.
+        if self.db.run("DELETE FROM jobs WHERE id=%s AND enqueued_at >= 0 AND claimed_by=%s",
+                       (job.id, self.claimer)) == 0:
             self.db.run("UPDATE jobs SET state='queued', enqueued_at=%s, tries=0, claimed_by=NULL"
-                        " WHERE id=%s AND enqueued_at < 0", (time.time(), job.id))
+                        " WHERE id=%s AND enqueued_at < 0 AND claimed_by=%s", (time.time(), job.id, self.claimer))
         with self._cond:
             self._cond.notify_all()
 
@@ -159,8 +162,11 @@ class PgJobQueue:
         retry = retryable and tries < self.max_tries
         now = time.time()
         with self.db.tx() as c:
-            row = c.execute("SELECT enqueued_at FROM jobs WHERE id=%s FOR UPDATE", (job.id,)).fetchone()
-            if row is not None and row["enqueued_at"] < 0:
+            row = c.execute("SELECT enqueued_at FROM jobs WHERE id=%s AND claimed_by=%s FOR UPDATE",
+                            (job.id, self.claimer)).fetchone()
+            if row is None:  # taken over by another process meanwhile: its claim now
+                return True
+            if row["enqueued_at"] < 0:
                 retry = True
                 c.execute("UPDATE jobs SET state='queued', tries=0, not_before=%s, enqueued_at=%s, error=%s,"
                           " claimed_by=NULL WHERE id=%s", (now, now, error, job.id))
@@ -176,7 +182,8 @@ class PgJobQueue:
         return retry
 
     def release(self, job: Job) -> None:
-        self.db.run("UPDATE jobs SET state='queued', claimed_by=NULL WHERE id=%s AND state='running'", (job.id,))
+        self.db.run("UPDATE jobs SET state='queued', claimed_by=NULL WHERE id=%s AND state='running' AND claimed_by=%s",
+                    (job.id, self.claimer))
         with self._cond:
             self._cond.notify_all()
 

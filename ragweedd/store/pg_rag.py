@@ -364,6 +364,14 @@ class PgRag(PgKeyword):
             " SELECT t.id, e.embedding_id, e.content, e.context FROM taken t JOIN chunks e ON e.id = t.id"
             " ORDER BY t.id", (self.collection_id, after_id, me, limit, me))]
 
+    def release_claims(self) -> int:
+        """Give back the waiting chunks this process took and did not embed (its embedder failed,
+        or the collection moved to another model): the other processes take them at once."""
+        if self._claimer is None:
+            return 0
+        return self.db.run("UPDATE pending_vectors SET claimed_by = NULL WHERE collection_id=%s AND claimed_by=%s",
+                           (self.collection_id, str(self._claimer)))
+
     def _claimed_as(self) -> int:
         if self._claimer is None:
             claimer = self._claimer = new_claimer()

@@ -110,3 +110,55 @@ def test_a_daemon_claims_only_jobs_of_the_collections_it_serves(pg_dsn):
     finally:
         q.close()
         backend.close()
+
+
+def test_a_process_whose_connection_dropped_finishes_only_what_is_still_its_claim(pg_dsn):
+    """Its claimer's lock went with the connection, so another process took its running job: the
+    first one's done() must leave the second one's claim alone; keep_claim() takes the lock back."""
+    import psycopg
+
+    from ragweedd.store.pg_backend import PgBackend
+
+    a, b = PgBackend(pg_dsn, source="nas"), PgBackend(pg_dsn, source="nas")
+    qa, qb = a.open_jobs(max_tries=3), b.open_jobs(max_tries=3)
+    try:
+        qa.put("c", "/s/big.txt", "upsert", "/s")
+        job = qa.claim(timeout_s=5)
+        assert job is not None
+        pid = a._db.value("SELECT pg_backend_pid()")
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        wait_until(qb.requeue_orphans, 10, 0.05, "the job of the process that looks gone")
+        taken = qb.claim(timeout_s=5)
+        assert taken is not None and taken.id == job.id
+        qa.done(job)  # the first process finishes its run: the row is the second one's now
+        assert qb.depth() == {"running": 1}
+        assert not qa.fail(job, "late failure") or qb.depth() == {"running": 1}
+        qa.release(job)
+        assert qb.depth() == {"running": 1}
+        qb.done(taken)
+        assert qb.depth() == {}
+        a.keep_claim()  # the lock is taken again on a new connection
+        qa.put("c", "/s/next.txt", "upsert", "/s")
+        again = qa.claim(timeout_s=5)
+        assert again is not None and qb.requeue_orphans() == 0
+    finally:
+        for x in (qa, qb, a, b):
+            x.close()
+
+
+def test_chunks_taken_and_not_embedded_are_given_back(pg_dsn):
+    from ragweedd.store.pg_backend import PgBackend
+
+    a, b = PgBackend(pg_dsn, source="x"), PgBackend(pg_dsn, source="y")
+    ra, rb = a.open_rag("notes"), b.open_rag("notes")
+    try:
+        ra.publish(md5="d" * 32, source_file="/n.md", rel_path="n.md", kind="text", extractor="text", ocr_type=None,
+                   title=None, size_bytes=10, chunks=[{"chunk_idx": i, "text": f"c{i}", "meta": {}} for i in range(3)],
+                   vectors={}, embedders={PRIMARY: ("e", 4)})
+        assert len(ra.pending_batch(10)) == 3 and rb.pending_batch(10) == []
+        assert ra.release_claims() == 3
+        assert len(rb.pending_batch(10)) == 3  # at once, with the first process still alive
+    finally:
+        for x in (ra, rb, a, b):
+            x.close()

@@ -126,6 +126,10 @@ def test_a_daemon_left_on_the_old_model_keeps_its_other_collections_going(pg_dsn
                what="the refusal in status")
     wait_until(lambda: d.probe.vectors("two") == d.probe.chunks("two") == 2, 60, what="the other collection's vectors")
     assert d.probe.vectors("one") == 0  # none of the old model's vectors went in
+    # the moved collection's chunks are left to a daemon of the new model, while the old one runs
+    other.start()
+    wait_until(lambda: d.probe.vectors("one") == d.probe.chunks("one") == 2, 60,
+               what="the new model's daemon to embed the moved collection")
 
     r = d.api("POST", "/v1/collections", json={"name": "theirs", "paths": [str(theirs)]})
     assert r.status_code == 400, r.text

@@ -26,6 +26,8 @@ from ragweedd.store.rag_passes import PRIMARY
 if TYPE_CHECKING:
     import numpy as np
 
+PUBLISH_BATCH = 500  # chunks written per statement by publish
+
 
 def vec_text(vec: bytes | Any) -> str:
     """A float32 vector (bytes, as the SQLite store keeps it, or an array) as pgvector's text."""
@@ -34,6 +36,26 @@ def vec_text(vec: bytes | Any) -> str:
     a = np.frombuffer(vec, dtype=np.float32) if isinstance(vec, (bytes, bytearray, memoryview)) \
         else np.asarray(vec, dtype=np.float32).reshape(-1)
     return "[" + ",".join(repr(float(x)) for x in a) + "]"
+
+
+def vectors_copy_data(collection_id: int, space: str, embedder_id: str, items: Sequence[tuple[int, Any]]) -> bytes:
+    """COPY BINARY data of vectors rows (id, collection_id, space, embedder_id, vec); a vector is
+    float32 bytes (as the SQLite store keeps it) or an array."""
+    import struct
+
+    import numpy as np
+
+    head = struct.pack(">ii", 4, collection_id)
+    sp, em = space.encode(), embedder_id.encode()
+    fixed = struct.pack(">i", len(sp)) + sp + struct.pack(">i", len(em)) + em
+    out = [b"PGCOPY\n\xff\r\n\x00", struct.pack(">ii", 0, 0)]
+    for cid, vec in items:
+        a = np.frombuffer(vec, dtype=np.float32) if isinstance(vec, (bytes, bytearray, memoryview)) \
+            else np.asarray(vec, dtype=np.float32).reshape(-1)
+        body = struct.pack(">hh", len(a), 0) + a.astype(">f4").tobytes()
+        out += [struct.pack(">hiq", 5, 8, cid), head, fixed, struct.pack(">i", len(body)), body]
+    out.append(struct.pack(">h", -1))
+    return b"".join(out)
 
 
 def vec_bytes(text: str) -> bytes:
@@ -59,6 +81,7 @@ class PgRag(PgKeyword):
             raise NotCreatedYetError(f"the PostgreSQL store does not hold collection '{collection}' yet",
                                      hint="it is still being created by the ingest side; this resolves itself")
         self.collection_id = int(cid)
+        self._embedders_seen: set[str] = set()
 
     def close(self) -> None:
         self.db.close()
@@ -312,10 +335,19 @@ class PgRag(PgKeyword):
                       " DO UPDATE SET md5=excluded.md5, rel_path=excluded.rel_path, added_at=excluded.added_at",
                       (self.collection_id, self.source, stored, md5, stored_rel, now))
             for space, (eid, dim) in embedders.items():
+                if space in self._embedders_seen:
+                    continue
                 if self.embedder(space) is None:
-                    self.set_embedder(eid, dim, space)
+                    self.set_embedder(eid, dim, space)  # rolled back with this transaction: not remembered
+                else:
+                    self._embedders_seen.add(space)  # an embedder row is only ever replaced, never deleted
             ids: list[int] = []
             adds: list[int] = []
+            # Chunks and vectors are drawn in step (a large file's may be generators) and written
+            # a batch at a time: a few statements per batch rather than per chunk, and a bounded
+            # batch in memory rather than the whole file.
+            rows: list[tuple[str, int, str, str, str, str]] = []
+            vecs_of: dict[str, list[Any]] = {space: [] for space in vectors}
             vec_iters = {space: iter(vecs) for space, vecs in vectors.items()}
             for ch in chunks:
                 meta = {k: v for k, v in dict(ch["meta"]).items() if v is not None}
@@ -323,32 +355,67 @@ class PgRag(PgKeyword):
                 if ocr_type and "ocr_type" not in meta:
                     meta["ocr_type"] = ocr_type
                 text, context = ch["text"], ch.get("context") or ""
-                cid = int(c.execute(
-                    "INSERT INTO chunks(collection_id, embedding_id, md5, chunk_idx, created_at, text_sha256, content,"
-                    " context, source_file, source_rel_path, meta, tokens)"
-                    " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,"
-                    " (SELECT coalesce(sum(coalesce(array_length(positions, 1), 1)), 0)"
-                    "  FROM unnest(to_tsvector('english', %s || ' ' || %s)))) RETURNING id",
-                    (self.collection_id, f"{md5}:{ch['chunk_idx']}", md5, ch["chunk_idx"], now, text_sha256(text),
-                     text, context, stored, stored_rel, json.dumps(meta), context, text)).fetchone()["id"])
-                ids.append(cid)
-                pending = False
-                for space, vecs in vec_iters.items():
-                    vec = next(vecs)
-                    if vec is None:
-                        pending = pending or space == PRIMARY
-                        continue
-                    c.execute("INSERT INTO vectors(id, collection_id, space, embedder_id, vec) VALUES (%s,%s,%s,%s,%s)",
-                              (cid, self.collection_id, space, embedders[space][0], vec_text(vec)))
-                if pending or PRIMARY not in vec_iters:
-                    c.execute("INSERT INTO pending_vectors(id, collection_id) VALUES (%s,%s)",
-                              (cid, self.collection_id))
-                else:
-                    adds.append(cid)
+                rows.append((f"{md5}:{ch['chunk_idx']}", ch["chunk_idx"], text_sha256(text), text, context,
+                             json.dumps(meta)))
+                for space, it in vec_iters.items():
+                    vecs_of[space].append(next(it))
+                if len(rows) >= PUBLISH_BATCH:
+                    self._write_batch(c, md5, now, stored, stored_rel, rows, vecs_of, embedders, ids, adds)
+            self._write_batch(c, md5, now, stored, stored_rel, rows, vecs_of, embedders, ids, adds)
             c.execute("UPDATE documents SET chunks=%s WHERE collection_id=%s AND md5=%s",
                       (len(ids), self.collection_id, md5))
             self._log(c, deletes=gone, adds=adds, paths=True)
             return ids
+
+    def _write_batch(self, c: Any, md5: str, now: float, stored: str, stored_rel: str,
+                     rows: list[tuple[str, int, str, str, str, str]], vecs_of: dict[str, list[Any]],
+                     embedders: dict[str, tuple[str, int]], ids: list[int], adds: list[int]) -> None:
+        """Write the chunks in ``rows`` with their vectors (``vecs_of``: each space's, in step;
+        None: still to come), add their ids to ``ids`` and the ones with a primary vector to
+        ``adds``; then empty ``rows`` and ``vecs_of``."""
+        new = self._insert_chunks(c, md5, now, stored, stored_rel, rows)
+        for space, vecs in vecs_of.items():
+            have = [(cid, v) for cid, v in zip(new, vecs) if v is not None]
+            if have:
+                self._copy_vectors(c, space, embedders[space][0], have)
+        primary = vecs_of.get(PRIMARY)
+        pending = [cid for n, cid in enumerate(new) if primary is None or primary[n] is None]
+        if pending:
+            c.execute("INSERT INTO pending_vectors(id, collection_id) SELECT x, %s FROM unnest(%s::bigint[]) AS x",
+                      (self.collection_id, pending))
+        waiting = set(pending)
+        ids += new
+        adds += [cid for cid in new if cid not in waiting]
+        rows.clear()
+        for vecs in vecs_of.values():
+            vecs.clear()
+
+    def _insert_chunks(self, c: Any, md5: str, now: float, stored: str, stored_rel: str,
+                       rows: Sequence[tuple[str, int, str, str, str, str]]) -> list[int]:
+        """Chunks in one statement; their ids, in the order of ``rows`` (ids are drawn in that
+        order, as one INSERT per chunk drew them)."""
+        if not rows:
+            return []
+        eids, idxs, shas, texts, contexts, metas = (list(col) for col in zip(*rows))
+        got = {r["embedding_id"]: int(r["id"]) for r in c.execute(
+            "INSERT INTO chunks(collection_id, embedding_id, md5, chunk_idx, created_at, text_sha256, content,"
+            " context, source_file, source_rel_path, meta, tokens)"
+            " SELECT %s, u.eid, %s, u.idx, %s, u.sha, u.content, u.context, %s, %s, u.meta::jsonb,"
+            " (SELECT coalesce(sum(coalesce(array_length(positions, 1), 1)), 0)"
+            "  FROM unnest(to_tsvector('english', u.context || ' ' || u.content)))"
+            " FROM unnest(%s::text[], %s::int[], %s::text[], %s::text[], %s::text[], %s::text[])"
+            " WITH ORDINALITY AS u(eid, idx, sha, content, context, meta, n) ORDER BY u.n"
+            " RETURNING id, embedding_id",
+            (self.collection_id, md5, now, stored, stored_rel, eids, idxs, shas, texts, contexts, metas)).fetchall()}
+        return [got[e] for e in eids]
+
+    def _copy_vectors(self, c: Any, space: str, embedder_id: str, items: Sequence[tuple[int, Any]]) -> None:
+        """Vectors of one space by COPY in binary: pgvector's binary form is the float32s as
+        they are (big-endian) behind a 4-byte header, where the text form costs a float
+        formatting and parsing per component."""
+        with c.cursor().copy("COPY vectors(id, collection_id, space, embedder_id, vec)"
+                             " FROM STDIN (FORMAT BINARY)") as cp:
+            cp.write(vectors_copy_data(self.collection_id, space, embedder_id, items))
 
     # --- vectors that follow their chunks ----------------------------------------------------------
     def pending_batch(self, limit: int, after_id: int = 0) -> list[tuple[int, str, str, str]]:

@@ -105,6 +105,28 @@ def test_publish_failure_leaves_nothing_behind(backend):
     assert rag.chunk_count() == 0 and rag.max_seq() == 0 and rag.md5_of_path("/r/e.txt") is None
 
 
+def test_a_document_of_many_chunks_keeps_their_order_vectors_and_waiting_ones(backend):
+    # more chunks than one write batch of the PostgreSQL store, drawn from generators as a large
+    # file's are, every seventh still waiting for its vector
+    rag = backend.open_rag("c")
+    n = 1234
+    vecs = [None if i % 7 == 3 else _unit(1, i, 0, 0).tobytes() for i in range(n)]
+    texts = [f"part {i}" for i in range(n)]
+    ids = rag.publish(md5="9" * 32, source_file="/r/long.txt", rel_path="long.txt", kind="text", extractor="text",
+                      ocr_type=None, title=None, size_bytes=10, chunks=iter(_chunks(texts)),
+                      vectors={PRIMARY: iter(vecs)}, embedders={PRIMARY: ("hash:4", 4)})
+    assert len(ids) == n and ids == sorted(ids) and rag.chunk_ids_of("9" * 32) == ids
+    waiting = [cid for cid, v in zip(ids, vecs) if v is None]
+    assert rag.pending_summary() == (len(waiting), 1)
+    assert [c[2] for c in rag.changes_after(0)] == [cid for cid in ids if cid not in set(waiting)]
+    got = rag.vectors_for(ids[:20])
+    assert sorted(got) == [cid for cid, v in zip(ids[:20], vecs) if v is not None]
+    assert all(np.allclose(np.frombuffer(got[cid], dtype=np.float32), np.frombuffer(v, dtype=np.float32))
+               for cid, v in zip(ids[:20], vecs) if v is not None)
+    assert rag.hits([ids[777]])[ids[777]]["chunk_idx"] == 777
+    rag.close()
+
+
 def test_pending_vectors_are_logged_when_written_and_only_for_the_chunk_read(backend):
     rag = backend.open_rag("c")
     ids = _publish(rag, "f" * 32, "/r/f.txt", ["one", "two"], vecs=[None, None])

@@ -139,7 +139,7 @@ def redact_dsn(v: Any) -> Any:
     if not isinstance(v, str):
         return v
     if "://" not in v:
-        return re.sub(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*)", r"\1***", v, flags=re.IGNORECASE)
+        return re.sub(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'?|(?:\\.|\S)*)", r"\1***", v, flags=re.IGNORECASE)
     v = re.sub(r"^([a-z][a-z0-9+.-]*://[^:/@?#]*):[^@/?#]*@", r"\1:***@", v, flags=re.IGNORECASE)
     return re.sub(r"([?&]password=)[^&#]*", r"\1***", v, flags=re.IGNORECASE)
 

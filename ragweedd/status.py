@@ -84,11 +84,17 @@ def _unreachable(core: Core, tools: list[MissingTool], e: Exception) -> Status:
     """The status of a daemon whose database server cannot be reached: what it knows without it."""
     from ragweedd.config import redact_dsn
 
-    reason = " ".join(str(e).split())[:300] or type(e).__name__
+    reason = " ".join(str(e).split())
+    if len(reason) > 300:
+        reason = reason[:300].rsplit(" ", 1)[0] + " …"
+    reason = reason or type(e).__name__
     degraded = [f"the PostgreSQL database {redact_dsn(core.cfg.store)} cannot be reached ({type(e).__name__}: "
                 f"{reason}); nothing is indexed or searched until it answers again. Check that the server "
                 f"runs and this machine reaches it (network, credentials in store); ragweedd retries by "
                 f"itself and scans its collections once it is back"]
+    if core.debouncer.dropped:
+        degraded.append(f"{core.debouncer.dropped} file change events could not be queued meanwhile; their "
+                        "files are found by the scan that runs once the database answers")
     degraded.extend(core.thread_problems())
     cols: list[Collection] = []
     for name in sorted(core.collections.items):
@@ -139,7 +145,7 @@ def _build_status(core: Core, tools: list[MissingTool]) -> Status:
                             f"mount point; nothing is deleted until it returns")
     degraded.extend(core.thread_problems())
     if core.debouncer.last_error:
-        degraded.append(f"file change events could not be queued ({core.debouncer.last_error}); the next "
+        degraded.append(f"file change events could not be queued ({core.debouncer.last_error}); a "
                         f"reconciliation scan picks the files up")
     for name, before in core.reindexed.items():
         d = core.read(functools.partial(_depth_of, name))

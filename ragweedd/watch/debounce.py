@@ -152,4 +152,5 @@ class Debouncer:
                     self.dropped += len(due)
                 self.last_error = f"{type(e).__name__}: {e}"
                 log.error("debounce_sink_failed", events=len(due), error=self.last_error,
-                          action="these events are dropped; the next reconciliation scan finds the files")
+                          action="these events are dropped; a reconciliation scan finds the files (at once "
+                                 "when the daemon sees its store answer again)")

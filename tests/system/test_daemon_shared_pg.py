@@ -149,6 +149,7 @@ def test_status_answers_while_the_database_is_away_and_changes_meanwhile_are_ind
             assert r.status_code == 200, r.text
             why = " | ".join(r.json()["degraded"])
             assert "cannot be reached" in why and "postgresql://" in why, why
+            assert "file change events could not be queued meanwhile" in why, why  # b.txt's event
             assert d.api("GET", "/v1/health").status_code == 200
             p = ctl(d, "status")
             assert p.returncode == 0 and "DEGRADED: the PostgreSQL database" in p.stdout, p.stdout + p.stderr

@@ -31,6 +31,7 @@ def test_a_bad_store_names_the_key_what_is_allowed_and_hides_the_password(value)
     ("host=/tmp/x dbname=d user=u password=secret", "host=/tmp/x dbname=d user=u password=***"),
     ("host=db password = 'se cr\\'et' user=u", "host=db password = *** user=u"),
     ("PASSWORD=secret", "PASSWORD=***"),
+    ("host=db password=Top\\ Secret99 user=u", "host=db password=*** user=u"),  # an escaped space
 ])
 def test_redact_dsn(uri, shown):
     assert redact_dsn(uri) == shown

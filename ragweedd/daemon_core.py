@@ -15,6 +15,7 @@ import time
 from typing import Any, Callable
 
 from ragweedd.config import Config
+from ragweedd.errors import RagweedError
 from ragweedd.logging import get_logger
 from ragweedd.paths import Paths
 from ragweedd.services import Services
@@ -376,10 +377,12 @@ class Core:
         shutil.rmtree(self.paths.collection_dir(name), ignore_errors=True)
         self.reindexed[name] = stored
 
-    def _mismatch(self, name: str, stored: str) -> Exception:
+    def _mismatch(self, name: str, stored: str, kind: type[RagweedError] | None = None) -> RagweedError:
+        """Why this daemon cannot serve a shared collection embedded with ``stored`` (a
+        ConfigError at start; a RequestError when the collection is added at run time)."""
         from ragweedd.errors import ConfigError
 
-        return ConfigError(
+        return (kind or ConfigError)(
             f"collection '{name}' in the shared database was embedded with {stored}, but "
             f"{self.cfg.source or 'the config'} makes this machine embed with {self.index_embedder_id}",
             hint="every machine must use the same [embed] model and chunk_context for a shared collection: set "
@@ -394,8 +397,7 @@ class Core:
         if stored is not None and stored != self.index_embedder_id:
             from ragweedd.errors import RequestError
 
-            e = self._mismatch(name, stored)
-            raise RequestError(str(e), hint=getattr(e, "hint", None))
+            raise self._mismatch(name, stored, RequestError)
 
     def _stored_embedder(self, name: str) -> str | None:
         from ragweedd.store.rag_db import PRIMARY

@@ -277,8 +277,9 @@ class Vectorizer:
             return
         try:
             self._refresh(name, rag)
-            if self.stores is not None:
-                self._same_embedder(name, rag)
+            check = getattr(rag, "check_embedder", None)
+            if check is not None:  # a shared store: a collection moved to another model is left to
+                check(self.index_embedder_id)  # the daemons that run it, before any chunk is taken
             if self.summary.get(name, (0, 0, 0))[0]:
                 self._fill_primary(name, rag, cache)
             for p in self.passes.working():
@@ -318,19 +319,6 @@ class Vectorizer:
         m.ready = True
         log.info("model_swap_ready", model=m.spec, collections=sorted(names))
         self.on_migrated()
-
-    def _same_embedder(self, name: str, rag: Any) -> None:
-        """Before taking any chunk: a shared collection moved to another model (ragweedd reembed)
-        is left to the daemons that run it."""
-        from ragweedd.errors import EmbedderMismatchError
-        from ragweedd.store.rag_db import PRIMARY
-
-        known = rag.embedder(PRIMARY)
-        if known is not None and known[0] != self.index_embedder_id:
-            raise EmbedderMismatchError(
-                f"collection '{name}' in the shared database is embedded with {known[0]}, but this daemon "
-                f"embeds with {self.index_embedder_id}",
-                hint="set [embed] model (and chunk_context) to match and restart ragweedd")
 
     def _fill_primary(self, name: str, rag: Any, cache: Any) -> None:
         t0 = time.monotonic()

@@ -121,17 +121,18 @@ class PgRag(PgKeyword):
                       (self.collection_id, space, embedder_id, dim, time.time()))
             self._ensure_hnsw(c, space, dim)
 
-    def _same_embedder(self, c: Any, embedder_id: str) -> None:
+    def check_embedder(self, embedder_id: str, c: Any = None) -> None:
         """Refuse vectors of another embedder than the collection's (a daemon still running with
-        the model the collection was moved away from on another machine)."""
-        r = c.execute("SELECT embedder_id FROM embedders WHERE collection_id=%s AND space=%s",
-                      (self.collection_id, PRIMARY)).fetchone()
+        the model the collection was moved away from on another machine); ``c``: the caller's
+        transaction, where the vectors are written."""
+        q = ("SELECT embedder_id FROM embedders WHERE collection_id=%s AND space=%s", (self.collection_id, PRIMARY))
+        r = c.execute(*q).fetchone() if c is not None else self.db.one(*q)
         if r is not None and r["embedder_id"] != embedder_id:
             from ragweedd.errors import EmbedderMismatchError
 
             raise EmbedderMismatchError(f"collection '{self.collection}' in the shared database is embedded with "
-                                f"{r['embedder_id']}, but this process embeds with {embedder_id}",
-                                hint="set [embed] model (and chunk_context) to match and restart ragweedd")
+                                        f"{r['embedder_id']}, but this process embeds with {embedder_id}",
+                                        hint="set [embed] model (and chunk_context) to match and restart ragweedd")
 
     def restart_vectors(self, embedder_id: str, dim: int) -> int:
         """Record ``embedder_id`` as the collection's embedder and set every chunk waiting for its
@@ -451,7 +452,7 @@ class PgRag(PgKeyword):
         chunk whose text was read (same embedding_id and context)."""
         done: list[int] = []
         with self.db.tx() as c:
-            self._same_embedder(c, embedder_id)
+            self.check_embedder(embedder_id, c)
             for cid, embedding_id, context, vec in items:
                 if c.execute("DELETE FROM pending_vectors p USING chunks e WHERE p.id=%s AND e.id=p.id"
                              " AND e.embedding_id=%s AND e.context=%s",
@@ -484,7 +485,7 @@ class PgRag(PgKeyword):
             raise ValueError("add_pass_vectors writes extra passes only; primary vectors go through add_vectors")
         done: list[int] = []
         with self.db.tx() as c:
-            self._same_embedder(c, embedder_id)
+            self.check_embedder(embedder_id, c)
             for cid, embedding_id, context, vec in items:
                 n = c.execute(
                     "INSERT INTO vectors(id, collection_id, space, embedder_id, vec)"

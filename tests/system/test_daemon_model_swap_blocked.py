@@ -39,6 +39,17 @@ def _notes(tmp_path) -> Path:
     return root
 
 
+def _indexed_then_stopped(daemon, root: Path, srv, *, batch_size: int):
+    """A daemon that indexed ``root`` with the default model, stopped before the model changes:
+    (the daemon, the embedder id its vectors were made by)."""
+    d = daemon({"notes": [root]}, extra=f"[embed]\nbatch_size = {batch_size}\nretry_s = 0.5\n",
+               env={"RAGWEED_EMBED_OLLAMA_URL": srv.url})
+    d.wait_idle(90)
+    old_id = _embedders(d)["primary"][0]
+    d.stop(30)
+    return d, old_id
+
+
 def _switched(d) -> bool:
     r = d.api("GET", "/v1/status")
     return r.status_code == 200 and r.json()["embedder"]["id"].startswith(f"ollama:{MODEL}@")
@@ -48,11 +59,7 @@ def test_a_restart_mid_move_with_the_new_model_unreachable_serves_the_old_model_
         daemon, tmp_path):
     root = _notes(tmp_path)
     with FakeLLMServer(embed_dims={MODEL: 32}) as srv:
-        d = daemon({"notes": [root]}, extra="[embed]\nbatch_size = 2\nretry_s = 0.5\n",
-                   env={"RAGWEED_EMBED_OLLAMA_URL": srv.url})
-        d.wait_idle(90)
-        old_id = _embedders(d)["primary"][0]
-        d.stop(30)
+        d, old_id = _indexed_then_stopped(daemon, root, srv, batch_size=2)
         d.env["RAGWEED_EMBED_MODEL"] = f"ollama:{MODEL}"
         d.launcher_args = ["--slow-embed", "0.4"]
         d.start()
@@ -110,11 +117,7 @@ def test_a_restart_mid_move_with_the_new_model_unreachable_serves_the_old_model_
 def test_a_model_not_pulled_at_the_start_of_a_move_keeps_the_old_model_until_the_config_is_fixed(daemon, tmp_path):
     root = _notes(tmp_path)
     with FakeLLMServer(embed_dims={MODEL: 32}) as srv:
-        d = daemon({"notes": [root]}, extra="[embed]\nbatch_size = 4\nretry_s = 0.5\n",
-                   env={"RAGWEED_EMBED_OLLAMA_URL": srv.url})
-        d.wait_idle(90)
-        old_id = _embedders(d)["primary"][0]
-        d.stop(30)
+        d, old_id = _indexed_then_stopped(daemon, root, srv, batch_size=4)
         d.env["RAGWEED_EMBED_MODEL"] = "ollama:notpulled"  # a typo: the server has no such model
         d.start()
         s = d.status()

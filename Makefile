@@ -15,8 +15,11 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
+# The daemon on the configuration every other command uses (~/.config/ragweedd/config.toml if it
+# exists, else the built-in defaults), so the README's next commands read the same index.
 run: $(STAMP)
-	$(VENV)/bin/ragweedd --config config/ragweedd.example.toml run
+	@echo "ragweedd and ragweedctl are in .venv/bin: in a second terminal, '. .venv/bin/activate' puts them on PATH"
+	$(VENV)/bin/ragweedd run
 
 # The tests also check the default against the float32 upstream weights (optional package below).
 test: $(STAMP) $(F32)

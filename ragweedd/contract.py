@@ -644,6 +644,7 @@ class DoneEvent(TypedDict):
     citation_checks: NotRequired[list[CitationCheck]]  # LLM answers with verify_citations on
     citations_verified: NotRequired[CitationsVerified]
     tree: NotRequired["TreeSteps"]  # ask mode "tree": documents chosen, sections opened
+    llm_setup: NotRequired[str | None]  # no synthesis LLM: whether a key is set and what to configure
 
 
 class ErrorEvent(TypedDict):

@@ -180,6 +180,13 @@ def _check_keys_file() -> None:
         log.info("keys_file", path=str(keys_file()), providers=sorted(keys))
 
 
+def config_file_of(cfg) -> str | None:
+    """The absolute path of the file ``cfg`` was read from (None: the built-in defaults), so that a
+    one-shot command started from another directory reads the same file."""
+    src = str(cfg.source)
+    return None if src.startswith("<") else os.path.abspath(src)
+
+
 def started_banner(host: str, port: int, as_dict: bool = False) -> Any:
     """The line a person starting the daemon by hand reads (the JSON log says the same for machines):
     where the API and the web UI are, with the port actually bound."""
@@ -248,7 +255,8 @@ async def _serve(core, cfg, paths: Paths, token: str, allow_remote: bool,
     server = ApiServer(engine, token=token, listen=cfg.listen, allow_remote=allow_remote,
                        port_file=paths.port_file, max_body_bytes=cfg.max_body_mb * 2**20,
                        max_concurrent_answers=cfg.max_concurrent_answers, idle_timeout=cfg.http_idle_timeout_s,
-                       body_timeout=cfg.http_body_timeout_s, write_timeout=cfg.http_write_timeout_s)
+                       body_timeout=cfg.http_body_timeout_s, write_timeout=cfg.http_write_timeout_s,
+                       config_file=config_file_of(cfg))
     from ragweedd.api.mcp_http import add_mcp_route  # aiohttp only; the SDK loads at the first /mcp call
 
     add_mcp_route(server.app, allow_writes=cfg.mcp_allow_writes)

@@ -123,3 +123,48 @@ def write_keys(keys: dict[str, str], path: Path | None = None) -> Path:
     os.close(fd)
     os.replace(tmp, path)
     return path
+
+
+# What `[llm] synthesis` names when a provider's key is the only thing set: a current model of each
+# provider that answers well at a moderate price (any other model id of the provider works).
+SUGGESTED_SYNTHESIS = {
+    "anthropic": "anthropic:claude-sonnet-4-5",
+    "openai": "openai:gpt-4.1-mini",
+    "gemini": "gemini:gemini-2.5-flash",
+}
+
+
+def providers_with_keys(cfg, env: dict[str, str] | os._Environ[str], stored: dict[str, str]) -> list[str]:
+    """The providers whose key the daemon would find (config, environment or the keys file)."""
+    found = []
+    for provider, names in KEY_PROVIDERS.items():
+        if (cfg is not None and getattr(cfg, f"llm_{provider}_api_key", None)) or any(env.get(n) for n in names) \
+                or provider in stored:
+            found.append(provider)
+    return found
+
+
+def synthesis_missing(cfg, env: dict[str, str] | os._Environ[str]) -> str | None:
+    """Why answers are quoted passages rather than written by an LLM, and what to set (None when a
+    synthesis model is configured): whether a key is stored, which config file to edit, the line."""
+    if getattr(cfg, "llm_synthesis", ""):
+        return None
+    try:
+        stored = read_keys()
+    except KeyFileError:
+        stored = {}
+    keyed = providers_with_keys(cfg, env, stored)
+    source = str(getattr(cfg, "source", ""))
+    if source and not source.startswith("<"):
+        where = f"in {source}"
+    else:
+        from ragweedd.paths import default_config_file
+
+        where = f"in {default_config_file()} (no config file is read now)"
+    if keyed:
+        line = f'[llm] synthesis = "{SUGGESTED_SYNTHESIS[keyed[0]]}"'
+        return (f"no LLM writes answers: a key for {', '.join(keyed)} is set, but [llm] synthesis is empty. "
+                f"Set {line} {where} and restart the daemon")
+    return ("no LLM writes answers: no provider key is set and [llm] synthesis is empty. Store a key with "
+            "`ragweedctl keys set anthropic` (or openai, gemini), or run a local model with Ollama and set "
+            f'[llm] synthesis = "ollama:gemma3:4b" {where}; then restart the daemon')

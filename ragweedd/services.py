@@ -301,6 +301,7 @@ def open_daemon(cfg: Config, *, embedder: Any = None, extract: Callable | None =
     setup_for(paths)
     if is_postgres(cfg):
         return _open_server_daemon(cfg, paths, embedder=embedder, extract=extract, watcher_factory=watcher_factory)
+    _adopt_unrecorded(cfg, paths)
     from ragweedd.ingest.index_sync import IndexSync
     from ragweedd.ingest.model_swap import blocked, daemon_collections, prepare
     from ragweedd.ingest.vectorize import open_passes
@@ -334,6 +335,25 @@ def open_daemon(cfg: Config, *, embedder: Any = None, extract: Callable | None =
     index = IndexSync(cfg, paths, embedder.dim, {**passes.dims(), **building})
     return Core(cfg, paths, embedder, index, extract=extract, watcher_factory=watcher_factory, passes=passes,
                 migration=migration)
+
+
+def _adopt_unrecorded(cfg: Config, paths: Paths) -> None:
+    """Serve every collection of the data directory: one made by a one-shot ingest of an older
+    version (which did not record it) is listed, searched and answered from like the others. Its
+    folders are not known, so it is not watched until it is ingested again or added by name."""
+    from ragweedd.logging import get_logger
+
+    stores = open_backend(cfg, paths)
+    db = stores.open_ingest()
+    try:
+        known = set(cfg.collections) | {name for name, *_ in db.run_time_collections()}
+        for name in stores.indexed_collections():
+            if name not in known:
+                db.save_collection(name, [], [], "")
+                get_logger("ragweedd").info("collection_adopted", collection=name,
+                                            reason="indexed in the data directory, in no config or record")
+    finally:
+        db.close()
 
 
 def _open_server_daemon(cfg: Config, paths: Paths, *, embedder: Any, extract: Callable | None,

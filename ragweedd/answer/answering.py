@@ -300,6 +300,7 @@ def _done(base: dict, *, mode: str, answer: str, context: list[dict], stop_reaso
         **base,
         "mode": mode,  # "llm" | "passages" (no LLM configured) | "empty" (nothing to answer from)
         "label": NO_LLM_LABEL if mode == "passages" else None,
+        "llm_setup": _llm_setup(cfg) if mode == "passages" else None,
         "answer": answer,
         "sources": [_compact(h, with_text=True) for h in context],
         "cited": [_compact(by_n[n]) for n in check["cited"]],
@@ -409,3 +410,11 @@ async def ask_continue(state: dict, cfg, **kw) -> dict:
         if ev["type"] == "done":
             done = ev
     return done
+
+
+def _llm_setup(cfg) -> str | None:
+    import os
+
+    from ragweedd.keyfile import synthesis_missing
+
+    return synthesis_missing(cfg, os.environ)

@@ -141,13 +141,16 @@ def check_bind(host: str, allow_remote: bool) -> None:
                 risk="the API is reachable from other machines; the bearer token is its only protection")
 
 
-def write_port_file(path: str | os.PathLike, host: str, port: int) -> None:
-    """ragweedctl reads this to find the daemon. Written atomically so it never sees half a file."""
+def write_port_file(path: str | os.PathLike, host: str, port: int, config: str | None = None) -> None:
+    """ragweedctl reads this to find the daemon, and the one-shot ``ragweedd`` commands to use the
+    configuration it runs with (``config``: its file, None for the built-in defaults). Written
+    atomically so it never sees half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     connect = host if is_loopback(host) else "127.0.0.1"
     url_host = f"[{connect}]" if ":" in connect else connect
-    data = {"host": connect, "port": port, "pid": os.getpid(), "url": f"http://{url_host}:{port}"}
+    data = {"host": connect, "port": port, "pid": os.getpid(), "url": f"http://{url_host}:{port}",
+            "config": config}
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data) + "\n", encoding="utf-8")
     os.replace(tmp, path)
@@ -174,11 +177,13 @@ class ApiServer:
     def __init__(self, engine, *, token: str, listen: str = "127.0.0.1:0", allow_remote: bool = False,
                  port_file: str | os.PathLike | None = None, max_body_bytes: int = 64 * 2**20,
                  max_concurrent_answers: int = 4, app: web.Application | None = None,
-                 idle_timeout: float = 15.0, body_timeout: float = 60.0, write_timeout: float = 30.0) -> None:
-        """The timeouts (config keys http_idle_timeout_s, http_body_timeout_s, http_write_timeout_s)
-        bound what one connection can hold: a request head must be complete ``idle_timeout`` after
-        connecting or after the previous response, a body must have arrived ``body_timeout`` after
-        its head, and a client must accept written bytes within ``write_timeout``."""
+                 idle_timeout: float = 15.0, body_timeout: float = 60.0, write_timeout: float = 30.0,
+                 config_file: str | None = None) -> None:
+        """``config_file`` is recorded in the port file (see write_port_file). The timeouts (config
+        keys http_idle_timeout_s, http_body_timeout_s, http_write_timeout_s) bound what one
+        connection can hold: a request head must be complete ``idle_timeout`` after connecting or
+        after the previous response, a body must have arrived ``body_timeout`` after its head, and
+        a client must accept written bytes within ``write_timeout``."""
         self.host, want_port = parse_listen(listen)
         check_bind(self.host, allow_remote)
         extra = () if is_loopback(self.host) or self.host in ("0.0.0.0", "::") else (self.host,)
@@ -188,6 +193,7 @@ class ApiServer:
         self.idle_timeout, self.write_timeout = idle_timeout, write_timeout
         self.port = want_port
         self.port_file = Path(port_file) if port_file else None
+        self.config_file = config_file
         self._runner: ApiRunner | None = None
 
     async def start(self) -> int:
@@ -212,7 +218,7 @@ class ApiServer:
         self.port = self._runner.addresses[0][1]
         self.app[STATE_KEY].set_port(self.port)
         if self.port_file:
-            write_port_file(self.port_file, self.host, self.port)
+            write_port_file(self.port_file, self.host, self.port, self.config_file)
         log.info("api_listening", host=self.host, port=self.port)
         return self.port
 

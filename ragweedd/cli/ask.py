@@ -88,6 +88,8 @@ async def _print(services, events, as_json: bool, out: TextIO, err: TextIO) -> i
     print_sources(rec, out)
     if rec.get("continuable"):
         out.write(f"\n(the answer was cut at max_tokens; continue with: ragweedd ask --continue {hid})\n")
+    if done.get("llm_setup"):
+        err.write(f"note: {done['llm_setup']}\n")
     err.write(f"history entry {hid}\n")
     return 0
 

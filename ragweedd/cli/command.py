@@ -157,12 +157,12 @@ def _dispatch(args) -> int:
         return _generated(args)
     if args.cmd == "_collections":
         return _collection_names(args)
-    cfg = common.load(args.config)
+    cfg, chosen = common.load_noted(args.config)
     from ragweedd.logging import configure
 
     configure(cfg.log_level, stream=sys.stderr if args.cmd != "run" else sys.stdout)
     if args.cmd == "check-config":
-        return _check_config(cfg, args.json)
+        return _check_config(cfg, args.json, chosen)
     if args.cmd == "ingest":
         return _ingest(cfg, args)
     if args.cmd == "search":
@@ -276,18 +276,19 @@ def run_logged(run) -> int:
     return code
 
 
-def _check_config(cfg, as_json: bool = False) -> int:
+def _check_config(cfg, as_json: bool = False, chosen: str = "") -> int:
     from ragweedd.config import KEYS
 
     if as_json:
         values: dict = {}
         for k in sorted(KEYS, key=lambda k: (k.section, k.name)):
             (values.setdefault(k.section, {}) if k.section else values)[k.name] = _shown(k, cfg)
-        _json_out({"ok": True, "source": str(cfg.source), "config": values,
+        _json_out({"ok": True, "source": str(cfg.source), "chosen": chosen, "config": values,
                    "collections": {n: {"paths": list(c.paths), "ignore": list(c.ignore)}
                                    for n, c in cfg.collections.items()}})
         return 0
-    print(f"# configuration OK (source: {cfg.source})")
+    print(f"# configuration OK (source: {cfg.source}; {chosen})" if chosen else
+          f"# configuration OK (source: {cfg.source})")
     section = None
     for k in sorted(KEYS, key=lambda k: (k.section, k.name)):
         if k.section != section:
@@ -322,7 +323,7 @@ def _ingest(cfg, args) -> int:
 
     from ragweedd.cli import common
     from ragweedd.daemon import data_writer_lock
-    from ragweedd.errors import RequestError
+    from ragweedd.errors import AlreadyRunningError, RequestError
     from ragweedd.services import open_oneshot
 
     coll = cfg.collections.get(args.collection)
@@ -332,10 +333,17 @@ def _ingest(cfg, args) -> int:
                            hint="pass PATH arguments or declare [collections." + args.collection + "] paths")
     services = open_oneshot(cfg)
     # A running daemon is the one writer of this data directory: writing beside it would leave
-    # two copies of the index files. This refuses with the daemon's pid.
+    # two copies of the index files, so the daemon is given the work (cli/handover.py). A daemon
+    # this user cannot reach (another state dir) is named in the lock's error.
     writer = data_writer_lock(services.paths)
     try:
         writer.acquire()
+    except AlreadyRunningError:
+        services.close()
+        daemon = common.running_daemon(str(services.paths.state))
+        if daemon is None or str(daemon["pid"]) != _lock_holder(services.paths.data / "writer.lock"):
+            raise
+        return _handed_over(daemon, str(services.paths.state), args, roots)
     except Exception:
         services.close()
         raise
@@ -351,10 +359,50 @@ def _ingest(cfg, args) -> int:
             else:
                 print(f"rebuilt keyword index of '{args.collection}': {n} chunks")
             return 0
+        if coll is None:
+            _record_collection(services.stores, args.collection, roots)
         return _ingest_files(services, args, roots, coll.ignore if coll else ())
     finally:
         services.close()
         writer.release()
+
+
+def _record_collection(stores, name: str, roots) -> None:
+    """A collection made by a one-shot ingest (not in the config) is recorded where the daemon
+    keeps the collections added at run time, so the daemon serves it and keeps it in step: folders
+    are watched, files given one by one are checked by its reconciliation scans. What is given adds
+    to what was recorded before."""
+    db = stores.open_ingest()
+    try:
+        known = {n: (paths, ignore, topic) for n, paths, ignore, topic in db.run_time_collections()}
+        paths, ignore, topic = known.get(name, ([], [], ""))
+        folders = list(dict.fromkeys([*paths, *(str(r) for r in roots)]))
+        if name not in known or folders != paths:
+            db.save_collection(name, folders, ignore, topic)
+    finally:
+        db.close()
+
+
+def _lock_holder(lock_file) -> str:
+    try:
+        return lock_file.read_text(encoding="utf-8").strip()
+    except OSError:
+        return ""
+
+
+def _handed_over(daemon, state_dir: str, args, roots) -> int:
+    from ragweedd.cli.ctl_http import CtlError
+    from ragweedd.cli.handover import hand_over, rebuild_fts
+
+    try:
+        if args.rebuild_fts:
+            return rebuild_fts(state_dir, args.collection, args.json)
+        return hand_over(daemon, state_dir, args.collection, roots, args.force, args.json)
+    except CtlError as e:
+        if args.json:
+            _json_error(e.payload or {"error": {"code": "daemon_error", "message": str(e)}})
+        print(f"ragweedd: error: {e}", file=sys.stderr)
+        return e.code
 
 
 def _ingest_files(services, args, roots, ignore) -> int:

@@ -12,10 +12,51 @@ from ragweedd.paths import default_config_file
 
 
 def load(config_path: str | None) -> Config:
+    return load_noted(config_path)[0]
+
+
+def load_noted(config_path: str | None) -> tuple[Config, str]:
+    """The configuration in force and why it is that one.
+
+    One user has one index: without ``--config`` or ``$RAGWEED_CONFIG``, a one-shot command uses
+    the file the running daemon was started with (recorded in its port file), so ``ragweedd ask``
+    and ``ragweedctl ask`` read the same collections whichever way the daemon was started (``make
+    run``, a service with ``--config``). With no daemon running it is the default file, if any."""
+    import os
+
     if config_path:
-        return load_config(config_path)
+        return load_config(config_path), "given with --config"
+    if os.environ.get("RAGWEED_CONFIG"):
+        return load_config(default_config_file()), "from $RAGWEED_CONFIG"
+    daemon = running_daemon()
+    if daemon is not None and "config" in daemon:
+        file = daemon["config"]
+        why = f"the running daemon's (pid {daemon['pid']})"
+        return load_config(file if isinstance(file, str) else None), why
     default = default_config_file()
-    return load_config(default if default.exists() else None)
+    if default.exists():
+        return load_config(default), "the default file"
+    return load_config(None), "no config file: built-in defaults"
+
+
+def running_daemon(state_dir: str | None = None) -> dict[str, Any] | None:
+    """What the live daemon's port file says (host, port, pid, config), or None when no daemon of
+    this user runs. The state dir is the one ragweedctl looks in."""
+    import os
+
+    from ragweedd.cli.ctl_http import pid_alive
+    from ragweedd.paths import Paths
+
+    state = state_dir or os.path.expanduser(os.environ.get("RAGWEED_STATE_DIR", "")) or str(Paths.resolve().state)
+    try:
+        with open(os.path.join(state, "port"), encoding="utf-8") as f:
+            info = json.loads(f.read(8192))
+    except (OSError, ValueError):
+        return None
+    pid = info.get("pid") if isinstance(info, dict) else None
+    if not isinstance(pid, int) or pid <= 0 or not pid_alive(pid):
+        return None
+    return info
 
 
 def make_embedder(cfg: Config):

@@ -182,6 +182,8 @@ def cmd_ask(c: Client, a, out) -> int:
 
     print_citation_checks(done, out)
     print_tree(done, out)
+    if done.get("llm_setup"):  # guidance, not part of the answer: kept out of a pipe's data
+        sys.stderr.write(f"note: {safe(done['llm_setup'])}\n")
     if done.get("finish_reason") == "max_tokens":
         out.write("\n(the answer was cut at max_tokens; continue with: "
                   f"ragweedctl ask --continue {safe(done.get('history_id'))})\n")

@@ -9,7 +9,10 @@ its place and the precedence (config, then environment, then this file).
 from __future__ import annotations
 
 import os
+import re
+import stat
 import sys
+from pathlib import Path
 
 from ragweedd.cli.ctl_http import CtlError
 from ragweedd.keyfile import KEY_PROVIDERS, KeyFileError, keys_file, read_keys, unknown_provider, write_keys
@@ -57,11 +60,93 @@ def run(a, out, stdin=None) -> int:
         write_keys(keys, path)
     except OSError as e:
         raise CtlError(f"cannot write {path}: {e.strerror}", EXIT_ERROR) from None
+    todo = _synthesis_todo(a.provider) if done == "stored" else None
     if a.json:
-        out.write(json_dumps({"provider": a.provider, "file": str(path), "action": done}))
-    else:
-        out.write(f"{done} the {a.provider} key {'in' if done == 'stored' else 'from'} {path}\n")
+        out.write(json_dumps({"provider": a.provider, "file": str(path), "action": done,
+                              "next_step": todo[0] if todo else None}))
+        return EXIT_OK
+    out.write(f"{done} the {a.provider} key {'in' if done == 'stored' else 'from'} {path}\n")
+    if todo:
+        _offer_synthesis(a.provider, *todo, out, stdin)
     return EXIT_OK
+
+
+def _synthesis_todo(provider: str) -> tuple[str, Path | None, str] | None:
+    """(what the user must still do, the config file to edit, the model) when answers will not use
+    the key just stored: [llm] synthesis is empty or names another provider, in the configuration
+    the daemon runs with (or would run with)."""
+    from ragweedd.cli import common
+    from ragweedd.errors import RagweedError
+    from ragweedd.keyfile import SUGGESTED_SYNTHESIS
+    from ragweedd.paths import default_config_file
+
+    try:
+        cfg, _ = common.load_noted(None)
+    except RagweedError as e:
+        return f"the configuration could not be read ({e}), so answers may not use this key", None, ""
+    model = SUGGESTED_SYNTHESIS[provider]
+    source = str(cfg.source)
+    file = None if source.startswith("<") else Path(source)
+    target = file or default_config_file()
+    if cfg.llm_synthesis.split(":", 1)[0] == provider:
+        return None
+    now = f"answers are written by {cfg.llm_synthesis}" if cfg.llm_synthesis else "[llm] synthesis is empty"
+    return (f"answers do not use this key yet: {now} in {target}. Set [llm] synthesis = \"{model}\" there "
+            "and restart the daemon", target, model)
+
+
+def _offer_synthesis(provider: str, todo: str, target: Path | None, model: str, out, stdin) -> None:
+    out.write(todo + "\n")
+    if target is None or not (stdin.isatty() and out.isatty()):
+        return
+    out.write(f"Set [llm] synthesis = \"{model}\" in {target} now? [y/N] ")
+    out.flush()
+    answer = stdin.readline().strip().lower()
+    if answer not in ("y", "yes"):
+        return
+    try:
+        set_synthesis(target, model)
+    except (OSError, ValueError) as e:
+        out.write(f"not changed: {e}\n")
+        return
+    out.write(f"set in {target}; restart the daemon to use it (Ctrl-C and start it again, or "
+              "`systemctl --user restart ragweedd` for the service)\n")
+
+
+_LLM_TABLE = re.compile(r"^\s*\[\s*llm\s*\]\s*(#.*)?$")
+
+
+def set_synthesis(path: Path, model: str) -> None:
+    """Write ``synthesis = "model"`` into the [llm] table of the TOML file at ``path`` (created if
+    absent), keeping every other line and comment; ValueError (nothing written) when the result would
+    not be a valid configuration, for example a synthesis key already there."""
+    from ragweedd.config import load_config
+    from ragweedd.errors import RagweedError
+
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    lines = text.splitlines(keepends=True)
+    line = f'synthesis = "{model}"\n'
+    at = next((i for i, x in enumerate(lines) if _LLM_TABLE.match(x)), None)
+    if at is None:
+        new = text + ("\n" if text and not text.endswith("\n") else "") + ("\n" if text else "") + "[llm]\n" + line
+    else:
+        end = next((i for i in range(at + 1, len(lines)) if lines[i].lstrip().startswith("[")), len(lines))
+        old = next((i for i in range(at + 1, end) if re.match(r"\s*synthesis\s*=", lines[i])), None)
+        if old is not None:  # another provider's model: replaced, not added twice
+            lines[old] = line
+        else:
+            lines.insert(at + 1, line)
+        new = "".join(lines)
+    try:
+        load_config(text=new, env={})
+    except RagweedError as e:
+        raise ValueError(f"{path} would not be a valid configuration ({e}); edit it by hand") from None
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(new, encoding="utf-8")
+    if path.exists():
+        os.chmod(tmp, stat.S_IMODE(path.stat().st_mode))
+    os.replace(tmp, path)
 
 
 def _read_secret(provider: str, stdin) -> str:

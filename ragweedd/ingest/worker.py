@@ -376,7 +376,8 @@ class Workers:
         root = _root_of(job.path, roots)
         t0 = time.monotonic()
         try:
-            if root is not None and root_state(root) != "ok":
+            gone_file_root = root == job.path and root_state(os.path.dirname(job.path)) == "ok"
+            if root is not None and root_state(root) != "ok" and not gone_file_root:
                 # Never delete (or index) anything under a root that is not there: an unmounted disk
                 # or a renamed-away folder must not empty the collection.
                 self.on_root_missing(job.collection, root)
@@ -395,7 +396,10 @@ class Workers:
                 self.queue.done(job)
                 self.progress.record(0, 0, False)
                 return
-            out = pipe.ingest_file(job.collection, p, root)
+            # a file given as a root by itself is named relative to its folder, as the one-shot
+            # ingest that recorded it named it
+            base = root if root is None or root != job.path else os.path.dirname(root)
+            out = pipe.ingest_file(job.collection, p, base)
         except Exception as e:  # one bad file never stops the worker
             if is_disk_full(e) or isinstance(e, Interrupted):
                 raise  # not the file's fault: _run_job retries it once space is back

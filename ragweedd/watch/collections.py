@@ -176,8 +176,11 @@ class Collections:
             if self._inside_own(root):
                 st.roots[root] = "missing"  # refused (logged in __init__): never watched or scanned
                 continue
-            if state == "ok":
+            if state == "ok" and os.path.isdir(root):
                 self.watcher.watch(name, root, self.ignore_of(name, root))
+            elif state == "ok":
+                log.info("collection_file_root", collection=name, root=root,
+                         action="kept in step by the reconciliation scans, not watched")
             else:
                 log.warning("collection_root_unavailable", collection=name, root=root, state=state,
                             action="nothing is deleted; watching resumes when the folder returns")
@@ -198,7 +201,8 @@ class Collections:
                 if new == "ok":
                     log.info("collection_root_back", collection=name, root=root)
                     self.watcher.unwatch(name, root)
-                    self.watcher.watch(name, root, self.ignore_of(name, root))
+                    if os.path.isdir(root):
+                        self.watcher.watch(name, root, self.ignore_of(name, root))
                     rescan.append(name)
                 else:
                     log.warning("collection_root_unavailable", collection=name, root=root, state=new,

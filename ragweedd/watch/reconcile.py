@@ -31,6 +31,8 @@ def root_state(root: str | os.PathLike) -> str:
     """'ok', 'missing' (gone, renamed, unmounted to nothing) or 'empty_mount' (a mount point with
     nothing in it: the disk behind it is not there, so its files must not be taken as deleted)."""
     root = str(root)
+    if os.path.isfile(root) and not os.path.islink(root):
+        return "ok"  # a file given as a root by itself (``ragweedd ingest FILE -c NAME``)
     if not os.path.isdir(root):
         return "missing"
     try:
@@ -77,8 +79,15 @@ def scan(db, collection: str, roots: Iterable[str], ignore: Iterable[str] = (), 
     rows = db.live_stats(collection)
     available: list[str] = []
     skip = set(map(str, skip_roots))
+    if not roots:
+        # nothing says where the collection's files live (one an older version ingested once):
+        # its rows are kept as they are, never taken as deleted
+        res.seconds = time.monotonic() - t0
+        return res
     for root in roots:
         state = "skipped" if root in skip else root_state(root)
+        if state == "missing" and root not in skip and root in rows and root_state(os.path.dirname(root)) == "ok":
+            continue  # a file root that is gone while its folder is there: deleted, below
         if state != "ok":
             res.unavailable_roots.append(root)
             continue

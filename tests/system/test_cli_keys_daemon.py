@@ -213,33 +213,3 @@ def test_status_watch_against_a_real_daemon(tmp_path):
         assert p.returncode == 2 and "--interval" in p.stderr
     finally:
         stop(d)
-
-
-def test_the_readme_first_run_reaches_the_daemon_with_no_flag(tmp_path):
-    """`make run` starts the daemon on config/ragweedd.example.toml; the README's next commands
-    (`ragweedctl status`, `search`, `ask`) must find it with no --state-dir: the example keeps its
-    state files in the user's default state dir, where ragweedctl looks. Data and caches go to the
-    test's folders instead of the repository's .ragweed-run."""
-    home = tmp_path / "home"
-    home.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "RAGWEED_"))}
-    env.update(HOME=str(home), RAGWEED_DATA_DIR=str(tmp_path / "data"), RAGWEED_CACHE_DIR=str(tmp_path / "cache"),
-               RAGWEED_LISTEN="127.0.0.1:0", RAGWEED_EMBED_MODEL="hash:64", PYTHONUNBUFFERED="1")
-    port_file = home / ".local" / "state" / "ragweedd" / "port"
-    with open(tmp_path / "err.log", "wb") as e, open(tmp_path / "out.log", "wb") as o:
-        proc = subprocess.Popen([sys.executable, "-m", "ragweedd", "--config", "config/ragweedd.example.toml", "run"],
-                                stdout=o, stderr=e, env=env, cwd=ROOT)
-    try:
-        wait_until(lambda: proc.poll() is not None or port_file.exists(), 60, 0.1, "the port file")
-        assert proc.poll() is None, (tmp_path / "err.log").read_text()[-2000:]
-
-        def ctl(*argv: str) -> subprocess.CompletedProcess:
-            return subprocess.run(CTL + list(argv), capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
-        wait_until(lambda: "indexed 7" in ctl("status").stdout, 90, 0.3, "the examples indexed")
-        found = ctl("search", "sourdough starter")
-        assert found.returncode == 0 and "examples/sourdough.txt" in found.stdout, found
-        answer = ctl("ask", "how often do I feed the starter?")
-        assert answer.returncode == 0 and "Feed the starter once a day" in answer.stdout, answer
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(60)

@@ -3,7 +3,9 @@ start, vanished roots, polling fallback, idle CPU."""
 
 from __future__ import annotations
 
+import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -23,22 +25,97 @@ def _indexed_daemon(daemon, root, collection: str, files: dict[str, str]):
     return d
 
 
-def test_oneshot_ingest_beside_a_running_daemon_stops_and_names_it(daemon, tmp_path):
+def _oneshot(d, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ragweedd", "--config", str(d.cfg), *argv], env=d.env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+
+
+def test_oneshot_ingest_beside_a_running_daemon_hands_the_work_to_it(daemon, tmp_path):
+    """One writer per data directory, one index per user: the daemon does the one-shot ingest's
+    work, and the new collection is the daemon's (listed, searched, watched) with no restart."""
     folder = tmp_path / "n"
     d = _indexed_daemon(daemon, folder, "n", {"a.txt": "Indexed by the daemon: albatross."})
     other = tmp_path / "other"
     other.mkdir()
-    (other / "b.txt").write_text("Must not be written beside the daemon: bandicoot.")
-    for argv in (["ingest", str(other), "-c", "n"], ["ingest", str(other), "-c", "fresh"],
-                 ["ingest", "-c", "n", "--rebuild-fts"]):
-        r = subprocess.run([sys.executable, "-m", "ragweedd", "--config", str(d.cfg), *argv], env=d.env, cwd=ROOT,
-                           capture_output=True, text=True, timeout=120)
-        assert r.returncode == 1, (argv, r.stdout, r.stderr)
-        assert f"pid {d.proc.pid}" in r.stderr and "writes this data directory" in r.stderr, r.stderr
+    (other / "b.txt").write_text("Handed to the daemon: bandicoot.")
+    r = _oneshot(d, "ingest", str(other), "-c", "fresh")
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert f"by the running daemon (pid {d.proc.pid})" in r.stdout and "1 documents" in r.stdout, r.stdout
+    names = {c["name"]: c for c in d.api("GET", "/v1/collections").json()["items"]}
+    assert names["fresh"]["paths"] == [str(other.resolve())] and names["fresh"]["documents"] == 1
+    assert [h for h in d.search("bandicoot", collections=["fresh"]) if "bandicoot" in h["text"]]
+    (other / "c.txt").write_text("Watched from then on: capybara.")  # the daemon watches the folder
+    wait_until(lambda: [h for h in d.search("capybara") if "capybara" in h["text"]], 60, 0.3, "the new file")
+    # a known collection: its folder is scanned again and the command waits for the daemon
+    (folder / "d.txt").write_text("Scanned again: dugong.")
+    r = _oneshot(d, "--json", "ingest", str(folder), "-c", "n")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["documents"] == 2 and json.loads(r.stdout)["by"] == "daemon"
+    r = _oneshot(d, "ingest", "-c", "n", "--rebuild-fts")
+    assert r.returncode == 0 and "rebuilds the keyword index of 'n'" in r.stdout, r.stderr
+    # what the daemon cannot take says what to do instead, and writes nothing
+    for argv, words in ((["ingest", str(other), "-c", "n"], "outside"),
+                        (["ingest", str(other / "b.txt"), "-c", "single"], "is a file"),
+                        (["ingest", str(folder), "-c", "n", "--force"], "--force")):
+        r = _oneshot(d, *argv)
+        assert r.returncode == 2 and words in r.stderr, (argv, r.stdout, r.stderr)
         assert "Traceback" not in r.stderr
-    assert not (d.base / "data" / "collections" / "fresh").exists()
-    assert not [h for h in d.search("bandicoot") if "bandicoot" in h["text"]]
+    assert "single" not in {c["name"] for c in d.api("GET", "/v1/collections").json()["items"]}
+    assert not (d.base / "data" / "collections" / "single").exists()
     assert [h for h in d.search("albatross") if "albatross" in h["text"]]  # the daemon is unharmed
+
+
+def test_a_oneshot_collection_is_served_by_the_daemon_and_one_of_an_older_version_adopted(daemon, tmp_path):
+    """`ragweedd ingest` with no daemon records the collection; the daemon started later lists,
+    searches and watches it. A collection in the data directory that nothing records (what an
+    older version's one-shot ingest left) is adopted: listed and searched."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "s.txt").write_text("Feed the starter once a day: sourdough.")
+    d = daemon({}, start=False)
+    r = _oneshot(d, "ingest", str(folder), "-c", "notes")
+    assert r.returncode == 0, r.stderr
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "o.txt").write_text("Left by an older version: okapi.")
+    r = _oneshot(d, "ingest", str(old), "-c", "legacy")
+    assert r.returncode == 0, r.stderr
+    with sqlite3.connect(d.base / "data" / "ingest_db.sqlite3") as conn:  # as an older version left it
+        conn.execute("DELETE FROM daemon_collections WHERE name = 'legacy'")
+    conn.close()
+    d.start()
+    names = {c["name"]: c for c in d.api("GET", "/v1/collections").json()["items"]}
+    assert names["notes"]["paths"] == [str(folder.resolve())] and names["notes"]["documents"] == 1
+    assert names["legacy"]["paths"] == [] and names["legacy"]["documents"] == 1
+    assert [h for h in d.search("okapi", collections=["legacy"]) if "okapi" in h["text"]]
+    (folder / "t.txt").write_text("Watched by the daemon: tapir.")
+    wait_until(lambda: [h for h in d.search("tapir", collections=["notes"]) if "tapir" in h["text"]], 60, 0.3,
+               "the new file of the one-shot collection")
+    assert [h for h in d.search("sourdough", collections=["notes"]) if "sourdough" in h["text"]]
+
+
+def test_a_file_ingested_by_itself_stays_the_daemons_and_in_step(daemon, tmp_path):
+    """A file given by itself to a one-shot ingest is recorded as its collection's root: the
+    daemon keeps it (its scan does not take it for a file outside the collection), notices an edit
+    and a deletion at its scans, and names it as the one-shot ingest did."""
+    single = tmp_path / "loose" / "report.txt"
+    single.parent.mkdir()
+    single.write_text("The quarterly report mentions the narwhal.")
+    (single.parent / "sibling.txt").write_text("Not given: the sibling mentions a wombat.")
+    d = daemon({}, start=False)
+    assert _oneshot(d, "ingest", str(single), "-c", "work").returncode == 0
+    d.start()
+    d.wait_idle()
+    hits = [h for h in d.search("narwhal", collections=["work"]) if "narwhal" in h["text"]]
+    assert hits and hits[0]["source_rel_path"] == "report.txt", hits
+    assert not [h for h in d.search("wombat") if "wombat" in h["text"]]  # its folder is not the root
+    single.write_text("The report now mentions the pangolin instead.")
+    assert d.api("POST", "/v1/collections/work/scan").status_code == 200
+    wait_until(lambda: [h for h in d.search("pangolin", collections=["work"]) if "pangolin" in h["text"]], 60, 0.3,
+               "the edit")
+    single.unlink()
+    assert d.api("POST", "/v1/collections/work/scan").status_code == 200
+    wait_until(lambda: not d.live_rows("work"), 60, 0.3, "the deleted file gone from the index")
 
 
 def test_second_instance_exits_with_already_running(daemon, tmp_path):

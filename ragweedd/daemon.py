@@ -84,7 +84,7 @@ def run_daemon(cfg, allow_remote: bool = False, *, embedder=None, extract=None, 
     """Run until SIGTERM/SIGINT; returns the exit code. ``embedder``, ``extract`` and
     ``watcher_factory`` replace the configured parts (see ragweedd.services.open_daemon);
     ``banner_json`` prints the start-up line as one JSON object on stdout (``ragweedd --json run``)."""
-    from ragweedd.api.server import ensure_token
+    from ragweedd.api.server import ensure_token, token_file_mode
     from ragweedd.jobs.repair import check_and_repair
     from ragweedd.services import open_daemon
     from ragweedd.store.backends import is_postgres
@@ -94,6 +94,7 @@ def run_daemon(cfg, allow_remote: bool = False, *, embedder=None, extract=None, 
     # is tightened here, before anything is opened.
     os.umask(PRIVATE_UMASK)
     paths = Paths.from_config(cfg).ensure()
+    token_mode = token_file_mode(paths.token_file)  # before secure() hides that others could read it
     tightened = paths.secure()
     if tightened:
         log.warning("permissions_tightened", count=len(tightened), examples=tightened[:5],
@@ -150,7 +151,7 @@ def run_daemon(cfg, allow_remote: bool = False, *, embedder=None, extract=None, 
 
     try:
         writer.acquire()
-        token = ensure_token(paths.token_file)
+        token = ensure_token(paths.token_file, exposed=token_mode if token_mode & 0o077 else 0)
         # a database server keeps its own files sound; the periodic check mends the rest live
         core = open_core({} if is_postgres(cfg) else check_and_repair(paths, sorted(cfg.collections)))
         log.info("daemon_started", pid=os.getpid(), collections=sorted(core.collections.items),

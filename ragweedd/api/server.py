@@ -72,13 +72,25 @@ def stale_port_file(port_file: Path) -> str | None:
     return None
 
 
-def ensure_token(path: str | os.PathLike, port_file: str | os.PathLike | None = None) -> str:
+def token_file_mode(path: str | os.PathLike) -> int:
+    """The token file's permission bits (0 when absent or a link): read before the start-up
+    tightening of the state dir sets them to 0600, so a token others could read is still known as
+    leaked and replaced (``ensure_token(exposed=...)``)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return 0
+    return 0 if stat.S_ISLNK(st.st_mode) else stat.S_IMODE(st.st_mode)
+
+
+def ensure_token(path: str | os.PathLike, port_file: str | os.PathLike | None = None, *, exposed: int = 0) -> str:
     """Return the API token, creating it (random, 0600) at first start.
 
     A token file that others could read is treated as leaked: when we own it, it is replaced by a
     new token with mode 0600 (and a warning); when we do not, the daemon refuses to start. So is the
     token of a daemon that crashed and left its port file (``port_file``, by default the ``port``
     file beside the token): that file is removed and the token replaced.
+    ``exposed``: the file's mode as it was before anything tightened it, when others could read it.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -99,8 +111,8 @@ def ensure_token(path: str | os.PathLike, port_file: str | os.PathLike | None = 
     if hasattr(os, "getuid") and st.st_uid != os.getuid():
         raise DaemonError(f"token file {path} belongs to another user (uid {st.st_uid})",
                           hint="remove it or fix its owner; ragweedd creates a new token at start")
-    if st.st_mode & 0o077:
-        log.warning("token_file_too_open", token_file=str(path), mode=oct(st.st_mode & 0o777),
+    if st.st_mode & 0o077 or exposed:
+        log.warning("token_file_too_open", token_file=str(path), mode=oct(exposed or st.st_mode & 0o777),
                     action="replaced with a new token, mode 0600")
         return _new_token_file(path)
     if why is not None:

@@ -9,6 +9,7 @@ import stat
 from pathlib import Path
 
 import pytest
+import requests
 
 from tests.system.conftest import wait_until
 
@@ -70,3 +71,21 @@ def test_private_modes_whatever_the_umask(daemon, tmp_path, umask):
     names = {p.name for p in (d.base / "data").rglob("*")} | {p.name for p in (d.base / "state").rglob("*")}
     assert "ingest_db.sqlite3-wal" in names and "port" in names, sorted(names)
     assert _loose(d.base) == []
+
+
+def test_a_token_file_others_could_read_is_replaced_at_restart(daemon, tmp_path):
+    """The start-up tightening of the state dir must not hide a leak: a token file that was 0644
+    while the daemon was down is taken as read by someone else and replaced, with a warning."""
+    folder = tmp_path / "n"
+    folder.mkdir()
+    d = daemon({"n": [folder]})
+    tok = d.base / "state" / "token"
+    old = tok.read_text().strip()
+    d.stop()
+    os.chmod(tok, 0o644)
+    d.start()
+    assert tok.read_text().strip() != old
+    assert oct(tok.stat().st_mode & 0o777) == "0o600"
+    assert '"token_file_too_open"' in d.out.read_text()
+    r = requests.get(f"http://127.0.0.1:{d.port}/v1/status", headers={"Authorization": f"Bearer {old}"}, timeout=10)
+    assert r.status_code == 401

@@ -19,6 +19,7 @@ The request body has its own deadline in the routes (``read_body``).
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 from aiohttp import web
@@ -28,6 +29,20 @@ from ragweedd.api.jsontext import dumps
 from ragweedd.logging import get_logger
 
 log = get_logger("ragweedd.api")
+
+
+# What follows the parser's reason: the offending bytes, quoted or escaped. They may be a token or a
+# session cookie (a header with one bad byte, as a token file saved with CRLF gives), so neither the
+# log nor the answer repeats them.
+_VALUE = re.compile(r"""b?'(?:[^'\\]|\\.)*'|b?"(?:[^"\\]|\\.)*"|\\x[0-9a-fA-F]{2}""")
+
+
+def parser_reason(text: str) -> str:
+    """The parser's reason without any value it quotes: its words up to the first colon, with
+    quoted or escaped bytes cut out."""
+    words = " ".join(_VALUE.sub("...", text).split())
+    head = words.split(":", 1)[0].strip()
+    return (head or "malformed request")[:200]
 
 
 class ApiRequestHandler(RequestHandler):
@@ -43,9 +58,7 @@ class ApiRequestHandler(RequestHandler):
                       exc_info=exc)
             err = {"code": "internal", "message": "internal error in ragweedd", "hint": "see the daemon log"}
         else:
-            # The parser's own words (they name the header or the length), cut short: they may
-            # quote the request.
-            why = " ".join(str(getattr(exc, "message", None) or message or "malformed request").split())[:200]
+            why = parser_reason(str(getattr(exc, "message", None) or message or "malformed request"))
             log.info("api_bad_http", status=status, reason=why)
             err = {"code": "bad_request", "message": f"the HTTP request could not be parsed: {why}",
                    "hint": "send one HTTP/1.1 request with exactly one Host header (localhost:PORT), "

@@ -89,3 +89,29 @@ def test_a_token_file_others_could_read_is_replaced_at_restart(daemon, tmp_path)
     assert '"token_file_too_open"' in d.out.read_text()
     r = requests.get(f"http://127.0.0.1:{d.port}/v1/status", headers={"Authorization": f"Bearer {old}"}, timeout=10)
     assert r.status_code == 401
+
+
+@pytest.mark.parametrize("bad", [b"\x00", b"\x01", b"\x7f", b"\x0b", b"\r"])
+def test_a_header_with_a_bad_byte_never_puts_the_token_or_cookie_in_the_log(daemon, tmp_path, bad):
+    """The parser's reason for refusing a header quotes the header's value: a token file saved with
+    CRLF, or one stray byte, must not write the token or the session cookie to the log."""
+    import socket
+
+    folder = tmp_path / "n"
+    folder.mkdir()
+    d = daemon({"n": [folder]})
+    token = (d.base / "state" / "token").read_text().strip()
+    cookie = "0123456789abcdefSESSIONSECRET"
+    for header in (b"Authorization: Bearer " + token.encode() + bad + b"x",
+                   b"Cookie: ragweedd_session_" + str(d.port).encode() + b"=" + cookie.encode() + bad + b"x"):
+        with socket.create_connection(("127.0.0.1", d.port), timeout=10) as s:
+            s.sendall(b"GET /v1/status HTTP/1.1\r\nHost: localhost:" + str(d.port).encode() + b"\r\n" + header
+                      + b"\r\nConnection: close\r\n\r\n")
+            reply = b""
+            while chunk := s.recv(65536):
+                reply += chunk
+        assert reply.split(b" ", 2)[1] in (b"400", b"401"), reply[:200]
+        assert token.encode() not in reply and cookie.encode() not in reply
+    wait_until(lambda: d.status(), 10, 0.1, "the daemon still up")
+    log = d.out.read_text()
+    assert token not in log and cookie not in log and token[:12] not in log

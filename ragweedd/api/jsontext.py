@@ -28,3 +28,15 @@ def dumps(obj: Any) -> str:
     except UnicodeEncodeError:
         # A surrogate only ever sits inside a JSON string, where a backslash is written twice.
         return _SURROGATE.sub(lambda m: shown_path(m.group()).replace("\\", "\\\\"), text)
+
+
+def _number(text: str) -> int | float:
+    value = float(text)
+    # JSON Schema counts 45.0 as an integer: a client that writes every number as a float (some
+    # JavaScript and Go encoders do) must be able to send "top_k": 45.0
+    return int(value) if value.is_integer() and abs(value) <= 2**53 else value
+
+
+def loads(text: str) -> Any:
+    """A request body: JSON, with integral numbers written as floats read as integers."""
+    return json.loads(text, parse_float=_number)

@@ -21,7 +21,6 @@ This module imports neither routes.py nor openapi.py: openapi.py takes its docum
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from typing import Any, AsyncIterator, Literal
@@ -29,7 +28,7 @@ from typing import Any, AsyncIterator, Literal
 from aiohttp import web
 
 from ragweedd import contract
-from ragweedd.api.jsontext import dumps
+from ragweedd.api.jsontext import dumps, loads
 from ragweedd.api.schemas import ref
 from ragweedd.api.security import STATE_KEY, ApiState, error_response
 from ragweedd.api.sse import AnswersBusy, answer_events, next_event, stream_error
@@ -101,7 +100,7 @@ async def _read_json(request: web.Request) -> Any:
     except TimeoutError:
         raise web.HTTPRequestTimeout() from None
     try:
-        return json.loads(raw.decode("utf-8"))
+        return loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise RequestError(f"the request body is not valid JSON: {e}") from None
     except RecursionError:
@@ -139,6 +138,11 @@ def parse_request(body: Any) -> tuple[str, str, bool]:
         raise RequestError("the last user message has no text to answer")
     if "\x00" in question:
         raise RequestError("the last user message contains a NUL character")
+    try:
+        question.encode("utf-8")
+    except UnicodeEncodeError:  # "\ud800" in JSON: nothing can store or search it
+        raise RequestError("the last user message is not valid Unicode (it holds a lone surrogate such as "
+                           "\\ud800)", hint="send text as UTF-8; escape only whole characters") from None
     if len(question) > MAX_QUESTION_CHARS:
         raise RequestError(f"the last user message is {len(question)} characters long; a question may "
                            f"have at most {MAX_QUESTION_CHARS}")

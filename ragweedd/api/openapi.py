@@ -397,7 +397,7 @@ def parse_query(query: Any, path: str, method: str, optional: frozenset[str] = f
             continue
         val: Any = raw
         if sch.get("type") == "integer":
-            if not re.fullmatch(r"-?\d{1,12}", raw):
+            if not re.fullmatch(r"-?[0-9]{1,12}", raw):  # not \d: "１" (fullwidth) is no number here
                 raise RequestError(f"query parameter '{name}' must be a whole number, got {raw[:40]!r}")
             val = int(raw)
         elif sch.get("type") == "boolean":

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import json
 import unicodedata
 from typing import Any, AsyncIterator
 
@@ -15,7 +14,7 @@ from aiohttp import BodyPartReader, web
 
 from ragweedd import __version__
 from ragweedd.api import openapi
-from ragweedd.api.jsontext import dumps
+from ragweedd.api.jsontext import dumps, loads
 from ragweedd.api.security import STATE_KEY, ApiState
 from ragweedd.api.sse import AnswersBusy, answer_events, next_event, stream_error
 from ragweedd.errors import RequestError
@@ -36,7 +35,7 @@ async def _body(request: web.Request, schema_name: str) -> dict:
         raise RequestError(f"the request body must be JSON (Content-Type: application/json), got {ctype!r}")
     raw = await read_body(request)
     try:
-        body = json.loads(raw.decode("utf-8"))
+        body = loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise RequestError(f"the request body is not valid JSON: {e}") from None
     except RecursionError:  # json nests deeper than the interpreter's stack: no body of ours does

@@ -62,6 +62,29 @@ def test_lone_surrogate_is_a_400(api, field):
     refused(api.request("POST", "/v1/ask?stream=false", raw=body, headers=JSON))
 
 
+def test_lone_surrogate_in_a_chat_message_is_a_400_and_nothing_is_kept(api):
+    before = api.ok("GET", "/v1/history")["total"]
+    body = b'{"model": "ragweedd/all", "messages": [{"role": "user", "content": "tea\\ud800?"}]}'
+    e = refused(api.request("POST", "/v1/chat/completions", raw=body, headers=JSON))
+    assert "surrogate" in e["message"], e
+    assert api.ok("GET", "/v1/history")["total"] == before
+
+
+@pytest.mark.parametrize("route", ["/v1/documents", "/v1/history"])
+@pytest.mark.parametrize("param", ["limit", "offset"])
+@pytest.mark.parametrize("digits", ["\uff11", "\u0661", "\u00b9"])  # fullwidth 1, Arabic-Indic 1, superscript 1
+def test_query_numbers_are_ascii_digits_only(api, route, param, digits):
+    e = refused(api.request("GET", f"{route}?{param}={quote(digits)}"))
+    assert "whole number" in e["message"], e
+
+
+def test_an_integral_float_is_an_integer(api):
+    """JSON Schema counts 45.0 as an integer; encoders that write every number as a float send it."""
+    res = api.ok("POST", "/v1/search", {"query": "hnsw graph", "top_k": 45.0})
+    assert res["results"]
+    refused(api.request("POST", "/v1/search", raw=b'{"query": "x", "top_k": 4.5}', headers=JSON))
+
+
 @pytest.mark.parametrize("key", ["99999999999999999999999", "¹", "١", "١٢", "+1", " 1", "0x1"])
 def test_odd_document_keys_are_404(api, key):
     refused(api.request("GET", "/v1/documents/" + quote(key, safe="")), 404)

@@ -70,6 +70,7 @@ class AskFlow:
     async def _recorded(self, events: AsyncIterator[dict[str, Any]], hid: str, body: dict[str, Any],
                         meta: dict[str, Any], *, record_errors: bool) -> AsyncIterator[AskEvent]:
         parts: list[str] = []
+        finished = False
         try:
             async for ev in events:
                 if ev.get("type") == "token":
@@ -77,6 +78,7 @@ class AskFlow:
                 elif ev.get("type") == "done":
                     rec = hist.answer_record(ev, meta)
                     await asyncio.to_thread(self.history.update, hid, rec)
+                    finished = True
                     # the resume state (prompt messages) stays in the history; faces get the record
                     ev = {**{k: v for k, v in ev.items() if k != "state"}, "history_id": hid,
                           "finish_reason": rec["finish_reason"], "timings": rec["timings"]}
@@ -85,6 +87,14 @@ class AskFlow:
             if record_errors:
                 why = e.to_dict() if isinstance(e, RagweedError) else {"code": "cancelled", "message": "interrupted"}
                 # shielded: a cancelled stream still records why it ended
+                await asyncio.shield(asyncio.to_thread(
+                    self.history.update, hid, hist.failed_answer(body, why, "".join(parts))))
+            raise
+        except GeneratorExit:
+            # the face stopped reading before the end (an HTTP client that went away closes the
+            # stream): the entry says so instead of "streaming" for ever
+            if record_errors and not finished:
+                why = {"code": "cancelled", "message": "the client stopped reading before the answer was complete"}
                 await asyncio.shield(asyncio.to_thread(
                     self.history.update, hid, hist.failed_answer(body, why, "".join(parts))))
             raise

@@ -220,7 +220,10 @@ DOCUMENT: dict[str, Any] = {
                               "session cookie, then 303 to /", None, public=True,
                               params=[_query("code", _text(1, 200), "The code from POST /v1/login-codes",
                                              required=True)],
+                              # a page a person opens in a browser: what went wrong is said as a page
                               extra={"303": {"description": "Signed in: Set-Cookie and Location /"},
+                                     "400": {"description": "No code in the address (an HTML page)",
+                                             "content": {"text/html": {"schema": {"type": "string"}}}},
                                      "403": {"description": "A used, expired or unknown code (an HTML page)",
                                              "content": {"text/html": {"schema": {"type": "string"}}}}}))},
         "/ui/{asset}": {"get": _op("web_asset", "A file of the web UI (app.js, app.css, favicon.svg)", None,

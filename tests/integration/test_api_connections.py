@@ -192,3 +192,37 @@ def test_a_stalled_answer_reader_frees_its_slot_on_the_real_engine(tmp_path):
                         break
                     assert code == 429 and time.monotonic() < deadline, f"slot never freed (last {code})"
                     time.sleep(0.5)
+
+
+def test_an_abandoned_answer_stream_is_recorded_as_ended_not_streaming(tmp_path):
+    """A client that closes the connection in the middle of a streamed answer: its history entry
+    says the answer ended unfinished (with the text so far), instead of "streaming" for ever."""
+    from tests.fakes.llm_server import API_KEY, FakeLLMServer
+    from tests.tools import wait_until
+
+    def reply(provider, messages):
+        return "purring cats " * 20000
+
+    with FakeLLMServer(reply=reply, piece_chars=5) as llm:
+        toml = "\n".join(["[llm]", 'synthesis = "openai:test-model"', f'openai_base_url = "{llm.url}/v1"',
+                          f'openai_api_key = "{API_KEY}"', "max_retries = 0", "timeout_s = 20",
+                          "context_tokens = 400000"])
+        with running_api(tmp_path, extra_toml=toml, top_toml="max_tokens = 200000") as a:
+            body = json.dumps({"query": "attention token abandoned"}).encode()
+            with socket.create_connection(("127.0.0.1", a.port), timeout=30) as s:
+                s.sendall(f"POST /v1/ask HTTP/1.1\r\nHost: 127.0.0.1:{a.port}\r\nAuthorization: Bearer {a.token}"
+                          f"\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+                          + body)
+                seen = b""
+                while b"event: token" not in seen:  # the answer is being written
+                    seen += s.recv(65536)
+
+            items = a.ok("GET", "/v1/history")["items"]
+            hid = next(i["id"] for i in items if i["query"] == "attention token abandoned")
+
+            def entry():
+                rec = a.ok("GET", f"/v1/history/{hid}")
+                return rec["status"] != "streaming" and rec
+            rec = wait_until(entry, 60, 0.2, "the abandoned answer's entry to end")
+            assert rec["status"] == "error" and rec["error"]["code"] == "cancelled", rec
+            assert rec["answer"].startswith("purring"), rec["answer"][:80]

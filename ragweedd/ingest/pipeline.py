@@ -32,7 +32,7 @@ from ragweedd.logging import get_logger
 from ragweedd.paths import Paths
 from ragweedd.store.ingest_db import IngestDB
 from ragweedd.store.rag_db import PRIMARY, RagDB
-from ragweedd.watch.skipped import cap_lifted, skip_reason
+from ragweedd.watch.skipped import cap_lifted, skip_reason, stat_unchanged
 
 log = get_logger("ragweedd.ingest")
 
@@ -207,8 +207,7 @@ class Pipeline:
         st = os.fstat(fd)
         row = self.db.live_file(collection, src)
         if (not force and row is not None and row["extract_status"] in ("done", "skipped")
-                and row["size_bytes"] == st.st_size and row["mtime_ns"] == st.st_mtime_ns
-                and row["inode"] == st.st_ino and not cap_lifted(row, src, st.st_size, self.cfg)):
+                and stat_unchanged(row, st) and not cap_lifted(row, src, st.st_size, self.cfg)):
             return FileOutcome(src, "unchanged", md5=row["md5"], chunks=row["chunks"])
         stat_kw = dict(size=st.st_size, mtime_ns=st.st_mtime_ns, inode=st.st_ino, root=str(root) if root else None)
         skip = self._skip_from_stat(src, st.st_size, self.cfg)

@@ -197,10 +197,10 @@ class IngestDB:
             "SELECT * FROM ingest_files WHERE collection=? AND superseded=0", (collection,))]
 
     def live_stats(self, collection: str) -> dict[str, sqlite3.Row]:
-        """path -> (source_file, size_bytes, mtime_ns, inode, extract_status, md5) of every live row:
+        """path -> (source_file, size_bytes, mtime_ns, inode, extract_status, md5, updated_at) of every live row:
         what a reconciliation scan compares the disk with, read in one query."""
         return {from_db(r["source_file"]): path_row(r, ("source_file",)) for r in self.conn.execute(
-            "SELECT source_file, size_bytes, mtime_ns, inode, extract_status, md5 FROM ingest_files"
+            "SELECT source_file, size_bytes, mtime_ns, inode, extract_status, md5, updated_at FROM ingest_files"
             " WHERE collection=? AND superseded=0", (collection,))}
 
     def live_paths_under(self, collection: str, prefix: str) -> list[str]:

@@ -79,8 +79,9 @@ class PgIngest:
 
     def live_stats(self, collection: str) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
-        for r in self.db.all("SELECT source_file, size_bytes, mtime_ns, inode, extract_status, md5 FROM ingest_files"
-                             " WHERE source=%s AND collection=%s AND superseded=0", (self.source, collection)):
+        for r in self.db.all("SELECT source_file, size_bytes, mtime_ns, inode, extract_status, md5, updated_at"
+                             " FROM ingest_files WHERE source=%s AND collection=%s AND superseded=0",
+                             (self.source, collection)):
             row = _row(r)
             assert row is not None
             out[row["source_file"]] = row

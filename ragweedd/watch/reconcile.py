@@ -22,7 +22,7 @@ from typing import Callable, Iterable
 
 from ragweedd.store.ingest_db import SkippedFile
 from ragweedd.watch.ignore import walk_files
-from ragweedd.watch.skipped import cap_lifted, skipped_file
+from ragweedd.watch.skipped import cap_lifted, skipped_file, stat_unchanged
 
 FINISHED = ("done", "skipped", "failed")
 
@@ -103,8 +103,7 @@ def scan(db, collection: str, roots: Iterable[str], ignore: Iterable[str] = (), 
                 res.seconds = time.monotonic() - t0
                 return res
             row = rows.pop(p, None)
-            if (row is None or row["extract_status"] not in FINISHED or row["size_bytes"] != st.st_size
-                    or row["mtime_ns"] != st.st_mtime_ns or row["inode"] != st.st_ino):
+            if row is None or row["extract_status"] not in FINISHED or not stat_unchanged(row, st):
                 # A path with content in the index goes through the pipeline, which removes it.
                 sk = skipped_file(p, root, st) if row is None or row["extract_status"] == "skipped" else None
                 if sk is not None:

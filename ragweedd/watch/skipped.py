@@ -66,6 +66,21 @@ def skip_reason(path: str, size: int, cfg=None) -> tuple[str | None, str] | None
     return None
 
 
+# A file's ctime moves with every change of its content or inode, and nothing sets it back; the
+# mtime can be put back (cp -p, rsync -t, tar x, a restore). A ctime later than when the row was
+# written means the recorded size, mtime and inode may hide new content: the file is read again
+# (its MD5 says whether it changed, and the row is written anew either way).
+
+
+def stat_unchanged(row, st) -> bool:
+    """Whether ``row`` (an ingest_files row: size_bytes, mtime_ns, inode, updated_at) still
+    describes the file ``st`` was taken of."""
+    if row["size_bytes"] != st.st_size or row["mtime_ns"] != st.st_mtime_ns or row["inode"] != st.st_ino:
+        return False
+    recorded = row["updated_at"]
+    return recorded is None or st.st_ctime_ns <= recorded * 1e9
+
+
 def cap_lifted(row, path: str, size: int, cfg) -> bool:
     """True for a row skipped because the file was over a size cap that no longer holds (the cap
     was raised): the file must be read although its stat is unchanged. Such a row is the only

@@ -162,3 +162,27 @@ def test_a_thousand_level_folder_made_while_running_does_not_delay_new_files(any
     finally:
         d.stop()
         remove_folder_chain(str(docs), "deep")
+
+
+def test_an_edit_that_keeps_size_and_mtime_is_seen_at_the_next_start(any_daemon, tmp_path):
+    """Written while the daemon was down, same length, mtime put back (as cp -p over a file of the
+    same length does): the file's ctime moved, so the start-up scan reads it again."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    f = docs / "note.txt"
+    f.write_text("The code word is albatross.")
+    (docs / "other.txt").write_text("An untouched file about kestrels.")
+    d = any_daemon({"docs": [docs]})
+    wait_until(lambda: len(d.live_rows("docs")) == 2, 60, 0.2, "both files indexed")
+    d.wait_idle()
+    d.stop()
+    st = f.stat()
+    f.write_text("The code word is flamingos.")  # same length
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert f.stat().st_size == st.st_size and f.stat().st_mtime_ns == st.st_mtime_ns
+    d.start()
+    wait_until(lambda: [h for h in d.search("flamingos") if "flamingos" in h["text"]], 60, 0.3, "the new text")
+    assert not [h for h in d.search("albatross") if "albatross" in h["text"]]
+    d.wait_idle()
+    events = [e for e in d.events("ingest_file") if e.get("path", "").endswith("other.txt")]
+    assert len(events) == 1, events  # an untouched file is not read again

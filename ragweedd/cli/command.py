@@ -400,7 +400,8 @@ def _ingest_files(services, args, roots, ignore) -> int:
         # On a terminal the bar is the progress: a line per file would push it off the screen, so
         # only warnings and errors are printed (above the bar), unless --verbose asks for them all.
         # Through a pipe or into a file the bar is off and the log keeps its line per file.
-        configure(cfg.log_level if args.verbose else at_least(cfg.log_level, "warning"), stream=bar.log_stream())
+        configure(cfg.log_level if args.verbose else at_least(cfg.log_level, "warning"), stream=bar.log_stream(),
+                  brief=not args.verbose)
     try:
         for n, (f, base) in enumerate(todo, 1):
             out = pipe.ingest_file(args.collection, f, base, force=args.force)

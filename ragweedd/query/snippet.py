@@ -39,6 +39,8 @@ was we were what when where which while who whom why will with would you your yo
 
 def fold(word: str) -> str:
     """Case and accents away: "Crème" -> "creme"."""
+    if word.isascii():
+        return word.lower()
     decomposed = unicodedata.normalize("NFKD", word)
     return "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
 
@@ -55,20 +57,23 @@ class QueryWords:
         for w in self.words:
             for s in _stems(w):
                 self.stems.setdefault(s, w)
+        # a stem is (nearly) a prefix of its word: only words sharing its first letters are stemmed
+        self._prefixes = {s[:3] for s in self.stems if len(s) >= 3}
+        self._seen: dict[str, str | None] = {}
 
     def match(self, token: str) -> str | None:
         """The query word ``token`` (a word of the text) matches, or None."""
+        try:
+            return self._seen[token]
+        except KeyError:
+            pass
         f = fold(token)
         hit = self.folded.get(f)
-        if hit is not None:
-            return hit
-        # a stem is (nearly) a prefix of its word: only words sharing its first letters are stemmed
-        if not any(f[:3] == s[:3] for s in self.stems if len(s) >= 3):
-            return None
-        for s in _stems(f):
-            if s in self.stems:
-                return self.stems[s]
-        return None
+        if hit is None and f[:3] in self._prefixes:
+            hit = next((self.stems[s] for s in _stems(f) if s in self.stems), None)
+        if len(self._seen) < 50_000:
+            self._seen[token] = hit
+        return hit
 
 
 def _stems(word: str) -> tuple[str, ...]:
@@ -108,17 +113,24 @@ def make_snippet(text: str, query: str | QueryWords, width: int = SNIPPET_CHARS)
 
 def _densest(matches: list[tuple[int, int, str]], width: int) -> tuple[int, int]:
     """(first, last) index of the run of matches within ``width`` characters with the most distinct
-    query words, then the most matches; the earliest such run."""
-    best = (0, 0, 0)  # (distinct, count, -i)
-    where = (0, 0)
-    j = 0
+    query words, then the most matches; the earliest such run. One pass of a sliding window."""
+    best, where = (0, 0, 0), (0, 0)
+    counts: dict[str, int] = {}
+    j = -1  # the window is matches[i..j]
     for i in range(len(matches)):
-        j = max(j, i)
+        if j < i:
+            j, counts = i - 1, {}
         while j + 1 < len(matches) and matches[j + 1][1] - matches[i][0] <= width:
             j += 1
-        score = (len({m[2] for m in matches[i:j + 1]}), j - i + 1, -i)
-        if score > best:
+            counts[matches[j][2]] = counts.get(matches[j][2], 0) + 1
+        score = (len(counts), j - i + 1, -i)
+        if j >= i and score > best:
             best, where = score, (i, j)
+        if j >= i:
+            key = matches[i][2]
+            counts[key] -= 1
+            if not counts[key]:
+                del counts[key]
     return where
 
 

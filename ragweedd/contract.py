@@ -407,6 +407,8 @@ class Hit(TypedDict):
     rel_score: float
     rank: int
     annotate: bool
+    snippet: str  # ~300 characters of text around the densest run of the query's words (query/snippet.py)
+    snippet_marks: list[list[int]]  # [start, end) of each matched word within snippet
     sim: NotRequired[float | None]  # dense similarity, when the dense leg saw the chunk
     bm25: NotRequired[float | None]  # BM25 of the query's words in the chunk, when it holds any
     fts: NotRequired[bool]  # found by the keyword leg (not only scored for the fusion)

@@ -23,7 +23,9 @@ def _redact(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> Mutabl
     return event
 
 
-def configure(level: str = "info", *, json: bool | None = None, stream=None) -> None:
+def configure(level: str = "info", *, json: bool | None = None, stream=None, brief: bool = False) -> None:
+    """``brief``: one short human line per event (``ragweedd: warning: event (key=value, ...)``), no
+    time stamp: what the one-shot commands print without ``--verbose`` (warnings and errors only)."""
     import structlog
 
     global _configured
@@ -38,7 +40,11 @@ def configure(level: str = "info", *, json: bool | None = None, stream=None) -> 
         _redact,
         structlog.processors.format_exc_info,
     ]
-    renderer = structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
+    renderer: Any
+    if brief:
+        renderer = _brief
+    else:
+        renderer = structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
     structlog.configure(
         processors=processors + [renderer],
         wrapper_class=structlog.make_filtering_bound_logger(lvl),
@@ -46,6 +52,17 @@ def configure(level: str = "info", *, json: bool | None = None, stream=None) -> 
         cache_logger_on_first_use=False,
     )
     _configured = True
+
+
+def _brief(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> str:
+    """``ragweedd: warning: hyde_fallback (error=timed out)``; a traceback, when there is one, after it."""
+    level = event.pop("level", "info")
+    name = event.pop("event", "")
+    event.pop("timestamp", None)
+    exc = event.pop("exception", None)
+    rest = ", ".join(f"{k}={v}" for k, v in event.items())
+    line = f"ragweedd: {level}: {name}" + (f" ({rest})" if rest else "")
+    return line + (f"\n{exc}" if exc else "")
 
 
 def at_least(level: str, floor: str) -> str:

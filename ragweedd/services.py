@@ -181,6 +181,11 @@ class Services:
         f = Filters.make(collections=names, path_glob=path_glob, file_types=[file_type] if file_type else None,
                          doc_ids=[doc_id] if doc_id else None)
         res: SearchResult = self.searcher(names).search(query, filters=f, limit=limit, mode=mode)  # type: ignore[assignment]
+        # every face (API, MCP, ragweedctl, one-shot ragweedd) shows the same snippet with the same
+        # words marked; worked out here, after the cache (whose result may come from other words)
+        from ragweedd.query.snippet import add_snippets
+
+        res = cast(SearchResult, {**res, "results": add_snippets(cast(list, res["results"]), query)})
         return res
 
     async def search_async(self, query: str, collections: list[str] | None = None, limit: int = 10, *,

@@ -1,9 +1,10 @@
 """``ragweedd ask``: answer one question without a running daemon.
 
 Search exactly as ``ragweedd search`` does and run the same ask flow as the daemon
-(ragweedd/answer/ask_flow.py); print the answer as its tokens arrive, then the numbered sources with
-file, place and score, each with the sentences quoted from it and the uri that opens each. With no
-LLM configured the answer is those sentences (ragweedd/answer/quotes.py), labelled as such.
+(ragweedd/answer/ask_flow.py); print the answer as its tokens arrive, then the numbered sources, best
+first, with file, place and how well each matched (strong / partial / weak), each with the sentences
+quoted from it and the uri that opens each. With no LLM configured the answer is those sentences
+(ragweedd/answer/quotes.py), labelled as such.
 Every answer is stored in the history the daemon uses, so ``ragweedctl history`` and ``ask
 --continue`` see it.
 """
@@ -30,8 +31,8 @@ def run(cfg, args, out: TextIO | None = None, err: TextIO | None = None) -> int:
         if not query:
             raise RequestError("ask needs a question",
                                hint='ragweedd ask "what is ...?", or ragweedd ask --continue HISTORY_ID')
-        if args.top_k < 1:
-            raise RequestError(f"--top-k must be at least 1, not {args.top_k}")
+        if args.limit < 1:
+            raise RequestError(f"--limit must be at least 1, not {args.limit}")
     services = open_oneshot(cfg)
     try:
         return asyncio.run(_ask(services, query, args, out, err))
@@ -46,12 +47,12 @@ async def _ask(services, query: str, args, out: TextIO, err: TextIO) -> int:
         if not args.json:
             out.write(entry["state"].get("answer", ""))
     else:
-        tree = services.tree_scope(args.collection, getattr(args, "mode", "hybrid"))
+        tree = services.tree_scope(args.collection, getattr(args, "tree", None) or "hybrid")
         if tree is not None and not services.cfg.llm_synthesis:
             from ragweedd.answer.tree_ask import no_llm_error
 
             raise no_llm_error()  # before a search that would be wasted
-        res = await services.search_async(query, args.collection, args.top_k)
+        res = await services.search_async(query, args.collection, args.limit)
         events = await flow.ask(query, res, tree=tree)
     return await _print(services, events, args.json, out, err)
 
@@ -95,26 +96,18 @@ async def _print(services, events, as_json: bool, out: TextIO, err: TextIO) -> i
 
 
 def print_sources(rec: dict, out: TextIO) -> None:
-    """The numbered sources behind the answer, each with its quoted sentences: for an LLM answer the
-    ones it cited (their numbers are the [N] in the text), without an LLM every source quoted."""
-    from ragweedd.cli.common import where
-    from ragweedd.cli.ctl_text import print_quotes, safe
+    """The numbered sources behind the answer, best first, each with its quoted sentences: for an LLM
+    answer the ones it cited (their numbers are the [N] in the text), without an LLM every source
+    quoted."""
+    from ragweedd.cli.ctl_text import by_score, print_source
 
     sources = rec.get("sources") or []
     cited = set(rec.get("cited_numbers") or [])
     shown = [s for s in sources if s.get("n") in cited] if rec.get("mode") == "llm" else sources
     if shown:
         out.write("\nSources:\n")
-    for s in shown:
-        place = where(s)
-        name = safe(f"{s.get('collection')}/{s.get('source_rel_path') or s.get('filename')}")
-        score = s.get("score")
-        out.write(f"[{s.get('n')}] {name}" + (f"  [{place}]" if place else "")
-                  + (f"  score {score:.3f}" if isinstance(score, (int, float)) else "") + "\n")
-        # the uri opens the cited place (page, lines, time, member), where the path opens only the file
-        if s.get("uri") or s.get("source_file"):
-            out.write(f"    {safe(s.get('uri') or s['source_file'])}\n")
-        print_quotes(s, out)
+    for s in by_score(shown):
+        print_source(s, out)
     left = len(sources) - len(shown)
     if rec.get("mode") == "llm" and left > 0:
         out.write(f"({left} more source{'s' if left != 1 else ''} given to the model but not cited; "
@@ -185,10 +178,8 @@ def print_citation_checks(rec: dict, out: TextIO) -> None:
         elif c.get("entailed") is False:
             out.write(f"      the entailment model says source {c.get('n')} does not support it\n")
         best = c.get("source_sentence") or {}
-        if best.get("text"):
-            where = best.get("span") or best.get("offsets")
-            out.write(f"      closest in [{c.get('n')}]: {safe(_clip(best['text']))}"
-                      + (f"  (chars {where[0]}-{where[1]})" if where else "") + "\n")
+        if best.get("text"):  # its character offsets are in --json
+            out.write(f"      closest in [{c.get('n')}]: {safe(_clip(best['text']))}\n")
     err = (summary.get("entailment") or {}).get("error")
     if err:
         out.write(f"(the entailment check failed, terms only: {safe(_clip(err, 200))})\n")

@@ -12,6 +12,7 @@ from ragweedd.errors import RagweedError
 
 def build_parser() -> argparse.ArgumentParser:
     from ragweedd.cli.exits import usage_error_raiser
+    from ragweedd.cli.options import add_limit_option, add_tree_option, add_verbose_option, hide_commands
 
     parser_class = usage_error_raiser(argparse.ArgumentParser)
     common = parser_class(add_help=False)
@@ -38,28 +39,33 @@ def build_parser() -> argparse.ArgumentParser:
 
     i = sub.add_parser("ingest", help="ingest files or folders once into a collection, then exit")
     i.add_argument("paths", nargs="*", help="files or folders (default: the collection's configured paths)")
-    i.add_argument("--collection", "-c", required=True).completer = "collections"  # type: ignore[attr-defined]
+    i.add_argument("--collection", "-c", required=True, metavar="NAME",
+                   help="the collection to ingest into (created if it does not exist)"
+                   ).completer = "collections"  # type: ignore[attr-defined]
     i.add_argument("--force", action="store_true", help="re-extract even files whose content is unchanged")
     i.add_argument("--rebuild-fts", action="store_true", help="backfill the keyword index from stored chunk text")
     i.add_argument("--verbose", "-v", action="store_true",
-                   help="on a terminal, also print the info log (a line per file) above the progress bar")
+                   help="also print the info log (a line per file; on a terminal above the progress bar)")
 
     s = sub.add_parser("search", help="search the index once and print ranked chunks")
-    s.add_argument("query")
-    s.add_argument("--collection", "-c", action="append",
+    s.add_argument("query", help="the words or question to search for")
+    s.add_argument("--collection", "-c", action="append", metavar="NAME",
                    help="collection to search (repeatable; default all)").completer = "collections"  # type: ignore[attr-defined]
-    s.add_argument("--top-k", "-k", type=int, default=10)
-    s.add_argument("--mode", choices=("hybrid", "dense", "keyword"), default="hybrid")
+    add_limit_option(s, "results to print (default 10)")
+    s.add_argument("--mode", choices=("hybrid", "dense", "keyword"), default="hybrid",
+                   help="retrieval kind: hybrid (default: vectors and keywords), dense (vectors only) or "
+                        "keyword (FTS5 only)")
+    add_verbose_option(s)
 
     a = sub.add_parser("ask", help="answer a question once (no daemon needed): answer, then numbered sources")
     a.add_argument("query", nargs="*", help="the question")
-    a.add_argument("--collection", "-c", action="append",
+    a.add_argument("--collection", "-c", action="append", metavar="NAME",
                    help="collection to search (repeatable; default all)").completer = "collections"  # type: ignore[attr-defined]
-    a.add_argument("--top-k", "-k", type=int, default=10, help="passages retrieved for the answer")
+    add_limit_option(a, "passages retrieved for the answer (default 10)")
     a.add_argument("--continue", dest="continue_id", metavar="HISTORY_ID",
                    help="continue an answer that was cut at max_tokens")
-    a.add_argument("--mode", choices=("hybrid", "tree"), default="hybrid",
-                   help="tree: the LLM reads section trees and opens sections (docs/answers.md)")
+    add_tree_option(a)
+    add_verbose_option(a)
 
     from ragweedd.eval.cli import add_parser as add_eval_parser
 
@@ -70,15 +76,16 @@ def build_parser() -> argparse.ArgumentParser:
     from ragweedd.cli.reembed import add_parser as add_reembed_parser
 
     add_reembed_parser(sub)
-    sub.add_parser("check-config", help="validate the configuration and print the effective values")
-    sub.add_parser("doctor", help="list every format, its extractor and whether its tools are installed")
+    add_verbose_option(sub.add_parser("check-config", help="validate the configuration and print the effective values"))
+    add_verbose_option(sub.add_parser("doctor",
+                                      help="list every format, its extractor and whether its tools are installed"))
     c = sub.add_parser("completion", help="print a shell completion script (bash, zsh or fish)")
-    c.add_argument("shell", choices=["bash", "zsh", "fish"])
+    c.add_argument("shell", choices=["bash", "zsh", "fish"], help="the shell the script is for")
     sub.add_parser("man", help="print the ragweedd(1) man page (roff)")
     # for the completion scripts: the collection names of the config and of the data dir (no help:
     # not listed, and the generator leaves out names starting with "_")
     _add("_collections", parents=[common])
-    sub.metavar = "{" + ",".join(n for n in sub.choices if not n.startswith("_")) + "}"
+    hide_commands(sub)
     _suppress_json_defaults(p)
     return p
 
@@ -158,9 +165,14 @@ def _dispatch(args) -> int:
     if args.cmd == "_collections":
         return _collection_names(args)
     cfg, chosen = common.load_noted(args.config)
-    from ragweedd.logging import configure
+    from ragweedd.logging import at_least, configure
 
-    configure(cfg.log_level, stream=sys.stderr if args.cmd != "run" else sys.stdout)
+    if args.cmd == "run":
+        configure(cfg.log_level, stream=sys.stdout)
+    elif getattr(args, "verbose", False):
+        configure(cfg.log_level, stream=sys.stderr)
+    else:  # a one-shot command: warnings and errors only, one short line each
+        configure(at_least(cfg.log_level, "warning"), stream=sys.stderr, brief=True)
     if args.cmd == "check-config":
         return _check_config(cfg, args.json, chosen)
     if args.cmd == "ingest":
@@ -436,7 +448,8 @@ def _ingest_files(services, args, roots, ignore) -> int:
         # On a terminal the bar is the progress: a line per file would push it off the screen, so
         # only warnings and errors are printed (above the bar), unless --verbose asks for them all.
         # Through a pipe or into a file the bar is off and the log keeps its line per file.
-        configure(cfg.log_level if args.verbose else at_least(cfg.log_level, "warning"), stream=bar.log_stream())
+        configure(cfg.log_level if args.verbose else at_least(cfg.log_level, "warning"), stream=bar.log_stream(),
+                  brief=not args.verbose)
     try:
         for n, (f, base) in enumerate(todo, 1):
             out = pipe.ingest_file(args.collection, f, base, force=args.force)
@@ -518,7 +531,7 @@ def _search(cfg, args) -> int:
 
     services = open_oneshot(cfg)
     try:
-        res = asyncio.run(services.search_async(args.query, args.collection, args.top_k, mode=args.mode))
+        res = asyncio.run(services.search_async(args.query, args.collection, args.limit, mode=args.mode))
     finally:
         services.close()
     common.print_hits(res["results"], args.json, {"retrieval_meta": res.get("retrieval_meta")})

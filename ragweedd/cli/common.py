@@ -65,40 +65,9 @@ def make_embedder(cfg: Config):
     return make(cfg.embed_model, cfg)
 
 
-def where(hit: dict[str, Any]) -> str:
-    """Human form of a hit's place: page, section, rows, time, member, lines (else char span)."""
-    bits = []
-    if hit.get("member"):
-        bits.append(f"in {hit['member']}")
-    if hit.get("page_label"):
-        bits.append(f"p.{hit['page_label']}")
-    if hit.get("sheet"):
-        rows = hit.get("rows") or [None, None]
-        bits.append(f"sheet {hit['sheet']}" + (f" rows {rows[0]}-{rows[1]}" if rows[0] else ""))
-    if hit.get("t_start") is not None:
-        bits.append(f"{_clock(hit['t_start'])}-{_clock(hit.get('t_end') or hit['t_start'])}")
-    if hit.get("section"):
-        bits.append(f"§ {hit['section']}")
-    span = hit.get("span") or [None, None]
-    lines = hit.get("lines")
-    if lines:
-        bits.append(f"line {lines[0]}" if lines[0] == lines[-1] else f"lines {lines[0]}-{lines[-1]}")
-    elif span[0] is not None:
-        bits.append(f"chars {span[0]}-{span[1]}")
-    return ", ".join(bits)
-
-
-def _clock(t: float) -> str:
-    t = int(t)
-    return f"{t // 3600:d}:{t // 60 % 60:02d}:{t % 60:02d}" if t >= 3600 else f"{t // 60:d}:{t % 60:02d}"
-
-
-def snippet(text: str, width: int = 160) -> str:
-    s = " ".join(text.split())
-    return s if len(s) <= width else s[: width - 1] + "…"
-
-
 def print_hits(hits: list[dict[str, Any]], as_json: bool, extra: dict | None = None) -> None:
+    """``ragweedd search``'s output: the same as ``ragweedctl search`` (ctl_text.print_hit_list)."""
+    from ragweedd.cli.ctl_text import print_hit_list, use_color
     from ragweedd.contract import shown_hit
 
     hits = [shown_hit(dict(h)) for h in hits]  # a name that is not UTF-8 cannot be printed as it is
@@ -106,15 +75,7 @@ def print_hits(hits: list[dict[str, Any]], as_json: bool, extra: dict | None = N
         json.dump({"results": hits, **(extra or {})}, sys.stdout, ensure_ascii=False, default=str)
         sys.stdout.write("\n")
         return
-    if not hits:
-        print("no results")
-        return
-    for n, h in enumerate(hits, 1):
-        print(f"{n:2d}. {h['score']:.3f}  {h['collection']}/{h.get('source_rel_path') or h['filename']}"
-              f"  [{where(h)}]")
-        if h.get("uri"):
-            print(f"    {h['uri']}")
-        print(f"    {snippet(h['text'])}")
+    print_hit_list(hits, sys.stdout, use_color(sys.stdout))
 
 
 def resolve_inputs(paths: list[str]) -> list[Path]:

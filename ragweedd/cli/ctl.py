@@ -21,8 +21,9 @@ from ragweedd.cli.exits import (EXIT_ERROR, EXIT_OK, EXIT_USAGE, UsageError, arg
                                  quiet_broken_pipe, usage_error_raiser)
 from ragweedd.cli.ctl_http import Client, CtlError, api_error, bad_reply, parse_json, sse_events
 from ragweedd.cli.ctl_text import (SafeWriter, _duration, _print_json, _print_sources, _where, ingest_line,
-                                    safe, safe_text, vectors_line)
+                                    print_hit_list, safe, safe_text, use_color, vectors_line)
 from ragweedd.cli.open_ui import add_open_parser, cmd_open
+from ragweedd.cli.options import add_limit_option, add_tree_option, hide_commands, positive_int
 
 # The response shapes are ragweedd.contract's; imported for the type checker only, because the
 # contract module (typing and its classes) would cost ragweedctl ~10 ms at every start.
@@ -111,7 +112,7 @@ def cmd_status(c: Client, a, out) -> int:
 
 
 def _filters(a) -> dict:
-    f = {"collections": a.collection or None, "top_k": a.top_k, "path_glob": a.path_glob,
+    f = {"collections": a.collection or None, "top_k": a.limit, "path_glob": a.path_glob,
          "file_type": a.type, "doc_id": a.doc}
     return {k: v for k, v in f.items() if v is not None}
 
@@ -121,15 +122,7 @@ def cmd_search(c: Client, a, out) -> int:
     if a.json:
         _print_json(res, out)
         return EXIT_OK
-    results = res.get("results", [])
-    if not results:
-        out.write("no results\n")
-    for n, h in enumerate(results[: a.limit], 1):
-        text = " ".join(str(h.get("text", "")).split())
-        out.write(f"[{n}] {h.get('score', 0):.3f}  {_where(h)}\n")
-        if h.get("uri"):
-            out.write(f"    {safe(h['uri'])}\n")
-        out.write(f"    {safe(text[:200])}\n")
+    print_hit_list(res.get("results", []), out, use_color(out))
     return EXIT_OK
 
 
@@ -142,8 +135,8 @@ def cmd_ask(c: Client, a, out) -> int:
         if not a.query:
             raise CtlError("ask needs a question (or --continue HISTORY_ID)", EXIT_USAGE)
         path, body = "/v1/ask", {"query": " ".join(a.query), **_filters(a)}
-        if a.mode != "hybrid":
-            body["mode"] = a.mode
+        if a.tree:
+            body["mode"] = "tree"
     if a.json:
         if body is None:
             path += "?stream=false"
@@ -314,15 +307,6 @@ def cmd_service(a, out) -> int:
 
 
 # --------------------------------------------------------------------------- parser
-def _positive(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
-    return n
-
 
 def _fmt(prog):
     return argparse.RawDescriptionHelpFormatter(prog, width=HELP_WIDTH, max_help_position=30)
@@ -354,13 +338,13 @@ def build_parser() -> argparse.ArgumentParser:
     filt = parser_class(add_help=False, formatter_class=_fmt)
     filt.add_argument("-c", "--collection", action="append", metavar="NAME",
                       help="only this collection (repeatable)").completer = "collections"  # type: ignore[attr-defined]
-    filt.add_argument("--top-k", type=_positive, metavar="N", help="results to retrieve (default 10)")
     filt.add_argument("--path-glob", metavar="GLOB", help="only files whose path matches")
     filt.add_argument("--type", metavar="EXT", help="only this file type, e.g. pdf")
     filt.add_argument("--doc", metavar="DOC_KEY", help="only this document")
     paging = parser_class(add_help=False, formatter_class=_fmt)
-    paging.add_argument("--offset", type=int, default=None, metavar="N")
-    paging.add_argument("--limit", type=int, default=None, metavar="N")
+    paging.add_argument("--offset", type=int, default=None, metavar="N", help="skip the first N entries (default 0)")
+    paging.add_argument("-n", "--limit", type=int, default=None, metavar="N",
+                        help="list at most N entries (default 50)")
 
     p = parser_class(
         prog="ragweedctl", formatter_class=_fmt, parents=[common],
@@ -377,40 +361,42 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--watch", action="store_true",
                    help="refresh the ingest progress (done/total, rate, ETA) until Ctrl-C")
     s.add_argument("--interval", type=float, default=2.0, metavar="S", help="seconds between refreshes (default 2)")
-    s.add_argument("--count", type=_positive, metavar="N", help="stop after N refreshes")
+    s.add_argument("--count", type=positive_int, metavar="N", help="stop after N refreshes")
     s = add("ask", "ask a question; the answer streams, then its numbered sources", [filt])
     s.add_argument("query", nargs="*", help="the question")
     s.add_argument("--continue", dest="continue_id", metavar="HISTORY_ID",
                    help="continue an answer that was cut at max_tokens")
-    s.add_argument("--mode", choices=("hybrid", "tree"), default="hybrid",
-                   help="tree: the LLM reads section trees and opens sections (docs/answers.md)")
+    add_limit_option(s, "passages retrieved for the answer (default 10)", default=None)
+    add_tree_option(s)
     s = add("search", "search without writing an answer", [filt])
-    s.add_argument("query", nargs="+")
-    s.add_argument("-n", "--limit", type=_positive, default=20, help="results to print (default 20)")
+    s.add_argument("query", nargs="+", help="the words or question to search for")
+    add_limit_option(s, "results to print (default 10)", default=None)
     add("collections", "list collections")
     s = add("add", "add a collection of folders")
-    s.add_argument("name")
-    s.add_argument("paths", nargs="+", metavar="PATH")
+    s.add_argument("name", help="the new collection's name (letters, digits, '-', '_', '.')")
+    s.add_argument("paths", nargs="+", metavar="PATH", help="folders (or files) the daemon watches for it")
     s.add_argument("--ignore", action="append", metavar="GLOB", help="ignore pattern (repeatable)")
     s.add_argument("--topic", help="what the collection is about")
     for name, help in (("remove", "forget a collection and its index (files stay)"),
                        ("scan", "reconcile a collection's folders now"),
                        ("reanalyze", "re-run cluster analysis of a collection"),
                        ("rebuild-fts", "rebuild a collection's keyword index")):
-        add(name, help).add_argument("name").completer = "collections"  # type: ignore[attr-defined]
+        add(name, help).add_argument("name", help="the collection").completer = "collections"  # type: ignore[attr-defined]
     s = add("upload", "copy a file into a collection's managed folder")
-    s.add_argument("collection").completer = "collections"  # type: ignore[attr-defined]
-    s.add_argument("file")
+    s.add_argument("collection", help="the collection it goes into").completer = "collections"  # type: ignore[attr-defined]
+    s.add_argument("file", help="the file to copy")
     s.add_argument("--name", dest="name_as", metavar="NAME", help="store it under this name")
     s = add("docs", "list documents, or show one with its chunks", [paging])
     s.add_argument("doc_key", nargs="?", help="show this document")
-    s.add_argument("-c", "--collection", metavar="NAME").completer = "collections"  # type: ignore[attr-defined]
-    s.add_argument("--state", choices=["queued", "indexed", "failed", "skipped", "superseded"])
-    s.add_argument("--path-glob", metavar="GLOB")
+    s.add_argument("-c", "--collection", metavar="NAME",
+                   help="only this collection's documents").completer = "collections"  # type: ignore[attr-defined]
+    s.add_argument("--state", choices=["queued", "indexed", "failed", "skipped", "superseded"],
+                   help="only documents in this state")
+    s.add_argument("--path-glob", metavar="GLOB", help="only documents whose path matches, e.g. '*/notes/*.md'")
     s = add("history", "past searches and answers, or one in full", [paging])
-    s.add_argument("history_id", nargs="?")
+    s.add_argument("history_id", nargs="?", help="show this entry in full")
     s = add("service", "install, uninstall or inspect the systemd user unit / launchd agent")
-    s.add_argument("action", choices=["install", "uninstall", "status"])
+    s.add_argument("action", choices=["install", "uninstall", "status"], help="what to do")
     s.add_argument("--dry-run", action="store_true", help="print what would be done, change nothing")
     s.add_argument("--config", metavar="FILE", help="config file the service passes to ragweedd")
     s.add_argument("--ragweedd", metavar="PATH", help="ragweedd executable (default: next to this Python)")
@@ -422,11 +408,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_keys(add)
     s = add("completion", "print a shell completion script (bash, zsh or fish)")
-    s.add_argument("shell", choices=["bash", "zsh", "fish"])
+    s.add_argument("shell", choices=["bash", "zsh", "fish"], help="the shell the script is for")
     add("man", "print the ragweedctl(1) man page (roff)")
     # for the completion scripts: the running daemon's collection names, one per line (no help: not
     # listed, and the generator leaves out names starting with "_")
     sub.add_parser("_collections", parents=[common], formatter_class=_fmt)
+    hide_commands(sub)
     return p
 
 

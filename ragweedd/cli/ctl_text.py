@@ -62,25 +62,43 @@ class SafeWriter:
         return bool(getattr(self.out, "isatty", lambda: False)())
 
 
-def _where(h: dict) -> str:
-    """collection/path under its root (subfolders kept: two notes.md of one collection differ), then
-    the place: member, page, section, time, lines or characters."""
+def place(h: dict) -> str:
+    """Where in the file a hit or source is, in words: member, page, sheet and rows, time, section,
+    lines ("in a.txt, p. 4, § Results, lines 3-9"). Character offsets are for programs (``--json``);
+    a place without any of these is the file itself."""
+    bits = []
+    if h.get("member"):
+        bits.append(f"in {safe(h['member'])}")
+    if h.get("page_label"):
+        bits.append(f"p. {safe(h['page_label'])}")
+    if h.get("sheet"):
+        rows = h.get("rows") or [None, None]
+        bits.append(f"sheet {safe(h['sheet'])}" + (f", rows {_span(rows)}" if rows and rows[0] is not None else ""))
+    if h.get("t_start") is not None:
+        bits.append(f"{_mmss(h['t_start'])}-{_mmss(h.get('t_end') or h['t_start'])}")
+    if h.get("section"):
+        bits.append(f"§ {safe(h['section'])}")
+    if h.get("lines") and h.get("t_start") is None:
+        bits.append(_lines(h["lines"]))
+    return ", ".join(bits)
+
+
+def _span(pair: list) -> str:
+    first, last = pair[0], pair[-1] if pair[-1] is not None else pair[0]
+    return f"{safe(first)}" if first == last else f"{safe(first)}-{safe(last)}"
+
+
+def _name(h: dict) -> str:
+    """collection/path under its root (subfolders kept: two notes.md of one collection differ)."""
     name = (h.get("source_rel_path") or h.get("filename")
             or os.path.basename(str(h.get("source_file") or "")))
-    bits = [f"{safe(h.get('collection', '?'))}/{safe(name)}"]
-    if h.get("member"):
-        bits.append(f"!{safe(h['member'])}")
-    if h.get("page_label"):
-        bits.append(f" p.{safe(h['page_label'])}")
-    if h.get("section"):
-        bits.append(f" §{safe(h['section'])}")
-    if h.get("t_start") is not None:
-        bits.append(f" @{_mmss(h['t_start'])}-{_mmss(h.get('t_end') or h['t_start'])}")
-    elif h.get("lines"):
-        bits.append(f" {_lines(h['lines'])}")
-    elif h.get("span"):
-        bits.append(f" chars {h['span'][0]}-{h['span'][1]}")
-    return "".join(bits)
+    return f"{safe(h.get('collection', '?'))}/{safe(name)}"
+
+
+def _where(h: dict) -> str:
+    """"notes/cats.md  § Cats, lines 1-3": the file, then its place."""
+    where = place(h)
+    return _name(h) + (f"  {where}" if where else "")
 
 
 def _lines(lines: list) -> str:
@@ -90,21 +108,104 @@ def _lines(lines: list) -> str:
 
 def _mmss(t: float) -> str:
     t = int(t)
-    return f"{t // 60}:{t % 60:02d}"
+    return f"{t // 3600:d}:{t // 60 % 60:02d}:{t % 60:02d}" if t >= 3600 else f"{t // 60:d}:{t % 60:02d}"
+
+
+# How well a result matches, in words, from its rel_score: its score placed between the lowest
+# (0.0) and the best (1.0) result of the same search (query/merge.py). A label says how a result
+# stands among the others found, not whether any of them answers the question.
+STRONG, PARTIAL = 0.67, 0.33
+
+
+def strength(h: dict) -> str | None:
+    """"strong" (rel_score >= 0.67), "partial" (>= 0.33) or "weak"; None without a score (a tree-mode
+    source, which the LLM chose)."""
+    rel = h.get("rel_score")
+    if h.get("score") is None or not isinstance(rel, (int, float)):
+        return None
+    return "strong" if rel >= STRONG else "partial" if rel >= PARTIAL else "weak"
+
+
+def by_score(items: list[dict]) -> list[dict]:
+    """Best first; items without a score keep their order after the scored ones."""
+    def key(ih):
+        i, h = ih
+        sc = h.get("score")
+        return (0, -sc, i) if isinstance(sc, (int, float)) else (1, 0.0, i)
+
+    return [h for _, h in sorted(enumerate(items), key=key)]
+
+
+def use_color(out) -> bool:
+    """Bold on a terminal, unless NO_COLOR is set (no-color.org) or the terminal is dumb."""
+    return (bool(getattr(out, "isatty", lambda: False)()) and not os.environ.get("NO_COLOR")
+            and os.environ.get("TERM") != "dumb")
+
+
+BOLD, NORMAL = "\x1b[1m", "\x1b[22m"
+SNIPPET_CHARS = 300  # a hit without a snippet (an older daemon, an old history entry): its text's start
+
+
+def marked_snippet(h: dict, color: bool) -> str:
+    """The hit's snippet made safe to print, its matched words in bold when ``color``."""
+    snippet = h.get("snippet")
+    marks = h.get("snippet_marks") or []
+    if not isinstance(snippet, str):
+        text = " ".join(str(h.get("text", "")).split())
+        snippet = text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS].rsplit(" ", 1)[0] + " …"
+        marks = []
+    pairs = []
+    for m in marks if color and isinstance(marks, list) else []:
+        try:
+            pairs.append((int(m[0]), int(m[1])))
+        except (TypeError, ValueError, IndexError, KeyError):
+            continue  # the daemon's marks are not trusted more than its text
+    out, at = [], 0
+    for start, end in sorted(pairs):
+        if not at <= start < end <= len(snippet):
+            continue
+        out += [safe(snippet[at:start]), BOLD, safe(snippet[start:end]), NORMAL]
+        at = end
+    out.append(safe(snippet[at:]))
+    return "".join(out)
+
+
+def print_hit_list(hits: list[dict], out, color: bool) -> None:
+    """Search results as people read them, best first: number, strength, file and place, the uri
+    that opens the place, the snippet with the query's words in bold (on a terminal)."""
+    if not hits:
+        out.write("no results\n")
+        return
+    # the snippet is made safe piece by piece; written past SafeWriter, which would escape the bold
+    raw = out.out if isinstance(out, SafeWriter) else out
+    for n, h in enumerate(by_score(hits), 1):
+        label = strength(h)
+        out.write(f"[{n}] " + (f"{label:<8s}" if label else "") + f"{_where(h)}\n")
+        if h.get("uri"):
+            out.write(f"    {safe(h['uri'])}\n")
+        out.flush()
+        raw.write(f"    {marked_snippet(h, color)}\n")
 
 
 def _print_sources(sources: list[dict], out) -> None:
+    """An answer's numbered sources, best first (each keeps the [N] the answer cites it by), with
+    how well each matched, the uri that opens its place and the sentences quoted from it."""
     if not sources:
         return
     out.write("\nSources:\n")
-    for n, h in enumerate(sources, 1):
-        score = h.get("score")
-        out.write(f"[{n}] {_where(h)}  score {score:.3f}\n" if isinstance(score, (int, float))
-                  else f"[{n}] {_where(h)}\n")
-        # the uri opens the cited place (page, lines, time, member), where the path opens only the file
-        if h.get("uri") or h.get("source_file"):
-            out.write(f"    {safe(h.get('uri') or h['source_file'])}\n")
-        print_quotes(h, out)
+    numbered = [{**h, "n": h.get("n") or i} for i, h in enumerate(sources, 1)]
+    for h in by_score(numbered):
+        print_source(h, out)
+
+
+def print_source(h: dict, out) -> None:
+    """``[N] strong  notes/cats.md  § Cats, lines 1-3``, its uri, then its quotes."""
+    label = strength(h)
+    out.write(f"[{safe(h.get('n'))}] " + (f"{label:<8s}" if label else "") + f"{_where(h)}\n")
+    # the uri opens the cited place (page, lines, time, member), where the path opens only the file
+    if h.get("uri") or h.get("source_file"):
+        out.write(f"    {safe(h.get('uri') or h['source_file'])}\n")
+    print_quotes(h, out)
 
 
 QUOTE_CHARS = 300  # of one quote on a terminal; --json has it whole

@@ -23,7 +23,8 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 def add_parser(add) -> None:
     """Register ``keys`` through ragweedctl's ``add(name, help)``."""
     k = add("keys", "store, list or remove LLM API keys (a 0600 file the daemon reads)")
-    k.add_argument("action", choices=["set", "list", "remove"])
+    k.add_argument("action", choices=["set", "list", "remove"],
+                   help="set: store a key (asked without echo); list: where each key comes from; remove: delete one")
     prov = k.add_argument("provider", nargs="?", metavar="PROVIDER", help=f"one of {', '.join(KEY_PROVIDERS)}")
     # not argparse choices: an unknown name gets our message (which also says ollama needs no key);
     # the completion scripts offer these

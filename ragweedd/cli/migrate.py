@@ -23,6 +23,9 @@ def add_parser(sub: Any) -> None:
                    help="the PostgreSQL database (postgresql://...), with pgvector")
     m.add_argument("--source-name", metavar="NAME",
                    help="source name of this machine's paths there (default: config source_name, else the host name)")
+    from ragweedd.cli.options import add_verbose_option
+
+    add_verbose_option(m)
 
 
 def run(cfg: Any, args: Any) -> int:

@@ -22,6 +22,9 @@ def add_parser(sub: Any) -> None:
     r = sub.add_parser("reembed", help="set a shared (PostgreSQL) collection to be embedded again with embed.model")
     r.add_argument("-c", "--collection", action="append", metavar="NAME",
                    help="the collection (repeatable; default: every collection in the database)")
+    from ragweedd.cli.options import add_verbose_option
+
+    add_verbose_option(r)
 
 
 def run(cfg: Any, args: Any) -> int:

@@ -10,6 +10,8 @@ from ragweedd.query.merge import FUSIONS
 
 
 def add_parser(sub) -> None:
+    from ragweedd.cli.options import add_tree_option, add_verbose_option
+
     e = sub.add_parser("eval", help="measure retrieval quality (dense, keyword, hybrid) on a dataset")
     es = e.add_subparsers(dest="eval_cmd", required=True)
     b = es.add_parser("beir", help="a BEIR-layout dataset: corpus.jsonl, queries.jsonl, qrels/<split>.tsv")
@@ -22,6 +24,7 @@ def add_parser(sub) -> None:
     b.add_argument("--modes", default="dense,keyword,hybrid", help="comma-separated subset of dense,keyword,hybrid")
     b.add_argument("--depth", type=int, default=300, help="candidate chunks per mode (>= 100 for Recall@100)")
     b.add_argument("--workdir", help="scratch folder for the ingested corpus (default: under the cache dir)")
+    add_verbose_option(b)
     q = es.add_parser("questions", help="document and page hit rates of a question set (JSONL) over an indexed "
                                         "collection")
     q.add_argument("file", help='JSONL: {"query", "relevant": [{"file", "page"?}]} per line, or FinanceBench\'s '
@@ -33,17 +36,19 @@ def add_parser(sub) -> None:
     q.add_argument("--limit", type=int, help="evaluate only the first N questions")
     q.add_argument("--json", action="store_true", help="print the full result (with each question's ranks) as JSON")
     q.add_argument("--out", help="also write the full result as JSON to this file")
+    add_verbose_option(q)
     a = es.add_parser("answers", help="answer quality (faithfulness, relevance, context precision and recall, "
                                       "citations) of a question set, scored by an LLM judge")
     a.add_argument("file", help='JSONL: {"question", "reference"?, "relevant"?: ["file", ...]} per line')
     a.add_argument("--collection", "-c", action="append",
                    help="collection to search (repeat for several; default all)").completer = "collections"  # type: ignore[attr-defined]
     a.add_argument("--judge", metavar="PROVIDER:MODEL", help="the judge model (default: [llm] judge, else synthesis)")
-    a.add_argument("--mode", choices=("hybrid", "tree"), default="hybrid", help="ask mode to evaluate")
+    add_tree_option(a)
     a.add_argument("--top-k", type=int, default=10, help="passages retrieved for each answer (default 10)")
     a.add_argument("--limit", type=int, help="evaluate only the first N questions")
     a.add_argument("--json", action="store_true", help="print the full result as JSON")
     a.add_argument("--out", help="also write the full result as JSON to this file")
+    add_verbose_option(a)
 
 
 def run(cfg, args) -> int:
@@ -157,7 +162,7 @@ def _run_answers(cfg, args) -> int:
 
         async def answer(question: str) -> dict:
             res = await services.search_async(question, args.collection, args.top_k)
-            tree = services.tree_scope(args.collection, args.mode)
+            tree = services.tree_scope(args.collection, args.tree or "hybrid")
             if tree is None:
                 return await ask(question, list(res["results"]), cfg, embedder=services.embedder)
             from ragweedd.answer.tree_ask import tree_answer
@@ -179,7 +184,7 @@ def _run_answers(cfg, args) -> int:
         res = asyncio.run(go())
     finally:
         services.close()
-    res.update(file=str(args.file), collections=args.collection, mode=args.mode)
+    res.update(file=str(args.file), collections=args.collection, mode=args.tree or "hybrid")
     if args.out:
         Path(args.out).write_text(json.dumps(res, indent=1, default=str) + "\n", encoding="utf-8")
     if args.json:

@@ -98,7 +98,7 @@ def test_the_path_of_a_collection_cannot_be_built_for_a_bad_name(tmp_path):
     ("ragweedd", ["search", "--json"], "the following arguments are required: query"),
     ("ragweedd", ["--json", "completion", "tcsh"], "invalid choice: 'tcsh'"),
     ("ragweedd", ["--json", "bogus"], "invalid choice: 'bogus'"),
-    ("ragweedd", ["--json", "search", "x", "--top-k", "many"], "invalid int value: 'many'"),
+    ("ragweedd", ["--json", "search", "x", "--limit", "many"], "'many' is not a whole number >= 1"),
     ("ragweedctl", ["--json", "search"], "the following arguments are required: query"),
     ("ragweedctl", ["--json", "bogus"], "invalid choice: 'bogus'"),
     ("ragweedctl", ["--json", "keys", "frobnicate"], "invalid choice: 'frobnicate'"),

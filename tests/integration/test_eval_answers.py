@@ -205,7 +205,7 @@ def test_empty_and_missing_files(tmp_path):
 
 
 def _args(qfile, **kw):
-    base = dict(eval_cmd="answers", file=str(qfile), collection=None, judge=None, mode="hybrid", top_k=10,
+    base = dict(eval_cmd="answers", file=str(qfile), collection=None, judge=None, tree=None, top_k=10,
                 limit=None, json=False, out=None)
     return argparse.Namespace(**{**base, **kw})
 

@@ -228,8 +228,8 @@ def test_ragweedd_ask_mode_tree_prints_the_steps(world):
     from ragweedd.cli.ask import run as ask_run
 
     cfg, _ = world
-    args = argparse.Namespace(query=QUESTION.split(), collection=None, top_k=5, continue_id=None, json=False,
-                              mode="tree")
+    args = argparse.Namespace(query=QUESTION.split(), collection=None, limit=5, continue_id=None, json=False,
+                              tree="tree")
     out, err = io.StringIO(), io.StringIO()
     assert ask_run(cfg, args, out, err) == 0
     text = out.getvalue()

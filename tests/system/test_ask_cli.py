@@ -200,7 +200,7 @@ def test_oneshot_with_llm_prints_answer_and_cited_sources(d, llm):
     answer, _, sources = p.stdout.partition("\nSources:\n")
     assert answer.strip() == ANSWER
     lines = sources.splitlines()
-    assert lines[0].startswith("[1] notes/cats.md") and "score " in lines[0], p.stdout
+    assert lines[0] == "[1] strong  notes/cats.md  § Cats, lines 1-3", p.stdout  # a label, no raw score
     assert lines[1].strip().endswith("/cats.md#L1-L3")  # the uri that opens the cited lines
     assert "tea.txt" not in p.stdout and "2 passages judged irrelevant" in p.stdout
     hid = entry_id(p.stderr)
@@ -276,9 +276,9 @@ def test_oneshot_without_llm_prints_labelled_passages_with_citations(plain):
     assert "[1] notes/" in passages and "Cats purr when they are content" in passages
     numbered = [ln for ln in sources.splitlines() if ln.startswith("[")]
     # tea and bikes share no word or meaning with the question: they are not sources
-    assert len(numbered) == 1 and "score " in numbered[0] and numbered[0].split()[1] == "notes/cats.md", p.stdout
+    assert len(numbered) == 1 and numbered[0].split()[1:3] == ["strong", "notes/cats.md"], p.stdout
     assert "tea.txt" not in p.stdout and "bikes.txt" not in p.stdout
-    assert "[§ Cats" in numbered[0], "place (section / lines) is shown"
+    assert numbered[0].endswith("  § Cats, lines 1-3"), "place (section / lines) is shown"
     # the quoted sentence, then the uri that opens its line
     assert "> Cats purr when they are content." in passages
     assert "    > Cats purr when they are content.\n      file://" in sources and "/cats.md#L3\n" in sources
@@ -293,7 +293,7 @@ def test_oneshot_without_llm_prints_labelled_passages_with_citations(plain):
     (["ask"], 2, "ask needs a question"),
     (["ask", "   "], 2, "ask needs a question"),
     (["ask", "-c", "nope", "cats"], 2, "collection 'nope' has no index"),  # not found: the request's fault
-    (["ask", "-k", "0", "cats"], 2, "--top-k must be at least 1"),
+    (["ask", "-n", "0", "cats"], 2, "argument -n/--limit: '0' is not a whole number >= 1"),
     (["ask", "--continue", "0000000000000000"], 2, "'0000000000000000' does not exist"),
     (["ask", "--continue", "abc", "cats"], 2, "not both"),
 ])

@@ -90,7 +90,7 @@ def test_tree_mode_through_the_daemon(tmp_path, llm):
         assert bad.status_code == 400 and "mode" in bad.text
 
         env = {**os.environ, "RAGWEED_STATE_DIR": str(d.base / "state")}
-        p = subprocess.run([sys.executable, "-m", "ragweedd.cli.ctl", "ask", "--mode", "tree",
+        p = subprocess.run([sys.executable, "-m", "ragweedd.cli.ctl", "ask", "--tree",
                             "how often is the compost turned?"], capture_output=True, text=True, env=env, cwd=ROOT,
                            timeout=60)
         assert p.returncode == 0, p.stderr

@@ -183,7 +183,7 @@ def test_the_bar_is_not_buried_under_a_log_line_per_file(tmp_path):
     assert text.count("ingest_file") == 31 and "31/31 files" in text
 
 
-def test_through_a_pipe_the_log_keeps_its_line_per_file(tmp_path):
+def test_through_a_pipe_the_log_has_its_line_per_file_with_verbose(tmp_path):
     docs = tmp_path / "docs"
     docs.mkdir()
     for i in range(5):
@@ -192,10 +192,14 @@ def test_through_a_pipe_the_log_keeps_its_line_per_file(tmp_path):
     cfg.write_text(f'data_dir = "{tmp_path / "data"}"\ncache_dir = "{tmp_path / "cache"}"\n')
     env = {**os.environ, "RAGWEED_EMBED_MODEL": "hash:64"}
     p = subprocess.run([sys.executable, "-m", "ragweedd", "--config", str(cfg), "--json", "ingest", str(docs),
-                        "-c", "n"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+                        "-c", "n", "--verbose"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert p.returncode == 0, p.stderr
     events = [json.loads(line) for line in p.stderr.splitlines() if line.startswith("{")]
     assert sum(e.get("event") == "ingest_file" for e in events) == 5, p.stderr
+    # without --verbose a one-shot command is quiet (warnings and errors only)
+    p = subprocess.run([sys.executable, "-m", "ragweedd", "--config", str(cfg), "--json", "ingest", str(docs),
+                        "-c", "n2"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
 
 
 def _status(**ing):

@@ -118,8 +118,10 @@ def test_status_shows_ingest_progress_while_files_are_indexed(tmp_path):
 def test_search(api):
     code, out, err = run(api, "search", "hnsw", "graph", "neighbours")
     assert code == 0, err
-    m = re.search(r"^\[1\] \d\.\d{3}  notes/hnsw\.md.* lines (\d+)-(\d+)\n    (\S+)\n", out, re.M)
+    m = re.search(r"^\[1\] strong  notes/hnsw\.md  .*lines (\d+)-(\d+)\n    (\S+)\n    (.+)\n", out, re.M)
     assert m, out
+    # people read a label and a place, not scores and offsets; the snippet is plain through a pipe
+    assert "chars" not in out and not re.search(r"-?\d\.\d{3}", out) and "\x1b" not in out
     # the uri under each hit opens its lines, which are the file's own
     first, last = int(m.group(1)), int(m.group(2))
     assert m.group(3) == f"{(api.docs_dir / 'hnsw.md').as_uri()}#L{first}-L{last}"
@@ -127,6 +129,9 @@ def test_search(api):
     code, out, _ = run(api, "search", "hnsw", "graph", "neighbours", "--json")
     hit = json.loads(out)["results"][0]
     assert hit["lines"] == [first, last] and hit["uri"] == m.group(3)
+    # the snippet the daemon worked out is the one printed, its marks on the query's words
+    assert m.group(4) == hit["snippet"] and hit["snippet_marks"]
+    assert all(hit["snippet"][a:b].lower().startswith(("hnsw", "graph", "neighbour")) for a, b in hit["snippet_marks"])
     assert on_disk[first - 1] and on_disk[first - 1].split()[0] == hit["text"].split()[0]
     assert on_disk[last - 1].split()[-1] == hit["text"].split()[-1]
     code, out, _ = run(api, "search", "attention", "--type", "html", "--json")
@@ -147,7 +152,7 @@ def test_ask_prints_answer_then_numbered_sources(api, llm):
     answer, _, sources = out.partition("\nSources:\n")
     assert answer.strip() == ANSWER
     lines = sources.strip().splitlines()
-    assert re.match(r"\[1\] notes/cats\.md § ?Cats lines 1-3  score \d\.\d{3}$", lines[0]), lines[0]
+    assert lines[0] == "[1] strong  notes/cats.md  § Cats, lines 1-3", lines[0]
     assert lines[1].strip() == (api.docs_dir / "cats.md").as_uri() + "#L1-L3"
     code, out, _ = run(api, "ask", "--json", "do", "cats", "purr?")
     js = json.loads(out)

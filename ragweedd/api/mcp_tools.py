@@ -72,8 +72,8 @@ class HttpBackend:
             items = {k: v for k, v in (query or {}).items() if v is not None}
             full = path + ("?" + urlencode(items) if items else "")
             return client.call(method, full, body, raw=raw, timeout=TIMEOUTS.get(kind, DEFAULT_TIMEOUT))
-        except CtlError as e:
-            raise ToolError(str(e)) from None
+        except CtlError as e:  # the daemon's error envelope, or ragweedctl's own (not running)
+            raise ToolError(e.say("mcp")) from None
         except OSError as e:
             raise ToolError(f"connection to ragweedd failed: {e}") from None
 
@@ -96,8 +96,8 @@ class EngineBackend:
 
         try:
             return await self._dispatch(method, path, body or {}, raw, query or {})
-        except RagweedError as e:
-            raise ToolError(e.message + (f"\nhint: {e.hint}" if e.hint else "")) from None
+        except RagweedError as e:  # worded as the stdio server words the same error from the API
+            raise ToolError(e.say("mcp")) from None
 
     async def _dispatch(self, method: str, path: str, body: dict, raw: bytes | None, query: dict) -> Any:
         from urllib.parse import unquote
@@ -145,7 +145,9 @@ class EngineBackend:
             async with answer_events(self.api_state, lambda: self.engine.ask(query, **body)) as (first, events):
                 return await _collect(first, events)
         except AnswersBusy as e:
-            raise ToolError(f"{e}; {e.hint}") from None
+            from ragweedd.errors import say
+
+            raise ToolError(say("mcp", str(e), e.hint)) from None
 
 
 # --------------------------------------------------------------------------- shaping
@@ -331,9 +333,11 @@ def build_server(backend: Backend, *, allow_writes: bool = False, name: str = "r
             body["mode"] = retrieval
         res = await backend.call("POST", "/v1/ask", body)
         if res.get("error"):
+            from ragweedd.errors import say
+
             err = res["error"]
-            raise ToolError(f"the answer failed: {err.get('message', 'unknown error')}"
-                            + (f"\nhint: {err['hint']}" if err.get("hint") else ""))
+            raise ToolError(say("mcp", f"the answer failed: {err.get('message', 'unknown error')}", err.get("hint"),
+                                err.get("action")))
         out = {k: res.get(k) for k in ("answer", "mode", "label", "history_id", "finish_reason", "tree",
                                        "citation_checks", "citations_verified")
                if res.get(k) is not None}

@@ -22,7 +22,7 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from ragweedd import __version__
 
@@ -321,12 +321,37 @@ def merge_chunks(chunks: list[dict]) -> tuple[str, int | None]:
 
 
 # --------------------------------------------------------------------------- the server
+def bad_arguments(e: ValidationError) -> str:
+    """pydantic's report on a tool's arguments, as one sentence per argument: which one, and what
+    it must be (without pydantic's type codes and links, which say nothing to a model)."""
+    out = []
+    for err in e.errors()[:5]:
+        name = ".".join(str(x) for x in err.get("loc", ()) if x != "__root__") or "the arguments"
+        if err.get("type") == "missing":
+            out.append(f"argument '{name}' is required")
+            continue
+        got = repr(err.get("input"))
+        got = got if len(got) <= 40 else got[:39] + "…"
+        out.append(f"argument '{name}': {str(err.get('msg', 'is not valid')).lower().rstrip('.')} (got {got})")
+    return "; ".join(out)
+
+
+class _Server(MCPServer):
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as e:
+            if isinstance(e.__cause__, ValidationError):
+                raise ToolError(f"Error executing tool {name}: {bad_arguments(e.__cause__)}") from e.__cause__
+            raise
+
+
 Str = Annotated[str, Field(min_length=1, max_length=8000)]
 Name = Annotated[str, Field(min_length=1, max_length=128, description="a collection name")]
 
 
 def build_server(backend: Backend, *, allow_writes: bool = False, name: str = "ragweedd") -> MCPServer:
-    mcp: MCPServer = MCPServer(name, version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+    mcp: MCPServer = _Server(name, version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
     def filters(collections, path_glob, file_type) -> dict:

@@ -121,7 +121,8 @@ def test_ragweedctl_says_what_went_wrong_and_which_command_helps_without_http_wo
 def test_mcp_over_stdio_and_over_http_words_each_error_the_same_naming_mcp_tools(d):
     calls = [c for c in d.cases if c["mcp"]] + [
         # a bad argument: the SDK checks the tool's input schema, the same on both transports
-        dict(name="bad argument", mcp=("search", {"query": "cats", "limit": 0}), message=None)]
+        dict(name="bad argument", mcp=("search", {"query": "cats", "limit": 0}), message=None),
+        dict(name="missing argument", mcp=("search", {"limit": 3}), message=None)]
     said: dict[str, list[str]] = {}
 
     async def go():
@@ -135,7 +136,10 @@ def test_mcp_over_stdio_and_over_http_words_each_error_the_same_naming_mcp_tools
         if c["message"]:
             assert text.endswith(f"{c['message']} — {c['in_mcp']}"), (c["name"], text)
             assert "/v1/" not in text and "ragweedctl collections" not in text, (c["name"], text)
-    assert "limit" in said["http"][-1]
+    # which argument, and what it must be: no pydantic type codes or links
+    assert said["http"][-2].endswith("argument 'limit': input should be greater than or equal to 1 (got 0)")
+    assert said["http"][-1].endswith("argument 'query' is required")
+    assert not any("pydantic" in t or "[type=" in t for t in said["http"]), said["http"]
 
 
 def test_no_daemon_ragweedctl_and_mcp_stdio_say_how_to_start_it(tmp_path):

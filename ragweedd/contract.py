@@ -81,10 +81,19 @@ def shown_hit(hit: dict) -> dict:
 ErrorCode = str  # "bad_request", "not_found", "too_many_answers", "internal", ...
 
 
+class ErrorAction(TypedDict):
+    """What to do, for a client to word in its own terms (ragweedd.errors.FIXES): e.g.
+    ``{"id": "list_collections"}``, ``{"id": "collection_name_taken", "args": {"name": "notes"}}``."""
+
+    id: str
+    args: NotRequired[dict[str, str]]
+
+
 class ErrorBody(TypedDict):
     code: ErrorCode
     message: str
-    hint: NotRequired[str]
+    hint: NotRequired[str]  # what to do, in the API's words
+    action: NotRequired[ErrorAction]
 
 
 class ApiError(TypedDict):

@@ -226,14 +226,14 @@ class DaemonEngine:
     async def get_document(self, doc_key: str) -> DocumentDetail:
         if not _DOC_KEY.fullmatch(str(doc_key)):
             raise NotFoundError(f"document '{str(doc_key)[:80]}' does not exist",
-                                hint="document keys come from GET /v1/documents")
+                                action="list_documents")
         return await asyncio.to_thread(self._get_document, int(doc_key))
 
     def _get_document(self, file_id: int) -> DocumentDetail:
         r = self.core.read(lambda db: db.file_by_id(file_id))
         if r is None:
             raise NotFoundError(f"document '{file_id}' does not exist",
-                                hint="document keys come from GET /v1/documents")
+                                action="list_documents")
         detail: list[ChunkDetail] = []
         stores = self.services.stores
         if r["md5"] and stores.has_rag(r["collection"]):
@@ -255,13 +255,13 @@ class DaemonEngine:
     async def source_file(self, doc_key: str) -> SourceFile:
         if not _DOC_KEY.fullmatch(str(doc_key)):
             raise NotFoundError(f"document '{str(doc_key)[:80]}' does not exist",
-                                hint="document keys come from GET /v1/documents")
+                                action="list_documents")
 
         def find() -> SourceFile:
             r = self.core.read(lambda db: db.file_by_id(int(doc_key)))
             if r is None:
                 raise NotFoundError(f"document '{doc_key}' does not exist",
-                                    hint="document keys come from GET /v1/documents")
+                                    action="list_documents")
             live = not r["superseded"] and r["extract_status"] == "done"
             return {"doc_key": str(r["id"]), "collection": r["collection"], "path": r["source_file"],
                     "indexed": bool(live), "roots": list(self.core.collections.roots_of(r["collection"]))}

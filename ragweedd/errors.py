@@ -27,9 +27,88 @@ wrong, with which file or key, and what to do. ``exit_code`` is what the CLI exi
     └── DaemonError                  daemon-level problems (token file, listen address)
         ├── AlreadyRunningError
         └── RepairingError           the daemon is rebuilding a damaged database; retry shortly (503)
+
+What to do about an error is often said differently on each face: a person at ragweedctl runs
+``ragweedctl collections``, an HTTP client GETs /v1/collections, an assistant over MCP calls the
+``list_collections`` tool. Such an error carries an *action* (an id of FIXES and its arguments)
+instead of a worded hint; each face words it with ``hint_for(face, ...)``. The message, what went
+wrong and with which collection, file or key, is worded once where the error is raised. The API's
+error envelope carries both: ``hint`` in the API's words and ``action`` for the clients
+(ragweedctl, ``ragweedctl mcp``) that word it in their own.
 """
 
 from __future__ import annotations
+
+# The faces that word a hint: "api" the HTTP API (and the web UI that shows its envelope), "ctl"
+# ragweedctl, "cli" ragweedd's one-shot commands, "mcp" both MCP transports (stdio and /mcp).
+FACES = ("api", "ctl", "cli", "mcp")
+
+# action id -> face -> words; {name} and the like are the action's arguments. A face missing from an
+# action's table uses its "api" words ("cli" uses "ctl"'s first).
+FIXES: dict[str, dict[str, str]] = {
+    "list_collections": {
+        "api": "list them with GET /v1/collections",
+        "ctl": "list them with `ragweedctl collections`",
+        "mcp": "list them with the `list_collections` tool",
+    },
+    "list_documents": {
+        "api": "document keys come from GET /v1/documents",
+        "ctl": "list documents and their keys with `ragweedctl docs`",
+        "mcp": "pass a `search` hit's doc_key, or the file's path",
+    },
+    "list_history": {
+        "api": "list entries with GET /v1/history",
+        "ctl": "list them with `ragweedctl history`",
+        "mcp": "history ids come from `ask` answers (history_id)",
+    },
+    "start_daemon": {
+        "api": "start it with `ragweedd run`, or install it as a service with `ragweedctl service install`",
+        "ctl": "start it with `ragweedd run`, or install it as a service with `ragweedctl service install`",
+        "mcp": "the user must start it (`ragweedd run`, or `ragweedctl service install`); then call the tool again",
+    },
+    "wait_for_indexing": {
+        "api": "files still being read are searchable in moments (GET /v1/status shows the progress); an empty "
+               "collection needs files in its folders",
+        "ctl": "files still being read are searchable in moments (`ragweedctl status` shows the progress); an "
+               "empty collection needs files in its folders",
+        "mcp": "files still being read are searchable in moments (the `status` tool shows the progress); an "
+               "empty collection needs files in its folders",
+    },
+    "add_collection": {
+        "api": "add a collection of folders with POST /v1/collections",
+        "ctl": "add a collection of folders with `ragweedctl add NAME FOLDER`",
+        "cli": "index a folder with `ragweedd ingest FOLDER --collection NAME`",
+        "mcp": "the user adds a collection of folders with `ragweedctl add NAME FOLDER` (or the "
+               "`add_collection` tool, where writes are allowed)",
+    },
+    "collection_name_taken": {
+        "api": "choose another name, or remove it first with DELETE /v1/collections/{name}",
+        "ctl": "choose another name, or remove it first with `ragweedctl remove {name}`",
+        "mcp": "choose another name (the `list_collections` tool shows the names taken)",
+    },
+}
+
+
+def hint_for(face: str, action: object = None, hint: str | None = None) -> str | None:
+    """The hint in ``face``'s words: the action's, when it is one of FIXES with all its arguments,
+    else ``hint`` as given. ``action`` is an error's own or the ``action`` of an API error envelope
+    (read from the wire: anything not of the shape is ignored)."""
+    if isinstance(action, dict):
+        words = FIXES.get(action.get("id")) if isinstance(action.get("id"), str) else None  # type: ignore[arg-type]
+        args = action.get("args") or {}
+        if words is not None and isinstance(args, dict) and all(isinstance(v, str) for v in args.values()):
+            text = words.get(face) or (words.get("ctl") if face == "cli" else None) or words["api"]
+            try:
+                return text.format_map(args)
+            except (KeyError, ValueError, IndexError):
+                pass
+    return hint or None
+
+
+def say(face: str, message: str, hint: str | None = None, action: object = None) -> str:
+    """An error as one face shows it to a person or a model: what went wrong, then what to do."""
+    h = hint_for(face, action, hint)
+    return f"{message} — {h}" if h else message
 
 
 class RagweedError(Exception):
@@ -37,15 +116,31 @@ class RagweedError(Exception):
     http_status = 500
     code = "internal"
 
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
+    def __init__(self, message: str, *, hint: str | None = None, action: str | None = None,
+                 **args: str) -> None:
+        """``action``: an id of FIXES, with its arguments as keywords; ``hint`` then defaults to the
+        API's words for it."""
         self.message = message
-        self.hint = hint
-        super().__init__(message if hint is None else f"{message} ({hint})")
+        self.action: dict | None = None
+        if action is not None:
+            if action not in FIXES:
+                raise ValueError(f"no hint words for action {action!r} in ragweedd.errors.FIXES")
+            self.action = {"id": action, "args": args} if args else {"id": action}
+        self.hint = hint if hint is not None else hint_for("api", self.action)
+        super().__init__(message if self.hint is None else f"{message} ({self.hint})")
+
+    def hint_in(self, face: str) -> str | None:
+        return hint_for(face, self.action, self.hint)
+
+    def say(self, face: str) -> str:
+        return say(face, self.message, self.hint, self.action)
 
     def to_dict(self) -> dict:
-        out = {"code": self.code, "message": self.message}
+        out: dict = {"code": self.code, "message": self.message}
         if self.hint:
             out["hint"] = self.hint
+        if self.action:
+            out["action"] = self.action
         return out
 
 

@@ -156,8 +156,7 @@ class Services:
                 if not self._registry:
                     raise NotFoundError(f"collection '{missing[0]}' has no index in {self._where()}",
                                         hint="ingest it first: ragweedd ingest PATH --collection NAME")
-                raise NotFoundError(f"collection '{missing[0]}' does not exist",
-                                    hint="list them with GET /v1/collections or ragweedctl status")
+                raise NotFoundError(f"collection '{missing[0]}' does not exist", action="list_collections")
             return list(names)
         return sorted(n for n in have if self.stores.has_rag(n))
 
@@ -171,13 +170,9 @@ class Services:
         names = self.searchable(collections)
         if not names and self._registry and self._names():
             raise RequestError(f"nothing is indexed yet in {', '.join(sorted(self._names()))}",
-                               hint="files still being read are searchable in moments (ragweedctl status "
-                                    "shows the progress); an empty collection needs files in its folders, "
-                                    "or add one: ragweedctl add")
+                               action="wait_for_indexing")
         if not names:
-            raise RequestError(f"nothing is indexed yet in {self._where()}",
-                               hint="add a collection (ragweedctl add) or ingest one: "
-                                    "ragweedd ingest PATH --collection NAME")
+            raise RequestError(f"nothing is indexed yet in {self._where()}", action="add_collection")
         f = Filters.make(collections=names, path_glob=path_glob, file_types=[file_type] if file_type else None,
                          doc_ids=[doc_id] if doc_id else None)
         res: SearchResult = self.searcher(names).search(query, filters=f, limit=limit, mode=mode)  # type: ignore[assignment]

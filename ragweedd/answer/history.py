@@ -53,7 +53,7 @@ class HistoryStore:
         body = {k: v for k, v in body.items() if k not in _COLUMNS}
         if not self.db.set_body(hid, _dumps(body)):
             raise NotFoundError(f"history entry '{hid}' does not exist (it may have been dropped by "
-                                f"history_max_entries)", hint="list entries with GET /v1/history")
+                                f"history_max_entries)", action="list_history")
 
     def delete(self, hid: str) -> bool:
         return self.db.delete(hid)
@@ -73,7 +73,7 @@ class HistoryStore:
             raise RequestError("a history id is needed", hint="ids come from GET /v1/history")
         r = self.db.get(hid)
         if r is None:
-            raise NotFoundError(f"history entry '{hid}' does not exist", hint="list entries with GET /v1/history")
+            raise NotFoundError(f"history entry '{hid}' does not exist", action="list_history")
         try:
             body = json.loads(r["body_json"])
             if not isinstance(body, dict):

@@ -21,14 +21,18 @@ from typing import Annotated, Any, Literal, Protocol
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
-from pydantic import Field
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field, ValidationError
 
 from ragweedd import __version__
 
 # What a tool hands back is read by a model: a whole 64 MiB document would drown it.
 DEFAULT_MAX_BYTES = 20_000
 MAX_MAX_BYTES = 1_000_000
+# A search hit's text in the text part of a result: a model reads every character of it, the
+# structured content carries the whole chunk.
+SNIPPET_CHARS = 160
+SECTION_CHARS = 60
 # The whole request per kind of call, as ragweedctl's own defaults.
 TIMEOUTS = {"ask": 600.0, "upload": 300.0}
 DEFAULT_TIMEOUT = 30.0
@@ -72,8 +76,8 @@ class HttpBackend:
             items = {k: v for k, v in (query or {}).items() if v is not None}
             full = path + ("?" + urlencode(items) if items else "")
             return client.call(method, full, body, raw=raw, timeout=TIMEOUTS.get(kind, DEFAULT_TIMEOUT))
-        except CtlError as e:
-            raise ToolError(str(e)) from None
+        except CtlError as e:  # the daemon's error envelope, or ragweedctl's own (not running)
+            raise ToolError(e.say("mcp")) from None
         except OSError as e:
             raise ToolError(f"connection to ragweedd failed: {e}") from None
 
@@ -96,8 +100,8 @@ class EngineBackend:
 
         try:
             return await self._dispatch(method, path, body or {}, raw, query or {})
-        except RagweedError as e:
-            raise ToolError(e.message + (f"\nhint: {e.hint}" if e.hint else "")) from None
+        except RagweedError as e:  # worded as the stdio server words the same error from the API
+            raise ToolError(e.say("mcp")) from None
 
     async def _dispatch(self, method: str, path: str, body: dict, raw: bytes | None, query: dict) -> Any:
         from urllib.parse import unquote
@@ -145,19 +149,21 @@ class EngineBackend:
             async with answer_events(self.api_state, lambda: self.engine.ask(query, **body)) as (first, events):
                 return await _collect(first, events)
         except AnswersBusy as e:
-            raise ToolError(f"{e}; {e.hint}") from None
+            from ragweedd.errors import say
+
+            raise ToolError(say("mcp", str(e), e.hint)) from None
 
 
 # --------------------------------------------------------------------------- shaping
 _PLACE = ("collection", "filename", "source_file", "uri", "page_label", "section", "span", "lines",
-          "t_start", "t_end", "member")
+          "sheet", "rows", "t_start", "t_end", "member")
 
 
 _MD5 = re.compile(r"[0-9a-fA-F]{32}")
 
 
 def _hit(h: dict) -> dict:
-    out = {k: h.get(k) for k in ("doc_id", *_PLACE, "score") if h.get(k) is not None}
+    out = {k: h.get(k) for k in ("doc_id", *_PLACE, "score", "snippet", "snippet_marks") if h.get(k) is not None}
     out["text"] = h.get("text", "")
     return out
 
@@ -171,6 +177,112 @@ def _source(s: dict) -> dict:
     if s.get("text"):
         out["text"] = s["text"]
     return out
+
+
+# --------------------------------------------------------------------------- the text part
+# A tool's result has two parts: structured content (every field, for clients and models that read
+# JSON) and a text part. Clients that forward both to the model pay for both, so the text part is a
+# short reading of the result, not the same JSON again (docs/mcp.md).
+Result = Annotated[CallToolResult, dict[str, Any]]
+
+
+def _result(data: dict[str, Any], text: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _clip(text: str, n: int) -> str:
+    """``text`` on one line, cut at a word before ``n`` characters (with an ellipsis)."""
+    text = _one_line(text)
+    if len(text) <= n:
+        return text
+    cut = text[: n - 1]
+    if " " in cut[n // 2:]:
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip(" ,;:.-") + "…"
+
+
+def _place(h: dict, lines: bool = True) -> str:
+    """Where a hit or source is in its file: member, page, lines (unless the uri shows them), time,
+    section."""
+    bits = []
+    if h.get("member"):
+        bits.append(f"in {h['member']}")
+    if h.get("page_label"):
+        bits.append(f"p. {h['page_label']}")
+    if h.get("sheet"):
+        rows = h.get("rows") or [None, None]
+        bits.append(f"sheet {h['sheet']}" + (f", rows {rows[0]}-{rows[-1]}" if rows and rows[0] else ""))
+    span = h.get("lines") if lines else None
+    if isinstance(span, list) and len(span) == 2 and all(isinstance(x, int) for x in span):
+        bits.append(f"line {span[0]}" if span[0] == span[1] else f"lines {span[0]}-{span[1]}")
+    if h.get("t_start") is not None:
+        bits.append(f"at {float(h['t_start']):.0f} s")
+    if h.get("section"):
+        bits.append("§ " + _clip(h["section"], SECTION_CHARS))
+    return ", ".join(bits)
+
+
+def _snippet(h: dict) -> str:
+    """The hit's ``snippet`` when the search made one, else the start of its text from its first
+    whole word (a chunk may begin in the middle of one), cut at SNIPPET_CHARS."""
+    snippet = h.get("snippet")
+    if isinstance(snippet, str) and snippet.strip():
+        return _clip(snippet, SNIPPET_CHARS)
+    text = _one_line(h.get("text", ""))
+    span = h.get("span")
+    mid_word = isinstance(span, list) and span and isinstance(span[0], int) and span[0] > 0 and text[:1].isalnum()
+    if mid_word and " " in text[:40]:
+        text = "…" + text[text.index(" ") + 1:]
+    return _clip(text, SNIPPET_CHARS)
+
+
+def search_text(query: str, hits: list[dict]) -> str:
+    """A search result as a model reads it: one short block per hit (rank, file and place, doc_key,
+    a snippet, the uri); the full text and every field are in the structured content."""
+    if not hits:
+        return f"No hits for {_clip(query, 200)!r}."
+    several = len({h.get("collection") for h in hits}) > 1
+    out = [f"{len(hits)} hit{'s' if len(hits) != 1 else ''}, best first (full texts and fields: structured "
+           "content):"]
+    for i, h in enumerate(hits, 1):
+        head = f"[{i}] {h.get('filename') or h.get('source_file') or '?'}"
+        if several and h.get("collection"):
+            head += f" ({h['collection']})"
+        place = _place(h, lines=not str(h.get("uri") or "").rpartition("#")[2].startswith("L"))
+        head += (f", {place}" if place else "") + (f", doc_key {h['doc_key']}" if h.get("doc_key") else "")
+        out += [head, "    " + _snippet(h), "    " + str(h.get("uri") or h.get("source_file") or "")]
+    return "\n".join(out)
+
+
+def ask_text(res: dict) -> str:
+    """An answer as a model reads it: the answer, then one line per numbered source (file, place,
+    uri); the sources' quotes and texts are in the structured content."""
+    out = [str(res.get("answer") or "").strip()]
+    if res.get("finish_reason") not in (None, "stop"):
+        out.append(f"(the answer ended early: {res['finish_reason']})")
+    sources = res.get("sources") or []
+    if sources:
+        out.append("\nSources:")
+    for s in sources:
+        place = _place(s)
+        quotes = s.get("quotes") or []
+        uri = (quotes[0].get("uri") if len(quotes) == 1 else None) or s.get("uri") or s.get("source_file") or ""
+        out.append(f"[{s.get('n', '?')}] {s.get('filename') or s.get('label') or '?'}"
+                   + (f", {place}" if place else "") + f" — {uri}")
+    if res.get("history_id"):
+        out.append(f"(history_id {res['history_id']})")
+    return "\n".join(out)
+
+
+def json_text(data: Any) -> str:
+    """Compact JSON: the same data, without the indentation that doubles its size."""
+    import json
+
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
 def _cap(text: str, max_bytes: int) -> tuple[str, bool]:
@@ -209,12 +321,37 @@ def merge_chunks(chunks: list[dict]) -> tuple[str, int | None]:
 
 
 # --------------------------------------------------------------------------- the server
+def bad_arguments(e: ValidationError) -> str:
+    """pydantic's report on a tool's arguments, as one sentence per argument: which one, and what
+    it must be (without pydantic's type codes and links, which say nothing to a model)."""
+    out = []
+    for err in e.errors()[:5]:
+        name = ".".join(str(x) for x in err.get("loc", ()) if x != "__root__") or "the arguments"
+        if err.get("type") == "missing":
+            out.append(f"argument '{name}' is required")
+            continue
+        got = repr(err.get("input"))
+        got = got if len(got) <= 40 else got[:39] + "…"
+        out.append(f"argument '{name}': {str(err.get('msg', 'is not valid')).lower().rstrip('.')} (got {got})")
+    return "; ".join(out)
+
+
+class _Server(MCPServer):
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as e:
+            if isinstance(e.__cause__, ValidationError):
+                raise ToolError(f"Error executing tool {name}: {bad_arguments(e.__cause__)}") from e.__cause__
+            raise
+
+
 Str = Annotated[str, Field(min_length=1, max_length=8000)]
 Name = Annotated[str, Field(min_length=1, max_length=128, description="a collection name")]
 
 
 def build_server(backend: Backend, *, allow_writes: bool = False, name: str = "ragweedd") -> MCPServer:
-    mcp: MCPServer = MCPServer(name, version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+    mcp: MCPServer = _Server(name, version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
     def filters(collections, path_glob, file_type) -> dict:
@@ -228,14 +365,14 @@ def build_server(backend: Backend, *, allow_writes: bool = False, name: str = "r
         path_glob: Annotated[str | None, Field(description="only files whose path matches, e.g. '*/2024/*'")] = None,
         file_type: Annotated[str | None, Field(description="only this file type, e.g. 'pdf' or 'md'")] = None,
         limit: Annotated[int, Field(ge=1, le=100, description="most hits to return")] = 10,
-    ) -> dict[str, Any]:
+    ) -> Result:
         """Hybrid (keyword + vector) search of the indexed documents. Each hit has its text and where it
         is: collection, file, page or section, character span, line range, and a uri that opens the place."""
         res = await backend.call("POST", "/v1/search", {"query": query, "top_k": limit,
                                                         **filters(collections, path_glob, file_type)})
         hits = [_hit(h) for h in res.get("results", [])[:limit]]
         await _add_doc_keys(hits)
-        return {"query": query, "hits": hits}
+        return _result({"query": query, "hits": hits}, search_text(query, hits))
 
     async def _add_doc_keys(hits: list[dict]) -> None:
         # a hit names its content (doc_id, a hash several paths may share); get_document wants the
@@ -261,7 +398,7 @@ def build_server(backend: Backend, *, allow_writes: bool = False, name: str = "r
         line_end: Annotated[int | None, Field(ge=1, description="last line to return (inclusive)")] = None,
         max_bytes: Annotated[int, Field(ge=100, le=MAX_MAX_BYTES,
                                         description="cut the text after this many UTF-8 bytes")] = DEFAULT_MAX_BYTES,
-    ) -> dict[str, Any]:
+    ) -> Result:
         """The indexed text of one document, by doc_key or path, optionally one page or a line range,
         cut at max_bytes (truncated says whether it was)."""
         if (doc_key is None) == (path is None):
@@ -298,7 +435,11 @@ def build_server(backend: Backend, *, allow_writes: bool = False, name: str = "r
         if page is not None:
             out["page"] = page
         out["text"], out["truncated"] = _cap(text, max_bytes)
-        return out
+        where = ", ".join(x for x in (f"page {page}" if page is not None else "",
+                                      f"lines {out['lines'][0]}-{out['lines'][1]}" if "lines" in out else "") if x)
+        head = (f"{out.get('source_file')} (doc_key {out.get('doc_key')}{', ' + where if where else ''}"
+                f"{', cut at ' + str(max_bytes) + ' bytes' if out['truncated'] else ''}):")
+        return _result(out, head + "\n" + out["text"])
 
     async def _find_key(path: str) -> str:
         exact = path.startswith("/")
@@ -322,7 +463,7 @@ def build_server(backend: Backend, *, allow_writes: bool = False, name: str = "r
         retrieval: Annotated[Literal["hybrid", "tree"], Field(
             description="'tree': the LLM picks documents by their summaries, then sections by their "
                         "titles and pages, and answers from those (needs an LLM in ragweedd)")] = "hybrid",
-    ) -> dict[str, Any]:
+    ) -> Result:
         """An answer with numbered citations [N] to its sources (each with a uri and quoted sentences).
         Without an LLM configured in ragweedd, the answer is the quoted passages that answer the question
         (mode 'passages')."""
@@ -331,25 +472,29 @@ def build_server(backend: Backend, *, allow_writes: bool = False, name: str = "r
             body["mode"] = retrieval
         res = await backend.call("POST", "/v1/ask", body)
         if res.get("error"):
+            from ragweedd.errors import say
+
             err = res["error"]
-            raise ToolError(f"the answer failed: {err.get('message', 'unknown error')}"
-                            + (f"\nhint: {err['hint']}" if err.get("hint") else ""))
+            raise ToolError(say("mcp", f"the answer failed: {err.get('message', 'unknown error')}", err.get("hint"),
+                                err.get("action")))
         out = {k: res.get(k) for k in ("answer", "mode", "label", "history_id", "finish_reason", "tree",
                                        "citation_checks", "citations_verified")
                if res.get(k) is not None}
         out["sources"] = [_source(s) for s in res.get("sources", [])]
-        return out
+        return _result(out, ask_text(out))
 
     @mcp.tool(annotations=read_only)
-    async def list_collections() -> dict[str, Any]:
+    async def list_collections() -> Result:
         """The collections: name, folders, number of documents."""
         res = await backend.call("GET", "/v1/collections")
-        return {"collections": res.get("items", [])}
+        out = {"collections": res.get("items", [])}
+        return _result(out, json_text(out))
 
     @mcp.tool(annotations=read_only)
-    async def status() -> dict[str, Any]:
+    async def status() -> Result:
         """The daemon's state: collections, files by state, queue, indexing progress, problems."""
-        return await backend.call("GET", "/v1/status")
+        res = await backend.call("GET", "/v1/status")
+        return _result(res, json_text(res))
 
     if not allow_writes:
         return mcp
@@ -361,17 +506,19 @@ def build_server(backend: Backend, *, allow_writes: bool = False, name: str = "r
         paths: Annotated[list[str], Field(min_length=1, description="absolute folder paths to index")],
         ignore: Annotated[list[str] | None, Field(description="glob patterns to skip")] = None,
         topic: Annotated[str, Field(max_length=4096, description="what the collection is about")] = "",
-    ) -> dict[str, Any]:
+    ) -> Result:
         """Add a collection of folders; indexing starts in the background."""
-        return await backend.call("POST", "/v1/collections", {"name": name, "paths": paths,
-                                                              "ignore": ignore or [], "topic": topic})
+        res = await backend.call("POST", "/v1/collections", {"name": name, "paths": paths,
+                                                             "ignore": ignore or [], "topic": topic})
+        return _result(res, json_text(res))
 
     @mcp.tool(annotations=writes)
-    async def scan(name: Name) -> dict[str, Any]:
+    async def scan(name: Name) -> Result:
         """Reconcile a collection's folders with its index now (new, changed and removed files)."""
         from urllib.parse import quote
 
-        return await backend.call("POST", f"/v1/collections/{quote(name, safe='')}/scan")
+        res = await backend.call("POST", f"/v1/collections/{quote(name, safe='')}/scan")
+        return _result(res, json_text(res))
 
     @mcp.tool(annotations=writes)
     async def upload(
@@ -379,7 +526,7 @@ def build_server(backend: Backend, *, allow_writes: bool = False, name: str = "r
         filename: Annotated[str, Field(min_length=1, max_length=255, description="a bare file name, e.g. notes.md")],
         text: Annotated[str | None, Field(description="the file's content as text (UTF-8)")] = None,
         content_base64: Annotated[str | None, Field(description="the file's bytes, base64 (for binary files)")] = None,
-    ) -> dict[str, Any]:
+    ) -> Result:
         """Store a file in a collection's managed folder and index it."""
         if (text is None) == (content_base64 is None):
             raise ToolError("give exactly one of text or content_base64")
@@ -392,8 +539,9 @@ def build_server(backend: Backend, *, allow_writes: bool = False, name: str = "r
                 raise ToolError("content_base64 is not valid base64") from None
         from urllib.parse import quote
 
-        return await backend.call("POST", f"/v1/collections/{quote(collection, safe='')}/documents",
-                                  raw=data, query={"filename": filename})
+        res = await backend.call("POST", f"/v1/collections/{quote(collection, safe='')}/documents",
+                                 raw=data, query={"filename": filename})
+        return _result(res, json_text(res))
 
     return mcp
 

@@ -16,7 +16,8 @@ from ragweedd import contract
 
 # Shapes published under #/components/schemas, by name.
 PUBLISHED: tuple[type, ...] = (
-    contract.ErrorBody, contract.ApiError, contract.Health, contract.RootState, contract.ScanSummary,
+    contract.ErrorAction, contract.ErrorBody, contract.ApiError, contract.Health, contract.RootState,
+    contract.ScanSummary,
     contract.Collection, contract.CollectionList, contract.IngestProgress, contract.VectorProgress, contract.QueueDepth,
     contract.FailedJob, contract.EmbedderInfo, contract.IndexInfo, contract.ScheduledJob, contract.JobRun,
     contract.IntegrityReport, contract.MissingTool, contract.Status, contract.Document,

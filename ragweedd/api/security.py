@@ -163,7 +163,7 @@ async def error_middleware(request: web.Request, handler) -> web.StreamResponse:
     try:
         resp = await handler(request)
     except RagweedError as e:
-        resp = error_response(e.http_status, e.code, e.message, e.hint)
+        resp = web.json_response({"error": e.to_dict()}, status=e.http_status, dumps=dumps)
     except web.HTTPException as e:
         if e.status < 400:
             raise

@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     except RagweedError as e:
         if args.json:
             _json_error({"error": e.to_dict()})
-        print(f"ragweedd: error: {e}", file=sys.stderr)
+        print(f"ragweedd: {e.say('cli')}", file=sys.stderr)
         # the same table as ragweedctl's: "not found" is the request's fault (2) in both
         return exit_code_for(e.code, e.http_status)
     except KeyboardInterrupt:

@@ -161,8 +161,9 @@ def cmd_ask(c: Client, a, out) -> int:
         elif event == "error":
             err = ev.get("error", {})
             out.write("\n")
-            raise CtlError(f"the answer failed: {safe(err.get('message', 'unknown error'))}"
-                           + (f"\nhint: {err['hint']}" if err.get("hint") else ""), EXIT_ERROR)
+            hint = err.get("hint")
+            raise CtlError(f"the answer failed: {safe(err.get('message', 'unknown error'))}", EXIT_ERROR,
+                           {"error": err}, hint=hint if isinstance(hint, str) else None, action=err.get("action"))
         elif event == "done":
             done = ev
     out.write("\n")
@@ -487,8 +488,10 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
                 if e.payload is not None:
                     _print_json(e.payload, out)
                 else:  # a local error (keys, arguments checked after argparse): the same envelope
-                    first, _, rest = str(e).partition("\n")
-                    print_json_error(out, "usage" if e.code == EXIT_USAGE else "failed", first, rest or None)
+                    from ragweedd.errors import hint_for
+
+                    print_json_error(out, "usage" if e.code == EXIT_USAGE else "failed", e.message,
+                                     hint_for("ctl", e.action, e.hint))
                 out.flush()
             except BrokenPipeError:  # its reader is gone: the exit code still tells
                 quiet_broken_pipe(out)

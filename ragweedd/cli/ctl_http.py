@@ -37,19 +37,30 @@ MAX_JSON_DEPTH = 64  # the contract's shapes nest about 6 deep
 
 
 class CtlError(Exception):
-    def __init__(self, message: str, code: int = EXIT_ERROR, payload: dict | None = None) -> None:
-        super().__init__(message)
+    """An error as ragweedctl shows it: ``message`` (what went wrong), and what to do as ``hint``
+    or as an ``action`` of ragweedd.errors.FIXES, which each face words itself (``say``);
+    ``payload`` is the JSON error object --json prints."""
+
+    def __init__(self, message: str, code: int = EXIT_ERROR, payload: dict | None = None, *,
+                 hint: str | None = None, action: dict | None = None) -> None:
+        self.message, self.hint, self.action = message, hint, action
         self.code = code
         self.payload = payload
+        super().__init__(self.say("ctl"))
+
+    def say(self, face: str) -> str:
+        from ragweedd.errors import say
+
+        return say(face, self.message, self.hint, self.action)
 
 
 def not_running(detail: str) -> CtlError:
-    return CtlError(
-        f"ragweedd is not running ({detail}).\n"
-        "Start it with `ragweedd run`, or install it as a service with `ragweedctl service install`.",
-        EXIT_NOT_RUNNING,
-        {"error": {"code": "daemon_not_running", "message": f"ragweedd is not running ({detail})",
-                   "hint": "start it with `ragweedd run` or `ragweedctl service install`"}})
+    from ragweedd.errors import hint_for
+
+    action = {"id": "start_daemon"}
+    return CtlError(f"ragweedd is not running ({detail})", EXIT_NOT_RUNNING,
+                    {"error": {"code": "daemon_not_running", "message": f"ragweedd is not running ({detail})",
+                               "hint": hint_for("api", action), "action": action}}, action=action)
 
 
 def bad_reply(what: str) -> CtlError:
@@ -392,9 +403,13 @@ def _closing(sock: socket.socket, chunks):
 
 
 def api_error(status: int, out: dict) -> CtlError:
+    """The daemon's error envelope as a CtlError: its message and, in ragweedctl's words, what to
+    do (the status is not shown: the exit code tells, and --json prints the whole envelope)."""
     err = out.get("error") if isinstance(out, dict) else None
     err = err if isinstance(err, dict) else {}
-    msg = f"error {status}: {err.get('message', 'request failed')}"
-    if err.get("hint"):
-        msg += f"\nhint: {err['hint']}"
-    return CtlError(msg, exit_code_for(err.get("code"), status), out if isinstance(out, dict) else None)
+    msg, hint = err.get("message"), err.get("hint")
+    if not isinstance(msg, str) or not msg:
+        msg = f"ragweedd refused the request (HTTP {status}) without saying why"
+    return CtlError(msg, exit_code_for(err.get("code"), status), out if isinstance(out, dict) else None,
+                    hint=hint if isinstance(hint, str) else None, action=err.get("action"))
+

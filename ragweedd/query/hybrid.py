@@ -120,7 +120,7 @@ class Searcher:
                 from ragweedd.errors import NotFoundError
 
                 raise NotFoundError(f"collection(s) {', '.join(sorted(unknown))} not open in this search",
-                                    hint="check the collection names (ragweedctl status lists them)")
+                                    action="list_collections")
         cache_key = versions = None
         if self.cache is not None:
             # filter lists are sets: their order changes nothing (cols keep the searcher's order)

@@ -134,8 +134,7 @@ class Collections:
     def get(self, name: str) -> CollectionState:
         st = self.items.get(name)
         if st is None:
-            raise NotFoundError(f"collection '{name}' does not exist",
-                                hint="list them with GET /v1/collections or ragweedctl status")
+            raise NotFoundError(f"collection '{name}' does not exist", action="list_collections")
         return st
 
     def upload_dir(self, name: str) -> str:
@@ -321,7 +320,7 @@ class Collections:
             raise RequestError(f"collection name {name!r} is not allowed",
                                hint="use letters, digits, '_', '-', '.' (at most 64 characters)")
         if name in self.items:
-            raise RequestError(f"collection '{name}' already exists", hint="choose another name or remove it first")
+            raise RequestError(f"collection '{name}' already exists", action="collection_name_taken", name=name)
         if not paths:
             raise RequestError(f"collection '{name}' needs at least one folder in 'paths'")
         if self.check_add is not None:

@@ -623,7 +623,8 @@ def test_ask_errors_before_stream_are_http_errors(api):
 def test_ask_when_nothing_is_indexed_is_a_400_with_a_hint(tmp_path, store):
     with running_api(tmp_path, files={}, store=store) as a:
         e = err(a.request("POST", "/v1/ask", {"query": "anything"}), 400, "bad_request")
-        assert "nothing is indexed" in e["message"] and "ragweedctl add" in e["hint"]
+        assert "nothing is indexed" in e["message"] and "POST /v1/collections" in e["hint"]
+        assert e["action"] == {"id": "add_collection"}
         e = err(a.request("POST", "/v1/search", {"query": "anything"}), 400, "bad_request")
         assert "nothing is indexed" in e["message"]
 

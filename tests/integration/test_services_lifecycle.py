@@ -156,11 +156,12 @@ def test_a_search_before_the_first_file_is_in_says_it_is_coming(tmp_path):
         # a daemon with no collection: add one
         with pytest.raises(RequestError, match="nothing is indexed yet in ") as e:
             svc.search("garden")
-        assert "ragweedctl add" in (e.value.hint or "")
+        assert e.value.action == {"id": "add_collection"} and "ragweedctl add" in e.value.hint_in("ctl")
         # a collection declared, its first file still being read: try again soon
         names.append("notes")
         with pytest.raises(RequestError, match="nothing is indexed yet in notes") as e:
             svc.search("garden")
-        assert "ragweedctl status" in (e.value.hint or "") and "files in its folders" in (e.value.hint or "")
+        hint = e.value.hint_in("ctl") or ""
+        assert "ragweedctl status" in hint and "files in its folders" in hint
     finally:
         svc.close()

@@ -301,3 +301,57 @@ def test_read_only_server_refuses_write_tools(d):
             res = await s.call_tool("scan", {"name": "notes"})
             assert res.is_error and "scan" in error_text(res)
     run(go)
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory):
+    """A daemon over real files: the repository's examples and a few of its docs."""
+    import shutil
+
+    base = tmp_path_factory.mktemp("mcpreal")
+    docs = base / "docs"
+    docs.mkdir()
+    files = [*sorted((ROOT / "examples").iterdir()), ROOT / "README.md", ROOT / "docs" / "api.md",
+             ROOT / "docs" / "mcp.md", ROOT / "docs" / "daemon.md"]
+    for f in files:
+        shutil.copy(f, docs / f.name)
+    with serving(Daemon(base / "d", {"notes": [docs]})) as dm:
+        wait_indexed(dm, "notes", len(files), timeout=120)
+        dm.wait_idle(120)
+        yield dm
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_the_text_part_is_a_short_reading_and_the_structured_content_keeps_every_field(real, transport):
+    """A client that forwards both parts of a result pays for both: the text is one short block per
+    hit (or source), not the JSON again (it was 14,500 characters for this search); the structured
+    content keeps every field."""
+    async def go():
+        async with sessions(real)[transport]() as s:
+            res = await s.call_tool("search", {"query": "how do I feed the sourdough starter"})
+            text, hits = res.content[0].text, res.structured_content["hits"]
+            assert len(res.content) == 1 and len(hits) == 10  # the default limit
+            assert len(text) < 3000, (len(text), text)
+            with pytest.raises(ValueError):
+                json.loads(text)
+            for i, h in enumerate(hits, 1):
+                assert {"doc_id", "doc_key", "collection", "filename", "source_file", "uri", "span", "lines",
+                        "score", "text"} <= set(h), h
+                block = text.split(f"\n[{i}] ", 1)[1].split("\n[", 1)[0]
+                assert block.startswith(h["filename"]) and f"doc_key {h['doc_key']}" in block, block
+                assert block.endswith(h["uri"]) and block.count("\n") == 2, block
+                snippet = block.split("\n")[1].strip().strip("…")
+                assert snippet and snippet[:40] in " ".join(h["text"].split()), block
+            assert any("sourdough.txt" in h["filename"] for h in hits)
+
+            a = await s.call_tool("ask", {"query": "how often do I feed the starter?"})
+            text, answer = a.content[0].text, a.structured_content
+            assert text.startswith(answer["answer"].strip()) and len(text) < len(answer["answer"]) + 1500, text
+            for src in answer["sources"]:
+                assert f"[{src['n']}] {src['filename']}" in text, text
+                assert "quotes" in src and "span" in src and "text" in src
+                assert (src["quotes"][0]["uri"] if len(src["quotes"]) == 1 else src["uri"]) in text, text
+
+            st = await s.call_tool("status", {})
+            assert "\n" not in st.content[0].text and json.loads(st.content[0].text) == st.structured_content
+    run(go)

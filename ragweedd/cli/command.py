@@ -413,7 +413,7 @@ def _handed_over(daemon, state_dir: str, args, roots) -> int:
     except CtlError as e:
         if args.json:
             _json_error(e.payload or {"error": {"code": "daemon_error", "message": str(e)}})
-        print(f"ragweedd: error: {e}", file=sys.stderr)
+        print(f"ragweedd: {e.say('cli')}", file=sys.stderr)
         return e.code
 
 

@@ -500,7 +500,7 @@ async function ask(ev) {
 function renderSnippet(h) {
   const box = el("div", { class: "snippet" });
   if (typeof h.snippet !== "string") {
-    box.append(String(h.text || "").slice(0, 400));
+    box.append(cutAtWord(String(h.text || ""), 400));
     return box;
   }
   const chars = Array.from(h.snippet);
@@ -518,11 +518,28 @@ function renderSnippet(h) {
   return box;
 }
 
+// The first ``n`` characters of a text, ended at a word and marked as cut.
+function cutAtWord(text, n) {
+  if (text.length <= n) return text;
+  const cut = text.slice(0, n);
+  const space = cut.search(/\s\S*$/);
+  return (space > n / 2 ? cut.slice(0, space) : cut).trimEnd() + " …";
+}
+
+// How well a hit matched, in words: its score relative to the best and the weakest of these
+// results (rel_score, 0..1). The raw score (negative for some) stays in the tooltip.
+function strength(h) {
+  const r = Number(h.rel_score);
+  const word = !Number.isFinite(r) ? "" : r >= 0.66 ? "strong" : r >= 0.33 ? "partial" : "weak";
+  return el("span", { class: "strength " + word, title: `score ${Number(h.score).toFixed(3)}, relative ${Number.isFinite(r) ? Math.round(100 * r) + "%" : "?"} of these results` },
+    word ? `${word} match` : `score ${Number(h.score).toFixed(3)}`);
+}
+
 function renderHits(box, results) {
   if (!results.length) { box.replaceChildren(el("p", { class: "muted" }, "no results")); return; }
   box.replaceChildren(el("ol", { class: "hits" }, results.map((h) => el("li", { class: "card" },
     el("div", {}, linkSource(el("a", { class: "where" }, where(h)), h),
-      el("span", { class: "muted small" }, `  score ${Number(h.score).toFixed(3)}`)),
+      " ", strength(h)),
     renderSnippet(h)))));
 }
 
@@ -651,6 +668,9 @@ async function loadHistory(reset) {
     el("a", { href: "#history", "data-id": h.id, onclick: (ev) => { ev.preventDefault(); showHistory(h.id); } }, h.query),
     el("div", { class: "muted small" }, when(h.created_at))));
   if (reset) $("history-list").replaceChildren(...items); else $("history-list").append(...items);
+  if (reset && !page.items.length) {
+    $("history-list").replaceChildren(el("p", { class: "muted" }, "No searches or answers yet: what you ask and search is kept here."));
+  }
   historyOffset += page.items.length;
   $("history-more").hidden = historyOffset >= page.total;
 }

@@ -25,10 +25,13 @@ def d(tmp_path_factory):
     notes = base / "notes"
     notes.mkdir()
     (notes / "sourdough.md").write_text(SOURDOUGH)
+    # a chunk longer than a snippet: shown cut at a word
+    (notes / "mill.md").write_text("The mill grinds rye flour on Tuesdays. " + " ".join(
+        f"Sack {i} of milled grain waits in the loft beside the millstone." for i in range(12)) + "\n")
     (notes / "zstd.1.gz").write_bytes(b"\x28\xb5\x2f\xfd not really a compressed man page")  # skipped
     (notes / "torn.pdf").write_bytes(b"%PDF-1.4 the rest is missing\n")  # failed
     with serving(Daemon(base / "d", {"notes": [notes]})) as dm:
-        wait_indexed(dm, "notes", 1)
+        wait_indexed(dm, "notes", 2)
         dm.wait_idle()
         yield dm
 
@@ -222,16 +225,21 @@ def test_a_snippet_marks_its_matched_words_and_stays_text(d, ui):
 
 def test_search_hits_show_the_daemons_snippet_or_the_chunk_start(d, ui):
     """What the daemon sends decides what is shown: its snippet with its marks when the hits carry
-    one, else the start of the chunk."""
+    one, else the start of the chunk, cut at a word and marked as cut. How well each hit matched is
+    said in words, not as a raw score (which can be negative)."""
     run_search(ui, d, "starter flour")
     hits = d.search("starter flour")
     shown = texts(ui, "#search-out .snippet")
-    assert len(shown) == len(hits)
+    assert len(shown) == len(hits) == len(texts(ui, "#search-out .strength"))
     for hit, text in zip(hits, shown):
         if "snippet" in hit:
             assert text == hit["snippet"]
+        elif len(hit["text"]) <= 400:
+            assert text == hit["text"]
         else:
-            assert text == hit["text"][:400].rstrip() or text == hit["text"][:400]
+            assert text.endswith(" …") and hit["text"].startswith(text[:-2]) and len(text) <= 402, text
     expected = [hit["snippet"][a:b] for hit in hits if "snippet" in hit for a, b in hit["snippet_marks"]]
     assert texts(ui, "#search-out .snippet mark") == expected
+    assert all(re.fullmatch(r"(strong|partial|weak) match", t) for t in texts(ui, "#search-out .strength"))
+    assert "score -" not in texts(ui, "#search-out")[0]
     shot(d, ui, "search")

@@ -227,7 +227,7 @@ async function docKey(src) {
       })
       .then((page) => {
         const d = page.items.find((x) => x.source_file === src.source_file && x.state !== "superseded");
-        if (!d) throw new Unresolvable("not in this daemon's index any more");
+        if (!d) throw new Unresolvable("not in this daemon's index: it has no indexed file at this path");
         return d.doc_key;
       });
     // a failure is not kept: the collection may be added, the file indexed again, the daemon answer
@@ -411,6 +411,15 @@ function renderTree(tree) {
     })));
 }
 
+// Who wrote the answer, unless its first line says so already (the answer without an LLM opens
+// with its label, "No LLM configured: ...").
+function answeredBy(rec) {
+  if (!rec.mode) return null;
+  if (rec.mode === "llm") return el("p", { class: "muted small" }, `written by ${rec.provider || "the LLM"}`);
+  if (rec.label && (rec.answer || "").startsWith(rec.label)) return null;
+  return el("p", { class: "muted small" }, "quoted passages (no LLM configured)");
+}
+
 function renderAnswer(box, rec) {
   const sources = rec.sources || [];
   // replaceChildren() writes a null as the text "null": the parts an answer lacks are left out
@@ -418,8 +427,7 @@ function renderAnswer(box, rec) {
     el("div", { class: "answer card" }, renderAnswerText(rec.answer || "", sources, rec.citation_checks),
       renderUnsupported(rec.citation_checks),
       rec.finish_reason === "max_tokens" ? el("p", { class: "muted" }, "The answer was cut at max_tokens.") : null,
-      rec.mode ? el("p", { class: "muted small" }, rec.mode === "llm" ? `written by ${rec.provider || "the LLM"}`
-        : "quoted passages (no LLM configured)") : null),
+      answeredBy(rec)),
     renderTree(rec.tree),
     el("h3", {}, "Sources"), renderSources(sources) || el("p", { class: "muted" }, "none")].filter(Boolean));
 }

@@ -94,6 +94,8 @@ def test_quoted_passages_are_blockquotes_without_their_markers(d, ui):
     ask(ui, d, "how often should I feed the sourdough starter?")
     lines = texts(ui, "#ask-out .answer-text")[0].splitlines()
     assert not [ln for ln in lines if ln.lstrip().startswith(">")], lines
+    # the answer's first line says no LLM wrote it: said once, not again under it
+    assert texts(ui, "#ask-out .answer")[0].lower().count("no llm configured") == 1
     quoted = texts(ui, "#ask-out .answer-text blockquote")
     assert any(q.startswith("Feed the starter once a day") for q in quoted), quoted
     # the pill before the quote still opens the file at the quoted sentence
@@ -201,6 +203,28 @@ def test_sources_of_a_collection_the_daemon_lacks_are_marked_and_never_jump_away
     open_history(ui, d, other)
     links = by_css(ui, "#history-out a.where")
     assert links and all("#view/" in (a.get_attribute("href") or "") for a in links)
+
+
+def test_a_source_whose_file_left_the_index_is_marked(d, ui, tmp_path):
+    """The collection is the daemon's but the cited file is gone from it: plain text saying so."""
+    box = tmp_path / "box"
+    box.mkdir()
+    (box / "lid.md").write_text("# Lid\n\nThe copper lid rattles when the stew simmers.\n")
+    assert d.api("POST", "/v1/collections", json={"name": "box", "paths": [str(box)]}).status_code == 200
+    try:
+        wait_indexed(d, "box", 1)
+        question = "why does the copper lid rattle?"
+        r = d.api("POST", "/v1/ask", json={"query": question, "collections": ["box"], "stream": False})
+        assert r.status_code == 200 and r.json()["sources"], r.text
+        (box / "lid.md").unlink()
+        wait_until(lambda: d.api("GET", "/v1/documents?collection=box&state=indexed").json()["total"] == 0, 30, 0.2,
+                   what="lid.md gone from the index")
+        open_history(ui, d, question)
+        listed = texts(ui, "#history-out ol.sources li")
+        assert listed and all("no indexed file at this path" in t for t in listed), listed
+        assert not by_css(ui, "#history-out a.pill, #history-out a.where")
+    finally:
+        assert d.api("DELETE", "/v1/collections/box").status_code == 200
 
 
 # --------------------------------------------------------------------------- search snippets

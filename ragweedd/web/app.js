@@ -107,7 +107,7 @@ async function loadCollections() {
 function renderCollections() {
   const rows = collections.map((c) => el("tr", {},
     el("td", {}, el("strong", {}, c.name), c.topic ? el("div", { class: "muted" }, c.topic) : null),
-    el("td", {}, c.roots.map((r) => el("div", { class: "root" }, r.path, " ",
+    el("td", {}, c.roots.map((r) => el("div", { class: "root" }, el("span", { class: "path" }, r.path), " ",
       el("span", { class: "state " + r.state }, r.state), " ", el("span", { class: "muted" }, "watch: " + r.watch)))),
     el("td", { class: "num" }, c.documents),
     el("td", {}, c.available ? "available" : el("span", { class: "state missing" }, "unavailable"),

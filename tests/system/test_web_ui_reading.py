@@ -133,16 +133,20 @@ def test_documents_say_vectors_are_still_computed_and_idle_only_when_they_are_do
     down = tmp_path / "embedder-down"
     down.touch()
     with serving(Daemon(tmp_path / "d", {"notes": [notes]}, launcher_args=["--embed-down-while", str(down)])) as dm:
-        wait_until(lambda: dm.status()["vectors"]["files_searchable"] == 3, 60, 0.2, what="the files published")
+        def read_but_not_embedded() -> bool:
+            s = dm.status()
+            return s["vectors"]["files_searchable"] == 3 and not s["ingest"]["running"] and not s["ingest"]["total"]
+        wait_until(read_but_not_embedded, 60, 0.2, what="the files read and published")
         pending = dm.status()["vectors"]["pending_chunks"]
         assert pending >= 3
         browser.get(login_url(dm))
         wait_until(lambda: browser.current_url == f"http://127.0.0.1:{dm.port}/", 10, what="the redirect to /")
         go(browser, dm, "documents")
-        card = wait_until(lambda: [t for t in texts(browser, "#ingest") if "waiting for vectors" in t], 15,
-                          what="the vectors still to compute")[0]
-        assert f"Embedding: {pending:,} chunks waiting for vectors" in card, card
-        assert "Idle" not in card and "Idle" not in texts(browser, "#progress")[0], card
+        # the status holds still while the embedder is down: the first rendering says it all
+        wait_until(lambda: by_css(browser, "#ingest .bar span"), 15, 0.1, what="the progress card")
+        card = texts(browser, "#ingest")[0]
+        assert "Idle" not in card and f"Embedding: {pending:,} chunks waiting for vectors" in card, card
+        assert "Idle" not in texts(browser, "#progress")[0], card
         width = browser.execute_script("return document.querySelector('#ingest .bar span').style.width")
         assert width != "100%", width
         shot(dm, browser, "documents-embedding")

@@ -230,8 +230,9 @@ async function docKey(src) {
         if (!d) throw new Unresolvable("not in this daemon's index: it has no indexed file at this path");
         return d.doc_key;
       });
-    // a failure is not kept: the collection may be added, the file indexed again, the daemon answer
-    lookup.catch(() => keyCache.delete(id));
+    // a failure is kept a little only: the collection may be added, the file indexed again, the
+    // daemon answer (a streamed answer renders its pills again with every piece: one look-up serves them)
+    lookup.catch(() => setTimeout(() => keyCache.delete(id), 10000));
     keyCache.set(id, lookup);
   }
   return keyCache.get(id);

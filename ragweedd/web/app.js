@@ -678,7 +678,7 @@ async function loadHistory(reset) {
     el("div", { class: "muted small" }, when(h.created_at))));
   if (reset) $("history-list").replaceChildren(...items); else $("history-list").append(...items);
   if (reset && !page.items.length) {
-    $("history-list").replaceChildren(el("p", { class: "muted" }, "No searches or answers yet: what you ask and search is kept here."));
+    $("history-list").replaceChildren(el("li", { class: "muted empty" }, "No searches or answers yet: what you ask and search is kept here."));
   }
   historyOffset += page.items.length;
   $("history-more").hidden = historyOffset >= page.total;

@@ -141,6 +141,10 @@ def test_documents_say_vectors_are_still_computed_and_idle_only_when_they_are_do
         assert pending >= 3
         browser.get(login_url(dm))
         wait_until(lambda: browser.current_url == f"http://127.0.0.1:{dm.port}/", 10, what="the redirect to /")
+        # (a fresh daemon: its History says there is nothing yet, rather than showing a blank page)
+        go(browser, dm, "history")
+        wait_until(lambda: [t for t in texts(browser, "#history-list") if "No searches or answers yet" in t], 10,
+                   what="the empty History said")
         go(browser, dm, "documents")
         # the status holds still while the embedder is down: the first rendering says it all
         wait_until(lambda: by_css(browser, "#ingest .bar span"), 15, 0.1, what="the progress card")

@@ -107,7 +107,7 @@ async function loadCollections() {
 function renderCollections() {
   const rows = collections.map((c) => el("tr", {},
     el("td", {}, el("strong", {}, c.name), c.topic ? el("div", { class: "muted" }, c.topic) : null),
-    el("td", {}, c.roots.map((r) => el("div", { class: "root" }, r.path, " ",
+    el("td", {}, c.roots.map((r) => el("div", { class: "root" }, el("span", { class: "path" }, r.path), " ",
       el("span", { class: "state " + r.state }, r.state), " ", el("span", { class: "muted" }, "watch: " + r.watch)))),
     el("td", { class: "num" }, c.documents),
     el("td", {}, c.available ? "available" : el("span", { class: "state missing" }, "unavailable"),
@@ -148,6 +148,30 @@ function when(iso) {
   return isNaN(d) ? iso : d.toLocaleString();
 }
 
+function count(n) { return Number(n).toLocaleString("en-US"); }
+
+// What the daemon is doing, in one line, and how far along it is. Idle only when every file is
+// read and every chunk has its vector: chunks without one are not found by meaning yet.
+function progressLine(s) {
+  const ing = s.ingest, v = s.vectors;
+  if (ing.running || ing.total) {
+    let line = `Indexing: ${count(ing.done)} of ${count(ing.total)} files · ${ing.files_per_s.toFixed(1)} files/s`
+      + (ing.eta_s !== null ? ` · about ${duration(ing.eta_s)} left` : "");
+    if (v.pending_chunks) line += ` · ${count(v.pending_chunks)} chunks waiting for vectors`;
+    return { line, pct: ing.total ? Math.min(99, Math.floor(100 * ing.done / ing.total)) : 0 };
+  }
+  if (v.pending_chunks || v.running) {
+    const n = v.pending_chunks;
+    const line = !n ? "Embedding: writing the last vectors"
+      : `Embedding: ${count(n)} chunk${n === 1 ? "" : "s"} waiting for vectors` + (v.eta_s ? `, about ${duration(v.eta_s)}` : "");
+    const detail = "keyword search finds them already, search by meaning once they have their vectors";
+    const files = v.files_searchable || 0;
+    return { line, detail, pct: files ? Math.min(99, Math.floor(100 * (v.files_with_vectors || 0) / files)) : 0 };
+  }
+  const files = Object.values(s.files_by_state).reduce((a, b) => a + b, 0);
+  return { line: `Idle · ${count(files)} file${files === 1 ? "" : "s"}`, pct: 100 };
+}
+
 // After an upload the documents page follows the ingest: its tables are read again whenever the
 // files' states change, until the ingest is idle (and a little after: the upload's file may not have
 // reached the queue at the first poll), so the counts do not wait for the page to reopen.
@@ -162,27 +186,16 @@ async function pollStatus() {
     if (!r.ok) return;
     $("signin").hidden = true;
   } catch (e) { return; }
-  const ing = s.ingest, v = s.vectors;
-  let line;
-  if (ing.running || ing.total) {
-    line = `Indexing ${ing.done}/${ing.total} files · ${ing.files_per_s.toFixed(1)} files/s`
-      + (ing.eta_s !== null ? ` · about ${duration(ing.eta_s)} left` : "");
-  } else {
-    line = `Idle · ${Object.values(s.files_by_state).reduce((a, b) => a + b, 0)} files`;
-  }
-  if (v.pending_chunks) {
-    line += ` · vectors: ${v.pending_chunks} chunks waiting` + (v.eta_s !== null ? `, about ${duration(v.eta_s)}` : "");
-  }
+  const { line, detail, pct } = progressLine(s);
   $("progress").textContent = line;
-  const card = $("ingest");
-  const pct = ing.total ? Math.round(100 * ing.done / ing.total) : 100;
-  card.replaceChildren(
-    el("div", {}, el("strong", {}, "Ingest: "), line),
+  $("ingest").replaceChildren(...[
+    el("div", {}, el("strong", {}, line), detail ? el("span", { class: "muted" }, " · " + detail) : null),
     el("div", { class: "bar" }, el("span", { style: { width: `${pct}%` } })),
-    el("div", { class: "muted" }, Object.entries(s.files_by_state).map(([k, n]) => `${k} ${n}`).join(" · "),
-      s.degraded.length ? " · degraded: " + s.degraded.join("; ") : ""));
+    el("div", { class: "muted" }, Object.entries(s.files_by_state).map(([k, n]) => `${k} ${n}`).join(" · ")),
+    s.degraded.length ? el("ul", { class: "degraded" }, s.degraded.map((d) => el("li", {}, d))) : null].filter(Boolean));
   const states = JSON.stringify(s.files_by_state);
-  const following = Date.now() < followUntil || (followUntil && (ing.running || ing.total));
+  const busy = s.ingest.running || s.ingest.total;
+  const following = Date.now() < followUntil || (followUntil && busy);
   if (following && states !== lastStates) {
     followUntil = Math.max(followUntil, Date.now() + 5000);
     if (!$("tab-documents").hidden) { loadCollections(); loadDocuments(true); }
@@ -196,16 +209,31 @@ function globEscape(s) { return s.replace(/[*?[]/g, (c) => `[${c}]`); }
 
 const keyCache = new Map();
 
+// A source this daemon cannot open: its collection is not one of the daemon's (an answer of a
+// one-shot `ragweedd ask` on another index, or a collection forgotten since), or its file left the index.
+class Unresolvable extends Error {}
+
 // The document key of a cited file: sources name the collection and the (shown) path.
 async function docKey(src) {
   const id = src.collection + "\u0000" + src.source_file;
   if (!keyCache.has(id)) {
-    keyCache.set(id, api("GET", "/v1/documents" + q({ collection: src.collection, path_glob: globEscape(src.source_file), limit: 20 }))
+    const lookup = api("GET", "/v1/documents" + q({ collection: src.collection, path_glob: globEscape(src.source_file), limit: 20 }))
+      .catch((e) => {
+        // the documents of an unknown collection are a 404; any other error is the daemon's
+        if (e instanceof ApiError && e.status === 404) {
+          throw new Unresolvable(`not in this daemon's index: it has no collection '${src.collection}'`);
+        }
+        throw e;
+      })
       .then((page) => {
         const d = page.items.find((x) => x.source_file === src.source_file && x.state !== "superseded");
-        if (!d) throw new Error(`${src.source_file} is not in the index any more`);
+        if (!d) throw new Unresolvable("not in this daemon's index: it has no indexed file at this path");
         return d.doc_key;
-      }));
+      });
+    // a failure is kept a little only: the collection may be added, the file indexed again, the
+    // daemon answer (a streamed answer renders its pills again with every piece: one look-up serves them)
+    lookup.catch(() => setTimeout(() => keyCache.delete(id), 10000));
+    keyCache.set(id, lookup);
   }
   return keyCache.get(id);
 }
@@ -235,15 +263,24 @@ function where(src) {
   return bits.join(" · ");
 }
 
-// Give an <a> the href of its source once the document key is known.
+// Give an <a> the href of its source once the document key is known. Until then it has no href,
+// so a click goes nowhere (an href of "#" would open the Ask tab); a source that cannot be opened
+// becomes plain text saying why.
 function linkSource(a, src) {
+  a.removeAttribute("href");
   a.classList.add("pending");
   docKey(src).then((key) => {
     const href = sourceHref(src, key);
     a.href = href;
     if (href.startsWith("/v1/files/")) { a.target = "_blank"; a.rel = "noopener"; }
     a.classList.remove("pending");
-  }).catch((e) => { a.title = e.message; a.classList.add("broken"); });
+  }).catch((e) => {
+    const why = e.message || String(e);
+    const plain = el("span", { class: a.className.replace("pending", "unresolved"), title: why }, ...a.childNodes);
+    for (const [k, v] of Object.entries(a.dataset)) plain.dataset[k] = v;
+    // a pill keeps its tooltip only; a named source says it in the text
+    a.replaceWith(plain, ...(a.classList.contains("pill") ? [] : [el("span", { class: "muted small unresolved-note" }, ` — ${why}`)]));
+  });
   return a;
 }
 
@@ -270,9 +307,9 @@ function checkAt(checks, n, at) {
   return best;
 }
 
-function renderAnswerText(text, sources, checks) {
-  const byN = new Map(sources.map((s, i) => [s.n || i + 1, s]));
-  const out = el("div", { class: "answer-text" });
+// Text with its [N] citations made pills; ``base`` is the offset of ``text`` in the whole answer
+// (the citation checks' answer spans count from there).
+function appendCited(out, text, base, byN, checks) {
   const re = /\[(\d+(?:\s*[-–,;]\s*\d+)*)\]/g;
   let last = 0, m;
   while ((m = re.exec(text)) !== null) {
@@ -281,28 +318,66 @@ function renderAnswerText(text, sources, checks) {
     if (nums && nums.every((n) => byN.has(n))) {
       for (const n of nums) {
         const src = byN.get(n);
-        const check = checkAt(checks, n, m.index);
+        const check = checkAt(checks, n, base + m.index);
         const bad = check && !check.supported;
         const title = bad ? `source ${n} does not support this: it lacks ${(check.missing || []).join(", ") || "its terms"}`
           : where(src);
-        out.append(linkSource(el("a", { class: bad ? "pill unsupported" : "pill", "data-n": n, title, href: "#" },
+        out.append(linkSource(el("a", { class: bad ? "pill unsupported" : "pill", "data-n": n, title },
           bad ? `${n}?` : String(n)), src));
       }
     } else {
       // a number no source has: the claim stands on nothing the reader can open
-      out.append(el("span", { class: "pill unsupported no-source", title: `there is no such source: the answer was given ${sources.length}` }, m[0]));
+      out.append(el("span", { class: "pill unsupported no-source", title: `there is no such source: the answer was given ${byN.size}` }, m[0]));
     }
     last = re.lastIndex;
   }
   out.append(text.slice(last));
+}
+
+// The answer's lines as runs of plain and quoted lines. A quoted line is markdown's "> text" (the
+// answer without an LLM quotes its passages so, and LLMs do too): the reader sees a blockquote,
+// not the marker. Each line keeps its offset in the whole text.
+function quoteRuns(text) {
+  const runs = [];
+  let at = 0;
+  for (const line of text.split("\n")) {
+    const m = line.match(/^ {0,3}> ?/);
+    const quoted = m !== null;
+    const piece = { text: quoted ? line.slice(m[0].length) : line, at: at + (quoted ? m[0].length : 0) };
+    const run = runs[runs.length - 1];
+    if (run && run.quoted === quoted) run.lines.push(piece); else runs.push({ quoted, lines: [piece] });
+    at += line.length + 1;
+  }
+  return runs;
+}
+
+function renderAnswerText(text, sources, checks) {
+  const byN = new Map(sources.map((s, i) => [s.n || i + 1, s]));
+  const out = el("div", { class: "answer-text" });
+  for (const run of quoteRuns(text)) {
+    // a blockquote is a block of its own: the line breaks around it would show as blank lines
+    const box = run.quoted ? el("blockquote", { class: "quoted" }) : out;
+    run.lines.forEach((line, i) => {
+      if (i) box.append("\n");
+      appendCited(box, line.text, line.at, byN, checks);
+    });
+    if (run.quoted) out.append(box);
+  }
   return out;
 }
 
 function renderSources(sources) {
   if (!sources.length) return null;
   return el("ol", { class: "sources" }, sources.map((s, i) => el("li", { value: s.n || i + 1 },
-    linkSource(el("a", { href: "#", class: "where" }, where(s)), s),
-    (s.quote && s.quote.text) ? el("blockquote", {}, s.quote.text) : (s.excerpt ? el("div", { class: "muted" }, s.excerpt) : null))));
+    linkSource(el("a", { class: "where" }, where(s)), s),
+    quotesOf(s).length ? quotesOf(s).map((t) => el("blockquote", {}, t))
+      : (s.excerpt ? el("div", { class: "muted" }, s.excerpt) : null))));
+}
+
+// Every sentence a source is quoted for (an answer without an LLM quotes several), each once.
+function quotesOf(s) {
+  const all = (s.quotes && s.quotes.length ? s.quotes : [s.quote]).map((x) => x && x.text).filter(Boolean);
+  return [...new Set(all)];
 }
 
 // Claims the answer checker found unsupported by the source they cite (docs/answers.md).
@@ -337,16 +412,25 @@ function renderTree(tree) {
     })));
 }
 
+// Who wrote the answer, unless its first line says so already (the answer without an LLM opens
+// with its label, "No LLM configured: ...").
+function answeredBy(rec) {
+  if (!rec.mode) return null;
+  if (rec.mode === "llm") return el("p", { class: "muted small" }, `written by ${rec.provider || "the LLM"}`);
+  if (rec.label && (rec.answer || "").startsWith(rec.label)) return null;
+  return el("p", { class: "muted small" }, "quoted passages (no LLM configured)");
+}
+
 function renderAnswer(box, rec) {
   const sources = rec.sources || [];
-  box.replaceChildren(
+  // replaceChildren() writes a null as the text "null": the parts an answer lacks are left out
+  box.replaceChildren(...[
     el("div", { class: "answer card" }, renderAnswerText(rec.answer || "", sources, rec.citation_checks),
       renderUnsupported(rec.citation_checks),
       rec.finish_reason === "max_tokens" ? el("p", { class: "muted" }, "The answer was cut at max_tokens.") : null,
-      rec.mode ? el("p", { class: "muted small" }, rec.mode === "llm" ? `written by ${rec.provider || "the LLM"}`
-        : "quoted passages (no LLM configured)") : null),
+      answeredBy(rec)),
     renderTree(rec.tree),
-    el("h3", {}, "Sources"), renderSources(sources) || el("p", { class: "muted" }, "none"));
+    el("h3", {}, "Sources"), renderSources(sources) || el("p", { class: "muted" }, "none")].filter(Boolean));
 }
 
 // ------------------------------------------------------------------ ask (streamed)
@@ -419,12 +503,53 @@ async function ask(ev) {
 }
 
 // ------------------------------------------------------------------ search
+// A hit's snippet: the text around the matched words with each match in a <mark> (``snippet`` and
+// its [start, end) ``snippet_marks``, offsets in code points as the daemon counts them), built of
+// text nodes. A hit without a snippet shows the start of its chunk.
+function renderSnippet(h) {
+  const box = el("div", { class: "snippet" });
+  if (typeof h.snippet !== "string") {
+    box.append(cutAtWord(String(h.text || ""), 400));
+    return box;
+  }
+  const chars = Array.from(h.snippet);
+  const marks = (Array.isArray(h.snippet_marks) ? h.snippet_marks : [])
+    .map(([a, b]) => [Math.max(0, Number(a)), Math.min(chars.length, Number(b))])
+    .filter(([a, b]) => Number.isInteger(a) && Number.isInteger(b) && a < b)
+    .sort((x, y) => x[0] - y[0]);
+  let at = 0;
+  for (const [a, b] of marks) {
+    if (a < at) continue;  // overlapping ranges: the first one stands
+    box.append(chars.slice(at, a).join(""), el("mark", {}, chars.slice(a, b).join("")));
+    at = b;
+  }
+  box.append(chars.slice(at).join(""));
+  return box;
+}
+
+// The first ``n`` characters of a text, ended at a word and marked as cut.
+function cutAtWord(text, n) {
+  if (text.length <= n) return text;
+  const cut = text.slice(0, n);
+  const space = cut.search(/\s\S*$/);
+  return (space > n / 2 ? cut.slice(0, space) : cut).trimEnd() + " …";
+}
+
+// How well a hit matched, in words: its score relative to the best and the weakest of these
+// results (rel_score, 0..1). The raw score (negative for some) stays in the tooltip.
+function strength(h) {
+  const r = Number(h.rel_score);
+  const word = !Number.isFinite(r) ? "" : r >= 0.66 ? "strong" : r >= 0.33 ? "partial" : "weak";
+  return el("span", { class: "strength " + word, title: `score ${Number(h.score).toFixed(3)}, relative ${Number.isFinite(r) ? Math.round(100 * r) + "%" : "?"} of these results` },
+    word ? `${word} match` : `score ${Number(h.score).toFixed(3)}`);
+}
+
 function renderHits(box, results) {
   if (!results.length) { box.replaceChildren(el("p", { class: "muted" }, "no results")); return; }
   box.replaceChildren(el("ol", { class: "hits" }, results.map((h) => el("li", { class: "card" },
-    el("div", {}, linkSource(el("a", { href: "#", class: "where" }, where(h)), h),
-      el("span", { class: "muted small" }, `  score ${Number(h.score).toFixed(3)}`)),
-    el("div", { class: "snippet" }, String(h.text || "").slice(0, 400))))));
+    el("div", {}, linkSource(el("a", { class: "where" }, where(h)), h),
+      " ", strength(h)),
+    renderSnippet(h)))));
 }
 
 async function search(ev) {
@@ -449,6 +574,17 @@ function size(n) {
   return `${(n / 1048576).toFixed(1)} MB`;
 }
 
+// Why a file is not indexed. A skip (a type ragweedd does not read, an empty file) is a choice,
+// said plainly; a failure (a damaged file, a tool that broke) is an error to look at. The reason
+// is shown without the path the row already names.
+function docNote(d) {
+  if (!d.error) return null;
+  const prefix = d.source_file + ": ";
+  const why = d.error.startsWith(prefix) ? d.error.slice(prefix.length) : d.error;
+  if (d.state === "skipped") return el("div", { class: "skip-reason muted small" }, "Skipped: " + why.replace(/;\s*skipped$/, ""));
+  return el("div", { class: "state failed" }, why);
+}
+
 async function loadDocuments(reset) {
   if (reset) docsOffset = 0;
   const params = { collection: $("docs-collection").value, state: $("docs-state").value,
@@ -456,8 +592,7 @@ async function loadDocuments(reset) {
   let page;
   try { page = await api("GET", "/v1/documents" + q(params)); } catch (e) { showError(e); return; }
   const rows = page.items.map((d) => el("tr", {},
-    el("td", {}, el("div", {}, d.filename), el("div", { class: "muted small" }, d.source_file),
-      d.error ? el("div", { class: "state failed" }, d.error) : null),
+    el("td", {}, el("div", {}, d.filename), el("div", { class: "muted small" }, d.source_file), docNote(d)),
     el("td", {}, d.collection), el("td", {}, el("span", { class: "state " + d.state }, d.state)),
     el("td", { class: "num" }, d.chunks), el("td", { class: "num" }, size(d.size_bytes)),
     el("td", { class: "actions" }, d.state === "indexed" ? [
@@ -539,9 +674,12 @@ async function loadHistory(reset) {
   // the kind badge stands before the link: the underlined text is the query alone
   const items = page.items.map((h) => el("li", {},
     el("span", { class: "kind " + h.kind }, h.kind), " ",
-    el("a", { href: "#history", onclick: (ev) => { ev.preventDefault(); showHistory(h.id); } }, h.query),
+    el("a", { href: "#history", "data-id": h.id, onclick: (ev) => { ev.preventDefault(); showHistory(h.id); } }, h.query),
     el("div", { class: "muted small" }, when(h.created_at))));
   if (reset) $("history-list").replaceChildren(...items); else $("history-list").append(...items);
+  if (reset && !page.items.length) {
+    $("history-list").replaceChildren(el("li", { class: "muted empty" }, "No searches or answers yet: what you ask and search is kept here."));
+  }
   historyOffset += page.items.length;
   $("history-more").hidden = historyOffset >= page.total;
 }
@@ -558,6 +696,12 @@ async function showHistory(id) {
   } else {
     renderHits(inner, h.results || []);
   }
+  for (const a of document.querySelectorAll("#history-list a")) a.classList.toggle("active", a.dataset.id === id);
+  // The detail stays beside the list as it scrolls (CSS sticky); where it cannot (one column on a
+  // narrow window) it is brought into view, so an entry low in a long list does not open off-screen.
+  box.scrollTop = 0;
+  const r = box.getBoundingClientRect();
+  if (r.top < 0 || r.top > window.innerHeight - 80) box.scrollIntoView({ block: "start" });
 }
 
 // ------------------------------------------------------------------ start

@@ -26,9 +26,28 @@ class ApiError extends Error {
     const err = (body && body.error) || {};
     super(err.message || `HTTP ${status}`);
     this.status = status;
-    this.hint = err.hint || "";
+    this.hint = webHint(err.action) || err.hint || "";
     this.code = err.code || "";
   }
+}
+
+// What to do, in this page's words, for the actions an API error names (ragweedd/errors.py FIXES;
+// a unit test keeps the two lists in step). The API's own hint names routes, which a person here
+// does not type.
+const WEB_FIXES = {
+  list_collections: "the Documents tab lists the collections",
+  list_documents: "the Documents tab lists the documents",
+  list_history: "the History tab lists past answers",
+  start_daemon: "start it with `ragweedd run` (or `make run`), then reload this page",
+  wait_for_indexing: "files still being read are searchable in moments (the Documents tab shows the progress); " +
+    "an empty collection needs files in its folders",
+  add_collection: "add a collection of folders with `ragweedctl add NAME FOLDER`",
+  collection_name_taken: "choose another name, or remove the collection first",
+};
+
+function webHint(action) {
+  if (!action || typeof action.id !== "string" || !Object.hasOwn(WEB_FIXES, action.id)) return "";
+  return WEB_FIXES[action.id];
 }
 
 async function api(method, path, body, headers) {

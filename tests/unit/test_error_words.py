@@ -48,3 +48,17 @@ def test_a_worded_hint_is_kept_and_an_unknown_action_is_refused_where_it_is_rais
 def test_an_action_read_from_the_wire_that_is_not_of_the_shape_falls_back_to_the_hint(action):
     assert say("ctl", "it failed", "the daemon's hint", action) == "it failed — the daemon's hint"
     assert say("ctl", "it failed", None, action) == "it failed"
+
+
+def test_the_web_ui_words_every_action():
+    """The web UI shows an error's hint in its own words (no routes): one wording per action."""
+    import re
+    from pathlib import Path
+
+    from ragweedd.errors import FIXES
+
+    js = (Path(__file__).resolve().parents[2] / "ragweedd" / "web" / "app.js").read_text()
+    table = js.split("const WEB_FIXES = {", 1)[1].split("};", 1)[0]
+    words = dict(re.findall(r'^\s*(\w+): "([^"]+)', table, flags=re.M))
+    assert set(words) == set(FIXES)
+    assert not [w for w in words.values() if "/v1/" in w or "GET " in w or "POST " in w]

@@ -558,7 +558,7 @@ function cutAtWord(text, n) {
 // results (rel_score, 0..1). The raw score (negative for some) stays in the tooltip.
 function strength(h) {
   const r = Number(h.rel_score);
-  const word = !Number.isFinite(r) ? "" : r >= 0.66 ? "strong" : r >= 0.33 ? "partial" : "weak";
+  const word = !Number.isFinite(r) ? "" : r >= 0.67 ? "strong" : r >= 0.33 ? "partial" : "weak";
   return el("span", { class: "strength " + word, title: `score ${Number(h.score).toFixed(3)}, relative ${Number.isFinite(r) ? Math.round(100 * r) + "%" : "?"} of these results` },
     word ? `${word} match` : `score ${Number(h.score).toFixed(3)}`);
 }

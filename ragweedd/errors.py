@@ -82,7 +82,7 @@ FIXES: dict[str, dict[str, str]] = {
                "`add_collection` tool, where writes are allowed)",
     },
     "collection_name_taken": {
-        "api": "choose another name, or remove it first with DELETE /v1/collections/{name}",
+        "api": "choose another name, or remove it first (an HTTP delete of /v1/collections/{name})",
         "ctl": "choose another name, or remove it first with `ragweedctl remove {name}`",
         "mcp": "choose another name (the `list_collections` tool shows the names taken)",
     },

@@ -52,7 +52,7 @@ def cases(folder: Path, file: Path) -> list[dict]:
              mcp=("add_collection", {"name": "notes", "paths": [str(folder)]}),
              message="collection 'notes' already exists",
              action={"id": "collection_name_taken", "args": {"name": "notes"}},
-             api="choose another name, or remove it first with DELETE /v1/collections/notes",
+             api="choose another name, or remove it first (an HTTP delete of /v1/collections/notes)",
              in_ctl="choose another name, or remove it first with `ragweedctl remove notes`",
              in_mcp="choose another name (the `list_collections` tool shows the names taken)"),
         dict(name="not a folder", ctl=["add", "other", str(file)],

@@ -30,7 +30,7 @@ def test_an_error_with_an_action_carries_it_to_the_envelope_and_words_it_per_fac
     assert e.say("mcp") == "collection 'nope' does not exist — list them with the `list_collections` tool"
     taken = RequestError("collection 'notes' already exists", action="collection_name_taken", name="notes")
     assert taken.to_dict()["action"] == {"id": "collection_name_taken", "args": {"name": "notes"}}
-    assert "`ragweedctl remove notes`" in taken.say("ctl") and "DELETE /v1/collections/notes" in taken.hint
+    assert "`ragweedctl remove notes`" in taken.say("ctl") and "delete of /v1/collections/notes" in taken.hint
 
 
 def test_a_worded_hint_is_kept_and_an_unknown_action_is_refused_where_it_is_raised():

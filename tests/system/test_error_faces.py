@@ -62,7 +62,7 @@ def cases(folder: Path, file: Path) -> list[dict]:
              api="give existing folders as the collection's paths",
              in_ctl="give existing folders as the collection's paths",
              in_mcp="give existing folders as the collection's paths"),
-        dict(name="no LLM configured", ctl=["ask", "--mode", "tree", "cats"],
+        dict(name="no LLM configured", ctl=["ask", "--tree", "cats"],
              http=("POST", "/v1/ask", {"query": "cats", "mode": "tree", "stream": False}),
              mcp=("ask", {"query": "cats", "retrieval": "tree"}),
              message=TREE_MSG, action=None, api=TREE_HINT, in_ctl=TREE_HINT, in_mcp=TREE_HINT),

@@ -26,8 +26,9 @@ def readme_blocks() -> list[list[str]]:
 
 
 def sources_of(output: str) -> list[str]:
-    """The cited files, in the order the answer numbers them (``[N] collection/file ...``)."""
-    return re.findall(r"^\[\d+\]\s+(\S+)", output.split("Sources:", 1)[-1], flags=re.M)
+    """The cited files, in the order the answer numbers them (``[N] strong  collection/file ...``)."""
+    return re.findall(r"^\[\d+\]\s+(?:(?:strong|partial|weak)\s+)?(\S+)", output.split("Sources:", 1)[-1],
+                      flags=re.M)
 
 
 def test_every_readme_line_runs_in_order_and_both_asks_cite_the_same_source(tmp_path):

@@ -704,6 +704,7 @@ class Answer(TypedDict):
     retrieved: NotRequired[list[Source]]
     budget: NotRequired[dict[str, Any]]
     tree: NotRequired["TreeSteps"]
+    llm_setup: NotRequired[str | None]
 
 
 # --------------------------------------------------------------------------- history
@@ -757,6 +758,7 @@ class HistoryEntry(HistoryItem, total=False):
     citation_checks: list[CitationCheck]
     citations_verified: CitationsVerified
     tree: "TreeSteps"
+    llm_setup: str | None
     state: dict[str, Any] | None
 
 

@@ -623,8 +623,9 @@ def test_ask_errors_before_stream_are_http_errors(api):
 def test_ask_when_nothing_is_indexed_is_a_400_with_a_hint(tmp_path, store):
     with running_api(tmp_path, files={}, store=store) as a:
         e = err(a.request("POST", "/v1/ask", {"query": "anything"}), 400, "bad_request")
-        assert "nothing is indexed" in e["message"] and "POST /v1/collections" in e["hint"]
-        assert e["action"] == {"id": "add_collection"}
+        # the configured collection has no file yet: it says so and where progress shows
+        assert "nothing is indexed yet in notes" in e["message"] and "GET /v1/status" in e["hint"]
+        assert e["action"] == {"id": "wait_for_indexing"}
         e = err(a.request("POST", "/v1/search", {"query": "anything"}), 400, "bad_request")
         assert "nothing is indexed" in e["message"]
 

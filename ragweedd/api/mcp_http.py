@@ -6,7 +6,8 @@ like every route: the Host and Origin checks and the bearer token (ragweedd/api/
 
 The manager runs *stateless* with JSON responses: every POST is answered in full by one JSON body,
 with no session to keep and no long-lived SSE stream (which the daemon's idle and write timeouts
-would cut); the tools need neither, as none of them sends progress or asks the client anything.
+would cut); the tools need neither, as none of them sends progress or asks the client anything. Any
+other method (a GET that would open a stream, a DELETE of a session) is a 405.
 
 The SDK is imported at the first request to /mcp, so a daemon nobody asks over MCP never pays for it.
 """
@@ -71,6 +72,14 @@ class McpHttp:
                 await asyncio.wait_for(self._task, 10)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        if request.method != "POST":
+            # Stateless: no server-initiated messages and no session, so the SSE stream a GET opens
+            # would only carry keep-alive pings for ever (each one holding a connection past the idle
+            # timeout), and a DELETE has no session to end. The MCP spec lets a server say 405.
+            resp = error_response(405, "method_not_allowed", f"/mcp takes POST (JSON-RPC), not {request.method[:16]}",
+                                  "send each JSON-RPC request as a POST; this server opens no event stream")
+            resp.headers["Allow"] = "POST"
+            return resp
         try:
             manager = await self._start(request.app)
         except ImportError as e:

@@ -61,6 +61,12 @@ def _redirect(op: dict) -> dict:
     return op
 
 
+def _no_content(op: dict) -> dict:
+    """An operation that always answers with an error (documented, so a client learns why)."""
+    del op["responses"]["200"]
+    return op
+
+
 def _json_body(ref: str) -> dict:
     return {"required": True, "content": {"application/json": {"schema": {"$ref": ref}}}}
 
@@ -233,12 +239,13 @@ DOCUMENT: dict[str, Any] = {
                                    extra={"404": _ERR})},
         "/favicon.ico": {"get": _op("favicon", "The web UI's icon (SVG), for pages that do not name one", None,
                                     public=True, ok=_ok("The icon", {"type": "string"}, "image/svg+xml"))},
-        "/mcp": {m: _op(f"mcp_{m}", "MCP tools over streamable HTTP (JSON-RPC 2.0; docs/mcp.md), behind the "
-                        "same Host, Origin and token checks", None,
-                        body=({"required": True, "content": {"application/json": {"schema": _OBJ}}}
-                              if m == "post" else None),
-                        ok=_ok("A JSON-RPC response", _OBJ))
-                 for m in ("post", "get", "delete")},
+        "/mcp": {"post": _op("mcp_post", "MCP tools over streamable HTTP (JSON-RPC 2.0; docs/mcp.md), behind "
+                             "the same Host, Origin and token checks", None,
+                             body={"required": True, "content": {"application/json": {"schema": _OBJ}}},
+                             ok=_ok("A JSON-RPC response", _OBJ)),
+                 # stateless: no event stream to open (GET) and no session to end (DELETE)
+                 **{m: _no_content(_op(f"mcp_{m}", "Not offered: /mcp is stateless and takes POST only", None,
+                                       extra={"405": _ERR})) for m in ("get", "delete")}},
     },
     "components": {
         "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},

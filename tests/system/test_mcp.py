@@ -355,3 +355,15 @@ def test_the_text_part_is_a_short_reading_and_the_structured_content_keeps_every
             st = await s.call_tool("status", {})
             assert "\n" not in st.content[0].text and json.loads(st.content[0].text) == st.structured_content
     run(go)
+
+
+def test_get_and_delete_on_mcp_are_405_and_hold_no_connection(d):
+    """Stateless /mcp opens no event stream: a GET used to stay open for ever on keep-alive pings."""
+    import requests
+
+
+    for method in ("GET", "DELETE"):
+        r = requests.request(method, f"http://127.0.0.1:{d.port}/mcp", timeout=10,
+                             headers={**d.headers, "Accept": "text/event-stream, application/json"})
+        assert r.status_code == 405 and r.headers["Allow"] == "POST", (method, r.status_code, r.text[:200])
+        assert r.json()["error"]["code"] == "method_not_allowed"

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ragweedd.cli.ctl_text import rows_text
 from ragweedd.config import Config, load_config
 from ragweedd.paths import default_config_file
 
@@ -32,8 +33,10 @@ def where(hit: dict[str, Any]) -> str:
     if hit.get("page_label"):
         bits.append(f"p.{hit['page_label']}")
     if hit.get("sheet"):
-        rows = hit.get("rows") or [None, None]
-        bits.append(f"sheet {hit['sheet']}" + (f" rows {rows[0]}-{rows[1]}" if rows[0] else ""))
+        bits.append(f"sheet {hit['sheet']}")
+    rows = rows_text(hit.get("rows"))
+    if rows:
+        bits.append(rows)  # a CSV has rows and no sheet
     if hit.get("t_start") is not None:
         bits.append(f"{_clock(hit['t_start'])}-{_clock(hit.get('t_end') or hit['t_start'])}")
     if hit.get("section"):
@@ -42,7 +45,7 @@ def where(hit: dict[str, Any]) -> str:
     lines = hit.get("lines")
     if lines:
         bits.append(f"line {lines[0]}" if lines[0] == lines[-1] else f"lines {lines[0]}-{lines[-1]}")
-    elif span[0] is not None:
+    elif span[0] is not None and not rows:
         bits.append(f"chars {span[0]}-{span[1]}")
     return ", ".join(bits)
 

@@ -64,7 +64,7 @@ class SafeWriter:
 
 def _where(h: dict) -> str:
     """collection/path under its root (subfolders kept: two notes.md of one collection differ), then
-    the place: member, page, section, time, lines or characters."""
+    the place: member, page, sheet, section, time, lines, rows or characters."""
     name = (h.get("source_rel_path") or h.get("filename")
             or os.path.basename(str(h.get("source_file") or "")))
     bits = [f"{safe(h.get('collection', '?'))}/{safe(name)}"]
@@ -72,15 +72,27 @@ def _where(h: dict) -> str:
         bits.append(f"!{safe(h['member'])}")
     if h.get("page_label"):
         bits.append(f" p.{safe(h['page_label'])}")
+    if h.get("sheet"):
+        bits.append(f" sheet {safe(h['sheet'])}")
     if h.get("section"):
         bits.append(f" §{safe(h['section'])}")
     if h.get("t_start") is not None:
         bits.append(f" @{_mmss(h['t_start'])}-{_mmss(h.get('t_end') or h['t_start'])}")
     elif h.get("lines"):
         bits.append(f" {_lines(h['lines'])}")
+    elif rows_text(h.get("rows")):
+        bits.append(f" {safe(rows_text(h.get('rows')))}")
     elif h.get("span"):
         bits.append(f" chars {h['span'][0]}-{h['span'][1]}")
     return "".join(bits)
+
+
+def rows_text(rows: list | None) -> str:
+    """A spreadsheet's 1-based rows: "row 4" or "rows 4-9"; "" when the hit has none."""
+    if not rows or rows[0] is None:
+        return ""
+    last = rows[-1] if rows[-1] is not None else rows[0]
+    return f"row {rows[0]}" if last == rows[0] else f"rows {rows[0]}-{last}"
 
 
 def _lines(lines: list) -> str:

@@ -31,8 +31,9 @@ outline, not with the extractor's own heading finder (that would only measure it
 - **later page**: the label is a heading line of no page up to the chunk's first page, but of a
   later one (a heading the chunk's text has not reached yet).
 
-Shares are of all chunks (unlabelled chunks count as neither in force nor bad) and, for the bad
-kinds, of labelled chunks. Prints a table per file and a summary, and writes
+Shares are of all chunks (unlabelled chunks count as neither in force nor bad; an unlabelled chunk
+is one before the document's first heading, or whose only heading is on a later page), and, for
+``share_in_force_of_labelled`` and the bad kinds, of labelled chunks. Prints a table per file and a summary, and writes
 benchmarks/results/NAME.json.
 """
 
@@ -93,7 +94,7 @@ def norm(s: str) -> str:
 
 
 def page_lines(path: Path) -> list[list[str]]:
-    """Each page's non-blank lines as pdfium's plain text has them (no row joining, no leaders)."""
+    """Each page's non-blank lines as pdfium's plain text has them (no row joining, leaders kept)."""
     import pypdfium2 as pdfium
 
     out = []
@@ -104,7 +105,10 @@ def page_lines(path: Path) -> list[list[str]]:
             text = tp.get_text_range()
             tp.close()
             page.close()
-            out.append([ln.strip() for ln in text.replace("\r", "").split("\n") if ln.strip()])
+            # pdfium ends a line with CRLF; a bare LF it puts between the words of some producers'
+            # headings ("NOTE\n15\n-\nNET\nLOSS") is a space
+            lines = (" ".join(ln.replace("\n", " ").split()) for ln in text.split("\r\n"))
+            out.append([ln for ln in lines if ln])
     return out
 
 
@@ -268,6 +272,7 @@ def main() -> None:
                                                   *KINDS, "any_bad")}
     summary = {"files": len(rows), **tot,
                "share_in_force": share(tot["in_force"], tot["chunks"]),
+               "share_in_force_of_labelled": share(tot["in_force"], tot["labelled"]),
                "share_on_page": share(tot["on_page"], tot["chunks"]),
                "share_labelled": share(tot["labelled"], tot["chunks"]),
                "share_later_page": share(tot["later_page"], tot["chunks"]),
@@ -277,7 +282,8 @@ def main() -> None:
     print(table(per_file, ["file", "source", "chunks", "labelled", "in_force_share", "on_page", "later_page",
                            *KINDS]))
     print()
-    print(table([summary], ["files", "chunks", "share_labelled", "share_in_force", "share_on_page",
+    print(table([summary], ["files", "chunks", "share_labelled", "share_in_force", "share_in_force_of_labelled",
+                            "share_on_page",
                             "share_later_page", "share_any_bad"]))
     print(table([summary], [f"share_{k}" for k in KINDS]))
     for k in (*KINDS, "later_page", "not_a_heading"):

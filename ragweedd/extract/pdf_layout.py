@@ -46,6 +46,17 @@ three lines, the first of five words or more, 24 words in all). A heading that e
 "and/of/the..." or leaves a bracket open is prose, not a heading. Larger or bold type shared (same
 face and size) by the line before or after, when that line is no heading, is a paragraph set in
 that type (a release whose body is its tables' small type), not a heading.
+
+**Never a heading**, whatever its type (cover pages and tables set these in bold or large type, and
+a chunk's label must name the section it is in): an address, a date or period ("Three Months Ended
+December 31, 2022"), an SEC cover page's sentences and captions ("Pursuant to Section 13 or
+15(d) ..."), a person's name over a job-title or contact line (a contacts block, a signature), a
+table row with two figures or more, a line that goes on from the one before ("OF OPERATIONS").
+
+**Outline placement.** A bookmark goes to its title's line, else a short line holding its words in
+order ("GAAP Balance Sheet" at "U.S. GAAP Condensed Consolidated Balance Sheets"); one not found
+sits at its page's start only as the page's first bookmark. An outline with fewer than half of its
+bookmarks found on their pages is not used: the layout's headings are (outline_trusted).
 """
 
 from __future__ import annotations
@@ -340,9 +351,10 @@ _ADDRESS = re.compile(r"\b\d+[a-z-]*\s+(?:[\w.'’-]+\s+){0,4}(?:street|st\.|ave
 _COVER = re.compile(r"pursuant to (?:section|rule)|securities exchange act|commission file|washington,?\s+d\.?\s?c\b|"
                     r"exact name of (?:the )?registrant|title of each class|i\.r\.s\.|irs employer|"
                     r"registrant.s telephone|state or other jurisdiction|date of report|check the appropriate box|"
-                    r"indicate by check mark|incorporated by reference|zip code", re.I)
-# A line starting with one of these goes on from the line before: the second line of a sentence.
-_CONTINUES = re.compile(r"^(?:of|and|or|to|in|for|with|by|from|at|on|as|than|that|which|whose|nor)\b", re.I)
+                    r"indicate by check mark|zip code", re.I)
+# A line starting with one of these goes on from the line before ("OF OPERATIONS"); "To Our
+# Shareholders", "In-Process Research", "At a Glance" may be headings.
+_CONTINUES = re.compile(r"^(?:of|and|or|nor|than|that|which|whose)\s", re.I)
 # Capitalised words or initials only: the shape of a person's name ("SARAH ROGERS", "John A.
 # Smith"), or of several side by side in a contacts block; it is names, not a heading, over a job
 # title or contact line, or under "/s/".

@@ -33,8 +33,13 @@ outline, not with the extractor's own heading finder (that would only measure it
 
 Shares are of all chunks (unlabelled chunks count as neither in force nor bad; an unlabelled chunk
 is one before the document's first heading, or whose only heading is on a later page), and, for
-``share_in_force_of_labelled`` and the bad kinds, of labelled chunks. Prints a table per file and a summary, and writes
-benchmarks/results/NAME.json.
+``share_in_force_of_labelled`` and the bad kinds, of labelled chunks. Prints a table per file, a
+summary and a few labels of each bad kind, and writes the counts (not the labels: they are the
+filings' text) to benchmarks/results/NAME.json.
+
+The judge is rough at its edges: a long "Item 5. Market for Registrant's Common Equity, ..."
+heading counts as a sentence (over 16 words), and an exhibit's "CERTIFICATION PURSUANT TO SECTION
+302 OF THE SARBANES-OXLEY ACT" as cover boilerplate, though both are headings.
 """
 
 from __future__ import annotations
@@ -290,8 +295,9 @@ def main() -> None:
         seen = sorted({e for r in rows for e in r["examples"].get(k, [])})
         if seen:
             print(f"{k}: " + " | ".join(s[:90] for s in seen[: args.examples]))
+    # the labels themselves are the filings' text: printed, never written where they could be committed
     write_json(args.out, {"folder": str(args.folder), "params": vars(PARAMS), "summary": summary,
-                          "files": rows})
+                          "files": [{k: v for k, v in r.items() if k != "examples"} for r in rows]})
 
 
 if __name__ == "__main__":

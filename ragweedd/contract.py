@@ -499,6 +499,8 @@ class Source(TypedDict):
     section: str | None
     span: list[int | None] | None
     lines: list[int] | None
+    sheet: str | None  # a spreadsheet's sheet, with the 1-based rows [first, last] the source holds
+    rows: list[int | None] | None
     t_start: float | None
     t_end: float | None
     member: str | None

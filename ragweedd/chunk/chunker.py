@@ -10,6 +10,7 @@ Chunks that the entropy filter drops are counted, not stored.
 from __future__ import annotations
 
 import hashlib
+import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
@@ -83,18 +84,34 @@ class _RegionIndex:
         return out
 
 
-def provenance(regions: list[Region]) -> dict[str, Any]:
+def provenance(regions: list[Region], start: int | None = None) -> dict[str, Any]:
+    """What the regions overlapping a chunk that starts at ``start`` say about it.
+
+    The section is the heading in force where the chunk starts (the region holding ``start``);
+    a chunk that starts above every heading takes the first heading inside it only when that
+    heading is on the chunk's first page: a heading of a later page is not yet in force on the
+    page the chunk is cited by (an 8-K's cover page labelled "Item 5.07" of the next page)."""
     meta: dict[str, Any] = {}
+    ordered = sorted(regions, key=lambda r: r.start)
     pages = sorted({r.meta["page"] for r in regions if "page" in r.meta})
     if pages:
         meta["pages"] = pages
         meta["page_label"] = str(pages[0]) if len(pages) == 1 else f"{pages[0]}-{pages[-1]}"
+    first_page_end = next((r.end for r in ordered if "page" in r.meta), None)
     # the heading path (PDF outline or layout headings) comes with its section, from one region
-    for key in ("section", "section_path", "sheet"):
-        vals = [r.meta[key] for r in sorted(regions, key=lambda r: r.start) if key in r.meta]
-        if vals:
-            meta[key] = vals[0]
-    rows = [r for r in regions if "row_start" in r.meta]
+    sections = [r for r in ordered if "section" in r.meta]
+    if sections:
+        head = sections[0]
+        if (start is None or head.start <= start or first_page_end is None
+                or head.start < first_page_end):
+            meta["section"] = head.meta["section"]
+            if "section_path" in head.meta:
+                meta["section_path"] = head.meta["section_path"]
+    sheets = [r.meta["sheet"] for r in ordered if "sheet" in r.meta]
+    if sheets:
+        meta["sheet"] = sheets[0]
+    # the rows of the sheet cited (a chunk does not cross sheets, but a zip's members could meet)
+    rows = [r for r in regions if "row_start" in r.meta and r.meta.get("sheet") == meta.get("sheet")]
     if rows:
         meta["row_start"] = min(r.meta["row_start"] for r in rows)
         meta["row_end"] = max(r.meta.get("row_end", r.meta["row_start"]) for r in rows)
@@ -166,6 +183,56 @@ class _LineCounter:
         return first, last
 
 
+class _RowCounter:
+    """The rows a chunk holds, exactly, where a region of rows has one line per row (a run of
+    consecutive spreadsheet rows: sheets.py); elsewhere (a JSON Lines object printed over many
+    lines) the rows of the regions it touches."""
+
+    def __init__(self, regions: list[Region]) -> None:
+        self.regions = [r for r in regions if "row_start" in r.meta]
+        self.breaks: list[int] = []
+        self.one_per_line: set[int] = set()
+
+    def see(self, text: str) -> None:
+        self.breaks = [m.start() for m in re.finditer("\n", text)]
+        for r in self.regions:
+            first, last = r.meta["row_start"], r.meta.get("row_end", r.meta["row_start"])
+            if self._breaks(r.start, r.end) == last - first:
+                self.one_per_line.add(id(r))
+
+    def _breaks(self, a: int, b: int) -> int:
+        """Line breaks in text[a:b]."""
+        return bisect_left(self.breaks, b) - bisect_left(self.breaks, a)
+
+    def _row(self, r: Region, pos: int) -> int:
+        """The row of the character at ``pos`` inside ``r``."""
+        return r.meta["row_start"] + self._breaks(r.start, pos)
+
+    def rows(self, over: list[Region], start: int, end: int, sheet: str | None) -> tuple[int, int] | None:
+        mine = sorted((r for r in over if "row_start" in r.meta and r.meta.get("sheet") == sheet),
+                      key=lambda r: r.start)
+        if not mine:
+            return None
+        first, last = mine[0], mine[-1]
+        lo = (self._row(first, max(start, first.start)) if id(first) in self.one_per_line
+              else first.meta["row_start"])
+        hi = (self._row(last, min(end, last.end) - 1) if id(last) in self.one_per_line
+              else last.meta.get("row_end", last.meta["row_start"]))
+        return lo, hi
+
+
+def _sheet_cuts(regions: list[Region]) -> list[int]:
+    """Where the text passes from one sheet to the next (of a workbook, or of a zip's workbooks)."""
+    cuts: list[int] = []
+    last = None
+    for r in sorted((r for r in regions if "sheet" in r.meta), key=lambda r: r.start):
+        key = (r.meta.get("member"), r.meta["sheet"])
+        if last is not None and key != last and r.start > 0 and (not cuts or r.start > cuts[-1]):
+            cuts.append(r.start)
+        last = key
+    return cuts
+
+
 def chunk_document(doc: ExtractedDoc, params: ChunkParams) -> ChunkResult:
     result = ChunkResult()
     result.chunks = list(iter_chunks([doc.text], doc.kind, doc.regions, params, result.dropped))
@@ -182,7 +249,22 @@ def iter_chunks(pieces: Iterable[str], kind: str, regions: list[Region], params:
     index = _RegionIndex(regions)
     counter = _LineCounter(regions) if any("line" in r.meta for r in regions) else None
     n = 0
-    for start, end, span in iter_spans(pieces, chars, overlap):
+    cuts = _sheet_cuts(regions)
+    rows = _RowCounter(regions) if any("row_start" in r.meta for r in regions) else None
+    spans: Iterable[tuple[int, int, str]]
+    if cuts or rows is not None:
+        # Spreadsheets, CSV and JSON Lines are extracted in memory (only plain text is streamed),
+        # so joining their pieces costs nothing the extractor did not.
+        text = "".join(pieces)
+        if rows is not None:
+            rows.see(text)
+        # A chunk stays inside one sheet, so its citation (sheet, rows) names all of it.
+        bounds = [0, *cuts, len(text)]
+        spans = ((a + s, a + e, t) for a, b in zip(bounds, bounds[1:])
+                 for s, e, t in iter_spans([text[a:b]], chars, overlap))
+    else:
+        spans = iter_spans(pieces, chars, overlap)
+    for start, end, span in spans:
         if counter is not None:
             counter.see(start, span)
         body = span.strip()
@@ -197,7 +279,12 @@ def iter_chunks(pieces: Iterable[str], kind: str, regions: list[Region], params:
         if why:
             dropped[why] = dropped.get(why, 0) + 1
             continue
-        meta = provenance(index.overlapping(start, end))
+        over = index.overlapping(start, end)
+        meta = provenance(over, start)
+        if rows is not None:
+            exact = rows.rows(over, start, end, meta.get("sheet"))
+            if exact is not None:
+                meta["row_start"], meta["row_end"] = exact
         meta.update({"char_start": start, "char_end": end, "text_entropy": round(h, 4), "word_count": words})
         lines = counter.lines(start, end) if counter is not None else None
         if lines is not None:

@@ -72,8 +72,9 @@ def place(h: dict) -> str:
     if h.get("page_label"):
         bits.append(f"p. {safe(h['page_label'])}")
     if h.get("sheet"):
-        rows = h.get("rows") or [None, None]
-        bits.append(f"sheet {safe(h['sheet'])}" + (f", rows {_span(rows)}" if rows and rows[0] is not None else ""))
+        bits.append(f"sheet {safe(h['sheet'])}")
+    if rows_text(h.get("rows")):  # a CSV has rows and no sheet
+        bits.append(safe(rows_text(h.get("rows"))))
     if h.get("t_start") is not None:
         bits.append(f"{_mmss(h['t_start'])}-{_mmss(h.get('t_end') or h['t_start'])}")
     if h.get("section"):
@@ -81,11 +82,6 @@ def place(h: dict) -> str:
     if h.get("lines") and h.get("t_start") is None:
         bits.append(_lines(h["lines"]))
     return ", ".join(bits)
-
-
-def _span(pair: list) -> str:
-    first, last = pair[0], pair[-1] if pair[-1] is not None else pair[0]
-    return f"{safe(first)}" if first == last else f"{safe(first)}-{safe(last)}"
 
 
 def _name(h: dict) -> str:
@@ -99,6 +95,14 @@ def _where(h: dict) -> str:
     """"notes/cats.md  § Cats, lines 1-3": the file, then its place."""
     where = place(h)
     return _name(h) + (f"  {where}" if where else "")
+
+
+def rows_text(rows: list | None) -> str:
+    """A spreadsheet's 1-based rows: "row 4" or "rows 4-9"; "" when the hit has none."""
+    if not rows or rows[0] is None:
+        return ""
+    last = rows[-1] if rows[-1] is not None else rows[0]
+    return f"row {rows[0]}" if last == rows[0] else f"rows {rows[0]}-{last}"
 
 
 def _lines(lines: list) -> str:

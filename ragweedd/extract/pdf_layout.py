@@ -46,6 +46,17 @@ three lines, the first of five words or more, 24 words in all). A heading that e
 "and/of/the..." or leaves a bracket open is prose, not a heading. Larger or bold type shared (same
 face and size) by the line before or after, when that line is no heading, is a paragraph set in
 that type (a release whose body is its tables' small type), not a heading.
+
+**Never a heading**, whatever its type (cover pages and tables set these in bold or large type, and
+a chunk's label must name the section it is in): an address, a date or period ("Three Months Ended
+December 31, 2022"), an SEC cover page's sentences and captions ("Pursuant to Section 13 or
+15(d) ..."), a person's name over a job-title or contact line (a contacts block, a signature), a
+table row with two figures or more, a line that goes on from the one before ("OF OPERATIONS").
+
+**Outline placement.** A bookmark goes to its title's line, else a short line holding its words in
+order ("GAAP Balance Sheet" at "U.S. GAAP Condensed Consolidated Balance Sheets"); one not found
+sits at its page's start only as the page's first bookmark. An outline with fewer than half of its
+bookmarks found on their pages is not used: the layout's headings are (outline_trusted).
 """
 
 from __future__ import annotations
@@ -66,6 +77,8 @@ _FIXES_SAME_LENGTH = str.maketrans({"\ufffe": "-", "\uf0b7": "•", "\uf0a7": "�
 MAX_OUTLINE = 2000  # bookmarks read at most (a looping or generated outline must not stall a file)
 MAX_OUTLINE_DEPTH = 12
 MAX_HEADINGS = 5000
+OUTLINE_LINE_WORDS = 20  # a line longer than this holding a bookmark's words is prose, not its heading
+OUTLINE_FOUND_SHARE = 0.5  # of the bookmarks found on their pages, for the outline to be used
 HEADING_SIZE_RATIO = 1.15
 MAX_HEADING_WORDS = 14
 MAX_NUMBERED_WORDS = 30  # "Item 7. Management's Discussion and Analysis of ..." runs long
@@ -228,28 +241,77 @@ def outline_entries(doc) -> list[tuple[int, int, str]]:
     return out
 
 
-def place_outline(entries: list[tuple[int, int, str]], texts: list[str]) -> list[Heading]:
+def _word_stems(text: str) -> list[str]:
+    """Lower-case words with a plural "s" cut ("Sheets" -> "sheet"): outline titles abbreviate."""
+    return [w[:-1] if len(w) > 3 and w.endswith("s") else w
+            for w in re.findall(r"[0-9a-z]+", text.translate(_QUOTES).lower())]
+
+
+def _line_with_words(title: str, hay: str, at: int) -> int | None:
+    """Offset of the first line at or after ``at`` (of at most OUTLINE_LINE_WORDS words) that holds
+    the title's words in order, others between them: the bookmark "GAAP Balance Sheet" over the
+    line "U.S. GAAP Condensed Consolidated Balance Sheets (Unaudited)"."""
+    want = _word_stems(title)
+    if not want:
+        return None
+    pos = hay.rfind("\n", 0, at) + 1
+    for line in hay[pos:].split("\n"):
+        have = _word_stems(line)
+        if pos >= at and len(have) <= OUTLINE_LINE_WORDS:
+            it = iter(have)
+            if all(any(h == w for h in it) for w in want):
+                return pos + len(line) - len(line.lstrip())
+        pos += len(line) + 1
+    return None
+
+
+def place_outline(entries: list[tuple[int, int, str]], texts: list[str]) -> tuple[list[Heading], int]:
     """Each bookmark at its title on its page (whitespace, case, quote style and a final period
     aside), at or after the previous bookmark of that page: a line that is the title, else a line
-    that starts with it, else the title anywhere (body text often names a section before its
-    heading: "see Part I, Item 1A"); not found, at the page's start."""
+    that starts with it, else a short line holding its words in order (an abbreviated title),
+    else the title anywhere (body text often names a section before its heading: "see Part I,
+    Item 1A"). A bookmark not found on its page sits at the page's start when it is the first of
+    its page (a page whose heading is drawn, or worded otherwise); a later one of the same page is
+    left out: where it begins is unknown, and at the page's start it would take the place of the
+    page's real first section (an earnings release whose bookmarks "Cash Flows", "Balance Sheet",
+    "Pro Forma Statement of Income" all point at one page labelled its balance sheet with the
+    last). Returns the headings and how many bookmarks were found in their page's text."""
     out = []
     last: dict[int, int] = {}
+    found = 0
     for level, page, title in entries:
         words = title.translate(_QUOTES).rstrip(".:").split()
         at = last.get(page, 0)
-        off = at
+        off: int | None = None
         if words:
             pat = r"\s+".join(map(re.escape, words))
             hay = texts[page].translate(_QUOTES)
-            for form in (rf"^[ \t]*{pat}[ \t.:]*$", rf"^[ \t]*{pat}", pat):
+            for form in (rf"^[ \t]*{pat}[ \t.:]*$", rf"^[ \t]*{pat}"):
                 m = re.compile(form, re.I | re.M).search(hay, at)
                 if m:
                     off = m.start() + len(m.group()) - len(m.group().lstrip())
                     break
+            if off is None:
+                off = _line_with_words(title, hay, at)
+            if off is None:
+                m = re.compile(pat, re.I).search(hay, at)
+                off = m.start() if m else None
+        if off is None:
+            if page in last:
+                continue
+            off = 0
+        else:
+            found += 1
         last[page] = off
         out.append(Heading(page, off, level, title))
-    return out
+    return out, found
+
+
+def outline_trusted(entries: list[tuple[int, int, str]], found: int) -> bool:
+    """An outline whose titles are mostly not on the pages they point at (a release whose
+    bookmarks "Narrative", "Cautionary Statements" point one page off) labels text with sections
+    it is not in: the layout's headings are used instead."""
+    return len(entries) >= 2 and found >= OUTLINE_FOUND_SHARE * len(entries)
 
 
 # ---- layout heuristic ------------------------------------------------------------------------------
@@ -271,6 +333,64 @@ def _shape_ok(text: str) -> bool:
     if (t[-1] in ".,;:" and not numbered) or t[0].islower():
         return False
     return _wordy(t) and not (_TOC_ENTRY.search(t) and not _NUMBERED.match(t))
+
+
+_MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|"
+          r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?")
+# A line that names a date or a period is a dateline or a table's column head ("Three Months Ended
+# December 31, 2022 2021"), not a section.
+_DATE_LINE = re.compile(rf"\b{_MONTH}\s+\d{{1,2}}\s*,\s*\d{{4}}\b|\b\d{{1,2}}/\d{{1,2}}/\d{{2,4}}\b|"
+                        r"\b(?:three|six|nine|twelve|thirteen|twenty-six|thirty-nine|fifty-two|fifty-three|\d{1,2})"
+                        r"\s+(?:months|weeks)\s+ended\b|\b(?:fiscal\s+)?(?:years?|quarters?|periods?)\s+ended\b", re.I)
+# A street address ("330 West 34th Street", "700 Anderson Hill Road"), a ZIP code after a state or
+# a city ("New York, New York 10001", "D.C. 20549"), a post box.
+_ADDRESS = re.compile(r"\b\d+[a-z-]*\s+(?:[\w.'’-]+\s+){0,4}(?:street|st\.|avenue|ave\.|road|rd\.|boulevard|blvd\.?|"
+                      r"drive|parkway|pkwy\.?|lane|highway|hwy\.?|plaza|suite)(?:\W|$)|"
+                      r"(?:\b[A-Z]{2}|\b[A-Z][a-z]+|D\.\s?C\.)\s*,?\s+\d{5}(?:-\d{4})?$|\bp\.\s?o\.\s+box\b", re.I)
+# What an SEC filing's cover page says around its headings: the form's sentences and captions.
+_COVER = re.compile(r"pursuant to (?:section|rule)|securities exchange act|commission file|washington,?\s+d\.?\s?c\b|"
+                    r"exact name of (?:the )?registrant|title of each class|i\.r\.s\.|irs employer|"
+                    r"registrant.s telephone|state or other jurisdiction|date of report|check the appropriate box|"
+                    r"indicate by check mark|zip code", re.I)
+# A line starting with one of these goes on from the line before ("OF OPERATIONS"); "To Our
+# Shareholders", "In-Process Research", "At a Glance" may be headings.
+_CONTINUES = re.compile(r"^(?:of|and|or|nor|than|that|which|whose)\s", re.I)
+# Capitalised words or initials only: the shape of a person's name ("SARAH ROGERS", "John A.
+# Smith"), or of several side by side in a contacts block; it is names, not a heading, over a job
+# title or contact line, or under "/s/".
+_NAME_WORD = r"(?:[A-Z][a-z'’-]+|[A-Z][A-Z'’-]+|[A-Z]\.)"
+_NAME = re.compile(rf"^{_NAME_WORD}(?:\s+{_NAME_WORD},?){{1,11}}$")
+# A figure of a table row: "1,066", "(7)", "4.5%"; a year ("2023") is not one, and a line's first
+# word is not counted (the number of "Note 3").
+_FIGURE = re.compile(r"^\(?-?\$?(?:\d{1,3}(?:,\d{3})+|\d+\.\d+|\d{1,3}|\d{5,})%?\)?%?$")
+_JOB_OR_CONTACT = re.compile(r"\b(?:officer|president|director|secretary|treasurer|controller|chairman|chair|counsel|"
+                             r"manager|partner|head of|investor relations|media relations|communications)\b|@|"
+                             r"\(?\d{3}\)?[\s.-]\d{3}[\s.-]\d{4}", re.I)
+_SIGNED = re.compile(r"^\s*(?:/s/|by:|name:)", re.I)
+MAX_JOB_WORDS = 10
+
+
+def _not_a_heading(t: str) -> bool:
+    """Lines that look like headings by their type but are a cover page's parts or a table's: an
+    address, a date or period, the form's boilerplate, a bracket left open, a row with its figures
+    ("Adjusted Free Cash Flow 803 834")."""
+    if _PART.match(t) or _ITEM.match(t):
+        return bool(_COVER.search(t))
+    figures = sum(1 for w in t.split()[1:] if _FIGURE.match(w))
+    return bool(_DATE_LINE.search(t) or _ADDRESS.search(t) or _COVER.search(t) or t.count("[") != t.count("]")
+                or figures >= 2)
+
+
+def _signature_name(lines: list[Line], i: int) -> bool:
+    """Line ``i`` is a person's name: name-shaped, over a short job-title or contact line, or under
+    a signature mark."""
+    if not _NAME.match(lines[i].text.strip()):
+        return False
+    nxt = lines[i + 1].text if i + 1 < len(lines) else ""
+    prev = lines[i - 1].text if i > 0 else ""
+    # a contacts block sets names side by side, their titles on the line below
+    most = max(MAX_JOB_WORDS, 3 * len(lines[i].text.split()))
+    return bool((nxt and len(nxt.split()) <= most and _JOB_OR_CONTACT.search(nxt)) or _SIGNED.match(prev))
 
 
 def _wordy(t: str, share: float = 0.7) -> bool:
@@ -324,6 +444,8 @@ def layout_headings(pages: list[PageLayout]) -> list[Heading]:
         for i, ln in enumerate(page.lines):
             if not _shape_ok(ln.text) or _norm(ln.text) in repeated or (toc and not _ITEM.match(ln.text)):
                 continue
+            if _not_a_heading(ln.text.strip()) or _signature_name(page.lines, i):
+                continue
             big = body > 0 and ln.size >= HEADING_SIZE_RATIO * body
             bold = ln.bold and not body_bold
             caps = _caps(ln.text)
@@ -350,7 +472,8 @@ def layout_headings(pages: list[PageLayout]) -> list[Heading]:
         # long enough to have wrapped and the next does not start a heading of its own
         while (k + 1 < len(found) and len(parts) < 3 and found[k + 1][0] == p
                and found[k + 1][1] == i + len(parts) and found[k + 1][2] == style
-               and len(parts[-1].split()) >= 5 and not _PART.match(parts[0])):
+               and len(parts[-1].split()) >= 5 and not _PART.match(parts[0]) and not parts[-1].endswith(".")):
+            # (a line ending in a period is a whole heading: "Item 9.01 Financial Statements and Exhibits.")
             more = pages[p].lines[found[k + 1][1]].text.strip()
             if _PART.match(more) or _ITEM.match(more) or len(" ".join(parts + [more]).split()) > MAX_WRAPPED_WORDS:
                 break
@@ -358,8 +481,10 @@ def layout_headings(pages: list[PageLayout]) -> list[Heading]:
             k += 1
         k += 1
         title = " ".join(" ".join(parts).split())
-        if _DANGLING.search(title) or title.count("(") != title.count(")"):
-            continue  # a line that goes on in prose, or a lead-in cut inside its brackets
+        if _DANGLING.search(title) or title.count("(") != title.count(")") or _CONTINUES.match(title):
+            # a line that goes on in prose, a lead-in cut inside its brackets, or a line that goes
+            # on from the one before (a wrapped heading's second line is taken with its first)
+            continue
         if (style[0] or style[1]) and not (_PART.match(title) or _ITEM.match(title)):
             # Larger or bold type that the line before or after shares, without being a heading
             # itself, is a paragraph set that way (a release whose body is its tables' small type),

@@ -77,7 +77,8 @@ def _read_pdfium(path: Path) -> PdfText:
         layouts: list[pdf_layout.PageLayout] = []
         failed = joined = 0
         # An outline of two or more bookmarks gives the headings; without one the type of every
-        # line is read too (two more ctypes calls a line) for the layout heuristic.
+        # line is read too (two more ctypes calls a line) for the layout heuristic, and so it is,
+        # in a second pass, when most bookmark titles are not on their pages (outline_trusted).
         outline = pdf_layout.outline_entries(doc)
         with_fonts = len(outline) < 2
         for i in range(n):
@@ -114,15 +115,48 @@ def _read_pdfium(path: Path) -> PdfText:
             texts.append(text)
             layouts.append(layout if with_fonts else pdf_layout.PageLayout(""))
         title = _pdfium_title(doc)
+        headings: list[Heading] = []
+        source = "none"
+        if not with_fonts:
+            headings, found = pdf_layout.place_outline(outline, texts)
+            source = "outline"
+            if not pdf_layout.outline_trusted(outline, found):
+                # The outline is mostly wrong: read the type of the lines after all (a second pass,
+                # only for such files) and take the layout's headings.
+                layouts = [_layout_with_fonts(doc, i, pdfium, raw) for i in range(n)]
+                # headings' offsets are into the page texts read first: a page read otherwise gives none
+                layouts = [lay if lay.text == texts[i] else pdf_layout.PageLayout("")
+                           for i, lay in enumerate(layouts)]
+                headings, source = [], "none"
+                with_fonts = True
+        if with_fonts:
+            headings = pdf_layout.layout_headings(layouts)
+            source = "layout" if headings else "none"
     finally:
         doc.close()
     out = PdfText(texts, has_image, title, "pdfium", {"pages_failed": failed, "rows_joined": joined})
-    if not with_fonts:
-        out.headings, out.heading_source = pdf_layout.place_outline(outline, texts), "outline"
-    else:
-        out.headings = pdf_layout.layout_headings(layouts)
-        out.heading_source = "layout" if out.headings else "none"
+    out.headings, out.heading_source = headings, source
+    if outline and source != "outline":
+        out.stats["outline_ignored"] = len(outline)
     return out
+
+
+def _layout_with_fonts(doc, i: int, pdfium, raw) -> pdf_layout.PageLayout:
+    """Page ``i``'s lines with their type; an empty layout for a page pdfium cannot read."""
+    try:
+        page = doc[i]
+    except pdfium.PdfiumError:
+        return pdf_layout.PageLayout("")
+    try:
+        textpage = page.get_textpage()
+        try:
+            return pdf_layout.read_page(textpage, raw, True)
+        finally:
+            textpage.close()
+    except pdfium.PdfiumError:
+        return pdf_layout.PageLayout("")
+    finally:
+        page.close()
 
 
 def _has_image(page, pdfium) -> bool:

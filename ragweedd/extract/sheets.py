@@ -1,8 +1,10 @@
 """Spreadsheets: .xlsx (openpyxl read-only), .xls (xlrd), .csv/.tsv (csv module, dialect sniffed).
 
-Each sheet starts with a ``# Sheet: NAME`` line; rows are tab-separated cell values. Rows are grouped
-into blocks of ROW_BLOCK rows, and each block is a region ``{"sheet", "row_start", "row_end"}``
-(1-based spreadsheet row numbers), so a cited chunk says where in the workbook it came from.
+Each sheet starts with a ``# Sheet: NAME`` line; rows are tab-separated cell values, one line each
+(a cell's own line breaks become spaces). Runs of consecutive non-empty rows, at most ROW_BLOCK, are
+regions ``{"sheet", "row_start", "row_end"}`` (1-based spreadsheet row numbers; a CSV has no sheet),
+so a cited chunk says where in the workbook it came from: the chunker counts the lines of a run to
+name exactly the rows the chunk holds, and never lets a chunk run from one sheet into the next.
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ def _cell(v: Any) -> str:
 
 
 def _add_sheet(tb: TextBuilder, sheet: str | None, rows: Iterable[tuple[int, Iterable[Any]]]) -> int:
-    """Append one sheet; returns the number of non-empty rows."""
+    """Append one sheet; returns the number of non-empty rows. A block is a run of consecutive
+    rows (an empty row, left out, ends it), one line each, at most ROW_BLOCK: the chunker counts
+    lines inside it to cite the exact rows of a chunk."""
     block: list[str] = []
     first = last = 0
     count = 0
@@ -52,6 +56,8 @@ def _add_sheet(tb: TextBuilder, sheet: str | None, rows: Iterable[tuple[int, Ite
         if count == 0 and sheet is not None:
             # the heading only for sheets with values: an empty workbook must not look like text
             tb.add(f"# Sheet: {sheet}", {"sheet": sheet}, sep="\n\n")
+        if block and n != last + 1:
+            flush()  # a row was empty: the next one starts a new run
         if not block:
             first = n
         block.append("\t".join(cells))

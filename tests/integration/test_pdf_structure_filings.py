@@ -1,6 +1,8 @@
 """Headings and table rows on real filings of the FinanceBench dev folder: ADOBE_2015_10K has an
 outline, BOEING_2022_10K has none (its headings come from the layout), and a row of ADOBE's notes
-whose figures pdfium splits at a raised footnote mark comes back on one line.
+whose figures pdfium splits at a raised footnote mark comes back on one line. Three releases and
+8-Ks whose cover pages and contact blocks once gave labels (an address, a cover sentence, a name)
+get none of those.
 
 The filings are found as in test_pdf_real_filings.py: RAGWEED_FINANCEBENCH, else
 ../shared/eval/financebench beside the checkout; without them the tests skip (and fail when
@@ -88,3 +90,24 @@ def test_layout_filing_finds_parts_items_and_subheadings():
     # a running header ("Table of Contents" on every page) is never a heading
     assert not any(re.fullmatch(r"table of contents", s, re.I) for p in paths for s in p)
     assert doc.title == "THE BOEING COMPANY"  # the metadata title is an EDGAR accession number
+
+
+def _labels(name: str) -> tuple[list[dict], set[str]]:
+    doc = PdfExtractor().extract(_filing(name), ExtractSettings(ocr_enabled=False))
+    chunks = chunk_document(doc, PARAMS).chunks
+    return chunks, {c["meta"].get("section") for c in chunks} - {None}
+
+
+def test_cover_page_lines_are_no_labels_on_real_filings():
+    """The labels issue 24 found: an address, a cover sentence, a contact's name, a bookmark that
+    points at the balance sheet's page but names the next section."""
+    _, labels = _labels("FOOTLOCKER_2022_8K_dated-2022-05-20.pdf")
+    assert "Item 5.07. Submission of Matters to a Vote of Security Holders." in labels
+    assert not any("West 34th Street" in s or s.startswith("Pursuant to Section 13") for s in labels), labels
+    _, labels = _labels("MGMRESORTS_2022Q4_EARNINGS.pdf")
+    assert "SARAH ROGERS" not in labels and "MGM China" in labels
+    assert not any(re.search(r"months ended", s, re.I) for s in labels), labels
+    chunks, labels = _labels("AMCOR_2023Q4_EARNINGS.pdf")
+    assert "Pro Forma Statement of Income" not in labels
+    balance = _chunk_with(chunks, "Total liabilities and shareholders' equity 17,426")
+    assert "Balance Sheet" in balance["meta"]["section"], balance["meta"]

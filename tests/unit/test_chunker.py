@@ -113,3 +113,49 @@ def test_garbage_and_empty_chunks_are_dropped_and_counted():
     res = chunk_document(ExtractedDoc(text="----------------", kind="text"),
                          ChunkParams(chunk_tokens=100, pdf_tokens=100, av_tokens=100, overlap_pct=0))
     assert res.chunks == [] and res.dropped == {"empty": 1}
+
+
+def test_spreadsheet_chunks_keep_to_one_sheet_and_name_their_exact_rows(tmp_path):
+    """Every chunk of a workbook (openpyxl writes it) names one sheet and the first and last rows
+    its text holds, read off the rows' own labels; empty rows are skipped and numbering goes on."""
+    import re
+
+    import openpyxl
+
+    from ragweedd.extract.base import ExtractSettings
+    from ragweedd.extract.sheets import CsvExtractor, XlsxExtractor
+
+    wb = openpyxl.Workbook()
+    for k, name in enumerate(["North", "South", "East"]):
+        ws = wb.active if k == 0 else wb.create_sheet(name)
+        ws.title = name
+        for n in range(1, 48):
+            # rows 9 and 30-31 are empty in every sheet
+            ws.append([None] if n in (9, 30, 31) else [f"{name}{n}", n * 7, "a steady month for the shop"])
+    wb.save(tmp_path / "book.xlsx")
+    small = ChunkParams(chunk_tokens=40, pdf_tokens=40, av_tokens=40, overlap_pct=30)
+
+    def check(doc, names):
+        chunks = chunk_document(doc, small).chunks
+        assert len(chunks) > 3 * len(names)
+        for c in chunks:
+            found = re.findall(r"^([A-Z][a-z]+)(\d+)\t", c["text"], re.M)
+            sheets = {s for s, _ in found} | set(re.findall(r"^# Sheet: (\w+)$", c["text"], re.M))
+            assert len(sheets) == 1, c["text"]  # never two sheets in one chunk
+            first, last = int(found[0][1]), int(found[-1][1])
+            lines = c["text"].split("\n")
+            if not re.match(r"([A-Z][a-z]+)\d+\t|# Sheet", lines[0]):
+                # the chunk starts inside a row: the one before the next row, empty rows aside
+                first = int(re.match(r"[A-Za-z]+(\d+)", lines[1]).group(1)) - 1
+                while first in (9, 30, 31):
+                    first -= 1
+            elif lines[0].startswith("# Sheet"):
+                first = 1
+            assert (c["meta"]["row_start"], c["meta"]["row_end"]) == (first, last), (c["meta"], c["text"])
+            if names[0] is not None:
+                assert c["meta"]["sheet"] == sheets.pop()
+
+    check(XlsxExtractor().extract(tmp_path / "book.xlsx", ExtractSettings()), ["North", "South", "East"])
+    rows = [f"Row{n},{n * 7},a steady month for the shop" if n not in (9, 30, 31) else "," for n in range(1, 60)]
+    (tmp_path / "t.csv").write_text("\n".join(rows) + "\n")
+    check(CsvExtractor().extract(tmp_path / "t.csv", ExtractSettings()), [None])

@@ -322,3 +322,195 @@ def test_dot_leaders_become_one_tab(line, expected):
     assert collapse_leaders(line) == expected
     # one line at a time: the leaders of one row never join it to the next
     assert collapse_leaders(f"{line}\nNext row ..... 7") == f"{expected}\nNext row\t7"
+
+
+# ---- labels are real headings (issue 24) ---------------------------------------------------------------
+# Labels once came from a filing's cover page ("§ 330 West 34th Street, New York, New York 10001",
+# "§ SARAH ROGERS", "§ Pursuant to Section 13 or 15(d) ..."), from a bookmark of a later section
+# that pointed at the balance sheet's page, and from a heading of the page after a chunk's start.
+
+COVER_LINES = ["Pursuant to Section 13 or 15(d) of the Securities Exchange Act of 1934",
+               "Date of Report (Date of earliest event reported): May 3, 2023",
+               "330 West 34th Street, New York, New York 10001",
+               "Washington, D.C. 20549",
+               "SARAH ROGERS",
+               "Three Months Ended December 31, 2022",
+               "Adjusted Free Cash Flow 803 834"]
+
+
+def _labels(doc: ExtractedDoc, params: ChunkParams = SMALL) -> list[tuple[list[int], str | None]]:
+    return [(c["meta"].get("pages") or [], c["meta"].get("section")) for c in chunk_document(doc, params).chunks]
+
+
+def _first_pages(doc: ExtractedDoc) -> dict[str, int]:
+    """Each section's page: the page its region starts on."""
+    pages = [r for r in doc.regions if "page" in r.meta]
+    out: dict[str, int] = {}
+    for r in _sections(doc):
+        page = next(p.meta["page"] for p in pages if p.start <= r.start < p.end or r.start < p.start)
+        out.setdefault(r.meta["section"], page)
+    return out
+
+
+def _never_a_later_page(doc: ExtractedDoc, params: ChunkParams = SMALL) -> None:
+    first = _first_pages(doc)
+    for pages, label in _labels(doc, params):
+        if label is not None:
+            assert first[label] <= pages[0], (pages, label)
+
+
+def _filing_pdf(path: Path) -> Path:
+    """An 8-K-like filing without an outline: a cover page in bold and large type whose lines are
+    an address, a date, the form's sentence, then sections with headings in bold or large type, a
+    contact block with a name over a job title, and a table with a bold period column head."""
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.set_auto_page_break(False)
+
+    def line(text: str, style: str = "", size: int = 11) -> None:
+        pdf.set_font("Helvetica", style, size)
+        pdf.cell(0, 7, text, new_x="LMARGIN", new_y="NEXT")
+
+    def prose(marker: str, n: int = 3) -> None:
+        pdf.set_font("Helvetica", size=11)
+        pdf.multi_cell(0, 6, _body(marker, n), new_x="LMARGIN", new_y="NEXT")
+
+    pdf.add_page()
+    line("UNITED STATES", "B", 14)
+    line("FORM 8-K", "B", 16)
+    line(COVER_LINES[0], "B", 12)
+    prose("cover", 1)
+    line(COVER_LINES[1], "B", 12)
+    prose("cover", 1)
+    line(COVER_LINES[2], "B", 12)
+    prose("cover", 1)
+    line(COVER_LINES[3], "B", 12)
+    prose("cover", 1)
+    pdf.add_page()
+    line("Item 5.07. Submission of Matters to a Vote of Security Holders.", "B", 12)
+    prose("alpha")
+    line("Results of Operations", "", 16)
+    prose("beta")
+    line("Investor Contacts", "B", 12)
+    prose("gamma", 1)
+    line(COVER_LINES[4], "B", 12)
+    line("Senior Vice President of Corporate Finance", "", 11)
+    line("(702) 730-3942 or investors@example.com", "", 11)
+    prose("gamma", 1)
+    pdf.add_page()
+    line("Consolidated Balance Sheets", "", 16)
+    prose("delta", 1)
+    line(COVER_LINES[5], "B", 11)
+    line("Revenue and other income of the company 4,000 3,000", "", 11)
+    line(COVER_LINES[6], "B", 11)
+    prose("delta", 2)
+    pdf.output(str(path))
+    return path
+
+
+def test_cover_page_lines_addresses_names_and_dates_are_no_labels(tmp_path):
+    doc = _extract(_filing_pdf(tmp_path / "filing.pdf"))
+    assert doc.stats["heading_source"] == "layout"
+    heads = [r.meta["section"] for r in _sections(doc)]
+    assert "Item 5.07. Submission of Matters to a Vote of Security Holders." in heads
+    assert {"Results of Operations", "Investor Contacts", "Consolidated Balance Sheets"} <= set(heads), heads
+    labels = {label for _, label in _labels(doc)}
+    for bad in COVER_LINES:
+        assert bad not in heads and bad not in labels, bad
+    # the balance sheet's chunks are labelled with its heading, the period and a row in bold aside
+    for pages, label in _labels(doc):
+        if pages and pages[0] == 3:
+            assert label == "Consolidated Balance Sheets", (pages, label)
+    _never_a_later_page(doc)
+
+
+def _outline_filing_pdf(path: Path) -> Path:
+    """An earnings release whose outline, like AMCOR_2023Q4_EARNINGS's, points three bookmarks at
+    one page: "GAAP Statement of Cash Flows" and "GAAP Balance Sheet" abbreviate the headings
+    printed there, "Pro Forma Statement of Income" is nowhere on it."""
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.set_auto_page_break(False)
+    pages = [[("Highlights", "Highlights of the Quarter", "alpha")],
+             [("Financial Results", "Financial Results", "beta")],
+             [("GAAP Statement of Cash Flows", "U.S. GAAP Condensed Consolidated Statements of Cash Flows (Unaudited)",
+               "gamma"),
+              ("GAAP Balance Sheet", "U.S. GAAP Condensed Consolidated Balance Sheets (Unaudited)", "delta"),
+              ("Pro Forma Statement of Income", None, None)]]
+    for entries in pages:
+        pdf.add_page()
+        for mark, heading, marker in entries:
+            pdf.start_section(mark, level=0)
+            if heading:
+                pdf.set_font("Helvetica", "B", 12)
+                pdf.cell(0, 8, heading, new_x="LMARGIN", new_y="NEXT")
+                pdf.set_font("Helvetica", size=11)
+                pdf.multi_cell(0, 6, _body(marker, 2), new_x="LMARGIN", new_y="NEXT")
+    pdf.output(str(path))
+    return path
+
+
+def test_outline_bookmarks_sit_at_their_headings_and_an_unplaceable_one_labels_nothing(tmp_path):
+    doc = _extract(_outline_filing_pdf(tmp_path / "release.pdf"))
+    assert doc.stats["heading_source"] == "outline"
+    secs = _sections(doc)
+    assert [r.meta["section"] for r in secs] == ["Highlights", "Financial Results", "GAAP Statement of Cash Flows",
+                                                 "GAAP Balance Sheet"]
+    # each abbreviated bookmark starts at the line it abbreviates
+    assert doc.text.startswith("U.S. GAAP Condensed Consolidated Statements of Cash Flows", secs[2].start)
+    assert doc.text.startswith("U.S. GAAP Condensed Consolidated Balance Sheets", secs[3].start)
+    chunks = chunk_document(doc, SMALL).chunks
+    for c in chunks:
+        assert c["meta"].get("section") != "Pro Forma Statement of Income"
+        if "delta" in c["text"] and "gamma" not in c["text"]:
+            assert c["meta"]["section"] == "GAAP Balance Sheet", c
+    _never_a_later_page(doc)
+
+
+def test_an_outline_mostly_off_its_pages_gives_way_to_the_layout(tmp_path):
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.set_auto_page_break(False)
+    for mark, heading, marker in [("Narrative", "Annual Overview", "alpha"),
+                                  ("Cautionary Statements", "Regional Results", "beta"),
+                                  ("Recon of Measures", "Capital Allocation", "gamma")]:
+        pdf.add_page()
+        pdf.start_section(mark, level=0)  # a bookmark whose title is not the page's
+        pdf.set_font("Helvetica", size=18)
+        pdf.cell(0, 10, heading, new_x="LMARGIN", new_y="NEXT")
+        pdf.set_font("Helvetica", size=11)
+        pdf.multi_cell(0, 6, _body(marker), new_x="LMARGIN", new_y="NEXT")
+    pdf.output(str(tmp_path / "off.pdf"))
+    doc = _extract(tmp_path / "off.pdf")
+    assert doc.stats["heading_source"] == "layout" and doc.stats["outline_ignored"] == 3
+    assert [r.meta["section"] for r in _sections(doc)] == ["Annual Overview", "Regional Results",
+                                                           "Capital Allocation"]
+
+
+def test_a_chunk_is_never_labelled_with_a_heading_of_a_later_page(tmp_path):
+    """A chunk that starts on a page without a heading and runs into the next page's heading is
+    not labelled with that heading: it is not in force where the chunk is cited from."""
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.set_font("Helvetica", size=11)
+    pdf.multi_cell(0, 6, "The preface of the report runs on this page.")
+    pdf.add_page()
+    pdf.set_font("Helvetica", "B", 16)
+    pdf.cell(0, 10, "Annual Overview", new_x="LMARGIN", new_y="NEXT")
+    pdf.set_font("Helvetica", size=11)
+    pdf.multi_cell(0, 6, _body("alpha", 4))
+    pdf.output(str(tmp_path / "late.pdf"))
+    doc = _extract(tmp_path / "late.pdf")
+    assert [r.meta["section"] for r in _sections(doc)] == ["Annual Overview"]
+    labels = _labels(doc)
+    assert labels[0] == ([1, 2], None), labels  # the fixture: the first chunk runs into page 2
+    assert all(label == "Annual Overview" for pages, label in labels[1:] if pages[0] == 2)
+    _never_a_later_page(doc)
+    # every fixture of this file keeps to the rule too
+    for make in (_outline_pdf, _layout_pdf):
+        _never_a_later_page(_extract(make(tmp_path / f"{make.__name__}.pdf")))

@@ -214,8 +214,11 @@ def _place(h: dict, lines: bool = True) -> str:
     if h.get("page_label"):
         bits.append(f"p. {h['page_label']}")
     if h.get("sheet"):
-        rows = h.get("rows") or [None, None]
-        bits.append(f"sheet {h['sheet']}" + (f", rows {rows[0]}-{rows[-1]}" if rows and rows[0] else ""))
+        bits.append(f"sheet {h['sheet']}")
+    rows = h.get("rows")
+    if isinstance(rows, list) and rows and isinstance(rows[0], int):  # a CSV has rows and no sheet
+        last = rows[-1] if isinstance(rows[-1], int) else rows[0]
+        bits.append(f"row {rows[0]}" if last == rows[0] else f"rows {rows[0]}-{last}")
     span = h.get("lines") if lines else None
     if isinstance(span, list) and len(span) == 2 and all(isinstance(x, int) for x in span):
         bits.append(f"line {span[0]}" if span[0] == span[1] else f"lines {span[0]}-{span[1]}")

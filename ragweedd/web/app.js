@@ -277,6 +277,12 @@ function where(src) {
   // the path under the collection root: two files of one name in two subfolders stay apart
   const bits = [src.collection + "/" + (src.source_rel_path || src.filename)];
   if (src.page_label) bits.push("p. " + src.page_label);
+  if (src.sheet) bits.push("sheet " + src.sheet);
+  const rows = src.rows;
+  if (Array.isArray(rows) && Number.isInteger(rows[0])) {  // a CSV has rows and no sheet
+    const last = Number.isInteger(rows[rows.length - 1]) ? rows[rows.length - 1] : rows[0];
+    bits.push(last === rows[0] ? `row ${rows[0]}` : `rows ${rows[0]}-${last}`);
+  }
   if (src.section) bits.push("§ " + src.section);
   if (src.lines) bits.push(src.lines[0] === src.lines[1] ? `line ${src.lines[0]}` : `lines ${src.lines[0]}-${src.lines[1]}`);
   return bits.join(" · ");

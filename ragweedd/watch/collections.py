@@ -393,10 +393,26 @@ def own_dirs(cfg, paths) -> list[str]:
     """The daemon's own directories and config file (real paths): never part of any collection."""
     from ragweedd.paths import default_config_file
 
-    out = [paths.data, paths.state, paths.cache, default_config_file().parent]
+    out = [paths.data, paths.state, paths.cache, default_config_file().parent, *own_log_files()]
     if getattr(cfg, "source", None):
         out.append(cfg.source)
     return list(dict.fromkeys(os.path.realpath(str(p)) for p in out))
+
+
+def own_log_files() -> list[str]:
+    """The files this process's stdout and stderr go to (``ragweedd run > ROOT/daemon.log``, a
+    nohup.out): inside a watched folder each log line would change the file and its ingest would
+    write more lines, for ever. Read where the system tells (/proc on Linux); elsewhere none."""
+    import stat
+
+    found = []
+    for fd in (1, 2):
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                found.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            continue
+    return [p for p in found if os.path.isabs(p)]
 
 
 def _root(path: str, roots: list[str]) -> str | None:

@@ -51,3 +51,22 @@ def test_a_config_root_inside_the_data_dir_is_refused_with_a_clear_error(tmp_pat
     assert r.returncode != 0
     assert "inside the daemon's own directory" in out and "collection 'mine'" in out, out[-2000:]
     assert "Traceback" not in out, out[-3000:]
+
+
+def test_the_daemons_own_log_inside_a_watched_folder_is_not_indexed(tmp_path):
+    """`ragweedd run > ROOT/daemon.log`: each ingest logs a line, which changed the log, which was
+    ingested again, for ever. The file the daemon's output goes to is never a document."""
+    from tests.system.conftest import Daemon, serving
+
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "note.txt").write_text("A note about herons.")
+    d = Daemon(tmp_path / "d", {"root": [root]})
+    d.out = root / "daemon.log"
+    with serving(d):
+        wait_until(lambda: str(root / "note.txt") in d.live_rows("root"), 60, 0.2, "the note indexed")
+        (root / "later.txt").write_text("Written later: egrets.")
+        wait_until(lambda: str(root / "later.txt") in d.live_rows("root"), 60, 0.2, "the later file")
+        d.wait_idle()
+        assert str(root / "daemon.log") not in d.live_rows("root")
+        assert not [e for e in d.events("ingest_file") if e.get("path", "").endswith("daemon.log")]

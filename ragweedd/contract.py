@@ -151,9 +151,21 @@ class CollectionList(TypedDict):
     items: list[Collection]
 
 
+class ScanActivity(TypedDict):
+    """A reconciliation scan wanted or under way: ``waiting`` for the scan thread, ``walking`` the
+    folders (``files_seen`` so far), or ``recording`` what it found (queueing jobs, writing the
+    rows of skipped files)."""
+
+    collection: str
+    state: Literal["waiting", "walking", "recording"]
+    files_seen: int
+
+
 class IngestProgress(TypedDict):
     """Files of the current ingest batch (a batch starts when the queue goes from empty to busy and
-    ends when it is empty again): ``done`` of ``total``, the recent rate and the time left."""
+    ends when it is empty again): ``done`` of ``total``, the recent rate and the time left; and
+    the work not in the queue yet (scans, settling events) and ``busy_with``: everything that keeps
+    the daemon from idle (``Status.idle``), in words."""
 
     running: bool
     done: int
@@ -166,6 +178,10 @@ class IngestProgress(TypedDict):
     chunks_since_start: int
     embedded_since_start: int
     workers: int
+    scans: list[ScanActivity]  # reconciliation scans wanted or under way
+    settling: int  # file change events heard and not yet queued or recorded
+    events_seen: int  # file change events the watcher heard since the daemon started (only grows)
+    busy_with: list[str]  # what keeps the daemon from idle, in words; empty when status.idle
 
 
 class VectorProgress(TypedDict):
@@ -302,6 +318,9 @@ class Status(TypedDict):
     missing_tools: list[MissingTool]
     embed_passes: NotRequired[list[EmbedPass]]  # the configured extra embedding passes
     embed_migration: NotRequired[EmbedMigration | None]  # a change of embed.model under way
+    # every file recorded, extracted and embedded, no scan wanted or under way, no file change
+    # event settling, the search index caught up, no repair due (ingest.busy_with says what is left)
+    idle: bool
 
 
 # --------------------------------------------------------------------------- documents

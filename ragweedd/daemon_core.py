@@ -59,6 +59,12 @@ class Core:
         self.debouncer = Debouncer(lambda items: self.collections.take_events(items), debounce_s=cfg.debounce_s,
                                    delete_hold_s=cfg.delete_hold_s)
         self._scan_wanted: set[str] = set()
+        # Scans the scan thread has taken and not finished (walking, or queueing what they found):
+        # a name leaves _scan_wanted for here in one hold of _scan_cv, so status always sees it.
+        self._scanning: set[str] = set()
+        # The integrity check found damage only the start-up repair mends: busy until this core is
+        # replaced by the repaired one (whose start-up scan then re-queues the files).
+        self.repair_due = False
         self._unscanned: set[str] = set()  # scans that failed with the database server away
         self._scan_cv = threading.Condition()
         self._stopping = False
@@ -162,8 +168,23 @@ class Core:
             self._scan_cv.notify()
 
     def scan_pending(self, name: str) -> bool:
+        """A scan of ``name`` is wanted or under way (its jobs may not be queued yet)."""
         with self._scan_cv:
-            return name in self._scan_wanted
+            return name in self._scan_wanted or name in self._scanning
+
+    def scans(self) -> list[dict[str, Any]]:
+        """Scans wanted or under way, for status: collection, state ('waiting', 'walking' or
+        'recording': queueing what it found and writing the rows of skipped files), files seen."""
+        with self._scan_cv:
+            wanted, running = set(self._scan_wanted), set(self._scanning)
+            unscanned = set(self._unscanned)
+        progress = dict(self.collections.scan_progress)
+        out = []
+        for name in sorted(wanted | running | unscanned):
+            p = progress.get(name) if name in running else None
+            out.append({"collection": name, "state": p["state"] if p else "waiting",
+                        "files_seen": int(p["files_seen"]) if p else 0})
+        return out
 
     def _scan_loop(self) -> None:
         from ragweedd.ingest.worker import lower_priority
@@ -176,14 +197,19 @@ class Core:
                 if self._stopping:
                     return
                 todo, self._scan_wanted = self._scan_wanted, set()
+                self._scanning = set(todo)
             for name in sorted(todo):
-                if name in self.collections.items:
-                    try:
+                try:
+                    if name in self.collections.items:
                         self.collections.scan(name)
-                    except Exception as e:
-                        log.error("scan_failed", collection=name, error=str(e))
-                        if self.server is not None:
+                except Exception as e:
+                    log.error("scan_failed", collection=name, error=str(e))
+                    if self.server is not None:
+                        with self._scan_cv:
                             self._unscanned.add(name)  # scanned again once the database answers
+                finally:
+                    with self._scan_cv:
+                        self._scanning.discard(name)
 
     def _overflow(self, names: list[str]) -> None:
         # Called on watchdog's inotify thread: only a scan request. Requests coalesce in
@@ -218,10 +244,14 @@ class Core:
             self.server.indexed_collections()
         except Exception:  # noqa: BLE001 - still away: asked again at the next check
             return []
-        self._unscanned.clear()
+        names = list(self.collections.items)
+        with self._scan_cv:  # wanted before they stop counting as unscanned: status sees no gap
+            self._scan_wanted.update(names)
+            self._scan_cv.notify()
+            self._unscanned.clear()
         log.info("store_reachable_again", dropped_events=self.debouncer.take_dropped(),
                  action="reconciliation scan of every collection")
-        return list(self.collections.items)
+        return names
 
     def thread_problems(self) -> list[str]:
         """Why the daemon is degraded by a thread of its own that is no longer running (each one
@@ -270,6 +300,7 @@ class Core:
         if not res["ok"]:
             log.warning("integrity_problems", result=res)
         if res["repair"] and self.on_damage is not None:
+            self.repair_due = True  # status: busy from now until the repaired core takes over
             self.on_damage(res)
         return {"ok": res["ok"], "repair": res["repair"]}
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ragweedd import __version__
 from ragweedd.config import ingest_worker_count
@@ -21,6 +21,7 @@ from ragweedd.contract import (
     IntegrityReport,
     JobRun,
     MissingTool,
+    ScanActivity,
     ScanSummary,
     Status,
     iso,
@@ -110,7 +111,12 @@ def _unreachable(core: Core, tools: list[MissingTool], e: Exception) -> Status:
         "version": __version__, "pid": os.getpid(), "uptime_s": round(time.time() - core.started_at, 1),
         "collections": cols, "files_by_state": {},
         "queue": {"queued": 0, "running": 0, "failed": 0, "debouncing": debouncing},
-        "queue_depth": 0, "failed_jobs": [], "ingest": _progress(core, debouncing),
+        "queue_depth": 0, "failed_jobs": [],
+        # nothing can be recorded while the database is away: never idle
+        "ingest": _progress(core, debouncing, {
+            "idle": False, "busy_with": ["waiting for the database server to answer"],
+            "scans": core.scans(), "settling": debouncing,  # type: ignore[typeddict-item]
+            "events_seen": int(getattr(core.collections.watcher, "events_seen", 0))}),
         "vectors": core.vectorizer.snapshot(),  # type: ignore[typeddict-item]
         "embedder": {"id": core.index_embedder_id, "dim": core.embedder.dim},
         "index": {}, "index_sizes": {}, "last_flush": None,
@@ -119,10 +125,70 @@ def _unreachable(core: Core, tools: list[MissingTool], e: Exception) -> Status:
         "integrity": _integrity(core.last_integrity), "degraded": degraded, "missing_tools": tools,
         "embed_passes": core.passes.info(),  # type: ignore[typeddict-item]
         "embed_migration": core.migration.info() if core.migration is not None else None,
+        "idle": False,
     }
 
 
+def _n(n: int, one: str, many: str | None = None) -> str:
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"
+
+
+class Activity(TypedDict):
+    idle: bool
+    busy_with: list[str]
+    scans: list[ScanActivity]
+    settling: int
+    events_seen: int
+
+
+def activity(core: Core) -> Activity:
+    """Whether any file still waits anywhere, and where. Work moves one way through the stages
+    (a repair due -> the watcher -> the debouncer -> a scan -> the job queue -> the workers -> the
+    embedding stage -> the index), and each stage takes it over before the one before lets go of
+    it. So the stages are read in that order: a file that moves on while this reads is met again
+    further down, and idle is never said while one is still on its way (docs/daemon.md)."""
+    busy: list[str] = []
+    repairing = bool(core.repair_due)
+    if repairing:
+        busy.append("repairing the damage the integrity check found (the files are then ingested again)")
+    watcher = core.collections.watcher
+    events = int(getattr(watcher, "in_flight", lambda: 0)()) + len(core.debouncer)
+    if events:
+        busy.append(f"{_n(events, 'file change event')} settling")
+    if core.server is not None and core.debouncer.dropped:
+        busy.append(f"{_n(core.debouncer.dropped, 'file change event')} not queued: a scan finds their files "
+                    f"once the database answers")
+    scans: list[ScanActivity] = core.scans()  # type: ignore[assignment]
+    for sc in scans:
+        name = sc["collection"]
+        if sc["state"] == "walking":
+            busy.append(f"scanning '{name}' ({_n(sc['files_seen'], 'file')} seen)")
+        elif sc["state"] == "recording":
+            busy.append(f"recording what the scan of '{name}' found ({_n(sc['files_seen'], 'file')} seen)")
+        else:
+            busy.append(f"scan of '{name}' about to start")
+    unwritten = core.queue.unwritten
+    if unwritten:
+        busy.append(f"{_n(unwritten, 'file event')} waiting for disk space to be queued")
+    depth: dict[str, int] = core.read(lambda db: db.job_depth())
+    queued, running = depth.get("queued", 0), max(depth.get("running", 0), core.workers.busy)
+    if queued or running:
+        busy.append(f"{_n(queued, 'file')} queued, {running:,} being read")
+    v = core.vectorizer.snapshot()
+    if v["pending_chunks"]:
+        busy.append(f"{_n(v['pending_chunks'], 'chunk')} waiting for vectors")
+    elif v["running"]:
+        busy.append("embedding new chunks")
+    idle_index = getattr(core.index, "wait_idle", None)
+    syncing = idle_index is not None and not idle_index(0)
+    if syncing:
+        busy.append("adding new vectors to the search index")
+    return {"idle": not busy, "busy_with": busy, "scans": scans, "settling": events,
+            "events_seen": int(getattr(watcher, "events_seen", 0))}
+
+
 def _build_status(core: Core, tools: list[MissingTool]) -> Status:
+    act = activity(core)  # first: it reads the parts in the order work moves through them
     depth: dict[str, int] = core.read(lambda db: db.job_depth())
     by_raw: dict[str, int] = core.read(lambda db: db.counts_by_state())
     by_state: dict[str, int] = {}
@@ -193,7 +259,7 @@ def _build_status(core: Core, tools: list[MissingTool]) -> Status:
                   "failed": depth.get("failed", 0), "debouncing": debouncing},
         "queue_depth": queued,
         "failed_jobs": [_failed(j) for j in core.read(lambda db: db.failed_jobs(20))],
-        "ingest": _progress(core, queued + debouncing),
+        "ingest": _progress(core, queued + debouncing, act),
         "vectors": core.vectorizer.snapshot(),  # type: ignore[typeddict-item]
         "embedder": {"id": core.index_embedder_id, "dim": core.embedder.dim},
         "index": index,
@@ -206,6 +272,7 @@ def _build_status(core: Core, tools: list[MissingTool]) -> Status:
         "missing_tools": tools,
         "embed_passes": core.passes.info(),  # type: ignore[typeddict-item]
         "embed_migration": core.migration.info() if core.migration is not None else None,
+        "idle": act["idle"],
     }
 
 
@@ -213,14 +280,15 @@ def _depth_of(collection: str, db: Any) -> dict[str, int]:
     return db.job_depth(collection)  # type: ignore[no-any-return]
 
 
-def _progress(core: Core, queued: int) -> IngestProgress:
+def _progress(core: Core, queued: int, act: Activity) -> IngestProgress:
     p = core.workers.progress.snapshot(queued)
     return {"running": core.workers.busy > 0, "done": p["files_done"], "total": p["files_total"],
             "files_per_s": p["files_per_s"], "chunks_per_s": p["chunks_per_s"], "eta_s": p["eta_s"],
             "done_since_start": p["files_done_since_start"], "failed_since_start": p["failed_since_start"],
             "chunks_since_start": p["chunks_since_start"],
             "embedded_since_start": p["embedded_since_start"] + core.vectorizer.sent,
-            "workers": ingest_worker_count(core.cfg)}
+            "workers": ingest_worker_count(core.cfg), "scans": act["scans"], "settling": act["settling"],
+            "events_seen": act["events_seen"], "busy_with": act["busy_with"]}
 
 
 def _failed(j: dict[str, Any]) -> FailedJob:

@@ -232,16 +232,43 @@ def _print_json(data, out) -> None:
 
 
 def ingest_line(ing: IngestProgress, eta_ok: bool = True) -> str:
-    """"ingest: 120/3000 files, 4.1 files/s, 35.2 chunks/s, about 11 min left" (or idle).
+    """"ingest: 120/3000 files, 4.1 files/s, 35.2 chunks/s, about 11 min left"; while no batch
+    runs, what comes before one ("ingest: scanning 'notes' (12,000 files seen)", "ingest: 40 file
+    changes settling"); "idle" only when the daemon says nothing is left (``busy_with`` empty).
 
     No ETA before a file of this batch has finished (the rate may still be the last batch's), nor
     when ``eta_ok`` is false (status --watch: not yet 3 s of its own samples)."""
+    since = f"{ing['done_since_start']} files since start, {ing['failed_since_start']} failed"
     if not ing["total"] and not ing["running"]:
-        return f"ingest: idle ({ing['done_since_start']} files since start, {ing['failed_since_start']} failed)"
+        before = pre_ingest(ing)
+        if before:
+            return f"ingest: {before}"
+        if ing.get("busy_with"):  # files all read; their vectors or the index are still on the way
+            return f"ingest: all files read ({since}), not idle yet: {'; '.join(ing['busy_with'])}"
+        return f"ingest: idle ({since})"
     eta = ing["eta_s"] if eta_ok and ing["done"] >= 1 else None
     left = ", estimating time left" if eta is None else f", about {_duration(eta)} left"
+    more = pre_ingest(ing)
     return (f"ingest: {ing['done']}/{ing['total']} files, {ing['files_per_s']:.1f} files/s, "
-            f"{ing['chunks_per_s']:.1f} chunks/s{left}")
+            f"{ing['chunks_per_s']:.1f} chunks/s{left}" + (f"; {more}" if more else ""))
+
+
+def pre_ingest(ing: IngestProgress) -> str:
+    """The work that comes before the queue, in words: scans and settling file change events
+    (empty when there is none, or the daemon is older than these fields)."""
+    parts = []
+    for sc in ing.get("scans") or []:
+        name, seen = safe(sc["collection"]), sc["files_seen"]
+        if sc["state"] == "walking":
+            parts.append(f"scanning '{name}' ({seen:,} files seen)")
+        elif sc["state"] == "recording":
+            parts.append(f"recording the scan of '{name}' ({seen:,} files seen)")
+        else:
+            parts.append(f"scan of '{name}' about to start")
+    n = ing.get("settling") or 0
+    if n:
+        parts.append(f"{n:,} file change{'s' if n != 1 else ''} settling")
+    return "; ".join(parts)
 
 
 VECTORS_NOTE = " (keyword search finds them already)"

@@ -48,6 +48,8 @@ class IndexSync:
     def start(self, collections) -> None:
         with self._cv:
             self._dirty.update(collections)
+            if self._dirty:
+                self._idle.clear()  # catching up from the change log first: not idle before that
         self._thread.start()
 
     def notify(self, collection: str) -> None:

@@ -78,6 +78,9 @@ class Collections:
         self._scan_lock = threading.Lock()
         self._event_lock = threading.Lock()
         self._life = threading.Lock()  # a scan's enqueue vs. the removal of its collection
+        # The scan under way: collection -> {"state": "walking" | "recording", "files_seen": n};
+        # set until its jobs are queued and its skipped rows written (status counts it as work).
+        self.scan_progress: dict[str, dict] = {}
         # refuses a collection the store cannot take from this daemon (a shared one of another model)
         self.check_add: Callable[[str], None] | None = None
         self.watcher = watcher_factory(self)
@@ -221,19 +224,32 @@ class Collections:
         skip = [r for r, s in st.roots.items() if s != "ok"]
         gone = lambda: self.items.get(name) is not st  # noqa: E731 - removed (or re-added) meanwhile
         with self._scan_lock:
-            res = scan(self._scan_db, name, roots, self.ignore_of(name), skip_roots=skip, cancelled=gone,
-                       cfg=self.cfg)
-            root_of = {p: _root(p, roots) for p in res.upserts + res.deletes}
-            with self._life:
-                if gone():
-                    # The collection was removed during the walk: its scan is cancelled, nothing queued.
-                    log.info("scan_cancelled", collection=name, reason="collection removed")
-                    return {**res.summary(), "at": time.time(), "cancelled": True}
-                self.queue.put_many([(name, p, "upsert", root_of[p]) for p in res.upserts]
-                                    + [(name, p, "delete", root_of[p]) for p in res.deletes])
-            self._settle_skipped(self._scan_db, name, gone,
-                                 [f._replace(root=_root(f.path, roots)) for f in res.skipped],
-                                 [(p, _root(p, roots)) for p in res.skipped_gone])
+            self.scan_progress[name] = {"state": "walking", "files_seen": 0}
+            try:
+                return self._scan(name, st, roots, skip, gone)
+            finally:
+                self.scan_progress.pop(name, None)
+
+    def _scan(self, name: str, st: CollectionState, roots: list[str], skip: list[str],
+              gone: Callable[[], bool]) -> dict:
+        def walked(n: int) -> None:
+            self.scan_progress[name] = {"state": "walking", "files_seen": n}
+
+        res = scan(self._scan_db, name, roots, self.ignore_of(name), skip_roots=skip, cancelled=gone,
+                   cfg=self.cfg, progress=walked)
+        # what it found is being queued, and the rows of skipped files written (status: busy)
+        self.scan_progress[name] = {"state": "recording", "files_seen": res.files_seen}
+        root_of = {p: _root(p, roots) for p in res.upserts + res.deletes}
+        with self._life:
+            if gone():
+                # The collection was removed during the walk: its scan is cancelled, nothing queued.
+                log.info("scan_cancelled", collection=name, reason="collection removed")
+                return {**res.summary(), "at": time.time(), "cancelled": True}
+            self.queue.put_many([(name, p, "upsert", root_of[p]) for p in res.upserts]
+                                + [(name, p, "delete", root_of[p]) for p in res.deletes])
+        self._settle_skipped(self._scan_db, name, gone,
+                             [f._replace(root=_root(f.path, roots)) for f in res.skipped],
+                             [(p, _root(p, roots)) for p in res.skipped_gone])
         st.last_scan = {**res.summary(), "at": time.time()}
         log.info("scan_done", **res.summary())
         return st.last_scan

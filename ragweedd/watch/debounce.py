@@ -58,6 +58,9 @@ class Debouncer:
         self._cond = threading.Condition()
         self._stop = False
         self._thread = threading.Thread(target=self._run, name="ragweedd-debounce", daemon=True)
+        # Events taken off _pending and being handed to the sink (queued as jobs, skipped rows
+        # written): still held here until the sink returns, so status never sees them nowhere.
+        self._handing = 0
         self.last_error: str | None = None  # the sink's last failure, for status
         # Events the sink could not take since the owner last looked (``take_dropped``): their
         # files need a reconciliation scan once the sink's store answers again.
@@ -78,7 +81,9 @@ class Debouncer:
             self.sink(items)
 
     def __len__(self) -> int:
-        return len(self._pending)
+        """Events held: waiting for their path to settle, or being handed to the sink."""
+        with self._cond:
+            return len(self._pending) + self._handing
 
     # --- events ------------------------------------------------------------------------------
     def upsert(self, collection: str, path: str, root: str | None = None) -> None:
@@ -144,6 +149,7 @@ class Debouncer:
                     wait = (self._heap[0][0] - now) if self._heap else None
                     self._cond.wait(wait)
                     continue
+                self._handing = len(due)  # in the same hold as their removal from _pending
             try:
                 self.sink(due)
                 self.last_error = None
@@ -154,3 +160,6 @@ class Debouncer:
                 log.error("debounce_sink_failed", events=len(due), error=self.last_error,
                           action="these events are dropped; a reconciliation scan finds the files (at once "
                                  "when the daemon sees its store answer again)")
+            finally:
+                with self._cond:
+                    self._handing = 0

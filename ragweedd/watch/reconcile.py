@@ -25,6 +25,7 @@ from ragweedd.watch.ignore import walk_files
 from ragweedd.watch.skipped import cap_lifted, skipped_file, stat_unchanged
 
 FINISHED = ("done", "skipped", "failed")
+PROGRESS_EVERY = 512  # files walked between two looks at cancellation and two progress reports
 
 
 def root_state(root: str | os.PathLike) -> str:
@@ -66,12 +67,14 @@ def _under(path: str, root: str) -> bool:
 
 
 def scan(db, collection: str, roots: Iterable[str], ignore: Iterable[str] = (), *,
-         skip_roots: Iterable[str] = (), cancelled: Callable[[], bool] = lambda: False, cfg=None) -> ScanResult:
+         skip_roots: Iterable[str] = (), cancelled: Callable[[], bool] = lambda: False, cfg=None,
+         progress: Callable[[int], None] | None = None) -> ScanResult:
     """Differences between disk and the ingest_files rows of ``collection`` (``db``: an IngestDB).
     Roots in ``skip_roots`` are treated like unavailable ones (their rows are left alone). The walk
     stops early, with a partial result, once ``cancelled()`` is true (the collection was removed). The rows
     are read once, before the walk, so nothing is held while the disk is read. With ``cfg``, a file
-    skipped for a size cap that has since been raised is read again."""
+    skipped for a size cap that has since been raised is read again. ``progress(files_seen)`` is
+    told the count as the walk goes (every PROGRESS_EVERY files; status shows it)."""
     t0 = time.monotonic()
     roots = [str(r) for r in roots]
     ignore = tuple(ignore)
@@ -99,9 +102,12 @@ def scan(db, collection: str, roots: Iterable[str], ignore: Iterable[str] = (), 
             except OSError:
                 continue
             res.files_seen += 1
-            if res.files_seen % 512 == 0 and cancelled():
-                res.seconds = time.monotonic() - t0
-                return res
+            if res.files_seen % PROGRESS_EVERY == 0:
+                if progress is not None:
+                    progress(res.files_seen)
+                if cancelled():
+                    res.seconds = time.monotonic() - t0
+                    return res
             row = rows.pop(p, None)
             if row is None or row["extract_status"] not in FINISHED or not stat_unchanged(row, st):
                 # A path with content in the index goes through the pipeline, which removes it.

@@ -123,6 +123,7 @@ class _Handler:
         return False
 
     def dispatch(self, event) -> None:
+        self.w.events_seen += 1  # only watchdog's dispatch thread counts: no lock needed
         try:
             self._dispatch(event)
         except Exception as e:  # a watcher thread must never die on one odd event
@@ -237,6 +238,7 @@ class Watcher:
         self._overflows: dict[str, list[float]] = {}  # root -> times of its recent overflows
         self._poll_wanted: set[str] = set()  # roots that overflow too often: moved to polling by check()
         self._lock = threading.RLock()
+        self.events_seen = 0  # file change events handed to this watcher's handlers since start
         self._overflow = _OverflowLog(self._overflowed)
         for name in ("watchdog.observers.inotify", "watchdog.observers.inotify_c"):
             logging.getLogger(name).addHandler(self._overflow)
@@ -367,6 +369,16 @@ class Watcher:
     def mode(self, collection: str, root: str) -> str:
         e = self._watches.get((collection, root))
         return "none" if e is None else e.mode
+
+    def in_flight(self) -> int:
+        """Events watchdog has read and not yet finished handing to the handlers (waiting in its
+        observers' queues, or being dispatched: a new folder's walk into the debouncer). An event
+        still in the kernel's inotify buffer is not known to anyone yet."""
+        n = 0
+        for obs in (self._native, self._polling):
+            q = getattr(obs, "event_queue", None) if obs is not None else None
+            n += int(getattr(q, "unfinished_tasks", 0) or 0)
+        return n
 
     # --- overflow and supervision ----------------------------------------------------------------
     def _overflowed(self, path: str) -> None:

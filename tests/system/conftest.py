@@ -126,13 +126,16 @@ class Daemon:
         return r.json()["results"]
 
     def idle(self) -> bool:
-        s = self.status()
-        return (s["queue"].get("queued", 0) == 0 and s["queue"].get("running", 0) == 0
-                and s["queue"]["debouncing"] == 0 and not s["ingest"]["running"]
-                and not s["vectors"]["pending_chunks"] and not s["vectors"]["running"])
+        return self.idle_in(self.status())
+
+    @staticmethod
+    def idle_in(s: dict) -> bool:
+        """The daemon's own word (``status.idle``): every file it knows of recorded, extracted and
+        embedded, and no scan, settling event, repair or index update left (docs/daemon.md)."""
+        return bool(s["idle"])
 
     def wait_idle(self, timeout: float = 60) -> None:
-        wait_until(self.idle, timeout, 0.2, "the ingest queue to drain")
+        wait_until(self.idle, timeout, 0.2, "the daemon to say it is idle")
 
     # --- state -----------------------------------------------------------------------------------
     @contextmanager

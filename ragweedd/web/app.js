@@ -187,6 +187,12 @@ function progressLine(s) {
     const files = v.files_searchable || 0;
     return { line, detail, pct: files ? Math.min(99, Math.floor(100 * (v.files_with_vectors || 0) / files)) : 0 };
   }
+  // the daemon's own word for idle: scans walking, events settling, a repair due are work too
+  const busy = s.idle === false ? (ing.busy_with || []) : [];
+  if (busy.length) {
+    const line = "Working: " + busy[0].charAt(0).toUpperCase() + busy[0].slice(1);
+    return { line, detail: busy.slice(1).join(" · ") || undefined, pct: 0 };
+  }
   const files = Object.values(s.files_by_state).reduce((a, b) => a + b, 0);
   return { line: `Idle · ${count(files)} file${files === 1 ? "" : "s"}`, pct: 100 };
 }

@@ -100,8 +100,7 @@ class Daemon:
     def wait_indexed(self, n: int) -> None:
         def done():
             s = self.get("/v1/status") or {}
-            return (s.get("files_by_state") or {}).get("done", 0) >= n and not (s.get("ingest") or {}).get("running") \
-                and s.get("queue_depth", 1) == 0
+            return (s.get("files_by_state") or {}).get("done", 0) >= n and s.get("idle") is True
         self._wait(done, 300, "the examples to be indexed")
 
     def stop(self) -> None:

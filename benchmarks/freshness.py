@@ -90,8 +90,7 @@ class D:
 
     def idle(self) -> bool:
         s = self.status()
-        return (not s["queue"].get("queued") and not s["queue"].get("running") and not s["queue"]["debouncing"]
-                and not s["ingest"]["running"])
+        return s["idle"] is True  # the daemon's own word: scans, settling events and vectors included
 
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)

@@ -123,7 +123,9 @@ def run_pdfs(src: Path, model: str, workdir: Path | None, sample: int, extra: st
                 s["files_by_state"].get("skipped", 0)
             if t_kw is None and v["files_searchable"] >= len(pdfs):
                 t_kw = now
-            if settled >= len(pdfs) and not s["queue_depth"] and not v["pending_chunks"] and not v["running"]:
+            # status.idle where the daemon has it (scans and settling events included)
+            if settled >= len(pdfs) and s.get("idle", not s["queue_depth"] and not v["pending_chunks"]
+                                              and not v["running"]):
                 t_vec = now
                 break
             time.sleep(0.5)

@@ -56,8 +56,7 @@ def settled(d: D, n: int) -> tuple[bool, int, dict]:
     s = requests.get(d.url("/v1/status"), headers=d.h, timeout=60).json()
     q = s["queue"]
     files = sum(v for k, v in s["files_by_state"].items() if k != "superseded")
-    ok = (files >= n and not q.get("queued") and not q.get("running") and not q.get("debouncing")
-          and not s["ingest"]["running"])
+    ok = files >= n and s["idle"] is True
     return ok, files + q.get("queued", 0), s
 
 

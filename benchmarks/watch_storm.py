@@ -45,8 +45,7 @@ def make(root: Path, prefix: str, n: int) -> None:
 def settled(d: D, n: int) -> bool:
     s = d.status()
     counted = sum(s["files_by_state"].values())
-    q = s["queue"]
-    return counted >= n and not q.get("queued") and not q.get("running") and not q["debouncing"]
+    return counted >= n and s["idle"] is True
 
 
 def wait_settled(d: D, n: int, timeout: float) -> float:

@@ -80,6 +80,11 @@ class McpHttp:
                                   "send each JSON-RPC request as a POST; this server opens no event stream")
             resp.headers["Allow"] = "POST"
             return resp
+        if request.content_type != "application/json":
+            # the SDK's transport says so in plain text; an MCP client reads a JSON-RPC error
+            return web.json_response({"jsonrpc": "2.0", "id": None, "error": {
+                "code": -32600, "message": f"the body must be application/json, not {request.content_type[:60]!r}"}},
+                status=415, headers={"Cache-Control": "no-store"})
         try:
             manager = await self._start(request.app)
         except ImportError as e:

@@ -30,6 +30,11 @@ DOC_ID_PATTERN = r"^[0-9A-Fa-f]{32}$"
 MAX_DEPTH = 32
 
 _ERR = {"$ref": "#/components/responses/Error"}
+# What the MCP transport answers a request it refuses (JSON-RPC 2.0 error response)
+_JSONRPC_ERROR = {"type": "object", "required": ["jsonrpc", "error"], "properties": {
+    "jsonrpc": {"type": "string", "enum": ["2.0"]}, "id": {"type": ["string", "integer", "null"]},
+    "error": {"type": "object", "required": ["code", "message"], "properties": {
+        "code": {"type": "integer"}, "message": {"type": "string"}, "data": {}}}}}
 _OBJ = {"type": "object"}
 
 
@@ -242,7 +247,14 @@ DOCUMENT: dict[str, Any] = {
         "/mcp": {"post": _op("mcp_post", "MCP tools over streamable HTTP (JSON-RPC 2.0; docs/mcp.md), behind "
                              "the same Host, Origin and token checks", None,
                              body={"required": True, "content": {"application/json": {"schema": _OBJ}}},
-                             ok=_ok("A JSON-RPC response", _OBJ)),
+                             ok=_ok("A JSON-RPC response", _OBJ),
+                             # the MCP transport's own refusals are JSON-RPC errors, which MCP
+                             # clients read; the checks in front of it (401, 403, 413) use the envelope
+                             extra={s: _ok(why, _JSONRPC_ERROR) for s, why in (
+                                 ("400", "Not a JSON-RPC request (a JSON-RPC error object)"),
+                                 ("406", "The Accept header does not take application/json and "
+                                         "text/event-stream (a JSON-RPC error object)"),
+                                 ("415", "The body is not application/json (a JSON-RPC error object)"))}),
                  # stateless: no event stream to open (GET) and no session to end (DELETE)
                  **{m: _no_content(_op(f"mcp_{m}", "Not offered: /mcp is stateless and takes POST only", None,
                                        extra={"405": _ERR})) for m in ("get", "delete")}},

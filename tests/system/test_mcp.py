@@ -367,3 +367,28 @@ def test_get_and_delete_on_mcp_are_405_and_hold_no_connection(d):
                              headers={**d.headers, "Accept": "text/event-stream, application/json"})
         assert r.status_code == 405 and r.headers["Allow"] == "POST", (method, r.status_code, r.text[:200])
         assert r.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_the_mcp_transports_refusals_are_the_documented_json_rpc_errors(d):
+    """What the MCP transport refuses is answered as a JSON-RPC error object, and the OpenAPI
+    document says so for each status (it documented the REST envelope, which they are not)."""
+    import requests
+
+    from ragweedd.api import openapi
+
+    url = f"http://127.0.0.1:{d.port}/mcp"
+    accept = {"Accept": "application/json, text/event-stream"}
+    cases = [({**d.headers, **accept, "Content-Type": "application/json"}, b"{not json"),
+             ({**d.headers, "Accept": "text/plain", "Content-Type": "application/json"},
+              b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}'),
+             ({**d.headers, **accept, "Content-Type": "text/plain"}, b'{"jsonrpc": "2.0", "id": 1}')]
+    seen = set()
+    for headers, body in cases:
+        r = requests.post(url, data=body, headers=headers, timeout=30)
+        documented = openapi.DOCUMENT["paths"]["/mcp"]["post"]["responses"]
+        assert str(r.status_code) in documented, (r.status_code, r.text[:200])
+        schema = documented[str(r.status_code)]["content"]["application/json"]["schema"]
+        openapi.validate(r.json(), schema, "body")
+        assert r.json()["jsonrpc"] == "2.0" and r.json()["error"]["message"]
+        seen.add(r.status_code)
+    assert seen == {400, 406, 415}, seen

@@ -138,7 +138,7 @@ def build_model_bytes(weights: dict, *, quantized: bool = False) -> bytes:
         return node("LayerNormalization", [t, init(f"{name}_g", g), init(f"{name}_b", b)], name,
                     axis=-1, epsilon=LN_EPS)
 
-    q = _RowQuantizer(init, node, helper) if quantized else None
+    q = _RowQuantizer(init, node, helper, split=pairs_saturate()) if quantized else None
     # Every token has type 0, so the type-0 row is folded into the word embeddings.
     word = w("embeddings.word_embeddings.weight") + w("embeddings.token_type_embeddings.weight")[0]
     nodes.append(helper.make_node(
@@ -196,6 +196,28 @@ MS = "com.microsoft"
 _MS_OPS = {"Attention", "MultiHeadAttention", "BiasGelu", "MatMulIntegerToFloat"}
 
 
+def pairs_saturate() -> bool:
+    """Whether onnxruntime's u8 x s8 GEMM on this CPU adds pairs of products in int16 and so
+    saturates (x86 without VNNI: AVX2's vpmaddubsw, as on many AMD EPYC and pre-2019 Intel CPUs).
+    There, full 8-bit rows and weights came out as distorted vectors (a sentence about Saturn at
+    cosine 0.66 to a question about a sourdough starter). Only a CPU known to have VNNI or AMX, or
+    an ARM one, is taken to add in int32; anything unknown is split, which is exact either way."""
+    import platform
+
+    machine = platform.machine().lower()
+    if machine in ("arm64", "aarch64"):
+        return False
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return not flags & {"avx512_vnni", "avx_vnni", "amx_int8"}
+    except OSError:
+        pass
+    return True
+
+
 class _RowQuantizer:
     """int8 linear layers with every token (row) quantized on its own, asymmetrically.
 
@@ -213,10 +235,12 @@ class _RowQuantizer:
     scaled by the row's scale; weights are int8 per output column.
     """
 
-    def __init__(self, init, node, helper) -> None:
+    def __init__(self, init, node, helper, *, split: bool = False) -> None:
+        """``split``: multiply by each weight's two halves (pairs_saturate)."""
         import numpy as np
 
         self.init, self.node, self.helper = init, node, helper
+        self.split = split
         init("q_one", np.array(1.0, np.float32))
         init("q_zero", np.array(0.0, np.float32))
         init("q_255", np.array(255.0, np.float32))
@@ -227,6 +251,7 @@ class _RowQuantizer:
         init("q_seq_axis", np.array([1], np.int64), np.int64)
         init("q_seq_index", np.array(1, np.int64), np.int64)
         self._zp_cols: dict[tuple[str, int], str] = {}
+        self._doubled_rows: dict[str, str] = {}
         self._unpadded = ""
 
     def attention(self, name: str, qkv: list[str], bias: str) -> str:
@@ -290,10 +315,22 @@ class _RowQuantizer:
         for j in range(r):
             extra[j] = np.clip(rest, -127, 127)
             rest = rest - extra[j]
-        b = self.init(f"{name}_wq", np.vstack([wq, extra]), np.int8)
+        b_int = np.vstack([wq, extra])
         a = self._with_zero_points(rows, zp, r)
+        if self.split:
+            # b = hi + lo with both halves within -64..64, each multiplied by the same rows: the sum
+            # is the int8 product exactly, and no pair of products leaves int16 (see pairs_saturate)
+            hi = np.floor_divide(b_int, 2)
+            b_int = np.vstack([hi, b_int - hi])
+            a = self._doubled(a)
+        b = self.init(f"{name}_wq", b_int, np.int8)
         y = self.node("MatMulIntegerToFloat", [a, b, "q_one", self.init(f"{name}_ws", col_scale), "q_zp0"], f"{name}_p")
         return self.node("Mul", [y, scale], name)
+
+    def _doubled(self, a: str) -> str:
+        if a not in self._doubled_rows:
+            self._doubled_rows[a] = self.node("Concat", [a, a], f"{a}_x2", axis=-1)
+        return self._doubled_rows[a]
 
     def _with_zero_points(self, rows: str, zp: str, r: int) -> str:
         key = (rows, r)  # query, key and value share one

@@ -288,3 +288,23 @@ def test_odd_text_embeds_to_unit_vectors(minilm):
     assert v.shape == (len(odd), 384) and np.isfinite(v).all()
     np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
     assert minilm.count_tokens("a" * 3000) <= 3002
+
+
+def test_q8_split_weights_are_exact_where_pairs_would_saturate(minilm_f32, monkeypatch):
+    """On an x86 CPU without VNNI onnxruntime's u8 x s8 GEMM adds pairs of products in int16, which
+    saturates with 8-bit rows and weights: the q8 graph then multiplies by each weight's two halves.
+    The split graph is what such a CPU runs, checked here on every machine; the unsplit one too
+    where this CPU adds in int32 (there both give the same integers, so the same vectors)."""
+    from ragweedd.embed import minilm_graph
+
+    b = minilm_f32.embed_batch(REAL_TEXT)
+    ways = [True] if minilm_graph.pairs_saturate() else [True, False]
+    got = []
+    for split in ways:
+        monkeypatch.setattr(minilm_graph, "pairs_saturate", lambda split=split: split)
+        a = MiniLMEmbedder(threads=2).load().embed_batch(REAL_TEXT)
+        cos = (a * b).sum(axis=1)
+        assert cos.min() > 0.995 and cos.mean() > 0.998, (split, cos)
+        got.append(a)
+    if len(got) == 2:
+        np.testing.assert_allclose(got[0], got[1], atol=1e-5)

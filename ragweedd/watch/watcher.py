@@ -32,6 +32,21 @@ from ragweedd.logging import get_logger
 from ragweedd.watch.debounce import Debouncer
 from ragweedd.watch.ignore import is_ignored, walk_files
 
+# watchdog walks a folder that appears (and simulates its events) by recursion, one or more Python
+# frames per level: a folder a thousand levels deep passed the default limit of 1,000 frames and
+# the RecursionError ended watchdog's inotify thread, after which nothing more of any root was seen.
+# Python 3.11 keeps Python-to-Python calls off the C stack, so a higher limit costs only memory
+# while such a walk runs. Deeper than this, watching still fails for that root and says so.
+DEEP_FOLDER_FRAMES = 20_000
+
+
+def _room_for_deep_folders() -> None:
+    import sys
+
+    if sys.getrecursionlimit() < DEEP_FOLDER_FRAMES:
+        sys.setrecursionlimit(DEEP_FOLDER_FRAMES)
+
+
 log = get_logger("ragweedd.watch")
 
 
@@ -244,6 +259,7 @@ class Watcher:
             logging.getLogger(name).addHandler(self._overflow)
 
     def _observer(self, polling: bool) -> Any:
+        _room_for_deep_folders()
         if polling:
             if self._polling is None:
                 from watchdog.observers.polling import PollingObserver

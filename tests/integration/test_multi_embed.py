@@ -307,11 +307,13 @@ def test_a_long_pass_backfill_lets_new_primary_vectors_go_first(tmp_path):
         changed = threading.Event()
         vec = Vectorizer(cfg, paths, emb, index_embedder_id(emb.id, cfg.chunk_context),
                          collections=lambda: ["c"], on_changes=lambda name: changed.set(), passes=passes)
-        vec.start()
         try:
             for i in range(40):
                 (docs / f"f{i}.txt").write_text(f"file {i} with words w{i}")
                 pipe.ingest_file("c", docs / f"f{i}.txt", docs)
+            # started after the files are in, so its first fill sees all 40 chunks pending: started
+            # before, it could fill the first few and begin the pass before the rest arrived
+            vec.start()
             vec.notify("c")
             rag = RagDB(paths.rag_db("c"), "c", readonly=True)
             deadline = time.monotonic() + 30

@@ -13,7 +13,7 @@ from urllib.parse import quote, unquote_to_bytes
 
 import pytest
 
-from tests.system.conftest import wait_until
+from tests.system.conftest import stop, wait_until
 
 
 def _deep(base, levels: int = 1000) -> str:
@@ -220,3 +220,36 @@ def test_names_that_are_not_utf8_are_indexed_and_followed_end_to_end(daemon, tmp
                        capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
     assert p.returncode == 0, p.stderr
     assert "caf\\xe9-menu\\xe8.txt" in p.stdout, p.stdout
+
+
+def test_a_ten_thousand_level_folder_moved_in_costs_only_itself_its_live_watching(daemon, tmp_path, deep_dirs):
+    """watchdog walks a folder moved into a root and sets a watch on every level it can reach:
+    before the watcher made room for that walk, its RecursionError ended live watching for the
+    whole root, and for good (a restart walked the same folder again)."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "kept.txt").write_text("keptnumbat first words")
+    deep_dirs += [tmp_path / "outside", notes / "grown"]
+    d = daemon({"notes": [notes]})
+    wait_until(lambda: d.ingests(notes / "kept.txt"), 60, what="the first file indexed")
+
+    _deep(tmp_path / "outside", 10_000)
+    os.rename(tmp_path / "outside" / "d", notes / "grown")
+    (notes / "after.txt").write_text("afterdeep quokka")
+    wait_until(lambda: d.ingests(notes / "after.txt"), 60, what="a file written after the move")
+    (notes / "kept.txt").write_text("keptnumbat edited words")
+    wait_until(lambda: len(d.ingests(notes / "kept.txt")) >= 2, 60, what="an edit after the move")
+    degraded = d.status()["degraded"]
+    assert degraded and all("grown" in m for m in degraded), degraded  # the deep folder, nothing else
+
+    # The watch set again at start walks the same folder: the root is still watched live.
+    stop(d)
+    d.start()
+    before = len(d.ingests(notes / "kept.txt"))
+    (notes / "restarted.txt").write_text("restartedwallaby words")
+    wait_until(lambda: d.ingests(notes / "restarted.txt"), 60, what="a file written after the restart")
+    (notes / "kept.txt").write_text("keptnumbat edited again")
+    wait_until(lambda: len(d.ingests(notes / "kept.txt")) > before, 60, what="an edit after the restart")
+    assert not [m for m in d.status()["degraded"] if "cannot be watched" in m or "thread" in m]
+    assert d.proc.poll() is None
+    stop(d)  # before the deep folder is taken apart: each level moved out would be walked again

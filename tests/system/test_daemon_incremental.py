@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 
 
 from tests.system.conftest import wait_until
@@ -93,7 +92,6 @@ def test_rename_1000_file_folder_embeds_nothing(any_daemon, tmp_path):
     calls = d.embed_calls()
     assert calls == 1000 and d.searches == 0
 
-    t0 = time.monotonic()
     os.rename(sub, root / "archive")
     new = {str(root / "archive" / f"note{i:04d}.txt") for i in range(1000)}
 
@@ -101,10 +99,10 @@ def test_rename_1000_file_folder_embeds_nothing(any_daemon, tmp_path):
         rows = d.live_rows("vault")
         return set(rows) == new and all(r["extract_status"] == "done" for r in rows.values())
 
-    wait_until(moved, 30, 0.25, "the renamed paths to replace the old ones")
-    hits = wait_until(lambda: [h for h in d.search("zq0777kite") if "zq0777kite" in h["text"]], 30,
+    # bounds for a busy machine; how fast a rename is taken in is measured by benchmarks/, not here
+    wait_until(moved, 180, 0.25, "the renamed paths to replace the old ones")
+    hits = wait_until(lambda: [h for h in d.search("zq0777kite") if "zq0777kite" in h["text"]], 60,
                       what="a renamed file to be searchable")
-    assert time.monotonic() - t0 < 30
     assert hits[0]["source_file"] == str(root / "archive" / "note0777.txt")
     d.wait_idle()
     assert d.embed_calls() - d.searches == calls, "renaming a folder must not embed anything"

@@ -13,7 +13,7 @@ import pytest
 
 from tests.system.conftest import Daemon, serving, wait_indexed, wait_until
 from tests.system.test_web_ui import (  # noqa: F401 - browser is a fixture
-    SOURDOUGH, browser, by_css, go, login_url, run_search, texts, wait_css)
+    SOURDOUGH, browser, by_css, go, run_search, sign_in, texts, wait_css)
 
 WARN = "rgb(164, 70, 27)"  # app.css --warn: the colour of failures
 NULLISH = re.compile(r"\b(null|undefined|NaN)\b")
@@ -38,8 +38,7 @@ def d(tmp_path_factory):
 
 @pytest.fixture()
 def ui(d, browser):  # noqa: F811 - the imported fixture
-    browser.get(login_url(d))
-    wait_until(lambda: browser.current_url == f"http://127.0.0.1:{d.port}/", 10, what="the redirect to /")
+    sign_in(browser, d)
     return browser
 
 
@@ -139,8 +138,7 @@ def test_documents_say_vectors_are_still_computed_and_idle_only_when_they_are_do
         wait_until(read_but_not_embedded, 60, 0.2, what="the files read and published")
         pending = dm.status()["vectors"]["pending_chunks"]
         assert pending >= 3
-        browser.get(login_url(dm))
-        wait_until(lambda: browser.current_url == f"http://127.0.0.1:{dm.port}/", 10, what="the redirect to /")
+        sign_in(browser, dm)
         # (a fresh daemon: its History says there is nothing yet, rather than showing a blank page)
         go(browser, dm, "history")
         wait_until(lambda: [t for t in texts(browser, "#history-list") if "No searches or answers yet" in t], 10,

@@ -21,8 +21,10 @@ SIGN_IN_FILE = "open.html"
 
 
 def add_open_parser(add) -> None:
-    s = add("open", "open the web UI in the browser, signed in through a one-time link (the link reaches the "
-                    "browser through a private file in the state directory, never on its command line)")
+    s = add("open", "open the web UI in the browser, signed in through a one-time link",
+            epilog="The link never goes on the browser's command line (any local user can read that):\n"
+                   "the browser is given a page, readable by you only, in the state directory\n"
+                   "(open.html) that sends it on. The link is printed too; it works once, within a minute.")
     s.add_argument("--print-only", action="store_true",
                    help="print the sign-in link (valid once, for 60 s) instead of opening a browser")
 

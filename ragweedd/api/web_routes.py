@@ -28,6 +28,7 @@ from urllib.parse import quote
 from aiohttp import web
 
 from ragweedd.api.jsontext import dumps
+from ragweedd.api.routes import read_body
 from ragweedd.api.security import LOGIN_CODE_TTL_S, STATE_KEY, error_response
 from ragweedd.contract import LoginCode, WebSession
 from ragweedd.errors import NotFoundError, RequestError, SignInRefused
@@ -85,10 +86,10 @@ async def login_page(request: web.Request) -> web.Response:
 async def login(request: web.Request) -> web.Response:
     """``{"code": ...}`` -> the session: its cookie set, its key in the body."""
     st = request.app[STATE_KEY]
-    body = await request.content.read(MAX_LOGIN_BODY + 1)
+    body = await read_body(request)  # within the body timeout, as every route reads its body
     try:
         data = json.loads(body) if len(body) <= MAX_LOGIN_BODY else None
-    except ValueError:
+    except (ValueError, RecursionError):
         data = None
     code = data.get("code") if isinstance(data, dict) else None
     if not isinstance(code, str) or not code:

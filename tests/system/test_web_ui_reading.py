@@ -273,3 +273,25 @@ def test_search_hits_show_the_daemons_snippet_or_the_chunk_start(d, ui):
     assert all(re.fullmatch(r"(strong|partial|weak) match", t) for t in texts(ui, "#search-out .strength"))
     assert "score -" not in texts(ui, "#search-out")[0]
     shot(d, ui, "search")
+
+
+def test_original_file_links_carry_a_ticket_for_their_file_only(d, ui):
+    """The Documents tab's "original" link and the text view's link are navigations (no header
+    of the page's): each carries ?t=, good for its own file with the session's cookie only."""
+    go(ui, d, "documents")
+    hrefs = wait_until(lambda: ui.execute_script(
+        "return [...document.querySelectorAll('#documents td.actions a')].filter(a => a.textContent === 'original')"
+        ".map(a => a.getAttribute('href')).filter(Boolean)"), 15, 0.1, what="the original-file links")
+    assert all(re.fullmatch(r"/v1/files/[^?#]+\?t=[0-9a-f]{64}", h) for h in hrefs), hrefs
+    fetch = ("const done = arguments[1]; fetch(arguments[0]).then(async r => done([r.status, await r.text()]))")
+    sourdough = next(h for h in hrefs if ui.execute_async_script(fetch, h)[1] == SOURDOUGH)
+    other = next(h for h in hrefs if h != sourdough)
+    # a ticket opens its file only: moved onto another document's address it is refused
+    swapped = other.split("?")[0] + "?" + sourdough.split("?")[1]
+    assert ui.execute_async_script(fetch, swapped)[0] == 401
+    assert ui.execute_async_script(fetch, sourdough.split("?")[0])[0] == 401  # no ticket, no key
+    # the text view's link to the original file carries the same ticket
+    key = sourdough.split("?")[0].rsplit("/", 1)[1]
+    ui.get(f"http://127.0.0.1:{d.port}/#view/{key}//")
+    wait_until(lambda: by_css(ui, "#view-original")[0].get_attribute("href"), 10, what="the view's original link")
+    assert by_css(ui, "#view-original")[0].get_attribute("href").endswith(sourdough)

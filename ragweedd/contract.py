@@ -388,6 +388,16 @@ class LoginCode(TypedDict):
     expires_in_s: float
 
 
+class WebSession(TypedDict):
+    """What ``POST /login`` answers besides the session cookie: the key the web UI page keeps in
+    sessionStorage and sends as ``X-Ragweedd-Key`` (the cookie alone signs nothing in), and how long
+    the session lasts unused and at most."""
+
+    key: str
+    idle_timeout_s: float
+    max_age_s: float
+
+
 # --------------------------------------------------------------------------- collection actions
 class Queued(TypedDict):
     """A scan, re-analysis or keyword-index rebuild was started in the background."""

@@ -24,6 +24,7 @@ wrong, with which file or key, and what to do. ``exit_code`` is what the CLI exi
     ├── InvalidVectorError           a vector/label/query given to an index has the wrong shape or a NaN (400)
     ├── NotFoundError                collection / document / history entry does not exist   (404)
     ├── RequestError                 a bad API or CLI request                               (400)
+    ├── SignInRefused                a used, expired or unknown web UI sign-in code          (403)
     └── DaemonError                  daemon-level problems (token file, listen address)
         ├── AlreadyRunningError
         └── RepairingError           the daemon is rebuilding a damaged database; retry shortly (503)
@@ -243,6 +244,13 @@ class RequestError(RagweedError):
     http_status = 400
     exit_code = 2
     code = "bad_request"
+
+
+class SignInRefused(RagweedError):
+    """A web UI sign-in code that is used, expired or unknown."""
+
+    http_status = 403
+    code = "sign_in_refused"
 
 
 class DaemonError(RagweedError):

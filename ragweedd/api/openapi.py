@@ -60,12 +60,6 @@ def _op(op_id: str, summary: str, returns: type | None, *, params: list | None =
     return op
 
 
-def _redirect(op: dict) -> dict:
-    """An operation whose success is a 303, never a 200."""
-    del op["responses"]["200"]
-    return op
-
-
 def _no_content(op: dict) -> dict:
     """An operation that always answers with an error (documented, so a client learns why)."""
     del op["responses"]["200"]
@@ -227,16 +221,19 @@ DOCUMENT: dict[str, Any] = {
         # does the rest through the /v1 routes they call.
         "/": {"get": _op("web_ui", "The web UI (HTML); it signs in through /login", None, public=True,
                          ok=_ok("The page", {"type": "string"}, "text/html"))},
-        "/login": {"get": _redirect(_op("web_login", "Trade a single-use login code for an HttpOnly, SameSite=Strict "
-                              "session cookie, then 303 to /", None, public=True,
-                              params=[_query("code", _text(1, 200), "The code from POST /v1/login-codes",
-                                             required=True)],
-                              # a page a person opens in a browser: what went wrong is said as a page
-                              extra={"303": {"description": "Signed in: Set-Cookie and Location /"},
-                                     "400": {"description": "No code in the address (an HTML page)",
-                                             "content": {"text/html": {"schema": {"type": "string"}}}},
-                                     "403": {"description": "A used, expired or unknown code (an HTML page)",
-                                             "content": {"text/html": {"schema": {"type": "string"}}}}}))},
+        "/login": {
+            "get": _op("web_login_page", "The sign-in page (HTML): its script reads the code from the address's "
+                       "fragment (#code=...) and posts it to POST /login", None, public=True,
+                       ok=_ok("The page", {"type": "string"}, "text/html")),
+            "post": _op("web_login", "Trade a single-use login code for a web UI session: an HttpOnly, "
+                        "SameSite=Strict session cookie (Set-Cookie) and the key the page sends as X-Ragweedd-Key "
+                        "with every call; the cookie alone signs nothing in", contract.WebSession, public=True,
+                        body={"required": True, "content": {"application/json": {"schema": {
+                            "type": "object", "required": ["code"], "additionalProperties": False,
+                            "properties": {"code": {**_text(1, 200),
+                                                    "description": "The code from POST /v1/login-codes"}}}}}},
+                        extra={"400": _ERR, "403": _ERR}),
+        },
         "/ui/{asset}": {"get": _op("web_asset", "A file of the web UI (app.js, app.css, favicon.svg)", None,
                                    public=True, params=[_path("asset", _text(1, 64), "The file's name")],
                                    ok={"description": "The file", "content": {"*/*": {"schema": {

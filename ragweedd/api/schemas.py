@@ -28,7 +28,7 @@ PUBLISHED: tuple[type, ...] = (
     contract.HistoryEntry,
     contract.ChatModel, contract.ChatModelList, contract.Citation, contract.ChatMessage, contract.ChatChoice,
     contract.ChatUsage, contract.ChatCompletion, contract.ChatDelta, contract.ChatChunkChoice,
-    contract.ChatCompletionChunk, contract.LoginCode,
+    contract.ChatCompletionChunk, contract.LoginCode, contract.WebSession,
 )
 _NAMES = {t: t.__name__ for t in PUBLISHED}
 

@@ -8,18 +8,25 @@ and unexpected exceptions -- into ``{"error": {"code", "message", "hint"?}}``; t
    evil.com that resolves to 127.0.0.1 sends ``Host: evil.com:PORT`` and is refused.
 2. Origin, when present, is one of our own origins; Sec-Fetch-Site, when present, is same-origin or
    none. A page on another site can send a "simple" text/plain POST without a preflight; these two
-   headers are what browsers cannot let it forge.
+   headers are what browsers cannot let it forge. A top-level navigation to the two HTML pages that
+   hold no data (``/`` and ``/login``) is let in from anywhere: the sign-in file ``ragweedctl open``
+   writes is a file:// page, whose navigations browsers mark cross-site.
 3. The bearer token (constant-time comparison; never logged) on everything but GET /v1/health and
-   the web UI's pages (``PUBLIC_PREFIXES``). The web UI's session cookie (``ragweedctl open``,
-   docs/web.md) is accepted in its place, except for minting login codes; a request it signs in that
-   changes something must also carry Origin or ``Sec-Fetch-Site: same-origin`` (checked in 2.), so
-   a cookie alone never suffices for a cross-site POST.
+   the web UI's pages (``PUBLIC_PREFIXES``). A web UI session (``ragweedctl open``, docs/web.md) is
+   accepted in its place, except for minting login codes. A session is two secrets: an HttpOnly
+   cookie, and a key the page keeps in sessionStorage and sends as ``X-Ragweedd-Key`` (or, for an
+   original file opened as a link, as ``?t=HMAC(key, doc_key)``). Browsers do not keep cookies apart
+   by port, so any other server on 127.0.0.1 receives the cookie; it never sees the key, which only
+   pages of this origin can read, so a cookie alone is a 401. Sessions end after SESSION_IDLE_S
+   unused and SESSION_MAX_S after sign-in. A request a session signs that changes something must
+   also carry Origin or ``Sec-Fetch-Site: same-origin`` (checked in 2.).
 4. A declared Content-Length above the cap is refused with 413 before the body is read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import secrets
 import time
@@ -35,7 +42,7 @@ from ragweedd.errors import RagweedError
 PUBLIC_ROUTES = {("GET", "/v1/health")}
 # The web UI's shell (HTML, script, style: no data) and its sign-in page need no token; the data
 # they show comes from the API, which checks the session cookie (ragweedd/api/web_routes.py).
-PUBLIC_PAGES = {("GET", "/"), ("GET", "/login"), ("GET", "/favicon.ico")}
+PUBLIC_PAGES = {("GET", "/"), ("GET", "/login"), ("POST", "/login"), ("GET", "/favicon.ico")}
 PUBLIC_PREFIXES = (("GET", "/ui/"),)
 # Minting a login code needs the bearer token itself: a browser session cannot extend itself.
 TOKEN_ONLY_ROUTES = {("POST", "/v1/login-codes")}
@@ -43,6 +50,13 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 LOGIN_CODE_TTL_S = 60.0
 MAX_LOGIN_CODES = 32
 MAX_SESSIONS = 64
+# A session ends when unused this long (an open page polls the status every few seconds, so this is
+# the time since its last tab closed or the machine slept) and, used or not, this long after sign-in.
+SESSION_IDLE_S = 2 * 3600.0
+SESSION_MAX_S = 24 * 3600.0
+SESSION_KEY_HEADER = "X-Ragweedd-Key"
+# The pages a browser may be sent to from another site (or a file:// page): HTML without data.
+NAVIGABLE_PAGES = {("GET", "/"), ("GET", "/login")}
 
 _HTTP_CODES = {
     400: ("bad_request", "the request is malformed"),
@@ -59,6 +73,18 @@ _HTTP_CODES = {
 
 
 @dataclass
+class Session:
+    """One browser sign-in: the page's key (see the module's docstring) and monotonic times."""
+
+    key: str
+    created: float
+    used: float
+
+    def file_ticket(self, doc_key: str) -> str:
+        return hmac.new(self.key.encode(), doc_key.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+
+
+@dataclass
 class ApiState:
     engine: Any
     token: str
@@ -71,10 +97,12 @@ class ApiState:
     log: Any = None
     allowed_hosts: frozenset[str] = field(default_factory=frozenset)
     allowed_origins: frozenset[str] = field(default_factory=frozenset)
-    # login code -> monotonic expiry; session secret -> monotonic creation time (newest kept).
+    # login code -> monotonic expiry; cookie secret -> its session (newest kept).
     # In memory only: a restarted daemon forgets both, and the user runs `ragweedctl open` again.
     login_codes: dict[str, float] = field(default_factory=dict)
-    sessions: dict[str, float] = field(default_factory=dict)
+    sessions: dict[str, Session] = field(default_factory=dict)
+    session_idle_s: float = SESSION_IDLE_S
+    session_max_s: float = SESSION_MAX_S
 
     def __post_init__(self) -> None:
         self.set_port(self.port)
@@ -103,9 +131,9 @@ class ApiState:
         self.login_codes[code] = now + ttl
         return code
 
-    def redeem_login_code(self, code: str) -> str | None:
-        """A new session secret for a valid code, which is used up; None when the code is
-        unknown, used or expired."""
+    def redeem_login_code(self, code: str) -> tuple[str, str] | None:
+        """A new session's (cookie secret, page key) for a valid code, which is used up; None when
+        the code is unknown, used or expired."""
         expires = None
         for known in list(self.login_codes):
             # every code is compared, in constant time each, so timing tells nothing about them
@@ -113,11 +141,31 @@ class ApiState:
                 expires = self.login_codes.pop(known)
         if expires is None or expires <= time.monotonic():
             return None
+        now = time.monotonic()
+        self.sessions = {c: s for c, s in self.sessions.items() if self.live(s, now)}
         while len(self.sessions) >= MAX_SESSIONS:
             self.sessions.pop(next(iter(self.sessions)))
-        session = secrets.token_urlsafe(32)
-        self.sessions[session] = time.monotonic()
-        return session
+        cookie, key = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+        self.sessions[cookie] = Session(key, now, now)
+        return cookie, key
+
+    def live(self, s: Session, now: float) -> bool:
+        return now - s.used < self.session_idle_s and now - s.created < self.session_max_s
+
+    def session_of(self, cookie: str) -> Session | None:
+        """The live session whose cookie secret this is (every secret compared in constant time);
+        an expired one is forgotten."""
+        found = None
+        for known in list(self.sessions):
+            if hmac.compare_digest(known.encode(), cookie.encode("utf-8", "replace")):
+                found = known
+        if found is None:
+            return None
+        s = self.sessions[found]
+        if not self.live(s, time.monotonic()):
+            del self.sessions[found]
+            return None
+        return s
 
 
 STATE_KEY = web.AppKey("ragweedd_api_state", ApiState)
@@ -201,6 +249,9 @@ def check_cross_site(request: web.Request, st: ApiState) -> str | None:
         return "cross-origin requests are not allowed"
     sites = request.headers.getall("Sec-Fetch-Site", [])
     if len(sites) > 1 or (sites and sites[0].strip().lower() not in ("same-origin", "none")):
+        if (request.method, request.path) in NAVIGABLE_PAGES and not origins \
+                and request.headers.get("Sec-Fetch-Mode", "").strip().lower() == "navigate":
+            return None
         return "cross-site requests are not allowed"
     return None
 
@@ -214,15 +265,27 @@ def check_token(request: web.Request, st: ApiState) -> bool:
     return hmac.compare_digest(given.strip().encode("utf-8", "replace"), st.token.encode())
 
 
-def check_session(request: web.Request, st: ApiState) -> bool:
-    """The web UI's session cookie (set by /login) names a live session."""
+def check_session(request: web.Request, st: ApiState) -> str | None:
+    """None when the request carries both secrets of one live web UI session (see the module's
+    docstring), else why not: the caller answers 401 with it."""
     given = request.cookies.get(st.cookie_name, "")
-    if not given or not st.sessions:
-        return False
-    found = False
-    for known in st.sessions:
-        found |= hmac.compare_digest(known.encode(), given.encode("utf-8", "replace"))
-    return found
+    if not given:
+        return "missing or wrong bearer token"
+    s = st.session_of(given)
+    if s is None:
+        return "the web UI session has ended or is unknown (sessions end when the daemon stops, " \
+               f"after {st.session_idle_s / 60:g} minutes unused and {st.session_max_s / 3600:g} hours after sign-in)"
+    key = request.headers.get(SESSION_KEY_HEADER, "")
+    ok = hmac.compare_digest(key.strip().encode("utf-8", "replace"), s.key.encode())
+    doc_key = request.match_info.get("doc_key") if request.path.startswith("/v1/files/") else None
+    if not ok and request.method == "GET" and doc_key is not None:
+        ticket = request.query.get("t", "")
+        ok = hmac.compare_digest(ticket.encode("utf-8", "replace"), s.file_ticket(doc_key).encode())
+    if not ok:
+        return (f"the session cookie alone does not sign in: the web UI's {SESSION_KEY_HEADER} header is "
+                "missing or wrong")
+    s.used = time.monotonic()
+    return None
 
 
 def check_cookie_write(request: web.Request) -> str | None:
@@ -255,8 +318,9 @@ async def security_middleware(request: web.Request, handler) -> web.StreamRespon
         return error_response(403, "forbidden_origin", why,
                               "browsers on other sites may not use this service")
     if not is_public(request.method, request.path) and not check_token(request, st):
-        if not check_session(request, st):
-            return error_response(401, "unauthorized", "missing or wrong bearer token",
+        why = check_session(request, st)
+        if why:
+            return error_response(401, "unauthorized", why,
                                   "send 'Authorization: Bearer <token>' with the token from the state "
                                   "directory's 'token' file (ragweedctl does this for you); in a browser, "
                                   "sign in with `ragweedctl open`",

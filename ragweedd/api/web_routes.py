@@ -2,9 +2,12 @@
 asks for (``POST /v1/login-codes``) and the original files its citations open (``GET /v1/files/{doc_key}``).
 
 Sign-in (docs/web.md): ragweedctl, which holds the token, asks for a code that works once within
-LOGIN_CODE_TTL_S and opens ``/login?code=...``; that page swaps the code for a session secret in an
-HttpOnly, SameSite=Strict cookie and sends the browser to ``/``. The page's scripts never see the
-token or the cookie; the security middleware accepts the cookie in place of the token.
+LOGIN_CODE_TTL_S and opens ``/login#code=...`` (through a private file, so that the code is never
+on a command line). The fragment never reaches the daemon: the page's script (``/ui/login.js``)
+posts the code to ``POST /login``, which answers a session's two secrets: the cookie (HttpOnly,
+SameSite=Strict) and the key the page keeps in sessionStorage and sends with every API call. The
+page's scripts never see the token or the cookie; the security middleware accepts the pair in
+place of the token (ragweedd/api/security.py says why one is not enough).
 
 A file is served only when its document is indexed and its path lies inside one of its
 collection's current roots, as written and with symlinks resolved, and it opens as a regular file
@@ -16,7 +19,7 @@ PDFs under a sandbox CSP, so an indexed file cannot act with the session of the 
 from __future__ import annotations
 
 import asyncio
-import html
+import json
 import mimetypes
 import os
 from importlib import resources
@@ -25,15 +28,18 @@ from urllib.parse import quote
 from aiohttp import web
 
 from ragweedd.api.jsontext import dumps
+from ragweedd.api.routes import read_body
 from ragweedd.api.security import LOGIN_CODE_TTL_S, STATE_KEY, error_response
-from ragweedd.contract import LoginCode
-from ragweedd.errors import NotFoundError
+from ragweedd.contract import LoginCode, WebSession
+from ragweedd.errors import NotFoundError, RequestError, SignInRefused
 
 # The HTML pages served outside the OpenAPI document (they answer HTML, not the API's JSON).
 PAGES = {("GET", "/"), ("GET", "/login"), ("GET", "/ui/{asset}"), ("GET", "/favicon.ico")}
+MAX_LOGIN_BODY = 4096
 # favicon.svg: a browser asks for an icon on every page load (at /favicon.ico when the page names
 # none: the sign-in messages, a PDF opened from /v1/files); without one its console shows a 404
-ASSETS = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8",
+ASSETS = {"app.js": "text/javascript; charset=utf-8", "login.js": "text/javascript; charset=utf-8",
+          "app.css": "text/css; charset=utf-8",
           "favicon.svg": "image/svg+xml"}
 PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
             "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
@@ -71,37 +77,42 @@ async def asset(request: web.Request) -> web.Response:
     return web.Response(body=_asset(name), headers=_page_headers(ASSETS[name]))
 
 
-def _message_page(status: int, title: str, text: str) -> web.Response:
-    body = (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>ragweedd: {html.escape(title)}</title>"
-            "<link rel=icon href=/ui/favicon.svg type=image/svg+xml>"
-            f"<link rel=stylesheet href=/ui/app.css></head><body class=message><main><h1>{html.escape(title)}</h1>"
-            f"<p>{html.escape(text)}</p><p>Run <code>ragweedctl open</code> for a new sign-in link.</p>"
-            "</main></body></html>")
-    return web.Response(status=status, text=body, headers=_page_headers("text/html; charset=utf-8"))
+async def login_page(request: web.Request) -> web.Response:
+    # the code is in the fragment (or, from an older link, the query): login.js reads and posts it
+    return web.Response(body=_asset("login.html"), headers={**_page_headers("text/html; charset=utf-8"),
+                                                            "Referrer-Policy": "no-referrer"})
 
 
 async def login(request: web.Request) -> web.Response:
+    """``{"code": ...}`` -> the session: its cookie set, its key in the body."""
     st = request.app[STATE_KEY]
-    code = request.query.get("code", "")
-    if not code:
-        return _message_page(400, "No sign-in code", "This address needs the code that ragweedctl open puts in it.")
-    session = st.redeem_login_code(code[:200])
-    if session is None:
-        return _message_page(403, "This sign-in link does not work",
-                             "The code was already used, has expired (codes last "
-                             f"{LOGIN_CODE_TTL_S:g} seconds) or is not one this daemon gave out.")
-    resp = web.HTTPSeeOther("/")
-    # No Max-Age: a session cookie, gone when the browser closes; the daemon forgets it when it stops.
-    resp.set_cookie(st.cookie_name, session, httponly=True, samesite="Strict", path="/")
-    resp.headers["Referrer-Policy"] = "no-referrer"  # the used code stays out of Referer headers
-    raise resp
+    body = await read_body(request)  # within the body timeout, as every route reads its body
+    try:
+        data = json.loads(body) if len(body) <= MAX_LOGIN_BODY else None
+    except (ValueError, RecursionError):
+        data = None
+    code = data.get("code") if isinstance(data, dict) else None
+    if not isinstance(code, str) or not code:
+        raise RequestError('POST /login takes a JSON object {"code": "..."} with the code from POST /v1/login-codes',
+                              hint="open the link that `ragweedctl open` gives")
+    pair = st.redeem_login_code(code[:200])
+    if pair is None:
+        raise SignInRefused(f"the sign-in code was already used, has expired (codes last {LOGIN_CODE_TTL_S:g} "
+                            "seconds) or is not one this daemon gave out",
+                            hint="run `ragweedctl open` for a new sign-in link")
+    cookie, key = pair
+    out: WebSession = {"key": key, "idle_timeout_s": st.session_idle_s, "max_age_s": st.session_max_s}
+    resp = web.json_response(out, dumps=dumps)
+    # No Max-Age: a session cookie, gone when the browser closes; the daemon ends the session itself.
+    resp.set_cookie(st.cookie_name, cookie, httponly=True, samesite="Strict", path="/")
+    return resp
 
 
 async def login_code(request: web.Request) -> web.Response:
     st = request.app[STATE_KEY]
     code = st.new_login_code()
     # request.host is the Host header the security middleware accepted: the name the client used
-    out: LoginCode = {"code": code, "url": f"http://{request.host}/login?code={code}",
+    out: LoginCode = {"code": code, "url": f"http://{request.host}/login#code={code}",
                       "expires_in_s": LOGIN_CODE_TTL_S}
     return web.json_response(out, dumps=dumps)
 
@@ -217,7 +228,8 @@ async def _send_fd(request: web.Request, fd: int, headers: dict[str, str]) -> we
 def add_web_routes(app: web.Application) -> None:
     r = app.router
     r.add_get("/", index, allow_head=False)
-    r.add_get("/login", login, allow_head=False)
+    r.add_get("/login", login_page, allow_head=False)
+    r.add_post("/login", login)
     r.add_get("/ui/{asset}", asset, allow_head=False)
     r.add_get("/favicon.ico", favicon, allow_head=False)
     r.add_post("/v1/login-codes", login_code)

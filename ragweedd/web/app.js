@@ -1,6 +1,25 @@
 // The ragweedd web UI: plain DOM, no framework. The session cookie is HttpOnly, so this script never
-// sees it (nor the token); fetch() sends it with every same-origin request.
+// sees it (nor the token); fetch() sends it with every same-origin request. The cookie alone signs
+// nothing in (any server on this machine receives it): every call also carries the session's key,
+// which the sign-in page (login.js) left in sessionStorage, and an original file opened as a link
+// carries ?t=HMAC-SHA256(key, doc key) instead, a ticket good for that one file only.
 "use strict";
+
+const KEY_HEADER = "X-Ragweedd-Key";
+const sessionKey = () => sessionStorage.getItem("ragweedd_key") || "";
+const withKey = (headers) => Object.assign({ [KEY_HEADER]: sessionKey() }, headers || {});
+
+// The address of a document's original file, with its ticket; "#frag" is kept (a PDF's page).
+async function fileHref(key, frag) {
+  if (!(crypto && crypto.subtle)) {
+    throw new Error("this browser offers no WebCrypto on this address: open the UI at http://127.0.0.1:PORT");
+  }
+  const enc = new TextEncoder();
+  const k = await crypto.subtle.importKey("raw", enc.encode(sessionKey()), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const mac = new Uint8Array(await crypto.subtle.sign("HMAC", k, enc.encode(key)));
+  const hex = Array.from(mac, (b) => b.toString(16).padStart(2, "0")).join("");
+  return `/v1/files/${encodeURIComponent(key)}?t=${hex}` + (frag ? `#${frag}` : "");
+}
 
 const $ = (id) => document.getElementById(id);
 
@@ -51,7 +70,7 @@ function webHint(action) {
 }
 
 async function api(method, path, body, headers) {
-  const opts = { method, headers: Object.assign({}, headers || {}), credentials: "same-origin" };
+  const opts = { method, headers: withKey(headers), credentials: "same-origin" };
   if (body instanceof Blob) opts.body = body;
   else if (body !== undefined) {
     opts.body = JSON.stringify(body);
@@ -205,7 +224,7 @@ let followUntil = 0, lastStates = "";
 async function pollStatus() {
   let s;
   try {
-    const r = await fetch("/v1/status", { credentials: "same-origin" });
+    const r = await fetch("/v1/status", { credentials: "same-origin", headers: withKey() });
     if (r.status === 401) { $("signin").hidden = false; return; }
     s = await r.json();
     if (!r.ok) return;
@@ -270,10 +289,10 @@ function fragment(uri) {
 
 // Where a citation opens: PDFs (and audio/video) in the browser's own viewer at their page or
 // time, everything else in the text view with the cited span marked.
-function sourceHref(src, key) {
+async function sourceHref(src, key) {
   const quote = src.quote || null;
   const frag = fragment((quote && quote.uri) || src.uri);
-  if (/^page=\d+/.test(frag) || /^t=/.test(frag)) return `/v1/files/${encodeURIComponent(key)}#${frag}`;
+  if (/^page=\d+/.test(frag) || /^t=/.test(frag)) return fileHref(key, frag);
   const span = (quote && quote.span) || src.span || [];
   const s = span[0] ?? "", e = span[1] ?? "";
   return `#view/${encodeURIComponent(key)}/${s}/${e}`;
@@ -300,8 +319,7 @@ function where(src) {
 function linkSource(a, src) {
   a.removeAttribute("href");
   a.classList.add("pending");
-  docKey(src).then((key) => {
-    const href = sourceHref(src, key);
+  docKey(src).then((key) => sourceHref(src, key)).then((href) => {
     a.href = href;
     if (href.startsWith("/v1/files/")) { a.target = "_blank"; a.rel = "noopener"; }
     a.classList.remove("pending");
@@ -508,7 +526,7 @@ async function ask(ev) {
   try {
     const r = await fetch("/v1/ask", {
       method: "POST", credentials: "same-origin", signal: asking.signal,
-      headers: { "Content-Type": "application/json", "Accept": "text/event-stream" }, body: JSON.stringify(body),
+      headers: withKey({ "Content-Type": "application/json", "Accept": "text/event-stream" }), body: JSON.stringify(body),
     });
     if (!r.ok || !(r.headers.get("Content-Type") || "").startsWith("text/event-stream")) {
       await readJson(r);
@@ -616,6 +634,13 @@ function docNote(d) {
   return el("div", { class: "state failed" }, why);
 }
 
+// A link to a document's original file; its href (which holds the file's ticket) follows.
+function originalLink(key) {
+  const a = el("a", { target: "_blank", rel: "noopener" }, "original");
+  fileHref(key).then((href) => { a.href = href; }).catch((e) => { a.title = e.message || String(e); });
+  return a;
+}
+
 async function loadDocuments(reset) {
   if (reset) docsOffset = 0;
   const params = { collection: $("docs-collection").value, state: $("docs-state").value,
@@ -628,7 +653,7 @@ async function loadDocuments(reset) {
     el("td", { class: "num" }, d.chunks), el("td", { class: "num" }, size(d.size_bytes)),
     el("td", { class: "actions" }, d.state === "indexed" ? [
       el("a", { href: `#view/${encodeURIComponent(d.doc_key)}//` }, "text"), " ",
-      el("a", { href: `/v1/files/${encodeURIComponent(d.doc_key)}`, target: "_blank", rel: "noopener" }, "original")] : null)));
+      originalLink(d.doc_key)] : null)));
   const body = $("documents").tBodies[0];
   if (reset) body.replaceChildren(...rows); else body.append(...rows);
   docsOffset += page.items.length;
@@ -674,7 +699,8 @@ async function openTextView(key, s, e) {
   show("view");
   const pre = $("view-text");
   pre.replaceChildren(el("span", { class: "muted" }, "loading…"));
-  $("view-original").href = `/v1/files/${encodeURIComponent(key)}`;
+  $("view-original").removeAttribute("href");
+  fileHref(key).then((href) => { $("view-original").href = href; }).catch((err) => { $("view-original").title = err.message; });
   let d;
   try { d = await api("GET", `/v1/documents/${encodeURIComponent(key)}`); } catch (err) { showError(err); return; }
   $("view-title").textContent = d.source_file;

@@ -309,10 +309,13 @@ case("web-asset", "api", "GET", "/ui/{asset}", raw="text/javascript; charset=utf
 case("web-asset-404", "api", "GET", "/ui/{asset}", 404)(lambda a, _: a.request("GET", "/ui/nope.js", token=None))
 case("favicon", "api", "GET", "/favicon.ico", raw="image/svg+xml")(
     lambda a, _: a.request("GET", "/favicon.ico", token=None))
-case("web-login", "api", "GET", "/login", 303, raw="redirect")(
-    lambda a, _: a.request("GET", "/login?code=" + a.ok("POST", "/v1/login-codes")["code"], token=None))
-case("web-login-403", "api", "GET", "/login", 403, raw="text/html; charset=utf-8")(
-    lambda a, _: a.request("GET", "/login?code=nope", token=None))
+case("web-login-page", "api", "GET", "/login", raw="text/html; charset=utf-8")(
+    lambda a, _: a.request("GET", "/login", token=None))
+case("web-login", "api", "POST", "/login")(
+    lambda a, _: a.request("POST", "/login", {"code": a.ok("POST", "/v1/login-codes")["code"]}, token=None))
+case("web-login-403", "api", "POST", "/login", 403)(
+    lambda a, _: a.request("POST", "/login", {"code": "nope"}, token=None))
+case("web-login-400", "api", "POST", "/login", 400)(lambda a, _: a.request("POST", "/login", {}, token=None))
 # the OpenAI-compatible face (its streaming is checked through the SDK in tests/system/test_openai_compat.py)
 _CHAT = {"messages": [{"role": "user", "content": "do cats purr?"}]}
 case("openai-models", "api", "GET", "/v1/models")(lambda a, _: a.request("GET", "/v1/models"))
@@ -339,8 +342,6 @@ def test_route_conforms_to_documented_schema(cid, backend, request):
         events = sse_events(body)
         assert events[-1][0] == "done", [e for e, _ in events]
         conform_events(c.path, c.method, events)
-    elif c.raw == "redirect":  # signed in: the session cookie, then the UI
-        assert hdrs["Location"] == "/" and "HttpOnly" in hdrs["Set-Cookie"], hdrs
     elif c.raw:
         assert hdrs["Content-Type"] == c.raw and isinstance(body, bytes) and body, hdrs
     else:
@@ -807,8 +808,7 @@ def test_openapi_matches_registered_routes(api):
             if path == "/mcp" and "200" not in op["responses"]:  # GET, DELETE: stateless, always 405
                 assert set(op["responses"]) >= {"405"}
                 continue
-            assert op["operationId"] and (op["responses"].get("200") or op["responses"]["303"]).get(
-                "content", path == "/login")
+            assert op["operationId"] and op["responses"]["200"].get("content")
 
 
 def test_openapi_route_check_can_fail(api):
@@ -833,10 +833,10 @@ def test_every_success_schema_is_a_closed_contract_object():
     the server adds or renames cannot pass unnoticed."""
     for path, ops in DOC["paths"].items():
         for method, op in ops.items():
-            if path in ("/v1/openapi.json", "/mcp", "/login"):  # the document; JSON-RPC; a redirect
+            if path in ("/v1/openapi.json", "/mcp"):  # the document; JSON-RPC
                 continue
             if "application/json" not in op["responses"]["200"]["content"]:  # files and pages
-                assert path in ("/v1/files/{doc_key}", "/", "/ui/{asset}", "/favicon.ico"), path
+                assert path in ("/v1/files/{doc_key}", "/", "/login", "/ui/{asset}", "/favicon.ico"), path
                 continue
             sch = op["responses"]["200"]["content"]["application/json"]["schema"]
             assert "$ref" in sch, (method, path)

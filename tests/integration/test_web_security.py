@@ -1,22 +1,27 @@
 """The web UI's sign-in and file serving against the REAL daemon engine on a loopback port
-(tests/api_support.py): login codes (single use, expiry, token only), the session cookie in place
-of the token and the Origin / Sec-Fetch-Site rule for what it may change, the pages, and
+(tests/api_support.py): login codes (single use, expiry, token only), the session (cookie and key,
+never the cookie alone) in place of the token, its expiry, the Origin / Sec-Fetch-Site rule for
+what it may change, the pages, and
 GET /v1/files/{doc_key} refusing files outside a collection's folders, symlinks and documents
 that are not indexed. The browser end of all this is tests/system/test_web_ui.py."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import re
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd.api import web_routes  # noqa: E402
+from ragweedd.api.security import SESSION_KEY_HEADER as KEY  # noqa: E402
 from ragweedd.api.security import STATE_KEY, ApiState  # noqa: E402
 from tests.api_support import running_api, wait_until  # noqa: E402
 
@@ -33,58 +38,87 @@ def api(tmp_path_factory):
         yield a
 
 
-def login(a) -> tuple[str, str]:
-    """(cookie name, value) from a fresh code."""
+class Signed(NamedTuple):
+    """A web UI session as the browser holds it: the cookie's name and value, and the page's key."""
+
+    name: str
+    cookie: str
+    key: str
+
+
+def login(a) -> Signed:
+    """A session from a fresh code, redeemed as the sign-in page's script does."""
     code = a.ok("POST", "/v1/login-codes")["code"]
-    st, hdrs, _ = a.request("GET", f"/login?code={code}", token=None)
-    assert st == 303 and hdrs["Location"] == "/"
+    st, hdrs, body = a.request("POST", "/login", {"code": code}, token=None)
+    assert st == 200, body
     m = re.match(r"(ragweedd_session_\d+)=([^;]+);(.*)", hdrs["Set-Cookie"])
     assert m, hdrs["Set-Cookie"]
-    return m.group(1), m.group(2)
+    return Signed(m.group(1), m.group(2), body["key"])
 
 
-def with_cookie(cookie: tuple[str, str], **more) -> dict:
-    return {"Cookie": f"{cookie[0]}={cookie[1]}", **more}
+def with_cookie(s: Signed, **more) -> dict:
+    """The cookie alone: what any other server on this machine receives from the browser."""
+    return {"Cookie": f"{s.name}={s.cookie}", **more}
+
+
+def with_session(s: Signed, **more) -> dict:
+    """What the web UI page sends: the cookie and its key."""
+    return with_cookie(s, **{KEY: s.key, **more})
 
 
 # --------------------------------------------------------------------------- login codes
 def test_a_login_code_signs_in_once(api):
     body = api.ok("POST", "/v1/login-codes")
     assert set(body) == {"code", "url", "expires_in_s"} and body["expires_in_s"] == 60
-    assert body["url"] == f"http://127.0.0.1:{api.port}/login?code={body['code']}"
-    st, hdrs, _ = api.request("GET", f"/login?code={body['code']}", token=None)
-    assert st == 303
+    # in the fragment, which a browser never sends: the sign-in page's script posts it
+    assert body["url"] == f"http://127.0.0.1:{api.port}/login#code={body['code']}"
+    st, hdrs, out = api.request("POST", "/login", {"code": body["code"]}, token=None)
+    assert st == 200 and set(out) == {"key", "idle_timeout_s", "max_age_s"}, out
+    assert out["idle_timeout_s"] == 7200 and out["max_age_s"] == 86400
     cookie = hdrs["Set-Cookie"]
     name, value = cookie.split(";")[0].split("=", 1)
     assert name == f"ragweedd_session_{api.port}" and value != api.token and len(value) >= 40
+    assert out["key"] not in (value, api.token) and len(out["key"]) >= 40
     attrs = {a.strip().lower() for a in cookie.split(";")[1:]}
     assert {"httponly", "samesite=strict", "path=/"} <= attrs, cookie
     assert not any(a.startswith(("max-age", "expires", "domain")) for a in attrs), cookie
-    st, hdrs, page = api.request("GET", f"/login?code={body['code']}", token=None)  # used
-    assert st == 403 and "Set-Cookie" not in hdrs and b"does not work" in page and b"ragweedctl open" in page
-    assert hdrs["Content-Type"].startswith("text/html")
+    st, hdrs, out = api.request("POST", "/login", {"code": body["code"]}, token=None)  # used
+    assert st == 403 and "Set-Cookie" not in hdrs and out["error"]["code"] == "sign_in_refused"
+    assert "already used" in out["error"]["message"] and "ragweedctl open" in out["error"]["hint"]
 
 
-@pytest.mark.parametrize("query", ["", "?code=", "?code=nonsense", "?code=" + "x" * 5000, "?other=1"])
-def test_a_bad_code_is_a_clear_page_and_no_cookie(api, query):
-    st, hdrs, page = api.request("GET", f"/login{query}", token=None)
-    assert st in (400, 403) and "Set-Cookie" not in hdrs and b"ragweedctl open" in page
+def test_the_sign_in_page_redeems_nothing_itself(api):
+    """GET /login is the page (its script does the sign-in); a code in its query is not used up."""
+    code = api.ok("POST", "/v1/login-codes")["code"]
+    st, hdrs, page = api.request("GET", f"/login?code={code}", token=None)
+    assert st == 200 and hdrs["Content-Type"].startswith("text/html") and b"/ui/login.js" in page
+    assert "Set-Cookie" not in hdrs and code.encode() not in page and hdrs["Referrer-Policy"] == "no-referrer"
+    assert api.request("POST", "/login", {"code": code}, token=None)[0] == 200
+
+
+@pytest.mark.parametrize("body", [None, b"", b"not json", b"[]", b"{}", b'{"code": ""}', b'{"code": 5}',
+                                  b'{"code": "nonsense"}', b'{"code": "' + b"x" * 5000 + b'"}'])
+def test_a_bad_code_is_a_clear_error_and_no_cookie(api, body):
+    st, hdrs, out = api.request("POST", "/login", token=None, raw=body,
+                                headers={"Content-Type": "application/json"})
+    assert st in (400, 403) and "Set-Cookie" not in hdrs, out
+    assert out["error"]["code"] in ("bad_request", "sign_in_refused") and "ragweedctl open" in out["error"]["hint"]
 
 
 def test_an_expired_code_is_refused(api):
     code = api.ok("POST", "/v1/login-codes")["code"]
     st_ = api.server.app[STATE_KEY]
     st_.login_codes[code] = time.monotonic() - 1
-    st, hdrs, page = api.request("GET", f"/login?code={code}", token=None)
-    assert st == 403 and "Set-Cookie" not in hdrs and b"expired" in page
+    st, hdrs, out = api.request("POST", "/login", {"code": code}, token=None)
+    assert st == 403 and "Set-Cookie" not in hdrs and "expired" in out["error"]["message"]
 
 
 def test_login_codes_need_the_bearer_token(api):
     st, _, body = api.request("POST", "/v1/login-codes", token=None)
     assert st == 401
-    cookie = login(api)
+    s = login(api)
     st, _, body = api.request("POST", "/v1/login-codes", token=None,
-                              headers=with_cookie(cookie, Origin=f"http://127.0.0.1:{api.port}"))
+                              headers=with_session(s, Origin=f"http://127.0.0.1:{api.port}"))
     assert st == 403 and body["error"]["code"] == "token_required"
 
 
@@ -100,18 +134,50 @@ def test_codes_and_sessions_are_bounded():
     assert len(st.sessions) == 64
 
 
-# --------------------------------------------------------------------------- the cookie on the API
-def test_the_cookie_reads_like_the_token(api):
-    cookie = login(api)
-    assert api.request("GET", "/v1/status", token=None, headers=with_cookie(cookie))[0] == 200
-    assert api.request("GET", "/v1/status", token=None, headers=with_cookie((cookie[0], "forged")))[0] == 401
+# --------------------------------------------------------------------------- the session on the API
+def test_the_session_reads_like_the_token(api):
+    s = login(api)
+    assert api.request("GET", "/v1/status", token=None, headers=with_session(s))[0] == 200
+    assert api.request("GET", "/v1/status", token=None, headers=with_session(s._replace(cookie="forged")))[0] == 401
     # another daemon's (port's) cookie name does not count
     assert api.request("GET", "/v1/status", token=None,
-                       headers={"Cookie": f"ragweedd_session_1={cookie[1]}"})[0] == 401
+                       headers={"Cookie": f"ragweedd_session_1={s.cookie}", KEY: s.key})[0] == 401
+
+
+def test_the_cookie_alone_or_the_key_alone_reads_nothing(api):
+    """Any server on this machine receives the cookie (browsers do not keep cookies apart by port):
+    without the key that only the page holds it is worth nothing, whatever it claims to be."""
+    s, other = login(api), login(api)
+    forged = {"Origin": f"http://127.0.0.1:{api.port}", "Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "cors"}
+    for headers in (with_cookie(s), with_cookie(s, **forged), with_cookie(s, **{KEY: "", **forged}),
+                    with_cookie(s, **{KEY: s.key[:-1] + "x"}), with_cookie(s, **{KEY: other.key}),
+                    {KEY: s.key, **forged}):
+        for method, path, body in (("GET", "/v1/status", None), ("GET", "/v1/documents", None),
+                                   ("GET", "/v1/collections", None), ("POST", "/v1/search", {"query": "heron"})):
+            st, _, out = api.request(method, path, body, token=None, headers=headers)
+            assert st == 401 and out["error"]["code"] == "unauthorized", (headers, path, out)
+    st, _, out = api.request("GET", "/v1/status", token=None, headers=with_cookie(s))
+    assert KEY in out["error"]["message"] and "cookie alone" in out["error"]["message"]
+    assert api.request("GET", "/v1/status", token=None, headers=with_session(s))[0] == 200  # both: yes
+
+
+def test_sessions_end_when_idle_and_when_old(api):
+    st_ = api.server.app[STATE_KEY]
+    idle, old, fresh = login(api), login(api), login(api)
+    st_.sessions[idle.cookie].used -= st_.session_idle_s + 1
+    st_.sessions[old.cookie].created -= st_.session_max_s + 1  # used a moment ago, but signed in too long ago
+    for s in (idle, old):
+        st, _, out = api.request("GET", "/v1/status", token=None, headers=with_session(s))
+        assert st == 401 and "has ended" in out["error"]["message"], out
+        assert s.cookie not in st_.sessions
+    # a session in use lives on: each request counts as use
+    st_.sessions[fresh.cookie].used -= st_.session_idle_s - 60
+    assert api.request("GET", "/v1/status", token=None, headers=with_session(fresh))[0] == 200
+    assert time.monotonic() - st_.sessions[fresh.cookie].used < 30
 
 
 @pytest.mark.parametrize("headers,status", [
-    ({}, 403),                                                      # a cookie alone
+    ({}, 403),                                                      # the session without either header
     ({"Sec-Fetch-Site": "none"}, 403),                              # a typed URL cannot POST
     ({"Sec-Fetch-Site": "same-site"}, 403),                         # another port of 127.0.0.1
     ({"Sec-Fetch-Site": "cross-site"}, 403),
@@ -122,10 +188,10 @@ def test_the_cookie_reads_like_the_token(api):
     ({"Origin": "http://127.0.0.1:{port}"}, 200),
     ({"Origin": "http://localhost:{port}", "Sec-Fetch-Site": "same-origin"}, 200),
 ])
-def test_what_the_cookie_may_change(api, headers, status):
-    cookie = login(api)
+def test_what_the_session_may_change(api, headers, status):
+    s = login(api)
     h = {k: v.format(port=api.port, other=api.port + 1) for k, v in headers.items()}
-    st, _, body = api.request("POST", "/v1/search", {"query": "heron"}, token=None, headers=with_cookie(cookie, **h))
+    st, _, body = api.request("POST", "/v1/search", {"query": "heron"}, token=None, headers=with_session(s, **h))
     assert st == status, body
     if status == 403:
         assert body["error"]["code"] == "forbidden_origin"
@@ -136,10 +202,16 @@ def test_what_the_cookie_may_change(api, headers, status):
 def test_a_refused_cookie_write_never_reaches_the_engine(api, tmp_path):
     with running_api(tmp_path) as a:
         calls = a.count_engine_calls()
-        cookie = login(a)
-        st, _, _ = a.request("POST", "/v1/collections/notes/documents?filename=x.txt", raw=b"planted",
-                             token=None, headers=with_cookie(cookie, **{"Content-Type": "text/plain"}))
-        assert st == 403 and calls == []
+        s = login(a)
+        origin = {"Origin": f"http://127.0.0.1:{a.port}", "Content-Type": "text/plain"}
+        for headers, status in ((with_session(s, **{"Content-Type": "text/plain"}), 403),
+                                (with_cookie(s, **origin), 401)):
+            st, _, _ = a.request("POST", "/v1/collections/notes/documents?filename=x.txt", raw=b"planted",
+                                 token=None, headers=headers)
+            assert st == status and calls == []
+        st, _, _ = a.request("POST", "/v1/collections", {"name": "planted", "roots": [str(tmp_path)]},
+                             token=None, headers=with_cookie(s, **origin))
+        assert st == 401 and calls == []
         assert not (a.paths.data / "uploads" / "notes" / "x.txt").exists()
 
 
@@ -148,15 +220,28 @@ def test_pages_need_no_token_but_the_host_and_origin_checks(api):
     assert st == 200 and hdrs["Content-Type"].startswith("text/html") and b"/ui/app.js" in page
     assert "script-src 'self'" in hdrs["Content-Security-Policy"] and hdrs["X-Frame-Options"] == "DENY"
     assert api.token.encode() not in page
-    for name, ctype in (("app.js", "text/javascript"), ("app.css", "text/css")):
+    for name, ctype in (("app.js", "text/javascript"), ("login.js", "text/javascript"), ("app.css", "text/css")):
         st, hdrs, body = api.request("GET", f"/ui/{name}", token=None)
         assert st == 200 and hdrs["Content-Type"].startswith(ctype) and body
-    for bad in ("/ui/index.html", "/ui/..%2Fapi%2Fsecurity.py", "/ui/nope.js"):
+    for bad in ("/ui/index.html", "/ui/login.html", "/ui/..%2Fapi%2Fsecurity.py", "/ui/nope.js"):
         assert api.request("GET", bad, token=None)[0] == 404, bad
     st, _, body = api.request("GET", "/", token=None, headers={"Host": f"evil.com:{api.port}"})
     assert st == 403 and body["error"]["code"] == "forbidden_host"
-    st, _, body = api.request("GET", "/login?code=x", token=None, headers={"Sec-Fetch-Site": "cross-site"})
+    # the sign-in file ragweedctl open writes is a file:// page: browsers mark its navigation
+    # cross-site; the two pages that hold no data may be navigated to from anywhere ...
+    nav = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}
+    for path in ("/login", "/"):
+        assert api.request("GET", path, token=None, headers=nav)[0] == 200, path
+    # ... but not fetched by another site's script, nor anything else navigated to
+    st, _, body = api.request("GET", "/login", token=None, headers={**nav, "Sec-Fetch-Mode": "cors"})
     assert st == 403 and body["error"]["code"] == "forbidden_origin"
+    for path in ("/v1/status", "/ui/app.js"):
+        assert api.request("GET", path, headers=nav)[0] == 403, path
+    code = api.ok("POST", "/v1/login-codes")["code"]
+    for origin in ("null", "http://evil.com", f"http://127.0.0.1:{api.port + 1}"):
+        st, hdrs, body = api.request("POST", "/login", {"code": code}, token=None,
+                                     headers={"Origin": origin, "Sec-Fetch-Site": "cross-site"})
+        assert st == 403 and body["error"]["code"] == "forbidden_origin" and "Set-Cookie" not in hdrs
     assert api.request("POST", "/", token=None)[0] == 401  # only GET is public
 
 
@@ -174,9 +259,18 @@ def test_an_indexed_file_is_served_with_a_safe_type(api):
     st, hdrs, body = api.request("GET", f"/v1/files/{_key(api, 'page.html')}")
     assert st == 200 and b"<script>" in body and hdrs["Content-Type"] == "text/plain; charset=utf-8"
     assert hdrs["Content-Disposition"] == "inline; filename*=UTF-8''page.html"
-    # the cookie works here too (the pill opens this URL in a new tab)
-    assert api.request("GET", f"/v1/files/{_key(api, 'notes.md')}", token=None,
-                       headers=with_cookie(login(api)))[0] == 200
+    # a session opens it with its key, or, as a link (a pill opens it in a new tab), with the cookie
+    # and the file's ticket, HMAC-SHA256(key, doc_key), which opens no other file
+    s, key, other = login(api), _key(api, "notes.md"), _key(api, "page.html")
+    ticket = hmac.new(s.key.encode(), key.encode(), hashlib.sha256).hexdigest()
+    path = f"/v1/files/{key}"
+    assert api.request("GET", path, token=None, headers=with_session(s))[0] == 200
+    st, _, body = api.request("GET", f"{path}?t={ticket}", token=None, headers=with_cookie(s))
+    assert st == 200 and body == (api.docs_dir / "notes.md").read_bytes()
+    for url, headers in ((path, with_cookie(s)), (f"/v1/files/{other}?t={ticket}", with_cookie(s)),
+                         (f"{path}?t={ticket[:-1]}0", with_cookie(s)), (f"{path}?t={ticket}", {}),
+                         (f"{path}?t={ticket}", with_cookie(login(api)))):
+        assert api.request("GET", url, token=None, headers=headers)[0] == 401, url
 
 
 def test_ranges(api):

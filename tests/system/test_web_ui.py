@@ -117,8 +117,29 @@ def login_url(d: Daemon) -> str:
     r = d.api("POST", "/v1/login-codes")
     assert r.status_code == 200, r.text
     body = r.json()
-    assert body["url"] == f"http://127.0.0.1:{d.port}/login?code={body['code']}" and body["expires_in_s"] == 60
+    assert body["url"] == f"http://127.0.0.1:{d.port}/login#code={body['code']}" and body["expires_in_s"] == 60
     return body["url"]
+
+
+def sign_in(drv, d: Daemon, url: str | None = None) -> None:
+    """Open a sign-in link and wait until its page has swapped the code for a session and gone on to /."""
+    drv.get(url or login_url(d))
+    wait_until(lambda: drv.current_url == f"http://127.0.0.1:{d.port}/", 15, what="the redirect to /")
+    assert drv.execute_script("return sessionStorage.getItem('ragweedd_key')")
+
+
+def new_browser(width: int = 1000, height: int = 500):
+    """A second Chromium with its own profile: no cookie, no session."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = "/usr/bin/chromium"
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--window-size={width},{height}"):
+        opts.add_argument(arg)
+    drv = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    drv.set_page_load_timeout(30)
+    return drv
 
 
 def ragweedctl(d: Daemon, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -132,9 +153,8 @@ def ui(d, browser):
     p = ragweedctl(d, "open", "--print-only")
     assert p.returncode == 0, p.stderr
     url = p.stdout.splitlines()[0]
-    assert url.startswith(f"http://127.0.0.1:{d.port}/login?code="), p.stdout
-    browser.get(url)
-    wait_until(lambda: browser.current_url == f"http://127.0.0.1:{d.port}/", 10, what="the redirect to /")
+    assert url.startswith(f"http://127.0.0.1:{d.port}/login#code="), p.stdout
+    sign_in(browser, d, url)
     browser.used_url = None
     return browser
 
@@ -210,32 +230,65 @@ def test_sign_in_cookie_is_httponly_strict_and_invisible_to_scripts(d, ui):
 
 def test_a_login_code_works_once(d, browser):
     url = login_url(d)
-    assert requests.get(url, allow_redirects=False, timeout=10).status_code == 303
-    r = requests.get(url, allow_redirects=False, timeout=10)
-    assert r.status_code == 403 and "does not work" in r.text and "ragweedctl open" in r.text
-    assert "Set-Cookie" not in r.headers
-    r = requests.get(f"http://127.0.0.1:{d.port}/login?code=made-up", allow_redirects=False, timeout=10)
-    assert r.status_code == 403 and "Set-Cookie" not in r.headers
-    browser.get(url)  # the browser sees the same clear page
-    assert "This sign-in link does not work" in by_css(browser, "h1")[0].text
+    code = url.split("#code=", 1)[1]
+    r = requests.post(f"http://127.0.0.1:{d.port}/login", json={"code": code}, timeout=10)
+    assert r.status_code == 200 and "HttpOnly" in r.headers["Set-Cookie"]
+    r = requests.post(f"http://127.0.0.1:{d.port}/login", json={"code": code}, timeout=10)
+    assert r.status_code == 403 and "Set-Cookie" not in r.headers and "ragweedctl open" in r.json()["error"]["hint"]
+    browser.get(url)  # the browser sees a clear page: the sign-in page's script says why
+    wait_until(lambda: "This sign-in link does not work" in by_css(browser, "h1")[0].text, 10, what="the refusal")
+    text = by_css(browser, "main")[0].text
+    assert "already used" in text and "ragweedctl open" in text, text
+    assert browser.current_url == f"http://127.0.0.1:{d.port}/login"  # the code left the address bar
     shot(d, browser, "used-code")
+    browser.get(f"http://127.0.0.1:{d.port}/login")
+    wait_until(lambda: "No sign-in code" in by_css(browser, "h1")[0].text, 10, what="the missing code said")
 
 
-def test_ragweedctl_open_hands_the_link_to_the_browser(d, tmp_path):
-    """Without --print-only the link goes to Python's webbrowser (here a BROWSER command that
-    records it) and is printed too; the token is in neither."""
-    seen = tmp_path / "seen.txt"
+def _argv_holding(needle: bytes) -> list[str]:
+    """The processes on this machine whose command line holds ``needle``."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if needle in (proc / "cmdline").read_bytes():
+                found.append(proc.name)
+        except OSError:  # gone meanwhile, or not ours to read
+            pass
+    return found
+
+
+def test_ragweedctl_open_keeps_the_code_off_every_command_line(d, tmp_path):
+    """Without --print-only, the browser is started (here a BROWSER command that records its
+    arguments) with the file:// address of a 0600 page in the state directory, never with the code:
+    any local user can read a command line. Real Chromium, given that address, ends signed in."""
+    seen = tmp_path / "argv.txt"
     fake = tmp_path / "fake-browser"
-    fake.write_text(f"#!/bin/sh\necho \"$1\" > {seen}\n")
+    fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {seen}.tmp && mv {seen}.tmp {seen}\n')
     fake.chmod(0o755)
     p = ragweedctl(d, "open", env={"BROWSER": f"{fake} %s", "DISPLAY": ""})
     assert p.returncode == 0, p.stderr
     url = p.stdout.splitlines()[0]
+    code = url.split("#code=", 1)[1]
     wait_until(seen.exists, 10, what="the browser command")
-    assert seen.read_text().strip() == url and "/login?code=" in url
+    args = seen.read_text().splitlines()
+    page = d.base / "state" / "open.html"
+    assert args == [page.as_uri()], args
+    assert code not in seen.read_text() and not _argv_holding(code.encode())
+    assert os.stat(page).st_mode & 0o777 == 0o600 and url in page.read_text()
     token = (d.base / "state" / "token").read_text().strip()
-    assert token not in url and token not in p.stdout
-    assert requests.get(url, allow_redirects=False, timeout=10).status_code == 303  # a live code
+    assert token not in url and token not in p.stdout and token not in page.read_text()
+    drv = new_browser()
+    try:
+        drv.get(args[0])  # what a browser started with that argument opens
+        wait_until(lambda: drv.current_url == f"http://127.0.0.1:{d.port}/", 15, what="the redirect to /")
+        wait_until(lambda: len(by_css(drv, "#ask-collection option")) == 3, 10, what="collections in the select")
+        assert not by_css(drv, "#signin")[0].is_displayed()
+        assert not _argv_holding(code.encode())  # the browser's processes included
+        shot(d, drv, "signed-in-from-file")
+    finally:
+        drv.quit()
+    r = requests.post(f"http://127.0.0.1:{d.port}/login", json={"code": code}, timeout=10)
+    assert r.status_code == 403  # used up by the browser
     # no daemon: the usual "not running" error, exit 3
     p = subprocess.run([sys.executable, "-m", "ragweedd.cli.ctl", "--state-dir", str(tmp_path / "none"), "open"],
                        capture_output=True, text=True, timeout=60, cwd=str(ROOT))
@@ -243,14 +296,7 @@ def test_ragweedctl_open_hands_the_link_to_the_browser(d, tmp_path):
 
 
 def test_without_a_session_the_page_says_how_to_sign_in(d, ui, tmp_path):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = "/usr/bin/chromium"
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1000,500"):
-        opts.add_argument(arg)
-    other = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    other = new_browser()
     try:
         other.get(f"http://127.0.0.1:{d.port}/")
         wait_css(other, "#signin", 10, "the sign-in banner")
@@ -278,15 +324,19 @@ def test_ask_streams_and_the_pdf_pill_opens_the_cited_page(d, ui):
     finally:
         ui.close()
         ui.switch_to.window(main)
-    # what that URL serves the page's session is the PDF itself
+    # what that URL serves the page's session is the PDF itself; its ticket (?t=) opens that file
+    # only, and only with the session's cookie
+    parts = urlsplit(href)
+    assert parts.query.startswith("t="), href
     status, ctype, head = ui.execute_async_script(
         "const done = arguments[1]; fetch(arguments[0]).then(async r => done([r.status, "
-        "r.headers.get('content-type'), (await r.text()).slice(0, 5)]))", urlsplit(href).path)
+        "r.headers.get('content-type'), (await r.text()).slice(0, 5)]))", f"{parts.path}?{parts.query}")
     assert (status, ctype, head) == (200, "application/pdf", "%PDF-")
+    assert requests.get(f"http://127.0.0.1:{d.port}{parts.path}?{parts.query}", timeout=10).status_code == 401
 
 
 def test_an_llm_answer_streams_in_with_its_pill(d_llm, browser):
-    browser.get(login_url(d_llm))
+    sign_in(browser, d_llm)
     ask_box = wait_css(browser, "#ask-query", 10)[0]
     # every version of the answer the page shows while it is written (each render adds a new node)
     browser.execute_script(
@@ -309,7 +359,7 @@ def test_an_llm_answer_streams_in_with_its_pill(d_llm, browser):
 
 
 def test_a_claim_its_source_does_not_hold_is_marked(d_llm, browser):
-    browser.get(login_url(d_llm))
+    sign_in(browser, d_llm)
     wait_css(browser, "#ask-query", 10)[0].send_keys("do cats purr, and how loud?")
     by_css(browser, "#ask-go")[0].click()
     wait_css(browser, "#ask-out h3", 30, "the finished answer")
@@ -326,7 +376,7 @@ def test_a_claim_its_source_does_not_hold_is_marked(d_llm, browser):
 
 
 def test_a_citation_of_a_source_that_does_not_exist_is_marked(d_llm, browser):
-    browser.get(login_url(d_llm))
+    sign_in(browser, d_llm)
     wait_css(browser, "#ask-query", 10)[0].send_keys("do cats purr, and how old is the habit?")
     by_css(browser, "#ask-go")[0].click()
     wait_css(browser, "#ask-out h3", 30, "the finished answer")
@@ -340,7 +390,7 @@ def test_a_citation_of_a_source_that_does_not_exist_is_marked(d_llm, browser):
 def test_tree_mode_is_a_choice_and_its_steps_show_under_the_answer_and_in_history(d_llm, browser):
     from selenium.webdriver.support.ui import Select
 
-    browser.get(login_url(d_llm))
+    sign_in(browser, d_llm)
     wait_css(browser, "#ask-query", 10)[0].send_keys("do cats purr?")
     Select(by_css(browser, "#ask-mode")[0]).select_by_visible_text("Tree")
     by_css(browser, "#ask-go")[0].click()
@@ -560,9 +610,13 @@ def test_history_reopens_an_answer_in_full(d, ui):
 
 # --------------------------------------------------------------------------- other sites
 class _EvilPage(http.server.BaseHTTPRequestHandler):
+    """Another local server (a dev server, a hostile package's listener): it keeps every Cookie
+    header the browser sends it, and its page tries to use the daemon from the browser."""
     target = ""
+    cookies: list[str] = []
 
     def do_GET(self):  # noqa: N802 - http.server's name
+        _EvilPage.cookies.extend(self.headers.get_all("Cookie") or [])
         page = ("<!doctype html><title>evil</title><script>"
                 f"fetch('{self.target}/v1/collections/notes/documents?filename=evil.txt', {{method: 'POST', "
                 "mode: 'no-cors', credentials: 'include', body: 'planted'}).then(() => document.title = 'sent', "
@@ -576,17 +630,22 @@ class _EvilPage(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_a_page_on_another_origin_cannot_post_with_the_cookie(d, ui):
-    """A page on another port of 127.0.0.1 is the same *site*, so SameSite=Strict lets the browser
-    send the cookie; the Origin check is what refuses its POST."""
+def test_another_local_server_gets_the_cookie_and_can_do_nothing_with_it(d, ui, tmp_path):
+    """Browsers do not keep cookies apart by port: a page on another port of 127.0.0.1 is the same
+    *site*, so SameSite=Strict lets the browser send it the session cookie. Its own script's POST is
+    refused by the Origin check; the cookie it captured, replayed from outside the browser with
+    whatever headers it likes, reads and writes nothing: the session's key never left the page."""
     port = free_port()
     _EvilPage.target = f"http://127.0.0.1:{d.port}"
+    _EvilPage.cookies = []
     srv = http.server.HTTPServer(("127.0.0.1", port), _EvilPage)
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
     try:
         ui.get(f"http://127.0.0.1:{port}/")
         wait_until(lambda: ui.title in ("sent", "failed"), 10, what="the cross-origin fetch")
+        # nor can its page read the key: sessionStorage is kept per origin, port included
+        assert ui.execute_script("return sessionStorage.getItem('ragweedd_key')") is None
     finally:
         srv.shutdown()
     refused = wait_until(lambda: [e for e in d.events("api_request") if e.get("path") ==
@@ -594,23 +653,39 @@ def test_a_page_on_another_origin_cannot_post_with_the_cookie(d, ui):
                          what="the refused upload in the daemon log")
     assert refused
     assert not any(p.name == "evil.txt" for p in (d.base / "data").rglob("evil.txt"))
-    # the same cookie from a script without Origin or Sec-Fetch-Site is refused as well
-    cookie = {c["name"]: c["value"] for c in ui.get_cookies() if c["name"].startswith("ragweedd_session")}
-    if not cookie:
-        ui.get(f"http://127.0.0.1:{d.port}/")
-        cookie = {c["name"]: c["value"] for c in ui.get_cookies() if c["name"].startswith("ragweedd_session")}
-    url = f"http://127.0.0.1:{d.port}/v1/search"
-    r = requests.post(url, json={"query": "cats"}, cookies=cookie, timeout=10)
+    # the server did receive the live session cookie ...
+    name = f"ragweedd_session_{d.port}"
+    stolen = dict(c.split("=", 1) for header in _EvilPage.cookies for c in header.split("; "))
+    assert name in stolen, _EvilPage.cookies
+    assert stolen[name] == next(c["value"] for c in ui.get_cookies() if c["name"] == name)
+    cookie = {name: stolen[name]}
+    base = f"http://127.0.0.1:{d.port}"
+    forged = {"Origin": base, "Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "cors", "Referer": base + "/"}
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("the neighbour's diary names the heron\n")
+    # ... and with it, with or without forged browser headers, reads and writes nothing
+    for headers in ({}, forged):
+        for method, path, body in (("GET", "/v1/status", None), ("GET", "/v1/documents", None),
+                                   ("POST", "/v1/collections", {"name": "stolen", "roots": [str(outside)]}),
+                                   ("POST", "/v1/search", {"query": "heron diary"})):
+            r = requests.request(method, base + path, json=body, cookies=cookie, headers=headers, timeout=10)
+            assert r.status_code == 401, (method, path, headers, r.text)
+            assert "cookie alone" in r.json()["error"]["message"]
+    assert "stolen" not in [c["name"] for c in d.api("GET", "/v1/collections").json()["items"]]
+    # while the page, in the browser, goes on working with the same cookie and its key
+    go(ui, d, "documents")
+    wait_until(lambda: [t for t in texts(ui, "#documents") if "sourdough.md" in t], 15, what="the documents table")
+    assert not by_css(ui, "#signin")[0].is_displayed()
+    key = ui.execute_script("return sessionStorage.getItem('ragweedd_key')")
+    assert requests.get(base + "/v1/status", cookies=cookie, headers={"X-Ragweedd-Key": key},
+                        timeout=10).status_code == 200
+    r = requests.post(base + "/v1/search", json={"query": "cats"}, cookies=cookie, timeout=10,
+                      headers={"X-Ragweedd-Key": key})  # a write also needs Origin or Sec-Fetch-Site
     assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden_origin"
-    r = requests.post(url, json={"query": "cats"}, cookies=cookie, timeout=10, headers={"Origin": "http://evil.com"})
-    assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden_origin"
-    r = requests.post(url, json={"query": "cats"}, cookies=cookie, timeout=10,
-                      headers={"Origin": f"http://127.0.0.1:{d.port}"})
-    assert r.status_code == 200
-    assert requests.get(f"http://127.0.0.1:{d.port}/v1/status", cookies=cookie, timeout=10).status_code == 200
     # the session cannot mint itself more login codes
     r = requests.post(f"http://127.0.0.1:{d.port}/v1/login-codes", cookies=cookie, timeout=10,
-                      headers={"Origin": f"http://127.0.0.1:{d.port}"})
+                      headers={"Origin": f"http://127.0.0.1:{d.port}", "X-Ragweedd-Key": key})
     assert r.status_code == 403 and r.json()["error"]["code"] == "token_required"
     # a rebinding Host is refused before anything, the UI's pages too
     r = requests.get(f"http://127.0.0.1:{d.port}/", headers={"Host": f"evil.com:{d.port}"}, timeout=10)

@@ -13,7 +13,7 @@ import pytest
 
 from tests.system.conftest import Daemon, serving, wait_indexed, wait_until
 from tests.system.test_web_ui import (  # noqa: F401 - browser is a fixture
-    SOURDOUGH, browser, by_css, go, login_url, run_search, texts, wait_css)
+    SOURDOUGH, browser, by_css, go, run_search, sign_in, texts, wait_css)
 
 WARN = "rgb(164, 70, 27)"  # app.css --warn: the colour of failures
 NULLISH = re.compile(r"\b(null|undefined|NaN)\b")
@@ -38,8 +38,7 @@ def d(tmp_path_factory):
 
 @pytest.fixture()
 def ui(d, browser):  # noqa: F811 - the imported fixture
-    browser.get(login_url(d))
-    wait_until(lambda: browser.current_url == f"http://127.0.0.1:{d.port}/", 10, what="the redirect to /")
+    sign_in(browser, d)
     return browser
 
 
@@ -139,8 +138,7 @@ def test_documents_say_vectors_are_still_computed_and_idle_only_when_they_are_do
         wait_until(read_but_not_embedded, 60, 0.2, what="the files read and published")
         pending = dm.status()["vectors"]["pending_chunks"]
         assert pending >= 3
-        browser.get(login_url(dm))
-        wait_until(lambda: browser.current_url == f"http://127.0.0.1:{dm.port}/", 10, what="the redirect to /")
+        sign_in(browser, dm)
         # (a fresh daemon: its History says there is nothing yet, rather than showing a blank page)
         go(browser, dm, "history")
         wait_until(lambda: [t for t in texts(browser, "#history-list") if "No searches or answers yet" in t], 10,
@@ -275,3 +273,25 @@ def test_search_hits_show_the_daemons_snippet_or_the_chunk_start(d, ui):
     assert all(re.fullmatch(r"(strong|partial|weak) match", t) for t in texts(ui, "#search-out .strength"))
     assert "score -" not in texts(ui, "#search-out")[0]
     shot(d, ui, "search")
+
+
+def test_original_file_links_carry_a_ticket_for_their_file_only(d, ui):
+    """The Documents tab's "original" link and the text view's link are navigations (no header
+    of the page's): each carries ?t=, good for its own file with the session's cookie only."""
+    go(ui, d, "documents")
+    hrefs = wait_until(lambda: ui.execute_script(
+        "return [...document.querySelectorAll('#documents td.actions a')].filter(a => a.textContent === 'original')"
+        ".map(a => a.getAttribute('href')).filter(Boolean)"), 15, 0.1, what="the original-file links")
+    assert all(re.fullmatch(r"/v1/files/[^?#]+\?t=[0-9a-f]{64}", h) for h in hrefs), hrefs
+    fetch = ("const done = arguments[1]; fetch(arguments[0]).then(async r => done([r.status, await r.text()]))")
+    sourdough = next(h for h in hrefs if ui.execute_async_script(fetch, h)[1] == SOURDOUGH)
+    other = next(h for h in hrefs if h != sourdough)
+    # a ticket opens its file only: moved onto another document's address it is refused
+    swapped = other.split("?")[0] + "?" + sourdough.split("?")[1]
+    assert ui.execute_async_script(fetch, swapped)[0] == 401
+    assert ui.execute_async_script(fetch, sourdough.split("?")[0])[0] == 401  # no ticket, no key
+    # the text view's link to the original file carries the same ticket
+    key = sourdough.split("?")[0].rsplit("/", 1)[1]
+    ui.get(f"http://127.0.0.1:{d.port}/#view/{key}//")
+    wait_until(lambda: by_css(ui, "#view-original")[0].get_attribute("href"), 10, what="the view's original link")
+    assert by_css(ui, "#view-original")[0].get_attribute("href").endswith(sourdough)

@@ -121,7 +121,7 @@ FILE_STATE_SHOWN: dict[str, DocState] = {
 
 class RootState(TypedDict):
     path: str
-    state: Literal["ok", "missing", "empty_mount", "unknown"]
+    state: Literal["ok", "missing", "empty_mount", "deleted", "unknown"]
     watch: Literal["native", "polling", "none"]
 
 

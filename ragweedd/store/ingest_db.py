@@ -217,6 +217,12 @@ class IngestDB:
             "SELECT 1 FROM ingest_files WHERE collection=? AND source_file=? AND superseded=0",
             (collection, to_db(source_file))).fetchone() is not None
 
+    def held_file(self, collection: str, source_file: str) -> bool:
+        """A row for this exact path, live or superseded: the path was a file of the collection."""
+        return self.conn.execute(
+            "SELECT 1 FROM ingest_files WHERE collection=? AND source_file=? LIMIT 1",
+            (collection, to_db(source_file))).fetchone() is not None
+
     def done_count(self, collection: str) -> int:
         """Live files of the collection that are indexed."""
         return self.conn.execute("SELECT count(*) FROM ingest_files WHERE collection=? AND superseded=0"

@@ -97,6 +97,10 @@ class PgIngest:
     def is_live(self, collection: str, source_file: str) -> bool:
         return self.live_file(collection, source_file) is not None
 
+    def held_file(self, collection: str, source_file: str) -> bool:
+        return self.db.one("SELECT 1 FROM ingest_files WHERE source=%s AND collection=%s AND source_file=%s LIMIT 1",
+                           (self.source, collection, to_pg(source_file))) is not None
+
     def done_count(self, collection: str) -> int:
         return int(self.db.value("SELECT count(*) FROM ingest_files WHERE source=%s AND collection=%s"
                                  " AND superseded=0 AND extract_status='done'", (self.source, collection)))

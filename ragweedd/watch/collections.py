@@ -51,12 +51,13 @@ def _system_root(path: str) -> str | None:
 class CollectionState:
     conf: CollectionConfig
     from_config: bool
-    roots: dict[str, str] = field(default_factory=dict)  # root -> 'ok' | 'missing' | 'empty_mount'
+    # root -> 'ok' | 'missing' | 'empty_mount' | 'deleted' (see Collections._root_state)
+    roots: dict[str, str] = field(default_factory=dict)
     last_scan: dict | None = None
 
     @property
     def available(self) -> bool:
-        return all(s == "ok" for s in self.roots.values())
+        return all(s in ("ok", "deleted") for s in self.roots.values())
 
 
 class Collections:
@@ -173,7 +174,7 @@ class Collections:
     def _watch_collection(self, name: str) -> None:
         st = self.items[name]
         for root in st.conf.paths:
-            state = root_state(root)
+            state = self._root_state(name, root)
             st.roots[root] = state
             if self._inside_own(root):
                 st.roots[root] = "missing"  # refused (logged in __init__): never watched or scanned
@@ -183,6 +184,9 @@ class Collections:
             elif state == "ok":
                 log.info("collection_file_root", collection=name, root=root,
                          action="kept in step by the reconciliation scans, not watched")
+            elif state == "deleted":
+                log.info("collection_root_deleted", collection=name, root=root,
+                         action="what it held is removed from the index by the scan")
             else:
                 log.warning("collection_root_unavailable", collection=name, root=root, state=state,
                             action="nothing is deleted; watching resumes when the folder returns")
@@ -195,12 +199,17 @@ class Collections:
             for root in st.conf.paths:
                 if self._inside_own(root):
                     continue
-                new = root_state(root)
+                new = self._root_state(name, root)
                 old = st.roots.get(root)
                 if new == old:
                     continue
                 st.roots[root] = new
-                if new == "ok":
+                if new == "deleted":
+                    log.info("collection_root_deleted", collection=name, root=root,
+                             action="what it held is removed from the index by the scan")
+                    self.watcher.unwatch(name, root)
+                    rescan.append(name)
+                elif new == "ok":
                     log.info("collection_root_back", collection=name, root=root)
                     self.watcher.unwatch(name, root)
                     if os.path.isdir(root):
@@ -212,6 +221,19 @@ class Collections:
                     self.watcher.unwatch(name, root)
         return rescan
 
+    def _root_state(self, name: str, root: str) -> str:
+        """root_state, except that a root gone from a folder that is still there, when it was a
+        file the collection indexed, is 'deleted': the user removed it, so it leaves the index and
+        the collection stays available. A folder root that vanished may be a disk not mounted or a
+        folder renamed away: it stays 'missing' and what it held is kept."""
+        state = root_state(root)
+        if state != "missing" or root_state(os.path.dirname(root.rstrip(os.sep)) or os.sep) != "ok":
+            return state
+        with self._lock:
+            if self.db.held_file(name, root):
+                return "deleted"
+        return state
+
     def on_root_missing(self, collection: str, root: str) -> None:
         st = self.items.get(collection)
         if st is not None and st.roots.get(root) == "ok":
@@ -221,7 +243,7 @@ class Collections:
     def scan(self, name: str) -> dict:
         st = self.get(name)
         roots = self.roots_of(name)
-        skip = [r for r, s in st.roots.items() if s != "ok"]
+        skip = [r for r, s in st.roots.items() if s not in ("ok", "deleted")]
         gone = lambda: self.items.get(name) is not st  # noqa: E731 - removed (or re-added) meanwhile
         with self._scan_lock:
             self.scan_progress[name] = {"state": "walking", "files_seen": 0}

@@ -113,9 +113,23 @@ def test_a_file_ingested_by_itself_stays_the_daemons_and_in_step(daemon, tmp_pat
     assert d.api("POST", "/v1/collections/work/scan").status_code == 200
     wait_until(lambda: [h for h in d.search("pangolin", collections=["work"]) if "pangolin" in h["text"]], 60, 0.3,
                "the edit")
+    # Deleted with its folder still there: the daemon's own root check notices (no scan asked for),
+    # the file leaves the index, and the collection is not reported unavailable, now or after a restart.
     single.unlink()
-    assert d.api("POST", "/v1/collections/work/scan").status_code == 200
     wait_until(lambda: not d.live_rows("work"), 60, 0.3, "the deleted file gone from the index")
+
+    def deleted_and_available():
+        c = next(c for c in d.api("GET", "/v1/collections").json()["items"] if c["name"] == "work")
+        return c["available"] and [r["state"] for r in c["roots"]] == ["deleted"]
+    wait_until(deleted_and_available, 30, 0.3, "the root reported deleted, the collection available")
+    assert not [m for m in d.status()["degraded"] if "work" in m], d.status()["degraded"]
+    d.stop()
+    d.start()
+    d.wait_idle()
+    assert deleted_and_available() and not [m for m in d.status()["degraded"] if "work" in m]
+    single.write_text("The report is back and mentions the axolotl.")  # the same name again
+    wait_until(lambda: [h for h in d.search("axolotl", collections=["work"]) if "axolotl" in h["text"]], 60, 0.3,
+               "the file back under its name")
 
 
 def test_second_instance_exits_with_already_running(daemon, tmp_path):

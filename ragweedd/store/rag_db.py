@@ -544,20 +544,17 @@ class RagDB(PassVectors, ModelSwap, ServedText):
         """{chunk id: (document md5, its file as stored, chunk text, its pages)}: what ranking needs
         (the per-file cap, the same-pages and text dedup) for every candidate, one row each; ``hits``
         is for the few returned. A chunk whose keyword row is missing (a keyword backfill under
-        way) is absent, and so is one whose text fails its hash (``rotten``)."""
+        way) is absent. Its text is not served (``hits`` reads and checks what is), so it is not
+        hashed here: that would cost a hash for every candidate of every search."""
         out: dict[int, tuple[str, str, str, list[int] | None]] = {}
-        held: list[tuple[int, str, str | None, str | None]] = []
         for i in range(0, len(ids), 500):
             part = list(ids[i:i + 500])
             q = ",".join("?" * len(part))
             for r in self.conn.execute(
-                    f"SELECT e.id, e.md5, f.source_file, f.content, m.string_value, e.text_sha256 FROM embeddings e"
+                    f"SELECT e.id, e.md5, f.source_file, f.content, m.string_value FROM embeddings e"
                     f" JOIN fts_chunks f ON f.rowid = e.id"
                     f" LEFT JOIN embedding_metadata m ON m.id = e.id AND m.key = 'pages' WHERE e.id IN ({q})", part):
                 out[int(r[0])] = (r[1], r[2] or "", r[3] or "", json.loads(r[4]) if r[4] else None)
-                held.append((int(r[0]), r[1], r[5], r[3]))
-        for cid in self.rotten(held):
-            del out[cid]
         return out
 
     def hits(self, ids: Sequence[int]) -> dict[int, dict[str, Any]]:

@@ -50,6 +50,14 @@ class Core:
         # A database server (PostgreSQL) holds the queue, the ingest state and the chunks, shared
         # with the other machines' daemons; else the data directory's SQLite files do.
         self.server = self.services.stores if is_postgres(cfg) else None
+        from ragweedd.jobs.integrity import ServedRot
+
+        # A read that meets a chunk text changed on disk since it was indexed leaves it out and has
+        # the integrity check, and so the live repair, run now instead of hours later.
+        self.rot = ServedRot(lambda: self.jobs.run_now("integrity_check") if self.jobs is not None else None)
+        if self.server is None:
+            sqlite_stores: Any = self.services.stores
+            sqlite_stores.on_rot = self.rot
         if self.server is not None:
             self.queue: Any = self.server.open_jobs(max_tries=cfg.extract_max_tries)
         else:

@@ -244,7 +244,9 @@ class DaemonEngine:
             finally:
                 rag.close()
             for i in ids:
-                h = hits[i]
+                h = hits.get(i)
+                if h is None:  # its text failed its hash: not shown (store/rag_served.py)
+                    continue
                 detail.append({"chunk_idx": h["chunk_idx"], "text": h["text"], "page_label": h["page_label"],
                                "section": h["section"], "span": h["span"], "lines": h["lines"],
                                "t_start": h["t_start"], "t_end": h["t_end"], "uri": h["uri"]})

@@ -210,6 +210,7 @@ def _build_status(core: Core, tools: list[MissingTool]) -> Status:
             degraded.append(f"collection '{c['name']}' is unavailable: a root folder is missing or an empty "
                             f"mount point; nothing is deleted until it returns")
     degraded.extend(core.thread_problems())
+    degraded.extend(core.rot.problems())  # chunk texts a read found changed, until they are repaired
     if core.debouncer.last_error:
         degraded.append(f"file change events could not be queued ({core.debouncer.last_error}); a "
                         f"reconciliation scan picks the files up")

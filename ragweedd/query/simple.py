@@ -57,7 +57,9 @@ def _ranked(rags: list[RagStore], score, k: int) -> list[dict[str, Any]]:
         scored = score(rag)
         rows = rag.hits([i for i, _ in scored])
         for i, s in scored:
-            h = rows[i]
+            h = rows.get(i)
+            if h is None:  # its text failed its hash: left out (store/rag_served.py)
+                continue
             h["score"] = s
             hits.append(h)
     hits.sort(key=lambda h: -h["score"])

@@ -13,7 +13,6 @@ chunk's fts_chunks row; ``embedding_id`` is the text key "<md5>:<chunk_idx>".
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 import time
@@ -25,6 +24,7 @@ from ragweedd.errors import NotCreatedYetError
 from ragweedd.store.pathnames import from_db, maybe_from_db, to_db
 from ragweedd.store.rag_passes import PRIMARY, PassVectors
 from ragweedd.store.rag_swap import ModelSwap
+from ragweedd.store.rag_served import ServedText, text_sha256
 from ragweedd.store.sqlite import Migration, connect, migrate, transaction, write
 
 MIGRATIONS: list[Migration] = [
@@ -165,7 +165,7 @@ END;
 ]
 
 
-class RagDB(PassVectors, ModelSwap):
+class RagDB(PassVectors, ModelSwap, ServedText):
     def __init__(self, path: Path | str, collection: str, *, topic: str = "", readonly: bool = False) -> None:
         self.path = Path(path)
         self.collection = collection
@@ -544,7 +544,8 @@ class RagDB(PassVectors, ModelSwap):
         """{chunk id: (document md5, its file as stored, chunk text, its pages)}: what ranking needs
         (the per-file cap, the same-pages and text dedup) for every candidate, one row each; ``hits``
         is for the few returned. A chunk whose keyword row is missing (a keyword backfill under
-        way) is absent."""
+        way) is absent. Its text is not served (``hits`` reads and checks what is), so it is not
+        hashed here: that would cost a hash for every candidate of every search."""
         out: dict[int, tuple[str, str, str, list[int] | None]] = {}
         for i in range(0, len(ids), 500):
             part = list(ids[i:i + 500])
@@ -557,26 +558,28 @@ class RagDB(PassVectors, ModelSwap):
         return out
 
     def hits(self, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
-        """Search-hit dicts (without scores) for chunk ids, in one pass over the metadata."""
+        """Search-hit dicts (without scores) for chunk ids, in one pass over the metadata. A chunk
+        whose text fails its hash is left out (``rotten``): what is served is what was indexed."""
         out: dict[int, dict[str, Any]] = {}
+        hashes: dict[int, str | None] = {}
         for i in range(0, len(ids), 500):
             part = list(ids[i:i + 500])
             q = ",".join("?" * len(part))
             for r in self.conn.execute(
-                f"SELECT e.id, e.md5, e.chunk_idx, m.key, m.string_value, m.int_value, m.float_value"
+                f"SELECT e.id, e.md5, e.chunk_idx, m.key, m.string_value, m.int_value, m.float_value, e.text_sha256"
                 f" FROM embeddings e JOIN embedding_metadata m ON m.id = e.id WHERE e.id IN ({q})", part):
                 h = out.get(r[0])
                 if h is None:
                     h = out[r[0]] = {"embedding_id": r[0], "collection": self.collection, "doc_id": r[1],
                                      "chunk_idx": r[2], "_meta": {}}
+                    hashes[r[0]] = r[7]
                 h["_meta"][r[3]] = r[4] if r[4] is not None else (r[5] if r[5] is not None else r[6])
+        for cid in self.rotten([(cid, h["doc_id"], hashes[cid], h["_meta"].get("chroma:document"))
+                                for cid, h in out.items()]):
+            del out[cid]
         for h in out.values():
             h.update(hit_fields(h.pop("_meta")))
         return out
-
-
-def text_sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def keyword_match(conn: sqlite3.Connection, expr: str, limit: int) -> list[tuple[int, float]]:

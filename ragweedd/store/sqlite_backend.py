@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 from ragweedd.store.fts_reader import FtsReader
 from ragweedd.store.history_db import HistoryDB
@@ -20,9 +20,13 @@ if TYPE_CHECKING:
 class SqliteBackend:
     def __init__(self, paths: Paths) -> None:
         self.paths = paths
+        # told of chunk texts a read found changed since they were indexed (store/rag_served.py)
+        self.on_rot: Callable[[Any, dict[int, str]], None] | None = None
 
     def open_rag(self, collection: str, *, readonly: bool = False) -> RagDB:
-        return RagDB(self.paths.rag_db(collection), collection, readonly=readonly)
+        rag = RagDB(self.paths.rag_db(collection), collection, readonly=readonly)
+        rag.on_rot = self.on_rot
+        return rag
 
     def has_rag(self, collection: str) -> bool:
         return Path(self.paths.rag_db(collection)).exists()

@@ -105,3 +105,40 @@ def test_integrity_job_finds_a_damaged_history_and_the_repair_keeps_what_it_can(
         h.close()
     assert 190 <= kept < 200, kept  # two bad pages hold a few entries; everything else is kept
     assert integrity_check(paths, ["c"])["ok"]
+
+
+def test_a_chunk_whose_text_fails_its_hash_is_never_read_out_and_asks_for_the_check_once(tmp_path):
+    from ragweedd.jobs.integrity import ServedRot
+    from ragweedd.store.sqlite_backend import SqliteBackend
+
+    paths, root = _setup(tmp_path)
+    stores = SqliteBackend(paths)
+    asked: list[int] = []
+    seen = ServedRot(lambda: asked.append(1))
+    stores.on_rot = seen
+    rag = stores.open_rag("c", readonly=True)
+    try:
+        ids = [r[0] for r in rag.conn.execute("SELECT id FROM embeddings ORDER BY id")]
+        target = ids[3]
+        assert set(rag.hits(ids)) == set(ids) and not asked
+        with sqlite3.connect(paths.rag_db("c")) as c:  # the stored text changes, its hash does not
+            c.execute("UPDATE embedding_metadata SET string_value = 'rotten ' || substr(string_value, 8)"
+                      " WHERE id = ? AND key = 'chroma:document'", (target,))
+        got = rag.hits(ids)
+        assert target not in got and set(got) == set(ids) - {target}
+        assert not any(h["text"].startswith("rotten") for h in got.values())
+        assert asked == [1], "the integrity check (and so the repair) is asked for at once"
+        rag.hits([target])
+        assert asked == [1], "the same damage met again within a minute does not ask again"
+        problems = seen.problems()
+        md5 = rag.conn.execute("SELECT md5 FROM embeddings WHERE id = ?", (target,)).fetchone()[0]
+        file = rag.paths_of(md5)[0]
+        assert len(problems) == 1 and "collection 'c'" in problems[0] and file in problems[0] and \
+            "left out of results" in problems[0], problems
+    finally:
+        rag.close()
+    plain = SqliteBackend(paths).open_rag("c", readonly=True)  # a one-shot search: no daemon to tell
+    try:
+        assert target not in plain.hits([target, ids[0]]) and ids[0] in plain.hits([ids[0]])
+    finally:
+        plain.close()

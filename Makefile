@@ -26,7 +26,7 @@ run: $(STAMP)
 
 # The tests also check the default against the float32 upstream weights (optional package below).
 test: $(STAMP) $(F32)
-	$(PY) -m ruff check ragweedd tests benchmarks && $(PY) -m mypy && $(PY) -m pytest -q
+	$(PY) -m ruff check ragweedd tests benchmarks && $(PY) -m mypy && $(PY) -m pytest -q --durations=40
 
 bench: $(STAMP)
 	PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install -q -e '.[bench]'

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -69,6 +70,60 @@ def _pdf_pages(pdf: Path) -> list[str]:
     if pages and not pages[-1].strip():
         pages.pop()
     return pages
+
+
+_NUMBER = re.compile(r"(?<![\w.])\$?\(?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?")
+
+
+def figures(text: str) -> set[str]:
+    """The numbers of ``text`` with three or more digits, years left out, in one written form
+    ("1,469.5" and "1469.50" are both "1469.5"): what a figure-answer is checked by."""
+    out = set()
+    for m in _NUMBER.finditer(text):
+        whole, frac = m.group(1).replace(",", ""), (m.group(2) or "").rstrip("0").rstrip(".")
+        if len(whole.lstrip("0")) + len(frac.lstrip(".")) < 3:
+            continue
+        if not frac and "," not in m.group(1) and len(whole) == 4 and 1900 <= int(whole) <= 2099:
+            continue  # a year
+        out.add(whole.lstrip("0") + frac if whole.strip("0") else "0" + frac)
+    return out
+
+
+def figure_questions(path: Path) -> list[tuple[str, set[str]]]:
+    """(question, figures) for each question whose gold answer holds a figure (three or more
+    digits, not a year) that its evidence text holds too: the answer can be quoted."""
+    import json
+
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        q = json.loads(line)
+        evidence = figures(" ".join(e.get("evidence_text") or "" for e in q.get("evidence") or []))
+        wanted = figures(str(q.get("answer") or "")) & evidence
+        if wanted:
+            out.append((q["question"], wanted))
+    return out
+
+
+def figure_answers(services, questions: list[tuple[str, set[str]]], embedder) -> dict:
+    """The share of figure questions whose answer without an LLM quotes a gold figure, and whose
+    answer's sources hold one (``passages_answer`` on the hybrid search ``ask`` runs, top 10)."""
+    from ragweedd.answer import passages_answer
+
+    answered = in_sources = 0
+    rows = []
+    for question, wanted in questions:
+        hits = list(services.search(question, ["fb"], 10, mode="hybrid")["results"])
+        text, sources = passages_answer(hits, query=question, embedder=embedder) if hits else ("", [])
+        got = bool(figures(text) & wanted)
+        src = bool(figures(" ".join(h.get("text") or "" for h in sources)) & wanted)
+        answered += got
+        in_sources += src
+        rows.append({"question": question[-160:], "figures": sorted(wanted), "answer_has": got, "sources_have": src})
+    n = len(questions)
+    return {"n": n, "answer_has_figure": round(answered / n, 3) if n else 0.0,
+            "sources_have_figure": round(in_sources / n, 3) if n else 0.0, "rows": rows}
 
 
 def bm25_pages(docs: Path, questions) -> dict:
@@ -142,6 +197,7 @@ def main() -> int:
             res = evaluate(questions, search)
             result[mode] = res
             rows.append({"run": f"ragweedd {mode}", **{k: round(v["mean"], 3) for k, v in res["metrics"].items()}})
+        result["figures"] = figure_answers(services, figure_questions(data / "questions.jsonl"), services.embedder)
     finally:
         services.close()
     base = bm25_pages(docs, questions)
@@ -157,6 +213,9 @@ def main() -> int:
     for e in result["index"]["not_done"]:
         print(f"  not indexed: {e[:200]}")
     print(table(rows, cols))
+    fig = result["figures"]
+    print(f"figure questions (gold figure of 3+ digits, not a year, in the evidence): {fig['n']}; "
+          f"no-LLM answer quotes it: {fig['answer_has_figure']}; its sources hold it: {fig['sources_have_figure']}")
     path = write_json(a.out, result)
     print(f"wrote {path}")
     return 0

@@ -501,9 +501,12 @@ class Quote(TypedDict):
     """A sentence of a source that answers the question: ``text`` is exactly the document's
     extracted text at ``span`` (the same coordinates as the source's ``span``); ``lines`` (text
     files) and ``page_label`` (PDFs: the page when it can be told, else the source's range) place
-    it, and ``uri`` opens it (``#L12``, ``#page=3``). ``score`` ranks the sentences of one answer."""
+    it, and ``uri`` opens it (``#L12``, ``#page=3``). ``score`` ranks the sentences of one answer.
+    ``lead`` counts the characters at the start of ``text`` brought along so the sentence stands
+    alone: the heading or term on the line above it, or the sentence it points back to (0: none)."""
 
     text: str
+    lead: int
     span: list[int] | None
     lines: list[int] | None
     page_label: str | None

@@ -17,6 +17,7 @@ error envelope or an SSE error event.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from typing import AsyncIterator
 
@@ -98,8 +99,18 @@ def passages_answer(hits: list[dict], limit: int = PASSAGES_SHOWN, *, query: str
         seen.update((ordered[i].get("doc_id"), tuple(q["span"])) for q in qs if q["span"])
         h = {**ordered[i], "n": len(numbered) + 1, "quotes": qs, "quote": max(qs, key=lambda q: q["score"])}
         numbered.append(h)
-        parts.append(f"[{h['n']}] {source_label(h)}\n" + "\n".join(f"> {_one_line(q['text'])}" for q in qs))
+        parts.append(f"[{h['n']}] {source_label(h)}\n" + "\n".join(f"> {_quoted(q)}" for q in qs))
     return "\n\n".join(parts), numbered
+
+
+def _quoted(q: dict) -> str:
+    """A quote on one line; a heading or term brought along is set off by a dash."""
+    lead = int(q.get("lead") or 0)
+    head, rest = q["text"][:lead], q["text"][lead:]
+    if not head.strip():
+        return _one_line(rest)
+    joint = " " if re.search(r"[.!?]['\"”’)\]]*\s*$", head) else " — "
+    return _one_line(" ".join(head.split()) + joint + " ".join(rest.split()))
 
 
 def _one_line(text: str) -> str:

@@ -75,6 +75,7 @@ class Sentence:
     terms: set[str] = field(default_factory=set)
     words: int = 0
     partial: bool = False  # cut by the passage's start or end
+    lead: int = -1  # where its quote starts when the piece before it must come along (see _lead)
     sim: float = 0.0
     keyword: float = 0.0
     score: float = 0.0
@@ -90,10 +91,39 @@ def candidates(hits: Sequence[dict]) -> list[Sentence]:
             toks = _WORD.findall(text[a:b])
             partial = (k == 0 and _starts_mid_sentence(h, text, a)) or \
                       (k == len(spans) - 1 and k > 0 and _ends_mid_sentence(text, a, b))
-            mine.append(Sentence(i, a, b, set(words(text[a:b])), len(toks), partial))
+            lead = _lead(text, spans, k) if not partial else -1
+            terms = set(words(text[lead if lead >= 0 else a:b]))
+            mine.append(Sentence(i, a, b, terms, len(toks), partial, lead))
         full = [c for c in mine if c.words >= MIN_WORDS and not c.partial]
         out.extend(full or mine)
     return out[:MAX_SENTENCES]
+
+
+# A sentence that opens by pointing back ("This group ...", "It ...") names its subject before it.
+_BACKREF = re.compile(r"(?:This|These|That|Those|It|Its|They|Their|Such|Both|Here|There)\b(?!-)")
+LEAD_WORDS = 8  # a line above at most this long, without closing punctuation, is a heading or a term
+BACKREF_WORDS = 40  # the sentence a back-reference needs is brought along up to this length
+
+
+def _lead(text: str, spans: list[tuple[int, int]], k: int) -> int:
+    """Where a quote of sentence ``k`` starts when it cannot stand alone, else -1: at the line
+    directly above it when that is a heading or a definition list's term ("libvirt" above "Access
+    to the system libvirt daemon is controlled by this group."), or at the sentence before it in
+    the same paragraph when it opens by pointing back to it ("This ...", "It ..."). A title above a
+    blank line is left out: the sentences below it name their subject or point back to it."""
+    if k == 0:
+        return -1
+    a = spans[k][0]
+    pa, pb = spans[k - 1]
+    between, prev = text[pb:a], text[pa:pb]
+    n = len(_WORD.findall(prev))
+    breaks = _breaks(between)
+    if breaks == 1 and 1 <= n <= LEAD_WORDS and not re.search(r"[.!?;,]['\"”’)\]]*$", prev):
+        if "|" not in prev and "\t" not in prev:  # a table row is no heading
+            return pa
+    if breaks <= 1 and _BACKREF.match(text, a) and n <= BACKREF_WORDS and re.search(r"[.!?]['\"”’)\]]*$", prev):
+        return pa
+    return -1
 
 
 _OPENS = re.compile(r"[A-Z\u00C0-\u00DE\u0391-\u03A9\u0410-\u042F•*#>\-–(\[\"“'‘]|\d+[.)]\s|$")
@@ -176,7 +206,12 @@ def quotes_for(i: int, hits: Sequence[dict], cands: list[Sentence], *, limit: in
         return []
     top = mine[0].score
     chosen = [c for c in mine[:limit] if c.score >= ratio * top or c is mine[0]]
-    return [make_quote(hits[i], c, hits) for c in sorted(chosen, key=lambda c: c.start)]
+    out, end = [], -1
+    for c in sorted(chosen, key=lambda c: c.start):
+        # the piece a quote brings along is left out when the quote before already holds it
+        out.append(make_quote(hits[i], c, hits, lead=c.lead >= 0 and c.lead >= end))
+        end = c.end
+    return out
 
 
 def attach(query: str, hits: list[dict], embedder: Any = None) -> list[dict]:
@@ -210,14 +245,15 @@ def _key(hit: dict, c: Sentence) -> tuple | None:
 
 
 # --------------------------------------------------------------------------- place of a quote
-def make_quote(hit: dict, c: Sentence, hits: Sequence[dict] = ()) -> dict:
+def make_quote(hit: dict, c: Sentence, hits: Sequence[dict] = (), *, lead: bool = True) -> dict:
     text = hit.get("text") or ""
     span = hit.get("span") or [None, None]
     base = span[0] if isinstance(span[0], int) else None
-    q_span = [base + c.start, base + c.end] if base is not None else None
-    lines = _lines_of(hit, text, c.start, c.end)
+    start = c.lead if lead and c.lead >= 0 else c.start
+    q_span = [base + start, base + c.end] if base is not None else None
+    lines = _lines_of(hit, text, start, c.end)
     page = _page_of(hit, q_span, hits, c.start)
-    return {"text": text[c.start:c.end], "span": q_span, "lines": lines,
+    return {"text": text[start:c.end], "lead": c.start - start, "span": q_span, "lines": lines,
             "page_label": page if page is not None else hit.get("page_label"),
             "uri": _uri(hit, page, lines), "score": round(c.score, 4)}
 

@@ -5,8 +5,9 @@ the passage's span moved by ``start``. Rules, in order:
 
 - a blank line always ends a sentence (paragraphs, PDF pages);
 - a line that starts with a bullet or a list number, a table row (``|`` cells, tabs, or columns
-  aligned with runs of spaces), a markdown heading, and the line after a short line with no closing
-  punctuation (a title) each stand alone;
+  aligned with runs of spaces), a markdown heading, the line after a short line with no closing
+  punctuation (a title), and a line indented otherwise than the sentence that ends above it (a new
+  paragraph, a definition list's next term) each start anew;
 - any other line break is soft: PDF text and hard-wrapped prose break lines mid-sentence;
 - inside that, a sentence ends at ``.``, ``!`` or ``?`` (closing quotes and brackets included) when
   whitespace and then a capital, digit, quote, bracket or bullet follow, unless the word before the
@@ -90,11 +91,19 @@ def _segments(text: str, a: int, b: int):
         # a title: much shorter than the block's lines and not ending as prose or a wrapped clause does
         title = (len(prev_line) < min(40, widest * 0.7) and prev_line[-1:] not in ".,;:-"
                  and line.lstrip()[:1].isupper())
-        if prev_hard or title or _hard_start(line):
+        # a sentence ended and the next line is indented otherwise: a new paragraph, or the next
+        # term of a definition list (a man page's "libvirt" under the text of the term before)
+        outdent = (_indent(line) != _indent(text[prev[0]:prev[1]])
+                   and re.search(r"[.!?]['\"”’)\]]*$", prev_line) is not None)
+        if prev_hard or title or outdent or _hard_start(line):
             yield seg_start, prev[1]
             seg_start = s
         prev, prev_hard = (s, e), _hard_alone(line)
     yield seg_start, prev[1]
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t"))
 
 
 def _hard_start(line: str) -> bool:

@@ -272,3 +272,32 @@ def test_the_ask_flow_hands_the_embedder_to_the_answer_and_the_history_keeps_quo
     assert made[0] == "made" and sum(n for n in made[1:]) > 2, "the question and the sentences were embedded"
     assert [s["filename"] for s in done["sources"]] == ["f1.txt"] and done["timings"]["quote_ms"] >= 0
     assert entry["sources"][0]["quote"] == done["sources"][0]["quote"], "the history keeps the quotes"
+
+
+MANPAGE = ("GROUPS\n       kvm\n              Access to the KVM device is given to members of this group.\n"
+           "       libvirt\n              Access to the system libvirt daemon is controlled by this group.\n"
+           "       audio\n              Sound cards can be opened by this group.")
+BACKREF = ("The offsite will be held in Lisbon, at the Palácio Chiado. It starts on 12 May at 9:00 and "
+           "ends with a dinner.\n\nRooms are booked for everyone.")
+
+
+def test_a_sentence_keeps_the_term_above_it_that_names_its_subject():
+    hits = [hit(MANPAGE, 0, lines=[1, 7])]
+    text, numbered = passages_answer(hits, query="which group controls access to the libvirt daemon?")
+    q = numbered[0]["quote"]
+    assert q["text"].startswith("libvirt\n") and q["text"].endswith("controlled by this group.")
+    assert q["lead"] == len("libvirt\n              ")
+    assert MANPAGE[q["span"][0] - 100:q["span"][1] - 100] == q["text"]  # still exactly the document's text
+    assert "> libvirt — Access to the system libvirt daemon is controlled by this group." in text, text
+    assert q["lines"] == [4, 5]
+
+
+def test_a_sentence_that_points_back_brings_the_sentence_it_points_to():
+    hits = [hit(BACKREF, 0)]
+    _, numbered = passages_answer(hits, query="when does the offsite start?")
+    q = numbered[0]["quote"]
+    assert q["text"].startswith("The offsite will be held in Lisbon") and "starts on 12 May" in q["text"], q
+    # a title above a blank line is not brought along; a sentence that names its subject stands alone
+    hits = [hit(SOURDOUGH, 0)]
+    _, numbered = passages_answer(hits, query="how often do I feed the starter?")
+    assert numbered[0]["quote"]["lead"] == 0

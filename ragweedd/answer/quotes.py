@@ -48,9 +48,22 @@ any all some each every more most other such only own same both few much many ou
 """.split())
 
 
+# "FY2015", "FY15", "Q3'22": a period written into one word. Its year is a word of its own, so a
+# question about "FY2015" meets a sentence about "fiscal 2015" or a column headed "2015".
+_PERIOD = re.compile(r"\b(fy|cy|q[1-4]|h[12])'?(\d{2}|\d{4})\b")
+
+
+_PERIOD_WORD = {"fy": "fiscal", "cy": "calendar"}
+
+
+def _periods(m: re.Match) -> str:
+    year = m.group(2)
+    return f"{_PERIOD_WORD.get(m.group(1), m.group(1))} {'20' + year if len(year) == 2 else year}"
+
+
 def words(text: str) -> list[str]:
-    """Lower-cased, stemmed content words."""
-    return [_stem(w) for w in _WORD.findall(text.lower()) if w not in _STOP]
+    """Lower-cased, stemmed content words; a period such as "FY2015" counts as "fiscal" and "2015"."""
+    return [_stem(w) for w in _WORD.findall(_PERIOD.sub(_periods, text.lower())) if w not in _STOP]
 
 
 def _stem(w: str) -> str:

@@ -301,3 +301,12 @@ def test_a_sentence_that_points_back_brings_the_sentence_it_points_to():
     hits = [hit(SOURDOUGH, 0)]
     _, numbered = passages_answer(hits, query="how often do I feed the starter?")
     assert numbered[0]["quote"]["lead"] == 0
+
+
+def test_a_period_written_as_one_word_meets_its_year():
+    assert Q.words("What was FY2015 revenue? FY15, Q3'22") == \
+        ["fiscal", "2015", "revenue", "fiscal", "2015", "q3", "2022"]
+    quarter = hit("Revenue for the third quarter of 2015 was $1,217 million, up 21 percent.", 0)
+    year = hit("Revenue for fiscal 2015 was $4,796 million, compared with $4,147 million in 2014.", 1, rel=0.9)
+    _, numbered = passages_answer([quarter, year], query="What was Adobe's FY2015 revenue?")
+    assert "4,796" in numbered[0]["quote"]["text"], numbered

@@ -19,7 +19,7 @@ wins, upserts before deletes, retries with backoff, failures kept. What differs:
   ``POLL_S`` before looking again.
 * A process's own claims outlive an outage of the server: its claimer's lock is taken again as
   soon as it reconnects, so the rows it left running are no one's orphans. The queue therefore
-  knows which of its claims a worker still works on (``_working``); a row running under its claimer
+  knows which of its claims a worker still works on (``_Held``); a row running under its claimer
   that no worker holds (its outcome could not be written while the server was away, or a claim's
   answer was lost with the connection) goes back to queued at the next claim that reaches the
   server, so it is ingested again within seconds of the server's return, never twice at once.
@@ -56,6 +56,26 @@ _LET_GO = ("UPDATE jobs SET state='queued', claimed_by=NULL WHERE source=%s AND 
            " AND claimed_by=%s AND NOT (id = ANY(%s))")
 
 
+class _Held:
+    """The jobs the queues of one claimer in this process have claimed and not yet settled: the
+    rows of that claimer running in the table and not in here are no worker's. One lock covers a
+    claim and its entry here, and the look for rows no worker holds, so neither sees the other
+    half done."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.working: set[int] = set()
+
+
+_HELD: dict[str, _Held] = {}
+_HELD_LOCK = threading.Lock()
+
+
+def _held_by(claimer: str) -> _Held:
+    with _HELD_LOCK:
+        return _HELD.setdefault(claimer, _Held())
+
+
 class PgJobQueue:
     def __init__(self, dsn: str, *, source: str, max_tries: int = 3, claimer: int | None = None) -> None:
         """``claimer``: the process's (store/pg_claims.py), held by its backend; a queue opened on
@@ -73,9 +93,7 @@ class PgJobQueue:
         self.serves: Callable[[], Collection[str]] | None = None
         self._cond = threading.Condition()
         self._closed = False
-        # jobs claimed here that a worker still works on; changed and read under self.db.lock, so
-        # a claim and its registration are one step for _let_go
-        self._working: set[int] = set()
+        self._held = _held_by(self.claimer)  # which of this claimer's jobs a worker still holds
         self._let_go_due = False  # a claim or an outcome was lost: look for rows no worker holds
         self._abandoned: set[int] = set()  # given up on by their worker, not yet given back
         self.requeue_orphans()
@@ -95,8 +113,8 @@ class PgJobQueue:
         server was away): its row goes back to queued at the next claim that reaches the server,
         not a try spent; the claimer's lock, taken again on reconnecting, would keep it running
         for as long as this process lives."""
-        with self.db.lock:
-            self._working.discard(job.id)
+        with self._held.lock:
+            self._held.working.discard(job.id)
             self._abandoned.add(job.id)
             self._let_go_due = True
         with self._cond:
@@ -104,8 +122,8 @@ class PgJobQueue:
 
     def _let_go(self) -> None:
         """Give back the rows this process left running that no worker holds (``abandon``)."""
-        with self.db.lock:
-            n = self.db.run(_LET_GO, (self.source, self.claimer, sorted(self._working)))
+        with self._held.lock:
+            n = self.db.run(_LET_GO, (self.source, self.claimer, sorted(self._held.working)))
             self._let_go_due = False
             self._abandoned.clear()
         if n:
@@ -175,7 +193,7 @@ class PgJobQueue:
         now = time.time()
         mine, names = ("", []) if self.serves is None else (" AND collection = ANY(%s)", list(self.serves()))
         # one statement (its own transaction): the claim costs one round trip
-        with self.db.lock:
+        with self._held.lock:
             try:
                 row = self.db.one(
                     "UPDATE jobs SET state='running', updated_at=%s, enqueued_at=abs(enqueued_at), claimed_by=%s"
@@ -187,7 +205,7 @@ class PgJobQueue:
                 self._let_go_due = True  # the claim may have been made, its answer lost
                 raise
             if row is not None:
-                self._working.add(int(row["id"]))
+                self._held.working.add(int(row["id"]))
         if row is None:
             nxt = self.db.one("SELECT min(not_before) AS t FROM jobs WHERE source=%s AND state='queued'"
                               f" AND NOT (id = ANY(%s)){mine}", (self.source, list(skip), *([names] if mine else [])))
@@ -205,12 +223,12 @@ class PgJobQueue:
         # one's connection dropped meanwhile) is that one's to finish. Under the connection's lock
         # with the end of the claim (``_working``): a job queued again here and claimed at once by
         # another worker stays that worker's.
-        with self.db.lock:
+        with self._held.lock:
             if self.db.run("DELETE FROM jobs WHERE id=%s AND enqueued_at >= 0 AND claimed_by=%s",
                            (job.id, self.claimer)) == 0:
                 self.db.run("UPDATE jobs SET state='queued', enqueued_at=%s, tries=0, claimed_by=NULL"
                             " WHERE id=%s AND enqueued_at < 0 AND claimed_by=%s", (time.time(), job.id, self.claimer))
-            self._working.discard(job.id)
+            self._held.working.discard(job.id)
         with self._cond:
             self._cond.notify_all()
 
@@ -219,7 +237,7 @@ class PgJobQueue:
         error = shown_path(error)
         retry = retryable and tries < self.max_tries
         now = time.time()
-        with self.db.lock:
+        with self._held.lock:
             with self.db.tx() as c:
                 row = c.execute("SELECT enqueued_at FROM jobs WHERE id=%s AND claimed_by=%s FOR UPDATE",
                                 (job.id, self.claimer)).fetchone()
@@ -236,16 +254,16 @@ class PgJobQueue:
                 else:
                     c.execute("UPDATE jobs SET state='failed', tries=%s, error=%s, updated_at=%s, claimed_by=NULL"
                               " WHERE id=%s", (tries, error, now, job.id))
-            self._working.discard(job.id)  # once written: a worker whose write failed still holds it
+            self._held.working.discard(job.id)  # once written: a worker whose write failed still holds it
         with self._cond:
             self._cond.notify_all()
         return retry
 
     def release(self, job: Job) -> None:
-        with self.db.lock:
+        with self._held.lock:
             self.db.run("UPDATE jobs SET state='queued', claimed_by=NULL WHERE id=%s AND state='running'"
                         " AND claimed_by=%s", (job.id, self.claimer))
-            self._working.discard(job.id)
+            self._held.working.discard(job.id)
         with self._cond:
             self._cond.notify_all()
 

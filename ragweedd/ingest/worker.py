@@ -393,6 +393,10 @@ class Workers:
                       retry_in_s=self._backoff, exc_info=first)
             delay = self._backoff
             self._backoff = min(BACKOFF_MAX_S, self._backoff * 2)
+        elif server_unreachable(e):  # a claim meeting the server away: no traceback each second
+            log.warning("ingest_worker_error", error=str(e), error_type=type(e).__name__,
+                        effect="claims are tried again every second until the database server answers")
+            delay = 1.0
         else:
             log.error("ingest_worker_error", error=str(e), error_type=type(e).__name__, exc_info=True)
             delay = 1.0

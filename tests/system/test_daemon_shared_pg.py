@@ -6,6 +6,7 @@ leaves status answering and the changes made meanwhile indexed soon after it ret
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import signal
@@ -173,23 +174,28 @@ def _met_the_outage(d) -> int:
     return sum(len(d.events(e)) for e in ("ingest_worker_error", "ingest_job_error", "ingest_job_waits_for_server"))
 
 
-def _away(d, stop_pg, start_pg, mode: str) -> None:
+def _away(d, stop_pg, start_pg, mode: str, meanwhile=None) -> bool:
     """The server stopped (``mode``: fast, or immediate as a crash does) until the daemon has met
-    its absence, then started again."""
+    its absence (``meanwhile()`` runs then), then started again. Returns whether status said then
+    that files being ingested wait for the server."""
+    before = _met_the_outage(d)
     stop_pg(mode)
     try:
         wait_until(lambda: any("cannot be reached" in w for w in d.status()["degraded"]), 60, 0.3,
                    "status to say the database is away")
-        wait_until(lambda: _met_the_outage(d), 60, 0.3, "an ingest worker to meet the stopped server")
+        wait_until(lambda: _met_the_outage(d) > before, 60, 0.3, "an ingest worker to meet the stopped server")
+        if meanwhile is not None:
+            meanwhile()
+        return any("ingest waits for the database server" in w for w in d.status()["degraded"])
     finally:
         start_pg()
 
 
 def test_every_file_is_indexed_once_after_outages_in_the_middle_of_an_ingest(private_pg, daemon, tmp_path):
-    """The server goes away twice while hundreds of files are ingested (a fast stop, then a crash):
-    the jobs whose outcome could not be written meanwhile are not left 'running' under the daemon's
-    own claim; every file ends indexed exactly once soon after the server is back, with no job left,
-    and status no longer degraded."""
+    """The server goes away twice while hundreds of files are ingested (a fast stop, then a crash),
+    and files change meanwhile: the jobs whose outcome could not be written are not left 'running'
+    under the daemon's own claim; every file ends indexed exactly once, with its last content, soon
+    after the server is back, with no job left, and status no longer degraded."""
     server, stop_pg, start_pg = private_pg
     n = 300
     with fresh_database(server) as dsn:
@@ -202,29 +208,36 @@ def test_every_file_is_indexed_once_after_outages_in_the_middle_of_an_ingest(pri
             def done() -> int:
                 return sum(1 for r in d.live_rows("notes").values() if r["extract_status"] == "done")
 
+            def edit() -> None:  # changes made while the server is away, early and late files alike
+                for i in range(0, n, 15):
+                    (folder / f"n{i:03d}.txt").write_text(f"Note {i} edited: the lamp {i} now reads e{i}z.\n")
+
             wait_until(lambda: done() >= 20, 120, 0.1, "the ingest under way")
-            _away(d, stop_pg, start_pg, "fast")
+            said = _away(d, stop_pg, start_pg, "fast", edit)
             mid = done()
             assert mid < n, "the ingest ended before the second outage: too few files"
             wait_until(lambda: done() >= mid + 10, 120, 0.2, "the ingest going on after the first outage")
-            before = _met_the_outage(d)
-            stop_pg("immediate")
-            try:
-                wait_until(lambda: _met_the_outage(d) > before, 60, 0.3, "an ingest worker to meet the crashed server")
-            finally:
-                start_pg()
+            said = _away(d, stop_pg, start_pg, "immediate") or said
             # a job met the outage (the case this test is about), or the test proves nothing
             met = d.events("ingest_job_not_recorded") or d.events("ingest_job_waits_for_server")
             assert met, d.out.read_text()[-3000:]
-            wait_until(lambda: done() == n, 120, 0.5, f"all {n} files indexed")
+            assert said, "status never said that files wait for the database server"
             probe = d.probe
             assert isinstance(probe, PgProbe)
+            jobs = "SELECT path, state, claimed_by FROM jobs WHERE source='alpha'"
+            try:
+                wait_until(lambda: done() == n and not probe._all(jobs), 120, 0.5, f"all {n} files indexed")
+            except AssertionError as e:
+                raise AssertionError(f"{e}: {done()} indexed, jobs left {probe._all(jobs)}") from None
             paths = probe.paths("notes")
             assert len(paths) == n and len(set(paths.values())) == n, len(paths)
-            assert probe.chunks("notes") == n  # one chunk per note: none held twice
-            left = probe._all("SELECT path, state, claimed_by FROM jobs WHERE source='alpha'")
-            wait_until(lambda: not probe._all("SELECT path, state FROM jobs WHERE source='alpha'"), 60, 0.5,
-                       f"the jobs table empty (had {left})")
+            # each file held with its last content, the edited ones too
+            now = {f.name: hashlib.md5(f.read_bytes()).hexdigest() for f in folder.iterdir()}
+            assert {os.path.basename(k): v for k, v in paths.items()} == now
+            assert probe.chunks("notes") == n  # one chunk per note: none held twice, no old version kept
+            for i in (0, 150, 285):
+                hits = d.search(f"lamp e{i}z edited", path_glob=f"*/n{i:03d}.txt")
+                assert hits and f"e{i}z" in hits[0]["text"], hits
             degraded: list[str] = []
 
             def clean() -> bool:

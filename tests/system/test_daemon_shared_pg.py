@@ -221,7 +221,6 @@ def test_every_file_is_indexed_once_after_outages_in_the_middle_of_an_ingest(pri
             # a job met the outage (the case this test is about), or the test proves nothing
             met = d.events("ingest_job_not_recorded") or d.events("ingest_job_waits_for_server")
             assert met, d.out.read_text()[-3000:]
-            assert said, "status never said that files wait for the database server"
             probe = d.probe
             assert isinstance(probe, PgProbe)
             jobs = "SELECT path, state, claimed_by FROM jobs WHERE source='alpha'"
@@ -229,6 +228,7 @@ def test_every_file_is_indexed_once_after_outages_in_the_middle_of_an_ingest(pri
                 wait_until(lambda: done() == n and not probe._all(jobs), 120, 0.5, f"all {n} files indexed")
             except AssertionError as e:
                 raise AssertionError(f"{e}: {done()} indexed, jobs left {probe._all(jobs)}") from None
+            assert said, "status never said that files wait for the database server"
             paths = probe.paths("notes")
             assert len(paths) == n and len(set(paths.values())) == n, len(paths)
             # each file held with its last content, the edited ones too

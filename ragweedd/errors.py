@@ -155,6 +155,12 @@ class StorageError(RagweedError):
     code = "storage"
 
 
+class StoreUnreachableError(StorageError):
+    """The database server cannot be reached now: a lost or refused connection, a server shutting
+    down or starting up. Says nothing about the file or query at hand: the work is worth doing again
+    once the server answers."""
+
+
 class CorruptIndexError(StorageError):
     code = "corrupt_index"
 

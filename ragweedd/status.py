@@ -96,6 +96,9 @@ def _unreachable(core: Core, tools: list[MissingTool], e: Exception) -> Status:
     if core.debouncer.dropped:
         degraded.append(f"{core.debouncer.dropped} file change events could not be queued meanwhile; their "
                         "files are found by the scan that runs once the database answers")
+    waiting = core.workers.server_trouble()
+    if waiting:
+        degraded.append(waiting)
     degraded.extend(core.thread_problems())
     cols: list[Collection] = []
     for name in sorted(core.collections.items):
@@ -200,6 +203,9 @@ def _build_status(core: Core, tools: list[MissingTool]) -> Status:
     full = core.workers.trouble()
     if full:
         degraded.append(full)
+    waiting = core.workers.server_trouble()
+    if waiting:
+        degraded.append(waiting)
     if core.queue.unwritten:
         degraded.append(f"disk full: cannot write the data dir {core.paths.data} ({core.workers.free_mb()} MB "
                         f"free); {core.queue.unwritten} file events wait in memory for the job queue in "

@@ -33,6 +33,7 @@ from typing import Any, Callable
 from ragweedd.ingest.supervise import Supervisor
 from ragweedd.logging import get_logger
 from ragweedd.store.job_queue import Job
+from ragweedd.store.pg import server_unreachable
 from ragweedd.store.protocols import JobStore
 from ragweedd.store.sqlite import is_disk_full
 
@@ -41,6 +42,10 @@ log = get_logger("ragweedd.ingest")
 # minute of space coming back, while a disk that stays full costs a try every 30 s.
 BACKOFF_START_S = 1.0
 BACKOFF_MAX_S = 30.0
+# A job that met the database server away is kept and run again: first after 0.5 s, then twice as
+# long up to 5 s, so a file is indexed within seconds of the server's return.
+SERVER_WAIT_START_S = 0.5
+SERVER_WAIT_MAX_S = 5.0
 # A job running this long opens the small-file lane; how often the idle lane looks.
 SLOW_AFTER_S = 2.0
 LANE_POLL_S = 0.5
@@ -158,6 +163,8 @@ class Workers:
         self._backoff = BACKOFF_START_S
         self.supervisor = Supervisor("ingest worker", "files wait in the queue")
         self._held = threading.local()  # the job a worker thread has claimed and not yet finished
+        # worker thread -> (since when, last error) while its job waits for the database server
+        self._server_waits: dict[int, tuple[float, str]] = {}
 
     def start(self) -> None:
         from ragweedd.config import ingest_worker_count
@@ -192,7 +199,22 @@ class Workers:
         a file that keeps killing the loop ends up 'failed' instead of looping forever)."""
         job, self._held.job = getattr(self._held, "job", None), None
         if job is not None:
-            self.queue.fail(job, f"the ingest worker failed on this file: {type(e).__name__}: {e}", retryable=True)
+            try:
+                self.queue.fail(job, f"the ingest worker failed on this file: {type(e).__name__}: {e}",
+                                retryable=True)
+            except Exception as e2:  # noqa: BLE001 - given back once the queue can be written
+                log.error("ingest_job_not_recorded", path=job.path, error=str(e2))
+                self.queue.abandon(job)
+
+    def _let_go(self, job: Job) -> None:
+        """Give ``job`` back untouched; when that cannot be written (the server away, a full disk),
+        the queue gives it back at its next claim that can write."""
+        try:
+            self.queue.release(job)
+        except Exception as e:  # noqa: BLE001
+            log.warning("ingest_job_not_released", path=job.path, error=str(e),
+                        effect="queued again as soon as the job queue can be written")
+            self.queue.abandon(job)
 
     def _run(self, small: bool = False) -> None:
         """A regular worker, or with ``small`` the small-file lane (see the module docstring)."""
@@ -219,12 +241,12 @@ class Workers:
                         continue
                     break
                 if self._stop.is_set():
-                    self.queue.release(job)
+                    self._let_go(job)
                     break
                 if small and self._too_big(job):
                     with self._lane_lock:
                         self._big.add(job.id)
-                    self.queue.release(job)
+                    self._let_go(job)
                     continue
                 with self._busy_lock:
                     self._busy += 1
@@ -274,35 +296,67 @@ class Workers:
             try:
                 self._one(pipe, job)
             except Interrupted as e:
+                self._server_back(job)
                 log.info("ingest_job_released", collection=job.collection, path=job.path, reason=str(e))
-                try:
-                    self.queue.release(job)
-                except Exception as e2:  # noqa: BLE001 - the row stays 'running'; a restart re-queues it
-                    log.error("ingest_job_not_released", path=job.path, error=str(e2))
+                self._let_go(job)
                 return pipe
             except Exception as e:
+                if server_unreachable(e):
+                    # Nothing is wrong with the file: keep the job (no try spent) and run it again
+                    # once the server answers. Its connections open again by themselves.
+                    if self._server_wait(job, e):
+                        continue
+                    self._server_back(job)
+                    self._let_go(job)  # stopping: the next start takes it
+                    return pipe
+                self._server_back(job)
                 if not is_disk_full(e):
                     log.error("ingest_worker_error", collection=job.collection, path=job.path, error=str(e),
                               error_type=type(e).__name__, exc_info=True)
                     try:
                         self.queue.fail(job, f"{type(e).__name__}: {e}", retryable=True)
-                    except Exception as e2:  # noqa: BLE001 - the row stays 'running'; a restart re-queues it
-                        log.error("ingest_job_not_recorded", path=job.path, error=str(e2))
+                    except Exception as e2:  # noqa: BLE001 - the queue gives it back once it can write
+                        log.error("ingest_job_not_recorded", path=job.path, error=str(e2),
+                                  effect="queued again as soon as the job queue can be written")
+                        self.queue.abandon(job)
                     return pipe
                 pipe = self._fresh(pipe)
                 if self._storage_trouble(e):
                     continue
-                try:  # stopping: give the job back if the disk lets us; else the next start re-queues it
-                    self.queue.release(job)
-                except Exception:  # noqa: BLE001
-                    pass
+                self._let_go(job)  # stopping: give the job back if the disk lets us
                 return pipe
+            self._server_back(job)
             if self.disk_full_since is not None:
                 log.info("disk_space_back", data_dir=str(self.paths.data),
                          paused_s=round(time.monotonic() - self.disk_full_since, 1))
                 self.disk_full_since = None
                 self._backoff = BACKOFF_START_S
             return pipe
+
+    def _server_wait(self, job: Job, e: BaseException) -> bool:
+        """Wait before running ``job`` again while the database server cannot be reached (said in
+        status). False when the daemon is stopping."""
+        me = threading.get_ident()
+        with self._lane_lock:
+            first = me not in self._server_waits
+            since = time.monotonic() if first else self._server_waits[me][0]
+            self._server_waits[me] = (since, f"{type(e).__name__}: {e}")
+            waited = time.monotonic() - since
+        if first:
+            log.warning("ingest_job_waits_for_server", collection=job.collection, path=job.path, error=str(e),
+                        effect="the job is kept and run again as soon as the database server answers")
+        delay = min(SERVER_WAIT_MAX_S, max(SERVER_WAIT_START_S, waited))
+        return not self._stop.wait(delay)
+
+    def _server_back(self, job: Job) -> None:
+        """The job's run ended other than on the server away: it no longer waits for it."""
+        with self._lane_lock:
+            waited = self._server_waits.pop(threading.get_ident(), None)
+        if waited is None:
+            return
+        since = waited[0]
+        log.info("ingest_job_ran_after_server_wait", collection=job.collection, path=job.path,
+                 waited_s=round(time.monotonic() - since, 1))
 
     def _fresh(self, pipe):
         try:
@@ -339,6 +393,10 @@ class Workers:
                       retry_in_s=self._backoff, exc_info=first)
             delay = self._backoff
             self._backoff = min(BACKOFF_MAX_S, self._backoff * 2)
+        elif server_unreachable(e):  # a claim meeting the server away: no traceback each second
+            log.warning("ingest_worker_error", error=str(e), error_type=type(e).__name__,
+                        effect="claims are tried again every second until the database server answers")
+            delay = 1.0
         else:
             log.error("ingest_worker_error", error=str(e), error_type=type(e).__name__, exc_info=True)
             delay = 1.0
@@ -349,6 +407,25 @@ class Workers:
             return round(shutil.disk_usage(self.paths.data).free / 2**20, 1)
         except OSError:
             return -1.0
+
+    def server_trouble(self) -> str | None:
+        """What status shows under ``degraded`` while jobs wait for the database server: the ones
+        workers hold and run again, and the ones whose outcome could not be written."""
+        with self._lane_lock:
+            waits = list(self._server_waits.values())
+        adrift = int(getattr(self.queue, "abandoned", 0))
+        if not waits and not adrift:
+            return None
+        parts = []
+        if waits:
+            since, error = min(waits)
+            parts.append(f"{len(waits)} file{'s' if len(waits) != 1 else ''} being ingested wait for the database "
+                         f"server since {round(time.monotonic() - since)} s (last error: {error}); each is run "
+                         f"again within {SERVER_WAIT_MAX_S:g} s of its return, no try spent")
+        if adrift:
+            parts.append(f"{adrift} ingest job{'s' if adrift != 1 else ''} whose outcome could not be written "
+                         f"while it was away go back to the queue as soon as it answers")
+        return "ingest waits for the database server: " + "; ".join(parts)
 
     def trouble(self) -> str | None:
         """What status shows under ``degraded`` while ingest is paused by a full disk."""
@@ -401,8 +478,8 @@ class Workers:
             base = root if root is None or root != job.path else os.path.dirname(root)
             out = pipe.ingest_file(job.collection, p, base)
         except Exception as e:  # one bad file never stops the worker
-            if is_disk_full(e) or isinstance(e, Interrupted):
-                raise  # not the file's fault: _run_job retries it once space is back
+            if is_disk_full(e) or isinstance(e, Interrupted) or server_unreachable(e):
+                raise  # not the file's fault: _run_job retries it once space or the server is back
             retry = self.queue.fail(job, f"{type(e).__name__}: {e}", retryable=True)
             log.error("ingest_job_error", collection=job.collection, path=job.path, error=str(e),
                       error_type=type(e).__name__, retry=retry, exc_info=not hasattr(e, "to_dict"))

@@ -61,6 +61,7 @@ class JobQueue:
         self._cond = threading.Condition()
         self._closed = False
         self._parked: list[tuple[str, str, str, str | None]] = []
+        self._abandoned: dict[int, Job] = {}  # given up on by their worker, their outcome unwritten
         with self._lock, transaction(self.conn):
             self.conn.execute("UPDATE jobs SET state='queued' WHERE state='running'")
 
@@ -104,6 +105,31 @@ class JobQueue:
         """Events kept in memory because the disk was full when they came."""
         return len(self._parked)
 
+    @property
+    def abandoned(self) -> int:
+        """Jobs whose outcome could not be written, waiting to go back to queued."""
+        return len(self._abandoned)
+
+    def abandon(self, job: Job) -> None:
+        """The worker that claimed ``job`` no longer works on it and could not write its outcome (a
+        full disk): it goes back to queued at the next claim that can write, rather than staying
+        'running' until the daemon restarts."""
+        with self._lock:
+            self._abandoned[job.id] = job
+        with self._cond:
+            self._cond.notify_all()
+
+    def _give_back_abandoned(self) -> None:
+        with self._lock:
+            jobs = list(self._abandoned.values())
+        for job in jobs:
+            try:
+                self.release(job)
+            except sqlite3.Error:
+                return  # still cannot write: the next claim tries again
+            with self._lock:
+                self._abandoned.pop(job.id, None)
+
     def _write_parked(self) -> None:
         with self._lock:
             items, self._parked = self._parked, []
@@ -142,11 +168,13 @@ class JobQueue:
                     return None
             if self._parked:
                 self._write_parked()
+            if self._abandoned:
+                self._give_back_abandoned()
             job, next_at = self._try_claim(skip)
             if job is not None:
                 return job
             wait = None if next_at is None else max(0.0, next_at - time.time())
-            if self._parked:
+            if self._parked or self._abandoned:
                 wait = PARKED_RETRY_S if wait is None else min(wait, PARKED_RETRY_S)
             if deadline is not None:
                 left = deadline - time.monotonic()

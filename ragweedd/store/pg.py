@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from ragweedd.config import redact_dsn
-from ragweedd.errors import StorageError
+from ragweedd.errors import StorageError, StoreUnreachableError
 from ragweedd.store.pathnames import from_db, to_db
 
 if TYPE_CHECKING:
@@ -77,7 +77,8 @@ def connect(dsn: str) -> psycopg.Connection:
     try:
         return psycopg.connect(dsn, autocommit=True, row_factory=dict_row)  # type: ignore[arg-type]
     except psycopg.Error as e:
-        raise StorageError(f"cannot connect to PostgreSQL at {redact_dsn(dsn)}: {_first_line(e)}",
+        kind = StoreUnreachableError if isinstance(e, psycopg.OperationalError) else StorageError
+        raise kind(f"cannot connect to PostgreSQL at {redact_dsn(dsn)}: {_first_line(e)}",
                            hint="check the store URI in the config, that the server runs and accepts this "
                                 "user (password from ~/.pgpass or PGPASSWORD); see docs/postgres.md") from e
 
@@ -197,6 +198,40 @@ class PgConn:
                 raise _storage_error(self.dsn, e) from e
 
 
+# SQLSTATEs of a server going away: admin_shutdown, crash_shutdown, cannot_connect_now (starting up)
+_GOING_AWAY = ("57P01", "57P02", "57P03")
+
+
+def _lost(e: BaseException) -> bool:
+    """Whether the psycopg error ``e`` says the server cannot be reached, rather than anything about
+    the statement: no SQLSTATE on an operational error is libpq's own (connection refused, closed,
+    lost), class 08 is a connection exception."""
+    import psycopg
+
+    if isinstance(e, psycopg.InterfaceError):
+        return "connection" in str(e)  # "the connection is closed/lost"
+    if not isinstance(e, psycopg.OperationalError):
+        return False
+    state = getattr(e, "sqlstate", None)
+    return state is None or state.startswith("08") or state in _GOING_AWAY
+
+
+def server_unreachable(e: BaseException | None) -> bool:
+    """True when ``e`` (or what caused it) is the database server out of reach: the work that
+    raised it is worth doing again once the server answers, and it says nothing about a file."""
+    import sys
+
+    seen = 0
+    while e is not None and seen < 10:
+        if isinstance(e, StoreUnreachableError):
+            return True
+        if "psycopg" in sys.modules and _lost(e):
+            return True
+        e = e.__cause__ or e.__context__
+        seen += 1
+    return False
+
+
 def _storage_error(dsn: str, e: BaseException, *, database: str = "") -> StorageError:
     """A server error as the user sees it. A migration's CREATE EXTENSION that fails (this user may
     not create it, or the server does not have it installed) says so with what to do: the generic
@@ -218,6 +253,10 @@ def _storage_error(dsn: str, e: BaseException, *, database: str = "") -> Storage
             f"{database!r} cannot have it ({_first_line(e)})",
             hint=f"install {'pgvector (e.g. the package postgresql-16-pgvector)' if name == 'vector' else name} "
                  f"on the server, then {run}; see docs/postgres.md")
+    if _lost(e):
+        return StoreUnreachableError(f"PostgreSQL at {redact_dsn(dsn)} cannot be reached: {_first_line(e)}",
+                                     hint="check that the server runs and this machine reaches it; ragweedd "
+                                          "retries by itself; see docs/postgres.md")
     return StorageError(f"PostgreSQL at {redact_dsn(dsn)}: {_first_line(e)}",
                         hint="check that the server runs and has free disk space; see docs/postgres.md")
 

@@ -516,3 +516,47 @@ def test_a_store_outlives_a_dropped_connection(pg_dsn):
     assert _publish(rag, "b" * 32, "/r/b.txt", ["written after the loss"])  # so does a write
     assert rag.chunk_count() == 2
     rag.close()
+
+
+def test_a_job_whose_outcome_could_not_be_written_is_claimed_again_with_no_try_spent(backend):
+    # a worker that could not write a job's outcome (the server away) abandons it: the next claim
+    # that reaches the store gives it back, while the job another worker holds stays its own
+    q = backend.open_jobs(max_tries=3)
+    try:
+        q.put_many([("c", "/r/1", "upsert", "/r"), ("c", "/r/2", "upsert", "/r")])
+        lost, kept = q.claim(0), q.claim(0)
+        assert lost is not None and kept is not None
+        q.abandon(lost)
+        assert q.abandoned == 1
+        again = q.claim(0)
+        assert again is not None and (again.id, again.path, again.tries) == (lost.id, lost.path, 0)
+        assert q.abandoned == 0 and q.depth() == {"running": 2}  # kept is still its worker's
+        assert q.claim(0) is None and q.depth() == {"running": 2}
+        q.done(again)
+        q.done(kept)
+        assert q.depth() == {}
+    finally:
+        q.close()
+
+
+def test_a_claim_whose_answer_was_lost_does_not_stay_running_under_the_live_claimer(pg_dsn):
+    # PostgreSQL: the claim committed, its answer lost with the connection, so no worker holds the
+    # row; the claimer's lock is alive again (taken on reconnecting), so it is no one's orphan
+    import psycopg
+
+    from ragweedd.store.pg_backend import PgBackend
+
+    backend = PgBackend(pg_dsn, source="laptop")
+    q = backend.open_jobs(max_tries=3)
+    try:
+        q.put_many([("c", "/r/1", "upsert", "/r")])
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute("UPDATE jobs SET state='running', claimed_by=%s", (q.claimer,))
+        job = q.claim(0)  # the claim that finds nothing gives it back; the next takes it
+        job = job or q.claim(0)
+        assert job is not None and job.path == "/r/1" and job.tries == 0
+        q.done(job)
+        assert q.depth() == {}
+    finally:
+        q.close()
+        backend.close()

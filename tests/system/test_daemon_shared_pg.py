@@ -6,6 +6,7 @@ leaves status answering and the changes made meanwhile indexed soon after it ret
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import signal
@@ -18,6 +19,7 @@ import pytest
 
 from tests.pg_fixture import fresh_database
 from tests.system.conftest import ROOT, Daemon, wait_indexed, wait_until
+from tests.system.state_probe import PgProbe
 
 CTL = [sys.executable, "-m", "ragweedd.cli.ctl"]
 
@@ -116,8 +118,8 @@ def private_pg():
         with psycopg.connect(uri, autocommit=True) as conn:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
 
-        def stop() -> None:
-            pg_ctl(["-w", "-m", "fast", "stop"], pgdata=srv.pgdata, user=srv.system_user)
+        def stop(mode: str = "fast") -> None:
+            pg_ctl(["-w", "-m", mode, "stop"], pgdata=srv.pgdata, user=srv.system_user)
 
         def start() -> None:
             srv.ensure_postgres_running()
@@ -163,5 +165,91 @@ def test_status_answers_while_the_database_is_away_and_changes_meanwhile_are_ind
             # and the note about the events that could not be queued is gone
             wait_until(lambda: not any("could not be queued" in w or "cannot be reached" in w
                                        for w in d.status()["degraded"]), 30, 0.5, "status without the outage")
+        finally:
+            d.stop()
+
+
+def _met_the_outage(d) -> int:
+    """How often an ingest worker met the server away: with a job (kept or failed) or claiming."""
+    return sum(len(d.events(e)) for e in ("ingest_worker_error", "ingest_job_error", "ingest_job_waits_for_server"))
+
+
+def _away(d, stop_pg, start_pg, mode: str, meanwhile=None) -> bool:
+    """The server stopped (``mode``: fast, or immediate as a crash does) until the daemon has met
+    its absence (``meanwhile()`` runs then), then started again. Returns whether status said then
+    that files being ingested wait for the server."""
+    before = _met_the_outage(d)
+    stop_pg(mode)
+    try:
+        wait_until(lambda: any("cannot be reached" in w for w in d.status()["degraded"]), 60, 0.3,
+                   "status to say the database is away")
+        wait_until(lambda: _met_the_outage(d) > before, 60, 0.3, "an ingest worker to meet the stopped server")
+        if meanwhile is not None:
+            meanwhile()
+        return any("ingest waits for the database server" in w for w in d.status()["degraded"])
+    finally:
+        start_pg()
+
+
+def test_every_file_is_indexed_once_after_outages_in_the_middle_of_an_ingest(private_pg, daemon, tmp_path):
+    """The server goes away twice while hundreds of files are ingested (a fast stop, then a crash),
+    and files change meanwhile: the jobs whose outcome could not be written are not left 'running'
+    under the daemon's own claim; every file ends indexed exactly once, with its last content, soon
+    after the server is back, with no job left, and status no longer degraded."""
+    server, stop_pg, start_pg = private_pg
+    n = 300
+    with fresh_database(server) as dsn:
+        folder = tmp_path / "notes"
+        folder.mkdir()
+        for i in range(n):
+            (folder / f"n{i:03d}.txt").write_text(f"Note {i}: the keeper of lamp {i} writes word w{i}x daily.\n")
+        d = daemon({"notes": [folder]}, store=dsn, source_name="alpha", extra="ingest_workers = 2")
+        try:
+            def done() -> int:
+                return sum(1 for r in d.live_rows("notes").values() if r["extract_status"] == "done")
+
+            def edit() -> None:  # changes made while the server is away, early and late files alike
+                for i in range(0, n, 15):
+                    (folder / f"n{i:03d}.txt").write_text(f"Note {i} edited: the lamp {i} now reads e{i}z.\n")
+
+            wait_until(lambda: done() >= 20, 120, 0.1, "the ingest under way")
+            said = _away(d, stop_pg, start_pg, "fast", edit)
+            mid = done()
+            assert mid < n, "the ingest ended before the second outage: too few files"
+            wait_until(lambda: done() >= mid + 10, 120, 0.2, "the ingest going on after the first outage")
+            said = _away(d, stop_pg, start_pg, "immediate") or said
+            # a job met the outage (the case this test is about), or the test proves nothing
+            met = d.events("ingest_job_not_recorded") or d.events("ingest_job_waits_for_server")
+            assert met, d.out.read_text()[-3000:]
+            probe = d.probe
+            assert isinstance(probe, PgProbe)
+            jobs = "SELECT path, state, claimed_by FROM jobs WHERE source='alpha'"
+            try:
+                wait_until(lambda: done() == n and not probe._all(jobs), 120, 0.5, f"all {n} files indexed")
+            except AssertionError as e:
+                raise AssertionError(f"{e}: {done()} indexed, jobs left {probe._all(jobs)}") from None
+            assert said, "status never said that files wait for the database server"
+            paths = probe.paths("notes")
+            assert len(paths) == n and len(set(paths.values())) == n, len(paths)
+            # each file held with its last content, the edited ones too
+            now = {f.name: hashlib.md5(f.read_bytes()).hexdigest() for f in folder.iterdir()}
+            assert {os.path.basename(k): v for k, v in paths.items()} == now
+            assert probe.chunks("notes") == n  # one chunk per note: none held twice, no old version kept
+            for i in (0, 150, 285):
+                hits = d.search(f"lamp e{i}z edited", path_glob=f"*/n{i:03d}.txt")
+                assert hits and f"e{i}z" in hits[0]["text"], hits
+            degraded: list[str] = []
+
+            def clean() -> bool:
+                degraded[:] = d.status()["degraded"]
+                return not degraded
+
+            try:
+                wait_until(clean, 60, 0.5, "status without a degraded note")
+            except AssertionError as e:
+                raise AssertionError(f"{e}: {degraded}") from None
+            d.wait_idle(120)
+            hits = d.search("keeper lamp w123x")
+            assert any(h["source_file"].endswith("n123.txt") for h in hits), hits
         finally:
             d.stop()

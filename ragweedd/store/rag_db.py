@@ -170,18 +170,25 @@ class RagDB(PassVectors, ModelSwap):
         self.path = Path(path)
         self.collection = collection
         self.conn = connect(self.path, readonly=readonly)
+        # Opening a collection that is up to date only reads (the migration check too): a search
+        # opening it never waits for the writer lock a long publish may hold.
         if not readonly:
             migrate(self.conn, MIGRATIONS, db_name=str(self.path))
+        row = self._collection_row(collection)
+        if row is None and not readonly:
             write(self.conn, "INSERT OR IGNORE INTO collections(name, topic) VALUES (?, ?)", (collection, topic))
-        try:
-            row = self.conn.execute("SELECT id FROM collections WHERE name=?", (collection,)).fetchone()
-        except sqlite3.OperationalError:
-            row = None  # a reader that came before the writer's first migration: no tables yet
+            row = self._collection_row(collection)
         if row is None:
             self.conn.close()
             raise NotCreatedYetError(f"{self.path} does not hold collection '{collection}' yet",
                                hint="it is still being created by the ingest side; this resolves itself")
         self.collection_id = row[0]
+
+    def _collection_row(self, collection: str) -> Any:
+        try:
+            return self.conn.execute("SELECT id FROM collections WHERE name=?", (collection,)).fetchone()
+        except sqlite3.OperationalError:
+            return None  # a reader that came before the writer's first migration: no tables yet
 
     def close(self) -> None:
         self.conn.close()

@@ -207,6 +207,36 @@ def test_one_thread_writes_a_database_at_a_time(tmp_path):
         c.close()
 
 
+def test_opening_a_collection_never_waits_for_a_write_under_way(tmp_path):
+    """A search opens its collections while a long publish holds the writer lock: with nothing to
+    migrate, opening only reads, so it neither waits for the lock nor fails on it."""
+    import threading
+
+    from ragweedd.store.sqlite import transaction
+
+    path = tmp_path / "rag.sqlite3"
+    writer = RagDB(path, "c")
+    _publish(writer, "m1", "/r/a.txt", ["sourdough starter notes"])
+    opened: list = []
+
+    def open_and_search():
+        try:
+            rag = RagDB(path, "c")  # what a search thread does
+            opened.append(rag.keyword_match("sourdough", 5))
+            rag.close()
+        except Exception as e:  # noqa: BLE001 - reported below
+            opened.append(e)
+
+    with transaction(writer.conn):  # a publish under way
+        writer.conn.execute("INSERT INTO collections(name) VALUES ('other')")
+        t = threading.Thread(target=open_and_search)
+        t.start()
+        t.join(10)  # the lock waits 30 s: only an open that does not wait is done by now
+        assert not t.is_alive() and len(opened) == 1, "opening waited for the writer lock"
+    assert isinstance(opened[0], list) and len(opened[0]) == 1, opened
+    writer.close()
+
+
 def _try_write(conn):
     from ragweedd.store.sqlite import transaction
 

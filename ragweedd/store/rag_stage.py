@@ -20,6 +20,7 @@ takes neither SQLite's lock on the collection's file nor this process's writer l
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from typing import TYPE_CHECKING, Any, Iterable
 
@@ -61,6 +62,9 @@ def publish_staged(rag: RagDB, *, md5: str, source_file: str, rel_path: str, kin
                                  extractor=extractor, ocr_type=ocr_type, title=title, size_bytes=size_bytes,
                                  chunks=chunks, vectors=vectors, embedders=embedders, replaces_path=replaces_path)
     stored, stored_rel = to_db(source_file), to_db(rel_path)
+    # Emptied tables give their pages back, so the temp file does not keep a large file's size for
+    # as long as the connection lives (only takes effect before the first TEMP table).
+    conn.execute("PRAGMA temp.auto_vacuum = FULL")
     for sql in _TABLES:
         conn.execute(sql)
     _clear(conn)
@@ -115,9 +119,12 @@ def publish_staged(rag: RagDB, *, md5: str, source_file: str, rel_path: str, kin
                      size_bytes=size_bytes, n=n, embedders=embedders, replaces_path=replaces_path,
                      transaction=transaction, primary=PRIMARY)
     finally:
-        if conn.in_transaction:  # a savepoint cut off by an exception raised between its statements
-            conn.execute("ROLLBACK")
-        _clear(conn)
+        try:
+            if conn.in_transaction:  # a savepoint cut off by an exception between its statements
+                conn.execute("ROLLBACK")
+            _clear(conn)
+        except sqlite3.Error:
+            pass  # never hides what failed; the next staged publish empties the tables first
 
 
 def _swap(rag: RagDB, *, md5: str, stored: str, stored_rel: str, source_file: str, rel_path: str, kind: str,

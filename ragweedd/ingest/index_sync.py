@@ -108,6 +108,10 @@ class IndexSync:
         if self._thread.is_alive():
             log.info("index_flush_skipped", collections=sorted(self.managers),
                      reason="the index sync is still applying changes; the next start replays them")
+            with self._lock:
+                for m in self.managers.values():
+                    m.abandon()  # no flusher left behind writes these files (a core replaced in-process)
+                self.managers.clear()
             return
         with self._lock:
             for name, m in self.managers.items():

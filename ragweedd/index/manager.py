@@ -308,6 +308,14 @@ class IndexManager:
                 with self._cv:
                     self._cv.wait(min(self.flush_quiet_s, 5.0) or 1.0)
 
+    def abandon(self) -> None:
+        """Stop the flusher without waiting for it or writing anything more: the files keep what
+        they hold (a flush under way completes, consistent). For a stop that must not wait for a
+        thread still applying changes; the next start replays them from the change log."""
+        with self._cv:
+            self._stop = True
+            self._cv.notify_all()
+
     def close(self, *, flush: bool = True) -> None:
         """Stop the flusher and write what is dirty (``flush=False``: a reader that caught up in
         memory leaves the files to their one writer)."""

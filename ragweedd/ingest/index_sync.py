@@ -26,6 +26,11 @@ from ragweedd.store.rag_db import PRIMARY
 
 log = get_logger("ragweedd.index")
 APPLY_BATCH = 5000
+CLOSE_WAIT_S = 2.0
+
+
+class _Stopping(Exception):
+    """The daemon stops: a rebuild under way is left (the next start rebuilds again)."""
 
 
 class IndexSync:
@@ -89,12 +94,25 @@ class IndexSync:
         return out
 
     def close(self) -> None:
+        """Stop the sync thread and flush every dirty index. The thread stops between two batches
+        of changes; when it is still busy after ``CLOSE_WAIT_S`` (a batch of a large file's
+        vectors, numba compiling its kernels on first use with a new cache directory) nothing is
+        flushed: the files keep their older ``applied_seq`` and the next start replays the change
+        log from there (or rebuilds from the stored vectors), so a stop never waits for it."""
         with self._cv:
             self._stop = True
             self._cv.notify_all()
         self.supervisor.stop()
         if self._thread.is_alive():
-            self._thread.join(60)
+            self._thread.join(CLOSE_WAIT_S)
+        if self._thread.is_alive():
+            log.info("index_flush_skipped", collections=sorted(self.managers),
+                     reason="the index sync is still applying changes; the next start replays them")
+            with self._lock:
+                for m in self.managers.values():
+                    m.abandon()  # no flusher left behind writes these files (a core replaced in-process)
+                self.managers.clear()
+            return
         with self._lock:
             for name, m in self.managers.items():
                 try:
@@ -122,9 +140,18 @@ class IndexSync:
                 todo, self._dirty = self._dirty, set()
                 self._doing = todo
             for name in sorted(todo):
+                if self._stop:
+                    break
                 try:
                     self.sync(name)
                     self.errors.pop(name, None)
+                except _Stopping:
+                    # its graph is part-built: never flushed over the files the next start reads
+                    with self._lock:
+                        m = self.managers.pop(name, None)
+                    if m is not None:
+                        m.close(flush=False)
+                    break
                 except Exception as e:  # a broken collection must not stop the others' indexes
                     self.errors[name] = f"{type(e).__name__}: {e}"
                     log.error("index_sync_failed", collection=name, error=str(e), exc_info=True)
@@ -173,6 +200,8 @@ class IndexSync:
         import numpy as np
 
         for ids, blobs in rag.iter_vectors(PRIMARY):
+            if self._stop:
+                raise _Stopping()
             yield (np.asarray(ids, dtype=np.int64),
                    np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(ids), -1))
 
@@ -192,7 +221,7 @@ class IndexSync:
         try:
             m, _ = self._manager(name, rag)
             total = 0
-            while True:
+            while not self._stop:  # stopping: the rest is replayed at the next start
                 seq0 = m.applied_seq[PRIMARY]
                 changes = rag.changes_batch_after(seq0, APPLY_BATCH)
                 if not changes:
@@ -209,5 +238,6 @@ class IndexSync:
                     else:
                         items.append((seq, "delete", cid))
                 total += m.apply(PRIMARY, items)
+            return total
         finally:
             rag.close()

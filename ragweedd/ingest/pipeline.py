@@ -309,8 +309,8 @@ class Pipeline:
 
     def _ingest_streamed(self, collection: str, src: str, rel: str, copy: Path, md5: str, tries: int,
                          size: int, stat_kw: dict, t0: float) -> FileOutcome:
-        """A large text file in bounded memory: chunked piece by piece and published chunk by
-        chunk with the vectors the embed cache holds, the others left pending (see the module
+        """A large text file in bounded memory: chunked piece by piece and staged batch by batch
+        with the vectors the embed cache holds, the others left pending (see the module
         docstring). Nothing holds the text, its chunks or their vectors: memory stays at a few
         pieces and one batch whatever the size (the file itself is capped by ingest_max_text_mb).
         The chunks are those ``chunk_document`` makes of the whole text (the same splitter)."""
@@ -328,6 +328,9 @@ class Pipeline:
                 yield c
 
         chunks, vectors = self._cached_pairs(counted(), counts)
+        # Staged batch by batch and swapped in whole (store/rag_stage.py): other files' publishes
+        # and searches go on meanwhile.
+        log.info("publish_staging", collection=collection, path=src, size=size)
         self.rag(collection).publish(
             md5=md5, source_file=src, rel_path=rel, kind=stream.kind, extractor=stream.extractor,
             ocr_type=stream.ocr_type, title=stream.title, size_bytes=size, chunks=chunks,
@@ -359,7 +362,7 @@ class Pipeline:
                     part.append(c)
                 if part and (c is None or len(part) >= batch):
                     if self.should_stop is not None and self.should_stop():
-                        # inside publish's transaction: raising rolls back what was written
+                        # publish is still staging: raising leaves the collection untouched
                         raise Interrupted("stopped while publishing a large file")
                     have = self.db.cached_vectors(eid, [x["embed_hash"] for x in part])
                     got = [have.get(x["embed_hash"]) for x in part]

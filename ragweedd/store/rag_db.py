@@ -164,24 +164,34 @@ END;
 """),
 ]
 
+# Above this many chunks a document is published staged (store/rag_stage.py).
+STAGE_ABOVE = 5000
+
 
 class RagDB(PassVectors, ModelSwap, ServedText):
     def __init__(self, path: Path | str, collection: str, *, topic: str = "", readonly: bool = False) -> None:
         self.path = Path(path)
         self.collection = collection
         self.conn = connect(self.path, readonly=readonly)
+        # Opening a collection that is up to date only reads (the migration check too): a search
+        # opening it never waits for the writer lock a long publish may hold.
         if not readonly:
             migrate(self.conn, MIGRATIONS, db_name=str(self.path))
+        row = self._collection_row(collection)
+        if row is None and not readonly:
             write(self.conn, "INSERT OR IGNORE INTO collections(name, topic) VALUES (?, ?)", (collection, topic))
-        try:
-            row = self.conn.execute("SELECT id FROM collections WHERE name=?", (collection,)).fetchone()
-        except sqlite3.OperationalError:
-            row = None  # a reader that came before the writer's first migration: no tables yet
+            row = self._collection_row(collection)
         if row is None:
             self.conn.close()
             raise NotCreatedYetError(f"{self.path} does not hold collection '{collection}' yet",
                                hint="it is still being created by the ingest side; this resolves itself")
         self.collection_id = row[0]
+
+    def _collection_row(self, collection: str) -> Any:
+        try:
+            return self.conn.execute("SELECT id FROM collections WHERE name=?", (collection,)).fetchone()
+        except sqlite3.OperationalError:
+            return None  # a reader that came before the writer's first migration: no tables yet
 
     def close(self) -> None:
         self.conn.close()
@@ -316,7 +326,25 @@ class RagDB(PassVectors, ModelSwap, ServedText):
         A primary vector may be None: the chunk is stored and keyword-searchable now, listed in
         ``pending_vectors``, and logged for the vector index only when ``add_vectors`` writes its
         vector. A chunk's optional ``context`` (title and section path) goes to its metadata and
-        to the keyword index beside its text."""
+        to the keyword index beside its text.
+
+        A large document (chunks given as an iterator, or more than ``STAGE_ABOVE``) is staged
+        batch by batch and swapped in by one short transaction (store/rag_stage.py), so the
+        writer lock is never held while its chunks are made."""
+        args = dict(md5=md5, source_file=source_file, rel_path=rel_path, kind=kind, extractor=extractor,
+                    ocr_type=ocr_type, title=title, size_bytes=size_bytes, chunks=chunks, vectors=vectors,
+                    embedders=embedders, replaces_path=replaces_path)
+        if not isinstance(chunks, (list, tuple)) or len(chunks) > STAGE_ABOVE:
+            from ragweedd.store.rag_stage import publish_staged
+
+            return publish_staged(self, **args)  # type: ignore[arg-type]
+        return self._publish_rows(**args)  # type: ignore[arg-type]
+
+    def _publish_rows(self, *, md5: str, source_file: str, rel_path: str, kind: str, extractor: str,
+                      ocr_type: str | None, title: str | None, size_bytes: int, chunks: Iterable[dict],
+                      vectors: dict[str, Iterable[bytes]], embedders: dict[str, tuple[str, int]],
+                      replaces_path: bool = True) -> list[int]:
+        """``publish`` row by row in one transaction (a document of ordinary size)."""
         stored, stored_rel = to_db(source_file), to_db(rel_path)
         with transaction(self.conn):
             if replaces_path:

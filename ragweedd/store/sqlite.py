@@ -196,16 +196,21 @@ def write(conn: sqlite3.Connection, sql: str, args: Sequence = ()) -> sqlite3.Cu
 
 
 def migrate(conn: sqlite3.Connection, migrations: Sequence[Migration], *, db_name: str) -> list[int]:
-    """Apply the migrations whose number is not yet recorded; returns the numbers applied."""
-    write(conn, "CREATE TABLE IF NOT EXISTS schema_migrations("
-                "number INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)")
-    done = {r[0] for r in conn.execute("SELECT number FROM schema_migrations")}
+    """Apply the migrations whose number is not yet recorded; returns the numbers applied.
+
+    Whether any is due is read first, without the writer lock: opening a database that is up to
+    date (every search opens its collections) must never wait for a long write under way."""
+    done = _recorded(conn)
     known = [m[0] for m in migrations]
     if done - set(known):
         raise StorageError(
             f"{db_name} was written by a newer ragweedd (migrations {sorted(done - set(known))} unknown)",
             hint="upgrade ragweedd, or move the data directory aside to start fresh",
         )
+    if set(known) <= done:
+        return []
+    write(conn, "CREATE TABLE IF NOT EXISTS schema_migrations("
+                "number INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)")
     applied = []
     for number, name, script in sorted(migrations):
         if number in done:
@@ -224,6 +229,15 @@ def migrate(conn: sqlite3.Connection, migrations: Sequence[Migration], *, db_nam
             raise StorageError(f"migration {number} ({name}) of {db_name} failed: {e}") from e
         applied.append(number)
     return applied
+
+
+def _recorded(conn: sqlite3.Connection) -> set[int]:
+    try:
+        return {r[0] for r in conn.execute("SELECT number FROM schema_migrations")}
+    except sqlite3.OperationalError as e:
+        if "no such table" not in str(e):
+            raise
+        return set()
 
 
 def _statements(script: str) -> list[str]:

@@ -207,6 +207,36 @@ def test_one_thread_writes_a_database_at_a_time(tmp_path):
         c.close()
 
 
+def test_opening_a_collection_never_waits_for_a_write_under_way(tmp_path):
+    """A search opens its collections while a long publish holds the writer lock: with nothing to
+    migrate, opening only reads, so it neither waits for the lock nor fails on it."""
+    import threading
+
+    from ragweedd.store.sqlite import transaction
+
+    path = tmp_path / "rag.sqlite3"
+    writer = RagDB(path, "c")
+    _publish(writer, "m1", "/r/a.txt", ["sourdough starter notes"])
+    opened: list = []
+
+    def open_and_search():
+        try:
+            rag = RagDB(path, "c")  # what a search thread does
+            opened.append(rag.keyword_match("sourdough", 5))
+            rag.close()
+        except Exception as e:  # noqa: BLE001 - reported below
+            opened.append(e)
+
+    with transaction(writer.conn):  # a publish under way
+        writer.conn.execute("INSERT INTO collections(name) VALUES ('other')")
+        t = threading.Thread(target=open_and_search)
+        t.start()
+        t.join(10)  # the lock waits 30 s: only an open that does not wait is done by now
+        assert not t.is_alive() and len(opened) == 1, "opening waited for the writer lock"
+    assert isinstance(opened[0], list) and len(opened[0]) == 1, opened
+    writer.close()
+
+
 def _try_write(conn):
     from ragweedd.store.sqlite import transaction
 
@@ -310,3 +340,54 @@ def test_an_older_ingest_db_keeps_its_keys_and_stops_reusing_them(tmp_path):
     names = {r[0] for r in db.conn.execute("SELECT name FROM sqlite_master WHERE tbl_name='ingest_files'")}
     assert {"ingest_files_live", "ingest_files_md5", "ingest_files_state"} <= names
     db.close()
+
+
+def test_a_large_document_is_staged_then_swapped_in_whole(tmp_path):
+    """While a large document is drawn (chunked), the collection shows the path's old content only
+    and another writer gets in; after the swap only the new content; a failure while drawing
+    leaves the old content as it was."""
+    from ragweedd.store.rag_db import STAGE_ABOVE
+    from ragweedd.store.sqlite import transaction
+
+    path = tmp_path / "rag.sqlite3"
+    rag = RagDB(path, "c")
+    _publish(rag, "old", "/r/big.txt", ["the old version"])
+    other = connect(path, timeout_s=0.5)  # another worker: it must never wait long
+    reader = RagDB(path, "c", readonly=True)
+    n = STAGE_ABOVE + 500
+    seen: list = []
+
+    def chunks(fail_at=None):
+        for i, c in enumerate(_chunks([f"new text {i}" for i in range(n)])):
+            if i == n // 2:
+                seen.append((reader.md5_of_path("/r/big.txt"), reader.chunk_count(),
+                              reader.keyword_match("new", 5)))
+                with transaction(other):  # a small file's publish gets in between the batches
+                    other.execute("INSERT INTO collections(name) VALUES (?)", (f"x{len(seen)}",))
+            if i == fail_at:
+                raise RuntimeError("the chunker failed")
+            yield c
+
+    def vectors():
+        while True:
+            yield b"\x00" * 16
+
+    kw = dict(source_file="/r/big.txt", rel_path="big.txt", kind="text", extractor="text", ocr_type=None,
+              title=None, size_bytes=10, vectors={PRIMARY: vectors()}, embedders={PRIMARY: ("hash:4", 4)})
+    with pytest.raises(RuntimeError):
+        rag.publish(md5="new", chunks=chunks(fail_at=n - 10), **kw)
+    assert seen[0] == ("old", 1, []) and rag.md5_of_path("/r/big.txt") == "old" and rag.chunk_count() == 1
+
+    kw["vectors"] = {PRIMARY: vectors()}
+    ids = rag.publish(md5="new", chunks=chunks(), **kw)
+    assert seen[1] == ("old", 1, [])
+    assert len(ids) == n and rag.md5_of_path("/r/big.txt") == "new" and not rag.has_document("old")
+    assert rag.chunk_count() == n and rag.chunk_ids_of("new") == ids
+    assert rag.conn.execute("SELECT count(*) FROM fts_chunks").fetchone()[0] == n
+    # the old chunk's add and delete (its id is given again, as row-by-row inserts would), then one
+    # add per new chunk, logged after the delete
+    log = rag.conn.execute("SELECT op, id FROM changes ORDER BY seq").fetchall()
+    assert [tuple(r) for r in log] == [("add", 1), ("delete", 1)] + [("add", i) for i in ids]
+    assert rag.hits([ids[7]])[ids[7]]["text"] == "new text 7"
+    for c in (other, reader, rag):
+        c.close()

@@ -126,3 +126,55 @@ def test_live_index_lagging_the_log_neither_misses_new_chunks_nor_returns_delete
     finally:
         sync.close()
         pipe.close()
+
+
+def test_a_stop_does_not_wait_for_a_large_files_vectors_to_be_applied(tmp_path):
+    """Stopping while the index sync applies a large file's changes: the sync stops between two
+    batches and the index is flushed as far as it got; the next start replays the rest."""
+    import time
+
+    from ragweedd.index.fileformat import read_header
+    from ragweedd.ingest import index_sync
+
+    cfg, paths, pipe, docs = _setup(tmp_path, n_files=3)
+    sync = IndexSync(cfg, paths, 64)
+    sync.sync("c")
+    sync.close()
+    n = 6 * index_sync.APPLY_BATCH
+    rng = np.random.default_rng(5)
+    vecs = rng.standard_normal((n, 64)).astype(np.float32)
+    rag = RagDB(paths.rag_db("c"), "c")
+    rag.publish(md5="b" * 32, source_file=str(docs / "big.txt"), rel_path="big.txt", kind="text", extractor="text",
+                ocr_type=None, title=None, size_bytes=1,
+                chunks=[{"chunk_idx": i, "text": f"w{i}", "text_hash": str(i), "meta": {}} for i in range(n)],
+                vectors={PRIMARY: [v.tobytes() for v in vecs]}, embedders={PRIMARY: ("hash:64", 64)})
+    total, top = rag.chunk_count(), rag.max_seq()
+    rag.close()
+
+    sync = IndexSync(cfg, paths, 64)
+    sync.start(["c"])
+    m = wait_until_applying(sync)
+    t0 = time.monotonic()
+    sync.close()
+    took = time.monotonic() - t0
+    flushed = read_header(paths.collection_dir("c"))["applied_seq"]
+    assert flushed < top, "the stop waited for every change to be applied"
+    assert flushed == m.applied_seq[PRIMARY]  # what the files say they hold is what they hold
+    assert took < 10, f"closing the index sync took {took:.1f} s"
+
+    again = IndexSync(cfg, paths, 64)
+    again.sync("c")
+    try:
+        assert again.count("c") == total
+    finally:
+        again.close()
+        pipe.close()
+
+
+def wait_until_applying(sync):
+    from tests.tools import wait_until
+
+    def applying():
+        m = sync.managers.get("c")
+        return m if m is not None and len(m.indexes[PRIMARY]) > 3 else None
+    return wait_until(applying, 120, 0.01, "the index sync to apply the first batch")

@@ -2,8 +2,10 @@
 
 Each chunk keeps its character span in the extracted text and whatever the extractor's regions say
 about that span: every page it touches (``page_label`` "3" or "3-4"), the section heading, sheet and
-row range, the table (its number and title) and its rows, time range, archive member, and the lines (``line_start``/``line_end``, 1-based,
-inclusive, of its first and last character) where a ``line`` region says the text is the file's own.
+row range, the table (its number and title) and its rows, time range, archive member, and the lines
+(``line_start``/``line_end``, 1-based, inclusive, of its first and last character) where a ``line``
+region says the text is the file's own. A table is chunked apart from the text around it, by whole
+rows (``table_spans``).
 Chunks that the entropy filter drops are counted, not stored.
 """
 

@@ -170,7 +170,8 @@ def test_a_big_table_is_chunked_by_whole_rows_each_citing_its_rows_and_title(tmp
     seen = []
     for c in chunks:
         lines = c["text"].split("\n")
-        items = [int(m.group(1)) for ln in lines if (m := re.fullmatch(r"Line item (\d+) \| 2015: [\d.]+ \| 2014: [\d.]+", ln))]
+        row = re.compile(r"Line item (\d+) \| 2015: [\d.]+ \| 2014: [\d.]+")
+        items = [int(m.group(1)) for ln in lines if (m := row.fullmatch(ln))]
         assert len(items) == len(lines), c["text"][:200]  # whole rows only, each with its headers
         # the table's row numbers: row 1 is the header, "Line item N" is row N + 1
         assert (c["meta"]["row_start"], c["meta"]["row_end"]) == (items[0] + 1, items[-1] + 1)

@@ -27,6 +27,9 @@ from ragweedd.extract.base import Region
 from ragweedd.extract.text_builder import TextBuilder
 
 MAX_COLSPAN = 1000  # what browsers clamp colspan to; a bigger span is a broken file
+# Slots a table's grid may fill (rows x columns, spans counted): past it (a hostile file's 10,000
+# rows of colspan=1000) the cells are read as plain lines, in order, instead of laid out.
+MAX_SLOTS = 4_000_000
 MAX_HEADER_ROWS = 4
 TITLE_MAX_CHARS = 200
 TITLE_MAX_WORDS = 24
@@ -90,10 +93,19 @@ def title_like(text: str) -> bool:
     return not t.endswith((".", "!", "?", ";", ","))
 
 
+class _TooBig(Exception):
+    pass
+
+
 def _grid(rows: list[list[Cell]]) -> tuple[list[list[int | None]], list[Cell], list[tuple[int, int]]]:
     """Slots of the table: grid[r][c] is the index (into ``cells``) of the cell covering it, or
-    None. ``origin[i]`` is (row, column) of cell i's top-left slot."""
+    None. ``origin[i]`` is (row, column) of cell i's top-left slot. Raises _TooBig past MAX_SLOTS."""
     n = len(rows)
+    # the slots every span would fill, counted before any is filled: a grid past the cap is not built
+    slots = sum(max(1, min(c.colspan, MAX_COLSPAN)) * (n - r if c.rowspan <= 0 else min(c.rowspan, n - r))
+                for r, row in enumerate(rows) for c in row)
+    if slots > MAX_SLOTS:
+        raise _TooBig
     cells: list[Cell] = []
     origin: list[tuple[int, int]] = []
     grid: list[list[int | None]] = [[] for _ in range(n)]
@@ -207,7 +219,10 @@ def _merge_signs(parts: list[tuple[int, int, str]]) -> list[tuple[int, int, str]
 
 def lay_out(table: RawTable) -> LaidOut:
     rows = [[Cell(clean(c.text), c.colspan, c.rowspan, c.header) for c in row] for row in table.rows]
-    grid, cells, origin = _grid(rows)
+    try:
+        grid, cells, origin = _grid(rows)
+    except _TooBig:
+        return LaidOut(lines=[(r + 1, c.text) for r, row in enumerate(rows) for c in row if c.text], data=False)
     width = len(grid[0]) if grid else 0
     if not any(c.text for c in cells):
         return LaidOut(data=False)

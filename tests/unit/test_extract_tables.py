@@ -220,3 +220,11 @@ def test_layout_tables_and_name_value_pairs_stay_plain(tmp_path):
     doc = extract_file(tmp_path / "layout.html")
     assert doc.text.split("\n") == ["Menu", "Home page text here.", "Owner | Dana", "Status | Active"]
     assert not any(r.meta.get("table") == 1 for r in doc.regions)
+
+
+def test_a_table_too_big_to_lay_out_is_read_as_plain_lines(tmp_path):
+    rows = "".join(f'<tr><td colspan="1000">cell {i}</td><td rowspan="65534">x{i}</td></tr>' for i in range(5000))
+    (tmp_path / "huge.html").write_text(f"<html><body><table>{rows}</table><p>End.</p></body></html>")
+    doc = extract_file(tmp_path / "huge.html")
+    lines = doc.text.split("\n")
+    assert lines[0] == "cell 0" and lines[1] == "x0" and "cell 4999" in lines and lines[-1] == "End."

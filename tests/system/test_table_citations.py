@@ -49,10 +49,13 @@ def test_a_row_and_column_question_finds_the_cell_with_its_headers(d, query, fil
     assert hit["table_title"]
 
 
-def test_ask_sources_say_table_and_rows(d):
+def test_ask_quotes_the_row_and_its_source_says_table_and_rows(d):
     r = d.api("POST", "/v1/ask", json={"query": f"what is {CASH} in 2014", "stream": False,
                                        "collections": ["tables"]})
     assert r.status_code == 200, r.text
+    # without an LLM the answer quotes the row, which says its label, its column and the cell
+    assert f"{CASH} | Year ended December 31 2015: 1,469.5 | Year ended December 31 2014: 1,287.5" \
+        in r.json()["answer"], r.json()["answer"]
     src = next(s for s in r.json()["sources"] if s["filename"] == "cash.docx")
     assert src["table"] == 1 and src["rows"] == [3, 6], src
     assert src["table_title"] == "Consolidated Statements of Cash Flows (in millions)"

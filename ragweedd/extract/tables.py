@@ -66,6 +66,7 @@ class RawTable:
 class LaidOut:
     title: str = ""  # the whole title: caption or paragraph before, title rows, units
     title_line: str = ""  # the part of the title the document's text does not already hold
+    before: str = ""  # the paragraph before the table, when it is (part of) the title
     lines: list[tuple[int, str]] = field(default_factory=list)  # (source row, line)
     data: bool = True  # False: a layout table, its lines are plain text (row numbers meaningless)
 
@@ -263,7 +264,7 @@ def lay_out(table: RawTable) -> LaidOut:
     title = " — ".join(p for p in (before, own_title) if p)
     if before and not UNITS.search(title) and table.before and UNITS.search(table.before):
         title = f"{title} ({UNITS.search(table.before).group(0)})"  # type: ignore[union-attr]
-    out = LaidOut(title=title, title_line=own_title)
+    out = LaidOut(title=title, title_line=own_title, before=before)
     for r in body:
         line = _row_line(grid, cells, r, headers if h else None, label_col)
         if line:
@@ -338,8 +339,8 @@ def flat_text(laid: LaidOut) -> str:
 def add_table(tb: TextBuilder, number: int, laid: LaidOut, sep: str = "\n") -> None:
     """Append table ``number`` (1-based, its place among the document's tables) to ``tb``: its
     title line (when the text before does not hold it) and one line a row, with the regions the
-    chunker reads: ``{"table", "table_title"}`` over the whole table, which keeps it out of the
-    text around it, and ``{..., "row_start", "row_end"}`` over each run of consecutive source rows
+    chunker reads: ``{"table", "table_title"}`` over the whole table (and the paragraph before it
+    when that is its title), which keeps it out of the text around it, and ``{..., "row_start", "row_end"}`` over each run of consecutive source rows
     (one line a row, so the rows a chunk holds can be counted exactly). A layout table (one row or
     one column) is plain lines."""
     if not laid.data:
@@ -352,6 +353,9 @@ def add_table(tb: TextBuilder, number: int, laid: LaidOut, sep: str = "\n") -> N
     if laid.title:
         meta["table_title"] = laid.title
     start = tb.length + (len(sep) if tb.length else 0)
+    if laid.before and clean(tb.tail_line()) == laid.before:
+        # the paragraph that names the table goes with it: the table's first chunk holds its title
+        start = tb.length - len(tb.tail_line())
     if laid.title_line:
         tb.add(laid.title_line, None, sep=sep)
     run: list[str] = []

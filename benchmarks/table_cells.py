@@ -186,8 +186,8 @@ def main() -> int:
             write(docs / name, s)
             for label in rng.sample(s["rows"], 4):
                 y = rng.choice(YEARS)
-                questions.append({"fmt": fmt, "file": name, "q": f"What is the {label} of {s['company']} in fiscal {y}?",
-                                  "cell": s["cells"][label][y]})
+                q = f"What is the {label} of {s['company']} in fiscal {y}?"
+                questions.append({"fmt": fmt, "file": name, "q": q, "cell": s["cells"][label][y]})
     cfg_file = work / "ragweedd.toml"
     cfg_file.write_text(f'data_dir = "{work / "data"}"\nstate_dir = "{work / "state"}"\n'
                         f'cache_dir = "{work / "cache"}"\n[embed]\nmodel = "{a.model}"\n'

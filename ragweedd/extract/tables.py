@@ -340,9 +340,9 @@ def add_table(tb: TextBuilder, number: int, laid: LaidOut, sep: str = "\n") -> N
     """Append table ``number`` (1-based, its place among the document's tables) to ``tb``: its
     title line (when the text before does not hold it) and one line a row, with the regions the
     chunker reads: ``{"table", "table_title"}`` over the whole table (and the paragraph before it
-    when that is its title), which keeps it out of the text around it, and ``{..., "row_start", "row_end"}`` over each run of consecutive source rows
-    (one line a row, so the rows a chunk holds can be counted exactly). A layout table (one row or
-    one column) is plain lines."""
+    when that is its title), which keeps it out of the text around it, and ``{..., "row_start",
+    "row_end"}`` over each run of consecutive source rows (one line a row, so the rows a chunk
+    holds can be counted exactly). A layout table (one row or one column) is plain lines."""
     if not laid.data:
         for _, line in laid.lines:
             tb.add(line, None, sep=sep)

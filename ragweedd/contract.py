@@ -434,6 +434,8 @@ class Hit(TypedDict):
     span: list[int | None] | None
     lines: list[int] | None
     sheet: str | None
+    table: int | None
+    table_title: str | None
     rows: list[int | None] | None
     t_start: float | None
     t_end: float | None
@@ -532,6 +534,8 @@ class Source(TypedDict):
     span: list[int | None] | None
     lines: list[int] | None
     sheet: str | None  # a spreadsheet's sheet, with the 1-based rows [first, last] the source holds
+    table: int | None  # or the document's table (1-based: its Nth), with its title and rows
+    table_title: str | None
     rows: list[int | None] | None
     t_start: float | None
     t_end: float | None

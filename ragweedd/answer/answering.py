@@ -33,7 +33,8 @@ PASSAGE_CHARS = 700  # characters of each passage shown when no LLM writes the a
 PASSAGES_SHOWN = 5
 
 _SOURCE_KEYS = ("embedding_id", "collection", "doc_id", "source_file", "filename", "source_rel_path", "uri", "score",
-                "rel_score", "page_label", "section", "span", "lines", "sheet", "rows", "t_start", "t_end", "member")
+                "rel_score", "page_label", "section", "span", "lines", "sheet", "table", "table_title", "rows",
+                "t_start", "t_end", "member")
 
 
 def _compact(hit: dict, *, with_text: bool = False) -> dict:

@@ -156,7 +156,7 @@ class EngineBackend:
 
 # --------------------------------------------------------------------------- shaping
 _PLACE = ("collection", "filename", "source_file", "uri", "page_label", "section", "span", "lines",
-          "sheet", "rows", "t_start", "t_end", "member")
+          "sheet", "table", "table_title", "rows", "t_start", "t_end", "member")
 
 
 _MD5 = re.compile(r"[0-9a-fA-F]{32}")
@@ -215,6 +215,8 @@ def _place(h: dict, lines: bool = True) -> str:
         bits.append(f"p. {h['page_label']}")
     if h.get("sheet"):
         bits.append(f"sheet {h['sheet']}")
+    if isinstance(h.get("table"), int):
+        bits.append(f"table {h['table']}")
     rows = h.get("rows")
     if isinstance(rows, list) and rows and isinstance(rows[0], int):  # a CSV has rows and no sheet
         last = rows[-1] if isinstance(rows[-1], int) else rows[0]

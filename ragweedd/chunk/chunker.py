@@ -2,8 +2,10 @@
 
 Each chunk keeps its character span in the extracted text and whatever the extractor's regions say
 about that span: every page it touches (``page_label`` "3" or "3-4"), the section heading, sheet and
-row range, time range, archive member, and the lines (``line_start``/``line_end``, 1-based,
-inclusive, of its first and last character) where a ``line`` region says the text is the file's own.
+row range, the table (its number and title) and its rows, time range, archive member, and the lines
+(``line_start``/``line_end``, 1-based, inclusive, of its first and last character) where a ``line``
+region says the text is the file's own. A table is chunked apart from the text around it, by whole
+rows (``table_spans``).
 Chunks that the entropy filter drops are counted, not stored.
 """
 
@@ -107,6 +109,12 @@ def provenance(regions: list[Region], start: int | None = None) -> dict[str, Any
             meta["section"] = head.meta["section"]
             if "section_path" in head.meta:
                 meta["section_path"] = head.meta["section_path"]
+    # a table is chunked apart from the text around it: the chunk is in this table, all of it
+    table = next((r for r in ordered if "table" in r.meta), None)
+    if table is not None:
+        meta["table"] = table.meta["table"]
+        if table.meta.get("table_title"):
+            meta["table_title"] = table.meta["table_title"]
     sheets = [r.meta["sheet"] for r in ordered if "sheet" in r.meta]
     if sheets:
         meta["sheet"] = sheets[0]
@@ -233,6 +241,41 @@ def _sheet_cuts(regions: list[Region]) -> list[int]:
     return cuts
 
 
+def _tables(regions: list[Region]) -> list[Region]:
+    """The regions of whole tables (tables.py): each is chunked on its own, by rows."""
+    return sorted((r for r in regions if "table" in r.meta and "row_start" not in r.meta and r.end > r.start),
+                  key=lambda r: r.start)
+
+
+def table_spans(text: str, start: int, chars: int, overlap: int) -> Iterator[tuple[int, int, str]]:
+    """The chunks of one table's text (at ``start`` of the whole text): whole rows, one a line,
+    packed into chunks of about equal size, none over ``chars`` (a table that fits stays one
+    chunk); rows are not repeated across chunks, as each carries its headers. A row longer than
+    ``chars`` alone is cut as any text is."""
+    lines = text.split("\n")
+    total = len(text)
+    parts = -(-total // chars)
+    target = min(chars, -(-total // parts) + 1)
+    pos = 0
+    run_start, run_len = 0, 0
+    for line in lines:
+        size = len(line) + 1
+        if run_len and run_len + len(line) > target:
+            yield start + run_start, start + run_start + run_len - 1, text[run_start:run_start + run_len - 1]
+            run_len = 0
+        if not run_len:
+            run_start = pos
+        if len(line) > chars:
+            for s, e, t in iter_spans([line], chars, overlap):
+                yield start + pos + s, start + pos + e, t
+            run_len = 0
+        else:
+            run_len += size
+        pos += size
+    if run_len:
+        yield start + run_start, start + run_start + run_len - 1, text[run_start:run_start + run_len - 1]
+
+
 def chunk_document(doc: ExtractedDoc, params: ChunkParams) -> ChunkResult:
     result = ChunkResult()
     result.chunks = list(iter_chunks([doc.text], doc.kind, doc.regions, params, result.dropped))
@@ -250,6 +293,9 @@ def iter_chunks(pieces: Iterable[str], kind: str, regions: list[Region], params:
     counter = _LineCounter(regions) if any("line" in r.meta for r in regions) else None
     n = 0
     cuts = _sheet_cuts(regions)
+    tables = _tables(regions)
+    if tables:
+        cuts = sorted({*cuts, *(x for t in tables for x in (t.start, t.end) if x > 0)})
     rows = _RowCounter(regions) if any("row_start" in r.meta for r in regions) else None
     spans: Iterable[tuple[int, int, str]]
     if cuts or rows is not None:
@@ -258,10 +304,13 @@ def iter_chunks(pieces: Iterable[str], kind: str, regions: list[Region], params:
         text = "".join(pieces)
         if rows is not None:
             rows.see(text)
-        # A chunk stays inside one sheet, so its citation (sheet, rows) names all of it.
-        bounds = [0, *cuts, len(text)]
+        # A chunk stays inside one sheet, or one table, so its citation (sheet or table, rows)
+        # names all of it.
+        bounds = sorted({0, *(c for c in cuts if c < len(text)), len(text)})
+        table_at = {t.start: t.end for t in tables}
         spans = ((a + s, a + e, t) for a, b in zip(bounds, bounds[1:])
-                 for s, e, t in iter_spans([text[a:b]], chars, overlap))
+                 for s, e, t in (table_spans(text[a:b], 0, chars, overlap) if table_at.get(a) == b
+                                 else iter_spans([text[a:b]], chars, overlap)))
     else:
         spans = iter_spans(pieces, chars, overlap)
     for start, end, span in spans:

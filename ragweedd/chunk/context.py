@@ -70,10 +70,12 @@ def document_label(path: str, title: str | None) -> str:
     return f"{name}{SEP_TITLE}{t}"
 
 
-def context_line(label: str, section_path: list[str] | None, section: str | None = None) -> str:
-    """The context line of one chunk: the document label, then its section path."""
+def context_line(label: str, section_path: list[str] | None, section: str | None = None,
+                 table: str | None = None) -> str:
+    """The context line of one chunk: the document label, then its section path, then the title
+    of the table the chunk is part of (every chunk of a table says which table it is)."""
     parts: list[str] = []
-    for s in section_path or ([section] if section else []):
+    for s in [*(section_path or ([section] if section else [])), *([table] if table else [])]:
         s = (s or "").strip()
         # a heading that repeats the title (a markdown file's first heading is both) is said once
         if s and _norm(s) and _norm(s) not in {_norm(p) for p in parts} and not (

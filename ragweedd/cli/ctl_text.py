@@ -63,8 +63,8 @@ class SafeWriter:
 
 
 def place(h: dict) -> str:
-    """Where in the file a hit or source is, in words: member, page, sheet and rows, time, section,
-    lines ("in a.txt, p. 4, § Results, lines 3-9"). Character offsets are for programs (``--json``);
+    """Where in the file a hit or source is, in words: member, page, sheet or table and rows, time,
+    section, lines ("in a.txt, p. 4, § Results, lines 3-9"). Character offsets are for programs (``--json``);
     a place without any of these is the file itself."""
     bits = []
     if h.get("member"):
@@ -73,6 +73,8 @@ def place(h: dict) -> str:
         bits.append(f"p. {safe(h['page_label'])}")
     if h.get("sheet"):
         bits.append(f"sheet {safe(h['sheet'])}")
+    if isinstance(h.get("table"), int):  # "table 2, rows 4-9": the document's second table
+        bits.append(f"table {h['table']}")
     if rows_text(h.get("rows")):  # a CSV has rows and no sheet
         bits.append(safe(rows_text(h.get("rows"))))
     if h.get("t_start") is not None:

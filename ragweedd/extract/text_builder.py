@@ -35,6 +35,10 @@ class TextBuilder:
             else:
                 self.regions.append(Region(start, self._len, dict(meta)))
 
+    def tail_line(self) -> str:
+        """The last line of the text so far."""
+        return self._parts[-1].rsplit("\n", 1)[-1] if self._parts else ""
+
     @property
     def length(self) -> int:
         return self._len

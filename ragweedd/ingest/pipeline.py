@@ -289,7 +289,8 @@ class Pipeline:
         for c in chunks:
             if self.with_context:
                 meta = c["meta"]
-                c["context"] = context_line(label, meta.get("section_path"), meta.get("section"))
+                c["context"] = context_line(label, meta.get("section_path"), meta.get("section"),
+                                            meta.get("table_title"))
             c["embed_hash"] = text_hash(embed_input(c["text"], c.get("context"))) if c.get("context") \
                 else c["text_hash"]
             yield c

@@ -642,6 +642,8 @@ def hit_fields(meta: dict[str, Any]) -> dict[str, Any]:
         "span": [meta.get("char_start"), meta.get("char_end")],
         "lines": lines,
         "sheet": meta.get("sheet"),
+        "table": meta.get("table"),
+        "table_title": meta.get("table_title"),
         "rows": [meta.get("row_start"), meta.get("row_end")] if meta.get("row_start") is not None else None,
         "t_start": meta.get("t_start"),
         "t_end": meta.get("t_end"),

@@ -303,6 +303,7 @@ function where(src) {
   const bits = [src.collection + "/" + (src.source_rel_path || src.filename)];
   if (src.page_label) bits.push("p. " + src.page_label);
   if (src.sheet) bits.push("sheet " + src.sheet);
+  if (Number.isInteger(src.table)) bits.push("table " + src.table);
   const rows = src.rows;
   if (Array.isArray(rows) && Number.isInteger(rows[0])) {  // a CSV has rows and no sheet
     const last = Number.isInteger(rows[rows.length - 1]) ? rows[rows.length - 1] : rows[0];

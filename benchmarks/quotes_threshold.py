@@ -114,7 +114,7 @@ def weight_grid(raw: list[tuple[list, int, list[bool]]]) -> list[dict]:
     """Precision / recall / first-listed-is-relevant for several semantic weights at several ratios."""
     rows = []
     for w in WEIGHTS:
-        runs = [(passage_scores(cands, n, w), labels) for cands, n, labels in raw]
+        runs = [(passage_scores(cands, n, w), labels) for cands, n, labels, *_ in raw]
         for row in evaluate(runs)[:-1]:
             if row["rule"] in ("ratio 0.5", "ratio 0.6", "ratio 0.7", "ratio 0.8"):
                 rows.append({"weight": w, **row})
@@ -146,6 +146,27 @@ def evaluate(runs: list[tuple[list[float], list[bool]]]) -> list[dict]:
     return rows
 
 
+FLOORS = (0.0, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5)
+
+
+def floor_table(answerable: list[float], unanswerable: list[float]) -> list[dict]:
+    """For each absolute floor: the share of answerable questions (the answer among the passages)
+    whose best passage scores at or above it (answered), and of unanswerable ones (every passage
+    that answers taken out) whose best scores below it (told that nothing answers)."""
+    return [{"floor": f, "answered": sum(s >= f for s in answerable) / max(len(answerable), 1),
+             "unanswerable_told": sum(s < f for s in unanswerable) / max(len(unanswerable), 1),
+             "n": f"{len(answerable)}/{len(unanswerable)}"} for f in FLOORS]
+
+
+def best_without(query: str, hits: list[dict], labels: list[bool], emb) -> float | None:
+    """The best passage score once the passages that answer are gone (None: nothing left)."""
+    rest = [h for h, ok in zip(hits, labels) if not ok]
+    if not rest or len(rest) == len(hits):
+        return None
+    scores, _ = Q.rank_passages(query, rest, emb)
+    return max(scores, default=0.0)
+
+
 def run_examples(emb, paragraphs: bool = False) -> tuple[list[dict], list]:
     from ragweedd.embed.long import embed_texts
 
@@ -161,7 +182,7 @@ def run_examples(emb, paragraphs: bool = False) -> tuple[list[dict], list]:
         labels = ([any(w in p["text"] for w in answer) for p in ranked] if paragraphs
                   else [p["filename"] == answer for p in ranked])
         runs.append((scores, labels))
-        raw.append((cands, len(ranked), labels))
+        raw.append((cands, len(ranked), labels, max(scores, default=0.0), best_without(q, ranked, labels, emb)))
     return evaluate(runs), raw
 
 
@@ -203,7 +224,11 @@ def run_scifact(emb, n_queries: int, pool: int, seed: int) -> tuple[list[dict], 
         scores, cands = Q.rank_passages(queries[qid], hits, emb)
         labels = [ids[i] in qrels[qid] for i in top]
         runs.append((scores, labels))
-        raw.append((cands, len(hits), labels))
+        # unanswerable: the same claim over the ten nearest abstracts that are not judged relevant
+        rest = [i for i in np.argsort(-(dvecs @ qvecs[k])) if ids[i] not in qrels[qid]][:10]
+        rest_hits = [{"text": texts[i], "doc_id": ids[i], "span": [0, len(texts[i])]} for i in rest]
+        without = max(Q.rank_passages(queries[qid], rest_hits, emb)[0], default=0.0)
+        raw.append((cands, len(hits), labels, max(scores, default=0.0) if any(labels) else None, without))
     print(f"scored {len(qids)} answers in {time.perf_counter() - t0:.0f}s", file=sys.stderr)
     return evaluate(runs), raw
 
@@ -220,9 +245,9 @@ def main() -> None:
     emb = MiniLMEmbedder(threads=2).load()
     cols = ["rule", "precision", "recall", "listed_per_q", "p_at_1"]
     grid_cols = ["weight", "rule", "precision", "recall", "listed_per_q", "p_at_1"]
-    ex, raw = run_examples(emb)
+    ex, raw_ex = run_examples(emb)
     print(f"examples ({len(EXAMPLE_QUESTIONS)} questions, 7 passages each)\n" + table(ex, cols) + "\n")
-    ex_grid = weight_grid(raw)
+    ex_grid = weight_grid(raw_ex)
     print("examples, by semantic weight\n" + table(ex_grid, grid_cols) + "\n")
     para, raw = run_examples(emb, paragraphs=True)
     n_para = len(example_paragraphs())
@@ -230,14 +255,22 @@ def main() -> None:
           + table(para, cols) + "\n")
     para_grid = weight_grid(raw)
     print("example paragraphs, by semantic weight\n" + table(para_grid, grid_cols) + "\n")
+    floor_cols = ["floor", "answered", "unanswerable_told", "n"]
+    ex_floor = floor_table([r[3] for r in raw_ex if r[3] is not None], [r[4] for r in raw_ex if r[4] is not None])
+    print("examples, absolute floor\n" + table(ex_floor, floor_cols) + "\n")
+    para_floor = floor_table([r[3] for r in raw if r[3] is not None], [r[4] for r in raw if r[4] is not None])
+    print("example paragraphs, absolute floor\n" + table(para_floor, floor_cols) + "\n")
     payload = {"examples": ex, "examples_grid": ex_grid, "paragraphs": para, "paragraphs_grid": para_grid,
-               "sem_weight": Q.SEM_WEIGHT}
+               "examples_floor": ex_floor, "paragraphs_floor": para_floor, "sem_weight": Q.SEM_WEIGHT}
     if not a.no_scifact and (SCIFACT / "corpus.jsonl").exists():
         sf, raw = run_scifact(emb, a.queries, a.pool, a.seed)
         print(f"SciFact train ({a.queries} claims, top 10 of {a.pool} + judged abstracts)\n" + table(sf, cols) + "\n")
         sf_grid = weight_grid(raw)
-        print("SciFact, by semantic weight\n" + table(sf_grid, grid_cols))
-        payload.update(scifact=sf, scifact_grid=sf_grid, queries=a.queries, pool=a.pool, seed=a.seed)
+        print("SciFact, by semantic weight\n" + table(sf_grid, grid_cols) + "\n")
+        sf_floor = floor_table([r[3] for r in raw if r[3] is not None], [r[4] for r in raw if r[4] is not None])
+        print("SciFact, absolute floor\n" + table(sf_floor, floor_cols))
+        payload.update(scifact=sf, scifact_grid=sf_grid, scifact_floor=sf_floor, queries=a.queries, pool=a.pool,
+                       seed=a.seed)
     write_json("quotes_threshold", payload)
 
 

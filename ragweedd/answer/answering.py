@@ -81,12 +81,15 @@ def passages_answer(hits: list[dict], limit: int = PASSAGES_SHOWN, *, query: str
                     embedder=None) -> tuple[str, list[dict]]:
     """The answer without an LLM: the sentences of the retrieved passages that best answer ``query``
     (ragweedd/answer/quotes.py), grouped by passage, numbered, clearly labelled. Passages far below
-    the best are not sources; each source carries its ``quotes`` and best ``quote``."""
+    the best, or below the absolute floor, are not sources; with none above the floor the answer is
+    the refusal and no source. Each source carries its ``quotes`` and best ``quote``."""
     from ragweedd.answer import quotes as Q
 
     ordered = sorted(hits, key=lambda h: -(h.get("rel_score") or 0.0))
     scores, cands = Q.rank_passages(query, ordered, embedder)
     top = max(scores, default=0.0)
+    if embedder is not None and top < Q.ANSWER_FLOOR:
+        return REFUSAL, []  # measured with the embedder's cosine in the score; keywords alone are lower
     seen: set[tuple] = set()
     numbered: list[dict] = []
     parts = [NO_LLM_LABEL + ":"]
@@ -95,7 +98,8 @@ def passages_answer(hits: list[dict], limit: int = PASSAGES_SHOWN, *, query: str
             break
         # overlapping passages of one document hold the same sentence: it is quoted once, first
         qs = Q.quotes_for(i, ordered, cands, skip=seen)
-        if not qs or max(q["score"] for q in qs) < Q.KEEP_RATIO * top - 1e-4:  # scores are rounded
+        floor = max(Q.KEEP_RATIO * top, Q.ANSWER_FLOOR if embedder is not None else 0.0)
+        if not qs or max(q["score"] for q in qs) < floor - 1e-4:  # scores are rounded
             continue
         seen.update((ordered[i].get("doc_id"), tuple(q["span"])) for q in qs if q["span"])
         h = {**ordered[i], "n": len(numbered) + 1, "quotes": qs, "quote": max(qs, key=lambda q: q["score"])}

@@ -33,6 +33,9 @@ log = get_logger(__name__)
 
 SEM_WEIGHT = 0.5
 KEEP_RATIO = 0.6  # passages whose best sentence scores below this share of the best one's are dropped
+# A passage whose best sentence scores below this answers nothing, whatever the others score; with
+# none above it the answer says the documents do not answer (docs/answers.md has the measurement).
+ANSWER_FLOOR = 0.25
 QUOTE_RATIO = 0.75  # within a kept passage, sentences this close to its best are quoted as well
 QUOTES_PER_SOURCE = 3
 MIN_WORDS = 3  # shorter pieces (headings, "1.", table rules) are quoted only when nothing else is there

@@ -174,3 +174,18 @@ def test_pdf_quotes_are_the_extracted_text_at_their_span_on_their_own_page(tmp_p
         for h in numbered:  # every quote is the document's own text, whichever passage it came from
             for q in h["quotes"]:
                 assert doc.text[q["span"][0]:q["span"][1]] == q["text"]
+
+
+def test_a_question_nothing_answers_gets_the_refusal_and_no_source(minilm):
+    """The examples hold nothing about a road bike's tyre pressure or renewing a passport: the answer
+    says so instead of quoting the closest unrelated sentences."""
+    from ragweedd.answer.prompts import REFUSAL
+
+    ps = passages()
+    for q in ("what pressure should road bike tyres have?", "how do I renew my passport?"):
+        text, numbered = passages_answer(ps, query=q, embedder=minilm)
+        assert (text, numbered) == (REFUSAL, []), (q, text)
+    # every labelled question of the examples still gets its answer
+    for q, answer in EXAMPLE_QUESTIONS.items():
+        _, numbered = passages_answer(ps, query=q, embedder=minilm)
+        assert numbered and numbered[0]["filename"] == answer, q

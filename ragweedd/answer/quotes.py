@@ -103,12 +103,15 @@ def candidates(hits: Sequence[dict]) -> list[Sentence]:
         text = h.get("text") or ""
         mine = []
         spans = split_sentences(text)
+        # what the passage is under names the subject its sentences leave out: a table's rows carry
+        # their table's title ("Zephyr Tools statement of operations"), prose its section heading
+        around = set(words(" ".join(str(h.get(k) or "") for k in ("table_title", "section"))))
         for k, (a, b) in enumerate(spans):
             toks = _WORD.findall(text[a:b])
             partial = (k == 0 and _starts_mid_sentence(h, text, a)) or \
                       (k == len(spans) - 1 and k > 0 and _ends_mid_sentence(text, a, b))
             lead = _lead(text, spans, k) if not partial else -1
-            terms = set(words(text[lead if lead >= 0 else a:b]))
+            terms = set(words(text[lead if lead >= 0 else a:b])) | around
             mine.append(Sentence(i, a, b, terms, len(toks), partial, lead))
         full = [c for c in mine if c.words >= MIN_WORDS and not c.partial]
         out.extend(full or mine)

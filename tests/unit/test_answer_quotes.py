@@ -310,3 +310,15 @@ def test_a_period_written_as_one_word_meets_its_year():
     year = hit("Revenue for fiscal 2015 was $4,796 million, compared with $4,147 million in 2014.", 1, rel=0.9)
     _, numbered = passages_answer([quarter, year], query="What was Adobe's FY2015 revenue?")
     assert "4,796" in numbered[0]["quote"]["text"], numbered
+
+
+def test_a_table_row_is_chosen_through_its_tables_title():
+    """Two companies' rows read alike; only the table title says whose they are."""
+    ours = hit("Operating income | Fiscal year 2022: 7,361.1 | Fiscal year 2021: 6,020.4", 0,
+               table_title="Lumen Ferries statement of operations (in millions)", rel=0.8)
+    theirs = hit("Operating income | Fiscal year 2022: 1,234.5 | Fiscal year 2021: 2,345.6", 1,
+                 table_title="Orrin Textiles statement of operations (in millions)", rel=1.0)
+    prose = hit("Lumen Ferries reported its results for the last three fiscal years.", 2, rel=0.9)
+    _, numbered = passages_answer([theirs, prose, ours], query="What is the Operating income of Lumen Ferries "
+                                                               "in fiscal 2022?")
+    assert "7,361.1" in numbered[0]["quote"]["text"], numbered[0]["quote"]

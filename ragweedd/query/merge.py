@@ -130,8 +130,9 @@ def fuse(cands: list[Candidate], *, mode: str, params: FusionParams) -> None:
                 # A word almost no chunk holds (a code, a made-up name) means nothing to the model:
                 # the chunk's cosine says nothing about it, and in a narrow dense window (cosines
                 # 0.44-0.45) a cosine of 0.07 is dozens of deviations down and would bury the one
-                # passage the keyword leg found. The vector leg may lift such a chunk, never sink it.
-                zd = max(zd, 0.0)
+                # passage the keyword leg found. Such a chunk is never put below the window, like a
+                # chunk without a cosine; the vector leg may still lift it.
+                zd = max(zd, (lo - m) / sd)
             km, ksd, _ = kstat.get(c.collection, (0.0, 1.0, 0.0))
             zk = ((c.bm25 or 0.0) - km) / ksd
             c.score = a * zd + (1.0 - a) * zk

@@ -1,7 +1,8 @@
 """Known-item search: is the one passage that holds a word found, under every fusion?
 
     .venv/bin/python benchmarks/known_item.py [--files 300] [--words 450] [--big-lines 6000]
-        [--seed 7] [--model local:all-minilm-l6-v2] [--workdir DIR] [--reuse] [--out known_item]
+        [--seed 7] [--model local:all-minilm-l6-v2] [--workdir DIR] [--reuse] [--extra 'top_k = 8']
+        [--fusions zscore,convex,rrf,boost] [--out known_item]
 
 The corpus (seeded): ``--files`` text files of about ``--words`` random vocabulary words each, each
 holding one unique made-up token (letters and two digits, in no vocabulary) at a random place, and
@@ -12,7 +13,8 @@ syllable words; the JSON says which.
 
 The corpus goes through ``ragweedd ingest`` (the real one-shot path, the default embedded model
 unless ``--model``), then each token is searched alone, top 20, through the search the daemon
-serves, once per fusion. Reported per fusion: tokens missing from the top 20, tokens ranked 11-20,
+serves, once per fusion (``--extra``: more top-level config lines for the searches, e.g. a shallower
+vector leg, which over a small corpus is as narrow a window as the default over a large one). Reported per fusion: tokens missing from the top 20, tokens ranked 11-20,
 tokens ranked first, and the mean rank of those found. Prints a table and writes JSON
 (benchmarks/results/<out>.json).
 """
@@ -109,13 +111,16 @@ def _ingest(cfg: Path, env: dict) -> float:
     return round(time.perf_counter() - t0, 1)
 
 
-def measure(cfg_file: Path, fusion: str, tokens: dict[str, str]) -> dict:
+def measure(cfg_file: Path, fusion: str, tokens: dict[str, str], extra: str = "") -> dict:
     from ragweedd.config import load_config
     from ragweedd.embed.factory import make_embedder
     from ragweedd.services import open_oneshot
 
     # no semantic cache: each search is its own, never a neighbour's result
-    cfg = load_config(cfg_file, env={"RAGWEED_FUSION": fusion, "RAGWEED_SEARCH_CACHE_SIZE": "0"})
+    text = cfg_file.read_text()
+    cut = text.index("[embed]")
+    cfg = load_config(text=text[:cut] + extra + "\n" + text[cut:],
+                      env={"RAGWEED_FUSION": fusion, "RAGWEED_SEARCH_CACHE_SIZE": "0"})
     services = open_oneshot(cfg, embedder=make_embedder(cfg.embed_model, cfg))
     ranks: dict[str, int | None] = {}
     t0 = time.perf_counter()
@@ -145,6 +150,7 @@ def main(argv=None) -> int:
     ap.add_argument("--fusions", default=",".join(FUSIONS))
     ap.add_argument("--workdir", help="scratch folder (default: a new temp dir)")
     ap.add_argument("--reuse", action="store_true", help="search an already ingested --workdir again")
+    ap.add_argument("--extra", default="", help="more top-level config lines for the searches, e.g. 'top_k = 8'")
     ap.add_argument("--out", default="known_item")
     a = ap.parse_args(argv)
 
@@ -153,7 +159,7 @@ def main(argv=None) -> int:
     docs = work / "docs"
     cfg_file = work / "ragweedd.toml"
     corpus_file = work / "corpus.json"
-    result: dict = {"model": a.model, "files": a.files, "words": a.words, "big_lines": a.big_lines,
+    result: dict = {"model": a.model, "extra": a.extra, "files": a.files, "words": a.words, "big_lines": a.big_lines,
                     "seed": a.seed, "top": TOP}
     if a.reuse and corpus_file.exists() and (work / "data" / "collections" / "ki" / "rag.sqlite3").exists():
         corpus = json.loads(corpus_file.read_text())
@@ -166,10 +172,10 @@ def main(argv=None) -> int:
         result["ingest_s"] = _ingest(cfg_file, {**os.environ, "RAGWEED_LOG_LEVEL": "warning"})
     result["vocabulary"] = corpus["vocabulary"]
     result["vocabulary_size"] = corpus["vocabulary_size"]
-    rows = [measure(cfg_file, f.strip(), corpus["tokens"]) for f in a.fusions.split(",") if f.strip()]
+    rows = [measure(cfg_file, f.strip(), corpus["tokens"], a.extra) for f in a.fusions.split(",") if f.strip()]
     result["runs"] = rows
     print(f"known items: {len(corpus['tokens'])} tokens in {a.files + 1} files ({corpus['vocabulary']}, "
-          f"seed {a.seed}); {a.model}; top {TOP}")
+          f"seed {a.seed}); {a.model}; top {TOP}" + (f"; extra: {a.extra!r}" if a.extra else ""))
     print(table(rows, ["fusion", "tokens", "missing_top20", "rank_11_20", "rank_1", "mean_rank_found"]))
     for r in rows:
         print(f"  {r['fusion']}: big file ranks {r['big_file_ranks']}")

@@ -13,9 +13,10 @@ syllable words; the JSON says which.
 
 The corpus goes through ``ragweedd ingest`` (the real one-shot path, the default embedded model
 unless ``--model``), then each token is searched alone, top 20, through the search the daemon
-serves, once per fusion (``--extra``: more top-level config lines for the searches, e.g. a shallower
-vector leg, which over a small corpus is as narrow a window as the default over a large one). Reported per fusion: tokens missing from the top 20, tokens ranked 11-20,
-tokens ranked first, and the mean rank of those found. Prints a table and writes JSON
+serves, once per fusion (``--extra``: more top-level config lines for the searches, e.g. a
+shallower vector leg, which over a small corpus is as narrow a window as the default over a large
+one). Reported per fusion: tokens missing from the top 20, tokens ranked 11-20, tokens ranked
+first, and the mean rank of those found. Prints a table and writes JSON
 (benchmarks/results/<out>.json).
 """
 

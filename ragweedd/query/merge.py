@@ -31,6 +31,12 @@ chunk whose first 200 characters (whitespace collapsed) repeat a higher-scoring 
 cut to the number of results asked for; mark the top PRE_ANNOTATE_KEEP percent (rounded up) of
 what is returned with ``annotate: true``. Everything is returned; the answer layer annotates only
 the marked results.
+
+Known items (a chunk holding a query word at most three chunks hold: an identifier, a code, a name;
+query/fts_plan.py ``known_item_rows``): under zscore their dense z is at least the window's lowest,
+and ``finish`` never drops them (pages, cap, dedup against other chunks, MIN_SCORE) and gives the
+best of them up to half of the places asked for: the one passage holding a rare word is shown
+whatever the embedder makes of it.
 """
 
 from __future__ import annotations

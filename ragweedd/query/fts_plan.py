@@ -294,3 +294,28 @@ def keyword_leg(fts: KeywordReader, query: str, idf_cache: IdfCache, cfg, limit:
     meta.update(run_meta)
     meta["timings_ms"] = {"plan": round((t1 - t0) * 1000, 3), "match": round((t2 - t1) * 1000, 3)}
     return hits, meta, plan
+
+
+# A query word at most this many chunks hold marks a known-item search (an identifier, a code, a
+# name): those chunks keep a place in the results whatever the vector leg thinks of them
+# (query/merge.py). 3 is the default per-file cap, so one such word's chunks fit one file's places.
+KNOWN_ITEM_MAX_DF = 3
+
+
+def known_item_rows(fts: KeywordReader, plan: Plan, allowed: Iterable[int] | None = None) -> list[int]:
+    """The chunks holding a kept query word that at most KNOWN_ITEM_MAX_DF chunks hold. The rows
+    are read by MATCH, not taken from the keyword leg's page: a page of common words' matches can
+    leave them out. The count is checked on the index itself (the cached df may be behind it)."""
+    if plan.skipped:
+        return []
+    keep = set(allowed) if allowed is not None else None
+    out: dict[int, None] = {}
+    for w in plan.kept:
+        expr = fts_string(w.word)
+        if not expr or not 0 < w.df <= KNOWN_ITEM_MAX_DF:
+            continue
+        rows = fts.match(expr, KNOWN_ITEM_MAX_DF + 1)
+        if len(rows) > KNOWN_ITEM_MAX_DF:
+            continue
+        out.update((i, None) for i, _ in rows if keep is None or i in keep)
+    return list(out)

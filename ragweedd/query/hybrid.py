@@ -16,7 +16,7 @@ from typing import Any, Iterable
 from ragweedd.errors import RequestError
 from ragweedd.logging import get_logger
 from ragweedd.query.filters import Filters
-from ragweedd.query.fts_plan import keyword_leg
+from ragweedd.query.fts_plan import keyword_leg, known_item_rows
 from ragweedd.query.hyde import HyDE
 from ragweedd.query.idf import IdfCache
 from ragweedd.query.merge import FUSIONS, Candidate, FusionParams, finish, fuse
@@ -160,7 +160,7 @@ class Searcher:
         fts_meta: dict[str, Any] = {}
         plans: dict[str, Any] = {}
         if fts_future is not None:
-            kw, fts_meta, plans, timings["fts"] = fts_future.result()
+            kw, fts_meta, plans, timings["fts"], known = fts_future.result()
             for name, hits in kw.items():
                 for cid, score in hits:
                     c = cands.get((name, cid))
@@ -168,6 +168,12 @@ class Searcher:
                         c = cands[(name, cid)] = Candidate(name, cid)
                     c.bm25 = score
                     c.in_keyword = True
+            for name, ids in known.items():
+                for cid in ids:
+                    c = cands.get((name, cid))
+                    if c is None:  # outside the keyword leg's page: its BM25 is worked out below
+                        c = cands[(name, cid)] = Candidate(name, cid)
+                    c.known_item = True
         elif mode != "dense":
             fts_meta = {"skipped": "fts_enabled = false"}
         t = time.perf_counter()
@@ -177,6 +183,8 @@ class Searcher:
         if mode == "hybrid" and fusion in ("zscore", "convex") and plans:
             self._fill_keyword_scores(cols, cands, plans)
             timings["keyword_scores"] = _ms(t)
+        elif plans:  # only the known items the keyword leg's page left out lack their BM25
+            self._fill_keyword_scores(cols, cands, plans, {k for k, c in cands.items() if c.known_item})
         params = FusionParams.of(cfg, fusion)
         fuse(list(cands.values()), mode=mode, params=params)
         feedback = None
@@ -194,7 +202,8 @@ class Searcher:
             "collections": [c.name for c in cols], "filters": filters.as_dict(), "top_k": depth,
             "fts_top_k": fts_depth if use_fts else None,
             "counts": {"dense": sum(1 for c in cands.values() if c.in_dense),
-                       "keyword": sum(1 for c in cands.values() if c.in_keyword), **counts},
+                       "keyword": sum(1 for c in cands.values() if c.in_keyword),
+                       "known_items": sum(1 for c in cands.values() if c.known_item), **counts},
             "tier": {name: m.get("tier") for name, m in fts_meta.items()} if use_fts else None,
             "fts": fts_meta, "synonyms": self.wordnet_status, "timings_ms": timings,
             "dense_feedback": feedback, "cache": None,
@@ -267,23 +276,27 @@ class Searcher:
         out: dict[str, list[tuple[int, float]]] = {}
         metas: dict[str, Any] = {}
         plans: dict[str, Any] = {}
+        known: dict[str, list[int]] = {}
         for c in cols:
             with c.fts_lock:
                 hits, m, plan = keyword_leg(c.fts, query, c.idf, self.cfg, depth, wordnet=self.wordnet,
                                             synonym_status=self.wordnet_status, allowed=allowed[c.name])
+                known[c.name] = known_item_rows(c.fts, plan, allowed[c.name])
             out[c.name] = hits
             metas[c.name] = m
             if not plan.skipped:
                 plans[c.name] = plan
-        return out, metas, plans, _ms(t)
+        return out, metas, plans, _ms(t), known
 
-    def _fill_keyword_scores(self, cols, cands, plans) -> None:
+    def _fill_keyword_scores(self, cols, cands, plans, only: set | None = None) -> None:
         """BM25 of the query's words for the chunks only the vector search found, so score
-        fusion weighs every candidate on both legs (a chunk without any of the words keeps none)."""
+        fusion weighs every candidate on both legs (a chunk without any of the words keeps none);
+        ``only``: just these candidates (known items the keyword leg's page left out)."""
         for c in cols:
             plan = plans.get(c.name)
             missing = [cid for (name, cid), cand in cands.items()
-                       if name == c.name and cand.bm25 is None and not cand.words_scored]
+                       if name == c.name and cand.bm25 is None and not cand.words_scored
+                       and (only is None or (name, cid) in only)]
             if plan is None or not missing:
                 continue
             with c.fts_lock:
@@ -320,7 +333,7 @@ class Searcher:
         for c in cols:
             for cid, sim in self.vectors.search(c.rag, moved, depth, allowed=allowed[c.name]):
                 found[(c.name, cid)] = sim
-        for key in [k for k, cand in cands.items() if not cand.in_keyword and k not in found]:
+        for key in [k for k, cand in cands.items() if not (cand.in_keyword or cand.known_item) and k not in found]:
             del cands[key]
         for cand in cands.values():
             cand.sim, cand.in_dense, cand.dense_rank = None, False, None
@@ -374,7 +387,7 @@ class Searcher:
                     continue
                 cand = cands[(c.name, cid)]
                 h.update(score=cand.score, sim=cand.sim, bm25=cand.bm25, fts=cand.in_keyword,
-                         dense_rank=cand.dense_rank, fts_rank=cand.fts_rank)
+                         dense_rank=cand.dense_rank, fts_rank=cand.fts_rank, known_item=cand.known_item)
                 out.append(h)
         return out
 

@@ -31,6 +31,12 @@ chunk whose first 200 characters (whitespace collapsed) repeat a higher-scoring 
 cut to the number of results asked for; mark the top PRE_ANNOTATE_KEEP percent (rounded up) of
 what is returned with ``annotate: true``. Everything is returned; the answer layer annotates only
 the marked results.
+
+Known items (a chunk holding a query word at most three chunks hold: an identifier, a code, a name;
+query/fts_plan.py ``known_item_rows``): under zscore their dense z is at least the window's lowest,
+and ``finish`` never drops them (pages, cap, dedup against other chunks, MIN_SCORE) and gives the
+best of them up to half of the places asked for: the one passage holding a rare word is shown
+whatever the embedder makes of it.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ class Candidate:
     in_dense: bool = False  # found by the vector search (not just scored from its stored vector)
     in_keyword: bool = False  # found by the keyword leg (not just scored for the query's words)
     words_scored: bool = False  # its BM25 for the query's words was worked out (None: none of them)
+    known_item: bool = False  # holds a query word almost no other chunk holds (fts_plan.known_item_rows)
     score: float = 0.0
 
 
@@ -125,6 +132,13 @@ def fuse(cands: list[Candidate], *, mode: str, params: FusionParams) -> None:
         elif params.fusion == "zscore":
             m, sd, lo = dstat
             zd = ((c.sim if c.sim is not None else lo) - m) / sd
+            if c.known_item:
+                # A word almost no chunk holds (a code, a made-up name) means nothing to the model:
+                # the chunk's cosine says nothing about it, and in a narrow dense window (cosines
+                # 0.44-0.45) a cosine of 0.07 is dozens of deviations down and would bury the one
+                # passage the keyword leg found. Such a chunk is never put below the window, like a
+                # chunk without a cosine; the vector leg may still lift it.
+                zd = max(zd, (lo - m) / sd)
             km, ksd, _ = kstat.get(c.collection, (0.0, 1.0, 0.0))
             zk = ((c.bm25 or 0.0) - km) / ksd
             c.score = a * zd + (1.0 - a) * zk
@@ -144,45 +158,67 @@ def dedup_key(text: str) -> str:
 
 def finish(hits: list[dict[str, Any]], *, max_per_file: int, min_score: float, limit: int,
            keep_pct: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """hits carry 'score'; returns (results, counts per stage)."""
+    """hits carry 'score' (and 'known_item' when they hold a word almost no other chunk holds);
+    returns (results, counts per stage). A known item is never dropped for sharing pages, by the
+    per-file cap, as a repeat of a chunk that is not one, or by min_score, and at most
+    ``ceil(limit / 2)`` of them (the best) take the last places of the results when their score
+    leaves them out: whatever the fusion made of it, the one passage holding a rare word is shown."""
     counts = {"merged": len(hits)}
     hits = sorted(hits, key=lambda h: (-h["score"], h["collection"], h["embedding_id"]))
+
+    def file_of(h: dict[str, Any]) -> tuple[str, str]:
+        return h["collection"], h.get("source_file") or h.get("doc_id") or ""
+
     shown: dict[tuple[str, str], list[frozenset[int]]] = {}
     new_pages = []
     for h in hits:
-        key = (h["collection"], h.get("source_file") or h.get("doc_id") or "")
+        key = file_of(h)
         pages = frozenset(h.get("pages") or ())
-        if pages and any(pages <= s for s in shown.get(key, ())):
+        if pages and not h.get("known_item") and any(pages <= s for s in shown.get(key, ())):
             continue  # a page a better chunk of the file already shows: no new place to cite
         if pages:
             shown.setdefault(key, []).append(pages)
         new_pages.append(h)
     counts["after_same_pages"] = len(new_pages)
+    # A file's known items are counted first, so its other chunks fill only the places left.
     per_file: dict[tuple[str, str], int] = {}
+    for h in new_pages:
+        if h.get("known_item"):
+            per_file[file_of(h)] = per_file.get(file_of(h), 0) + 1
     capped = []
     for h in new_pages:
-        key = (h["collection"], h.get("source_file") or h.get("doc_id") or "")
-        if per_file.get(key, 0) >= max_per_file:
-            continue
-        per_file[key] = per_file.get(key, 0) + 1
+        key = file_of(h)
+        if not h.get("known_item"):
+            if per_file.get(key, 0) >= max_per_file:
+                continue
+            per_file[key] = per_file.get(key, 0) + 1
         capped.append(h)
     counts["after_file_cap"] = len(capped)
     seen: set[str] = set()
+    seen_known: set[str] = set()
     unique = []
     for h in capped:
         k = dedup_key(h.get("text", ""))
-        if k in seen:
+        if k in (seen_known if h.get("known_item") else seen):
             continue
         seen.add(k)
+        if h.get("known_item"):
+            seen_known.add(k)
         unique.append(h)
     counts["after_dedup"] = len(unique)
     if unique:
         hi, lo = unique[0]["score"], min(h["score"] for h in unique)
         for h in unique:
             h["rel_score"] = 1.0 if hi == lo else (h["score"] - lo) / (hi - lo)
-    kept = [h for h in unique if h["rel_score"] >= min_score]
+    kept = [h for h in unique if h["rel_score"] >= min_score or h.get("known_item")]
     counts["after_min_score"] = len(kept)
     out = kept[:limit]
+    room = math.ceil(limit / 2) - sum(1 for h in out if h.get("known_item"))
+    late = [h for h in kept[limit:] if h.get("known_item")][:max(room, 0)]
+    if late:
+        # they replace the weakest results that are not known items, after everything above
+        drop = {id(h) for h in [h for h in out if not h.get("known_item")][-len(late):]}
+        out = [h for h in out if id(h) not in drop] + late
     n_ann = math.ceil(len(out) * keep_pct / 100)
     for i, h in enumerate(out):
         h["rank"] = i + 1

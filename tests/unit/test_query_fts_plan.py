@@ -10,7 +10,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd.config import load_config
-from ragweedd.query.fts_plan import MIN_TIER_HITS, execute, fts_search, fts_string, make_plan, query_words
+from ragweedd.query.fts_plan import (MIN_TIER_HITS, execute, fts_search, fts_string, known_item_rows, make_plan,
+                                     query_words)
 from ragweedd.query.wordnet import WordNet
 from ragweedd.store.fts_reader import FtsReader
 from tests.query_support import fts_db, idf_cache, require_wordnet
@@ -192,6 +193,18 @@ def test_min_tier_hits_is_three():
 def test_filter_allowed_ids(conn):
     hits, meta = fts_search(conn, "protein membrane", idf_cache(conn), cfg(), 10, allowed={2})
     assert [h[0] for h in hits] == [2]
+
+
+def test_known_item_rows_are_the_chunks_of_words_at_most_three_chunks_hold(conn):
+    def rows(q, **kw):
+        return sorted(known_item_rows(conn, make_plan(q, idf_cache(conn), cfg(fts_min_query_ic=0.0)), **kw))
+
+    assert rows("mitosis in the myocardial cell") == [4, 6]  # "cell" is in 4 chunks, "the" in all
+    assert rows("protein folding") == [1, 2, 3]  # three chunks hold them: still known items
+    assert rows("cell divides") == [4]  # 4 chunks hold "cell": only "divides" counts
+    assert rows("the cell") == []
+    assert rows("mitosis myocardial", allowed={6, 7}) == [6]
+    assert rows("zebra") == []  # absent
 
 
 def test_a_full_and_page_does_not_answer_when_synonyms_widen_the_or_tier():

@@ -99,6 +99,45 @@ def test_zscore_lifts_the_one_chunk_that_holds_a_rare_word():
     assert pair[0].score - pair[1].score < 0.1
 
 
+def test_zscore_never_sinks_a_known_item_under_a_narrow_dense_window():
+    """Cosines bunched at 0.44-0.45 and the rare word's chunk at 0.07: its dense z is dozens of
+    deviations down. As a known item the vector leg can no longer sink it below the others."""
+    dense = [Candidate("c", i, sim=0.44 + i * 0.0002, in_dense=True) for i in range(1, 65)]
+    lone = Candidate("c", 99, sim=0.07, bm25=10.8, in_keyword=True)
+    fuse(dense + [lone], mode="hybrid", params=FusionParams.default("zscore"))
+    assert lone.score < min(c.score for c in dense)  # what it was: buried
+    lone.known_item = True
+    fuse(dense + [lone], mode="hybrid", params=FusionParams.default("zscore"))
+    assert lone.score > max(c.score for c in dense)
+    # a known item the vector leg likes keeps that lift
+    liked = Candidate("c", 98, sim=0.46, bm25=10.8, in_keyword=True, known_item=True)
+    fuse(dense + [liked], mode="hybrid", params=FusionParams.default("zscore"))
+    assert liked.score > lone.score
+
+
+def test_a_known_item_is_never_capped_deduplicated_or_cut():
+    """The per-file cap, a repeat of a chunk that is not one, min_score and the limit all keep it."""
+    hits = [hit(i, 1.0 - i / 100, "/big.txt") for i in range(1, 6)]
+    hits += [hit(i, 0.9 - i / 100, f"/f{i}") for i in range(6, 30)]
+    known = dict(hit(50, 0.01, "/big.txt", text="chunk number 1"), known_item=True)  # repeats chunk 1's text
+    out, _ = finish(hits + [known], max_per_file=3, min_score=0.5, limit=10, keep_pct=100)
+    ids = [h["embedding_id"] for h in out]
+    assert len(out) == 10 and ids[-1] == 50 and out[-1]["rank"] == 10
+    # its file keeps the cap: the known item takes one of the three places, the best two the rest
+    assert [i for i in ids if i <= 5] == [1, 2]
+    # without the mark it is lost, as before
+    plain, _ = finish([dict(h) for h in hits] + [hit(50, 0.01, "/big.txt")], max_per_file=3, min_score=0.5,
+                      limit=10, keep_pct=100)
+    assert 50 not in [h["embedding_id"] for h in plain]
+
+
+def test_known_items_take_at_most_half_of_the_places():
+    hits = [hit(i, 1.0 - i / 100, f"/f{i}") for i in range(1, 11)]
+    known = [dict(hit(i, 0.01, f"/k{i}"), known_item=True) for i in range(20, 30)]
+    out, _ = finish(hits + known, max_per_file=3, min_score=0.0, limit=5, keep_pct=100)
+    assert [h["embedding_id"] for h in out] == [1, 2, 20, 21, 22]
+
+
 def test_dense_and_keyword_modes_score_one_half_only():
     a = Candidate("c", 1, sim=0.3, bm25=7.0, in_dense=True)
     fuse([a], mode="dense", params=FusionParams.default("boost"))

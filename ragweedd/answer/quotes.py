@@ -36,6 +36,14 @@ KEEP_RATIO = 0.6  # passages whose best sentence scores below this share of the 
 # A passage whose best sentence scores below this answers nothing, whatever the others score; with
 # none above it the answer says the documents do not answer (docs/answers.md has the measurement).
 ANSWER_FLOOR = 0.25
+# The floor holds for the embedder it was measured with: other models' cosines run on other scales
+# (some far lower for texts that do match), so with them only the relative rule applies.
+FLOOR_EMBEDDERS = ("local:all-minilm-l6-v2",)
+
+
+def answer_floor(embedder: Any) -> float:
+    """The absolute floor for answers scored with ``embedder`` (0: none)."""
+    return ANSWER_FLOOR if str(getattr(embedder, "id", "") or "").startswith(FLOOR_EMBEDDERS) else 0.0
 QUOTE_RATIO = 0.75  # within a kept passage, sentences this close to its best are quoted as well
 QUOTES_PER_SOURCE = 3
 MIN_WORDS = 3  # shorter pieces (headings, "1.", table rules) are quoted only when nothing else is there
@@ -95,6 +103,8 @@ class Sentence:
     sim: float = 0.0
     keyword: float = 0.0
     score: float = 0.0
+    own: set[str] = field(default_factory=set)  # its own words, without its passage's title and heading
+    pick: float = 0.0  # the score on its own words: which sentences of one passage are quoted
 
 
 def candidates(hits: Sequence[dict]) -> list[Sentence]:
@@ -111,8 +121,8 @@ def candidates(hits: Sequence[dict]) -> list[Sentence]:
             partial = (k == 0 and _starts_mid_sentence(h, text, a)) or \
                       (k == len(spans) - 1 and k > 0 and _ends_mid_sentence(text, a, b))
             lead = _lead(text, spans, k) if not partial else -1
-            terms = set(words(text[lead if lead >= 0 else a:b])) | around
-            mine.append(Sentence(i, a, b, terms, len(toks), partial, lead))
+            own = set(words(text[lead if lead >= 0 else a:b]))
+            mine.append(Sentence(i, a, b, own | around, len(toks), partial, lead, own=own))
         full = [c for c in mine if c.words >= MIN_WORDS and not c.partial]
         out.extend(full or mine)
     return out[:MAX_SENTENCES]
@@ -174,11 +184,13 @@ def score(query: str, hits: Sequence[dict], cands: list[Sentence], embedder: Any
         c.keyword = sum(idf[t] for t in qterms & c.terms) / mass if mass else 0.0
     sims = _similarities(query, hits, cands, embedder) if embedder is not None else None
     for k, c in enumerate(cands):
+        own = sum(idf[t] for t in qterms & c.own) / mass if mass else 0.0
         if sims is None:
-            c.score = c.keyword
+            c.score, c.pick = c.keyword, own
         else:
             c.sim = max(0.0, float(sims[k]))
             c.score = SEM_WEIGHT * c.sim + (1 - SEM_WEIGHT) * c.keyword
+            c.pick = SEM_WEIGHT * c.sim + (1 - SEM_WEIGHT) * own
 
 
 def _similarities(query: str, hits: Sequence[dict], cands: list[Sentence], embedder: Any):
@@ -219,12 +231,13 @@ def quotes_for(i: int, hits: Sequence[dict], cands: list[Sentence], *, limit: in
                ratio: float = QUOTE_RATIO, skip: set[tuple] | None = None) -> list[dict]:
     """The quotes of hit ``i``: its best sentence and those close to it, in reading order;
     ``skip`` holds (doc_id, (start, end)) of document spans already quoted."""
+    # the passage's title and heading are every sentence's: its sentences are told apart on their own words
     mine = sorted((c for c in cands if c.hit == i and not (skip and _overlaps(_key(hits[i], c), skip))),
-                  key=lambda c: -c.score)
+                  key=lambda c: -c.pick)
     if not mine:
         return []
-    top = mine[0].score
-    chosen = [c for c in mine[:limit] if c.score >= ratio * top or c is mine[0]]
+    top = mine[0].pick
+    chosen = [c for c in mine[:limit] if c.pick >= ratio * top or c is mine[0]]
     out, end = [], -1
     for c in sorted(chosen, key=lambda c: c.start):
         # the piece a quote brings along is left out when the quote before already holds it

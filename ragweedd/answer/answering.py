@@ -88,8 +88,10 @@ def passages_answer(hits: list[dict], limit: int = PASSAGES_SHOWN, *, query: str
     ordered = sorted(hits, key=lambda h: -(h.get("rel_score") or 0.0))
     scores, cands = Q.rank_passages(query, ordered, embedder)
     top = max(scores, default=0.0)
-    if embedder is not None and top < Q.answer_floor(embedder):
-        return REFUSAL, []  # measured with the embedder's cosine in the score; keywords alone are lower
+    absolute = Q.answer_floor(embedder)  # 0 without an embedder: keyword-only scores run lower
+    if top < absolute:
+        return REFUSAL, []
+    floor = max(Q.KEEP_RATIO * top, absolute)
     seen: set[tuple] = set()
     numbered: list[dict] = []
     parts = [NO_LLM_LABEL + ":"]
@@ -98,7 +100,6 @@ def passages_answer(hits: list[dict], limit: int = PASSAGES_SHOWN, *, query: str
             break
         # overlapping passages of one document hold the same sentence: it is quoted once, first
         qs = Q.quotes_for(i, ordered, cands, skip=seen)
-        floor = max(Q.KEEP_RATIO * top, Q.answer_floor(embedder) if embedder is not None else 0.0)
         if not qs or max(q["score"] for q in qs) < floor - 1e-4:  # scores are rounded
             continue
         seen.update((ordered[i].get("doc_id"), tuple(q["span"])) for q in qs if q["span"])

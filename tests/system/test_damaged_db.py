@@ -138,18 +138,24 @@ def test_rag_db_moved_aside_is_rebuilt_from_the_files(daemon, tmp_path):
     assert d.events("database_missing")
 
 
-def _flip_table_row_only(rag: Path, needle: bytes, bad: bytes) -> None:
-    """Change the chunk's text in its table row only, in the file's bytes: the index on
-    (key, string_value) and the keyword row keep the old text (what bit rot does)."""
+def _table_row_at(rag: Path, data: bytes, needle: bytes) -> int:
+    """Where ``needle`` lies in ``data`` (the bytes of ``rag``) inside the metadata table's own
+    pages, not in an index's or the keyword row's copy of the text."""
     with closing(sqlite3.connect(rag)) as c:
         pages = {n for (n,) in c.execute("SELECT pageno FROM dbstat WHERE name = 'embedding_metadata'")}
-    data = bytearray(rag.read_bytes())
     at = -1
     while True:
         at = data.find(needle, at + 1)
         assert at >= 0, "no table row holds the text"
         if at // 4096 + 1 in pages and (at + len(needle) - 1) // 4096 + 1 in pages:
-            break
+            return at
+
+
+def _flip_table_row_only(rag: Path, needle: bytes, bad: bytes) -> None:
+    """Change the chunk's text in its table row only, in the file's bytes: the index on
+    (key, string_value) and the keyword row keep the old text (what bit rot does)."""
+    data = bytearray(rag.read_bytes())
+    at = _table_row_at(rag, bytes(data), needle)
     data[at:at + len(needle)] = bad
     rag.write_bytes(bytes(data))
 
@@ -311,15 +317,7 @@ def _flip_live_table_row(rag: Path, needle: bytes, bad: bytes) -> None:
             busy, frames, moved = c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         return busy == 0 and frames in (0, moved)
     wait_until(checkpointed, 30, 0.1, "a full checkpoint of the live database")
-    with closing(sqlite3.connect(rag)) as c:
-        pages = {n for (n,) in c.execute("SELECT pageno FROM dbstat WHERE name = 'embedding_metadata'")}
-    data = rag.read_bytes()
-    at = -1
-    while True:
-        at = data.find(needle, at + 1)
-        assert at >= 0, "no table row holds the text"
-        if at // 4096 + 1 in pages and (at + len(needle) - 1) // 4096 + 1 in pages:
-            break
+    at = _table_row_at(rag, rag.read_bytes(), needle)
     with open(rag, "r+b") as f:
         f.seek(at)
         f.write(bad)

@@ -638,7 +638,10 @@ def test_another_local_server_gets_the_cookie_and_can_do_nothing_with_it(d, ui, 
     port = free_port()
     _EvilPage.target = f"http://127.0.0.1:{d.port}"
     _EvilPage.cookies = []
-    srv = http.server.HTTPServer(("127.0.0.1", port), _EvilPage)
+    # threaded: Chromium opens a spare connection it may never send on, which would hold a
+    # one-at-a-time server (and its shutdown) until the browser drops it a minute later
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", port), _EvilPage)
+    srv.daemon_threads = True
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
     try:

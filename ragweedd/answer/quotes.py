@@ -28,6 +28,7 @@ from urllib.parse import quote as pct
 
 from ragweedd.answer.sentences import split_sentences
 from ragweedd.logging import get_logger
+from ragweedd.query.periods import spell_periods
 
 log = get_logger(__name__)
 
@@ -59,22 +60,9 @@ any all some each every more most other such only own same both few much many ou
 """.split())
 
 
-# "FY2015", "FY15", "Q3'22": a period written into one word. Its year is a word of its own, so a
-# question about "FY2015" meets a sentence about "fiscal 2015" or a column headed "2015".
-_PERIOD = re.compile(r"\b(fy|cy|q[1-4]|h[12])'?(\d{2}|\d{4})\b")
-
-
-_PERIOD_WORD = {"fy": "fiscal", "cy": "calendar"}
-
-
-def _periods(m: re.Match) -> str:
-    year = m.group(2)
-    return f"{_PERIOD_WORD.get(m.group(1), m.group(1))} {'20' + year if len(year) == 2 else year}"
-
-
 def words(text: str) -> list[str]:
     """Lower-cased, stemmed content words; a period such as "FY2015" counts as "fiscal" and "2015"."""
-    return [_stem(w) for w in _WORD.findall(_PERIOD.sub(_periods, text.lower())) if w not in _STOP]
+    return [_stem(w) for w in _WORD.findall(spell_periods(text.lower())) if w not in _STOP]
 
 
 def _stem(w: str) -> str:

@@ -40,6 +40,7 @@ from typing import Any, Iterable
 
 from ragweedd.logging import get_logger
 from ragweedd.query.bm25 import Bm25Terms, fts5_idf
+from ragweedd.query.periods import has_period, spell_periods
 from ragweedd.query.idf import CACHE_MAX_DF_FRACTION, IdfCache
 from ragweedd.store.fts_reader import STEMMER
 from ragweedd.store.protocols import KeywordReader
@@ -56,8 +57,12 @@ RESCORE_MIN_ROWS = 128
 
 
 def query_words(query: str) -> list[str]:
-    """Unique alphanumeric runs, lower-cased, in query order."""
-    return list(dict.fromkeys(w.lower() for w in _WORD.findall(query or "")))
+    """Unique alphanumeric runs, lower-cased, in query order; a one-word period ("FY2015") also
+    brings the words it is written with in documents ("fiscal", "2015"), after the query's own."""
+    words = [w.lower() for w in _WORD.findall(query or "")]
+    if has_period(query or ""):
+        words += [w.lower() for w in _WORD.findall(spell_periods(query))]
+    return list(dict.fromkeys(words))
 
 
 def fts_string(text: str) -> str | None:

@@ -45,6 +45,25 @@ def test_query_words_are_unicode_alphanumeric_runs():
     assert query_words("Cell cell CELL") == ["cell"]
 
 
+def test_a_period_written_as_one_word_also_brings_the_words_documents_use_for_it():
+    assert query_words("Adobe FY2015 revenue") == ["adobe", "fy2015", "revenue", "fiscal", "2015"]
+    assert query_words("capex in FY18 and Q3'22") == ["capex", "in", "fy18", "and", "q3", "22", "fiscal", "2018", "2022"]
+    assert query_words("fy 2015 hyfy20155") == ["fy", "2015", "hyfy20155"]  # no period word: nothing added
+
+
+def test_a_one_word_period_finds_the_rows_that_write_it_out():
+    # the 2014 row is the shorter one: on "revenue" alone BM25 would put it first
+    rows = fts_db(["Revenue, fiscal 2014: 4,147", "Revenue for fiscal 2015 was 4,796 million dollars",
+                   "Net income 2015 was 629 million"] + CORPUS)
+    reader = FtsReader(rows)
+    try:
+        hits, meta = fts_search(reader, "FY2015 revenue", idf_cache(reader), cfg(), 1)
+        top = rows.execute("SELECT content FROM fts_chunks WHERE rowid = ?", (hits[0][0],)).fetchone()[0]
+        assert top == "Revenue for fiscal 2015 was 4,796 million dollars", meta
+    finally:
+        rows.close()
+
+
 def test_fts_string_quotes_only_alphanumerics():
     assert fts_string('he"art') == '"he art"'
     assert fts_string("heart attack") == '"heart attack"'

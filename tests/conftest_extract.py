@@ -7,7 +7,6 @@ Fixture files are made once per test session by tests/data/make_fixtures.py in a
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 import zipfile
 from pathlib import Path
@@ -15,9 +14,7 @@ from pathlib import Path
 import pytest
 
 DATA = Path(__file__).resolve().parent / "data"
-sys.path.insert(0, str(DATA))
-
-import make_fixtures  # noqa: E402
+from tests.data import make_fixtures  # noqa: E402
 
 _cache: dict[str, object] = {}
 

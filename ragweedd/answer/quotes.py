@@ -28,7 +28,7 @@ from urllib.parse import quote as pct
 
 from ragweedd.answer.sentences import split_sentences
 from ragweedd.logging import get_logger
-from ragweedd.query.periods import spell_periods
+from ragweedd.periods import spell_periods
 
 log = get_logger(__name__)
 

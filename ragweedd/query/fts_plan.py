@@ -40,7 +40,7 @@ from typing import Any, Iterable
 
 from ragweedd.logging import get_logger
 from ragweedd.query.bm25 import Bm25Terms, fts5_idf
-from ragweedd.query.periods import has_period, spell_periods
+from ragweedd.periods import has_period, spell_periods
 from ragweedd.query.idf import CACHE_MAX_DF_FRACTION, IdfCache
 from ragweedd.store.fts_reader import STEMMER
 from ragweedd.store.protocols import KeywordReader

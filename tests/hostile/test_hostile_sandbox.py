@@ -4,13 +4,11 @@ stdout: each is killed (or caught) in bounded time and reported with the right e
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd.errors import ExtractionError, ExtractionSkipped, SandboxLimitError  # noqa: E402
 from ragweedd.extract.base import ExtractSettings  # noqa: E402

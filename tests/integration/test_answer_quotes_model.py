@@ -5,12 +5,10 @@ the real OpenAI SDK against the local wire-protocol server, every source carries
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.quotes_threshold import (EXAMPLE_QUESTIONS, PARAGRAPH_QUESTIONS, example_paragraphs,  # noqa: E402
                                          example_passages)

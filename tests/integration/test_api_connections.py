@@ -8,15 +8,12 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from aiohttp import web
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd.api.protocol import ApiRunner  # noqa: E402
 from tests.api_support import raw_http, running_api  # noqa: E402

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,6 @@ from urllib.parse import quote
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd import __version__  # noqa: E402
 from ragweedd.api import openapi  # noqa: E402

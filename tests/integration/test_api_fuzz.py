@@ -7,12 +7,9 @@ Bounded to FUZZ_EXAMPLES cases per operation so the whole file runs in well unde
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import schemathesis  # noqa: E402  (a test dependency: missing it is a failure, not a skip)
 from hypothesis import HealthCheck, settings  # noqa: E402

@@ -3,13 +3,11 @@ accepted bad name or a disagreement between the OpenAPI document and the server.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd.api import openapi  # noqa: E402
 from ragweedd.config import load_config  # noqa: E402

@@ -12,11 +12,9 @@ import stat
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd import logging as rlog  # noqa: E402
 from ragweedd.api.server import ApiServer, check_bind, ensure_token  # noqa: E402

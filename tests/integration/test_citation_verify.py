@@ -8,12 +8,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import io
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd.answer import answer_question  # noqa: E402
 from ragweedd.cli.ask import print_citation_checks, print_sources  # noqa: E402

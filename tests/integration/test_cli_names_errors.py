@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
 RULE = "(must match ^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$)"
 BAD_NAMES = ["../../escape", "ABS", "bad name/", ".hidden", "x\n", "a" * 65]

@@ -9,12 +9,9 @@ import argparse
 import asyncio
 import json
 import re
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd.answer.answering import ask  # noqa: E402
 from ragweedd.errors import NotFoundError, ProviderAuthError, ProviderModelMissing, RagweedError, RequestError  # noqa: E402

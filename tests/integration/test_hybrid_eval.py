@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd.errors import NotFoundError, RequestError  # noqa: E402
 from ragweedd.eval import beir  # noqa: E402

@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd.config import load_config  # noqa: E402
 from ragweedd.embed.hashing import HashEmbedder  # noqa: E402

@@ -5,12 +5,9 @@ does not, and every failure falling back to the plain query vector."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd.config import load_config  # noqa: E402
 from ragweedd.errors import ConfigError  # noqa: E402

@@ -2,12 +2,10 @@
 identifier, a code, a name) is found under the default fusion, in a corpus of random words where
 the vector leg's window is narrow and a long file's other chunks compete for its places."""
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.known_item import make_corpus  # noqa: E402
 from ragweedd.config import load_config  # noqa: E402

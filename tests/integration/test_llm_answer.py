@@ -6,12 +6,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd.answer import REFUSAL, answer_question, ask, ask_continue  # noqa: E402
 from ragweedd.config import default_config  # noqa: E402

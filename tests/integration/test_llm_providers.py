@@ -4,13 +4,10 @@ wire protocol: streaming, whole replies, stop reasons, usage, and every error a 
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd.config import default_config  # noqa: E402
 from ragweedd.errors import (  # noqa: E402

@@ -14,13 +14,11 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd.extract.base import ExtractSettings  # noqa: E402
 from ragweedd.extract.registry import extract_file  # noqa: E402

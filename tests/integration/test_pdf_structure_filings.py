@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd.chunk.chunker import ChunkParams, chunk_document  # noqa: E402
 from ragweedd.extract.base import ExtractSettings  # noqa: E402

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd.index.managed import DiskIndexes  # noqa: E402
 from ragweedd.llm import make_provider  # noqa: E402

@@ -2,13 +2,10 @@
 the index files): hits for the same and nearly the same query, misses for different options, and
 never a stale result after an edit, a delete or a rename."""
 
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd.config import load_config  # noqa: E402
 from ragweedd.embed.hashing import HashEmbedder  # noqa: E402

@@ -9,12 +9,10 @@ from __future__ import annotations
 import asyncio
 import io
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd.answer.tree_ask import tree_answer  # noqa: E402
 from ragweedd.cli.ask import print_sources  # noqa: E402

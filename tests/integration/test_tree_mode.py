@@ -10,12 +10,10 @@ import asyncio
 import dataclasses
 import io
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd.answer.tree_ask import parse_pick, tree_answer, PickError  # noqa: E402
 from ragweedd.cli.ask import print_sources  # noqa: E402

@@ -11,14 +11,11 @@ import hashlib
 import hmac
 import os
 import re
-import sys
 import time
-from pathlib import Path
 from typing import NamedTuple
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd.api import web_routes  # noqa: E402
 from ragweedd.api.security import SESSION_KEY_HEADER as KEY  # noqa: E402

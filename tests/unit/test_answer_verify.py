@@ -2,12 +2,10 @@
 wrong citations, where a check points in the source, and how claims are cut from an answer."""
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd.answer.verify import claims, names, numbers, verify, yes_no  # noqa: E402
 

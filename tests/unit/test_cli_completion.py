@@ -208,7 +208,6 @@ def test_bash_completes_ragweedd_collection_names_from_the_config(bash_scripts, 
 
 
 def test_bash_completes_ragweedctl_collection_names_from_the_daemon(bash_scripts, tmp_path):
-    sys.path.insert(0, str(ROOT))
     from tests.api_support import running_api
 
     s = bash_scripts["ragweedctl"]

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
 from ragweedd.api import openapi  # noqa: E402
 from tests.api_support import API_KEY_LLM_TOML, DOCS, running_api, wait_until  # noqa: E402

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
 from ragweedd.api.server import ensure_token  # noqa: E402
 from tests.api_support import running_api  # noqa: E402

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd.extract.sniff import looks_binary  # noqa: E402
 from ragweedd.extract.text_builder import TextBuilder, heading_regions  # noqa: E402

@@ -4,12 +4,10 @@ sheet/rows, time range, member)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd.errors import ToolMissingError  # noqa: E402
 from ragweedd.extract.base import ExtractSettings, Extractor  # noqa: E402

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import io
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd.errors import ExtractionError  # noqa: E402
 from ragweedd.extract.base import ExtractSettings  # noqa: E402

@@ -5,12 +5,10 @@ Every PDF here is written by fpdf2; the chunks are the chunker's own."""
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd.chunk.chunker import ChunkParams, chunk_document  # noqa: E402
 from ragweedd.extract.base import ExtractedDoc, ExtractSettings  # noqa: E402

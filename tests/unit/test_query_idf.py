@@ -3,12 +3,9 @@ ingest_db (what is cached, and invalidation when the collection drifts by more t
 
 import math
 import sqlite3
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd.query.idf import IdfCache, idf  # noqa: E402
 from ragweedd.store.fts_reader import STEMMER, FtsReader  # noqa: E402

@@ -1,11 +1,9 @@
 """WordNet lookups by binary search in the real dictionary files of Debian's wordnet-base."""
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ragweedd.config import load_config  # noqa: E402
 from ragweedd.query.wordnet import WordNet, _SortedFile, open_wordnet, wordnet_status  # noqa: E402

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
 from ragweedd.cli import ctl, service  # noqa: E402
 from tests.tools import require_tool  # noqa: E402

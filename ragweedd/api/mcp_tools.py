@@ -3,7 +3,7 @@
 One tool set, two ways to reach the index (see docs/mcp.md):
 
 * ``ragweedctl mcp`` serves MCP over stdio and proxies every call to the running daemon through
-  its HTTP API, with ragweedctl's own client (port and token files, the health proof);
+  its HTTP API, with ragweedctl's own client (ragweedd/cli/mcp_stdio.py);
 * the daemon serves MCP over streamable HTTP at ``/mcp`` (ragweedd/api/mcp_http.py), calling its
   engine directly.
 
@@ -18,7 +18,6 @@ import binascii
 import re
 from typing import Annotated, Any, Literal, Protocol
 
-import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
@@ -52,41 +51,6 @@ class Backend(Protocol):
 
 
 # --------------------------------------------------------------------------- backends
-class HttpBackend:
-    """Every call opens a new ragweedctl Client, so a daemon started (or restarted, with a new port
-    or token) after the MCP server is found without restarting the MCP host."""
-
-    def __init__(self, state_dir: str, timeout: float | None = None) -> None:
-        self.state_dir = state_dir
-        self.timeout = timeout
-
-    def connect(self):
-        from ragweedd.cli.ctl_http import Client
-
-        return Client(self.state_dir, timeout=self.timeout)
-
-    def _call(self, method: str, path: str, body: dict | None, raw: bytes | None, query: dict | None) -> dict:
-        from urllib.parse import urlencode
-
-        from ragweedd.cli.ctl_http import CtlError
-
-        kind = "ask" if path == "/v1/ask" else "upload" if path.endswith("/documents") and raw is not None else ""
-        try:
-            client = self.connect()
-            items = {k: v for k, v in (query or {}).items() if v is not None}
-            full = path + ("?" + urlencode(items) if items else "")
-            return client.call(method, full, body, raw=raw, timeout=TIMEOUTS.get(kind, DEFAULT_TIMEOUT))
-        except CtlError as e:  # the daemon's error envelope, or ragweedctl's own (not running)
-            raise ToolError(e.say("mcp")) from None
-        except OSError as e:
-            raise ToolError(f"connection to ragweedd failed: {e}") from None
-
-    async def call(self, method: str, path: str, body: dict | None = None, *, raw: bytes | None = None,
-                   query: dict | None = None) -> dict:
-        # ragweedctl's client is blocking (standard library sockets): keep it off the event loop.
-        return await anyio.to_thread.run_sync(self._call, method, path, body, raw, query)
-
-
 class EngineBackend:
     """The daemon's engine, called in-process with the same validation as the REST routes."""
 
@@ -549,21 +513,3 @@ def build_server(backend: Backend, *, allow_writes: bool = False, name: str = "r
         return _result(res, json_text(res))
 
     return mcp
-
-
-# --------------------------------------------------------------------------- ragweedctl mcp
-def run_stdio(state_dir: str, *, allow_writes: bool, timeout: float | None, err) -> int:
-    """``ragweedctl mcp``: serve until the MCP host closes stdin."""
-    from ragweedd.cli.ctl_http import CtlError
-
-    backend = HttpBackend(state_dir, timeout)
-    try:
-        backend.connect()
-    except CtlError as e:
-        # Served anyway: the host shows the tools, and each call says the same until the daemon is up.
-        err.write(f"ragweedctl mcp: {e}\nragweedctl mcp: serving anyway; every tool call reports this "
-                  "until ragweedd runs\n")
-        err.flush()
-    server = build_server(backend, allow_writes=allow_writes)
-    anyio.run(server.run_stdio_async)
-    return 0

@@ -51,7 +51,7 @@ def stale_port_file(port_file: Path) -> str | None:
 
     Whoever binds that port next could receive the token from a client that trusts the file, so the
     daemon replaces the token when it finds one (``ensure_token``)."""
-    from ragweedd.cli.ctl_http import pid_alive, pid_holds_port  # stdlib-only helpers ragweedctl uses
+    from ragweedd.procs import pid_alive, pid_holds_port
 
     try:
         info = json.loads(port_file.read_text(encoding="utf-8"))

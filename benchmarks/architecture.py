@@ -34,19 +34,17 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (1, ("ragweedd.store",)),
     (2, ("ragweedd.index", "ragweedd.embed")),
     (3, ("ragweedd.extract",)),
-    (3, ("ragweedd.chunk",)),
-    (4, ("ragweedd.watch",)),
-    (4, ("ragweedd.ingest",)),
-    (4, ("ragweedd.jobs",)),
-    (5, ("ragweedd.llm",)),
-    (6, ("ragweedd.query",)),
-    (7, ("ragweedd.answer",)),
-    (8, ("ragweedd.status", "ragweedd.engine", "ragweedd.services", "ragweedd.daemon_core")),
-    (9, ("ragweedd.api", "ragweedd.web", "ragweedd.eval")),
-    (10, ("ragweedd.cli", "ragweedd.daemon", "ragweedd.__main__")),
+    (4, ("ragweedd.chunk",)),  # reads what extraction gives
+    (5, ("ragweedd.watch",)),
+    (5, ("ragweedd.ingest",)),
+    (5, ("ragweedd.jobs",)),
+    (6, ("ragweedd.llm",)),
+    (7, ("ragweedd.query",)),
+    (8, ("ragweedd.answer",)),
+    (9, ("ragweedd.status", "ragweedd.engine", "ragweedd.services", "ragweedd.daemon_core")),
+    (10, ("ragweedd.api", "ragweedd.web", "ragweedd.eval")),
+    (11, ("ragweedd.cli", "ragweedd.daemon", "ragweedd.__main__")),
 ]
-# Sibling stages of one layer that must not import each other (the first element of each prefix
-# tuple at the same layer number is a separate room).
 CONCRETE_STORE = re.compile(r"^ragweedd\.store\.(?!protocols$|types$|backends$|__init__$)")
 STORE_CONSTRUCTORS = ("RagDB", "IngestDB", "JobQueue", "HistoryDB", "TreeDB", "IdfCacheDB", "DiskIndexes",
                       "SqliteBackend", "PgBackend", "open_backend")

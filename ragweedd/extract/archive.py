@@ -18,13 +18,17 @@ import re
 import zipfile
 import zlib
 from dataclasses import dataclass
+from typing import Callable
 from pathlib import Path
 
 from ragweedd.errors import ArchiveLimitError, ExtractionError, ExtractionSkipped
 from ragweedd.extract.sniff import require_nonempty
 from ragweedd.extract.tools import scratch_dir
-from ragweedd.extract.base import ExtractedDoc, ExtractSettings, Region, ToolRequirement
+from ragweedd.extract.base import ExtractedDoc, ExtractSettings, Extractor, Region, ToolRequirement
 from ragweedd.logging import lazy_logger
+
+# which extractor reads a member, by its name (None: not a format ragweedd reads)
+MemberLookup = Callable[[Path], Extractor | None]
 
 log = lazy_logger(__name__)
 
@@ -90,10 +94,10 @@ def _copy_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, dest: Path, label: 
     return n
 
 
-def extract_archive(path: Path, settings: ExtractSettings, *, depth: int = 0, budget: _Budget | None = None,
-                    display: str | None = None) -> ExtractedDoc:
-    from ragweedd.extract.registry import extractor_for
-
+def extract_archive(path: Path, settings: ExtractSettings, extractor_for: MemberLookup, *, depth: int = 0,
+                    budget: _Budget | None = None, display: str | None = None) -> ExtractedDoc:
+    """The members' text, each read by the extractor ``extractor_for`` names for it (the registry's
+    lookup, handed in: the registry holds this extractor too)."""
     budget = budget or _Budget()
     display = display or str(path)
     try:
@@ -148,7 +152,8 @@ def extract_archive(path: Path, settings: ExtractSettings, *, depth: int = 0, bu
             try:
                 _copy_member(zf, info, tmp, label, settings, budget)
                 if ext in ZIP_EXT:
-                    doc = extract_archive(tmp, settings, depth=depth + 1, budget=budget, display=label)
+                    doc = extract_archive(tmp, settings, extractor_for, depth=depth + 1, budget=budget,
+                                          display=label)
                 else:
                     doc = inner.extract(tmp, settings)
             except ArchiveLimitError as e:
@@ -202,9 +207,12 @@ class ZipExtractor:
     name = "zip"
     extensions = ZIP_EXT
 
+    def __init__(self, extractor_for: MemberLookup) -> None:
+        self.extractor_for = extractor_for
+
     def extract(self, path: Path, settings: ExtractSettings) -> ExtractedDoc:
         require_nonempty(path)
-        return extract_archive(path, settings)
+        return extract_archive(path, settings, self.extractor_for)
 
     def requirements(self) -> list[ToolRequirement]:
         return []

@@ -31,8 +31,8 @@ _TEXT_NAMES = {"makefile", "dockerfile", "readme", "license", "licence", "copyin
 
 _BUILTIN: tuple[Extractor, ...] = (
     PdfExtractor(), DocxExtractor(), OdtExtractor(), TextExtractor(), HtmlExtractor(), SvgExtractor(),
-    RtfExtractor(), TexExtractor(), AvExtractor(), ZipExtractor(), XlsxExtractor(), XlsExtractor(),
-    CsvExtractor(), JsonExtractor(),
+    RtfExtractor(), TexExtractor(), AvExtractor(), ZipExtractor(lambda p: extractor_for(p)), XlsxExtractor(),
+    XlsExtractor(), CsvExtractor(), JsonExtractor(),
 )
 
 _by_ext: dict[str, Extractor] | None = None

@@ -352,8 +352,6 @@ class Core:
         res = self.collections.remove(name)
         self.vectorizer.forget(name)
         self.workers.forget(name)
-        self.index.drop(name)
-        self.services.forget_collection(name)
         if self.server is not None and self.server.has_rag(name):
             # shared by every machine: only this machine's paths leave it (docs/postgres.md)
             rag: Any = self.server.open_rag(name)
@@ -361,7 +359,14 @@ class Core:
                 rag.forget_source()
             finally:
                 rag.close()
-        shutil.rmtree(self.paths.collection_dir(name), ignore_errors=True)
+
+        def remove_files() -> None:
+            self.services.forget_collection(name)
+            shutil.rmtree(self.paths.collection_dir(name), ignore_errors=True)
+
+        # the files go while the index sync is kept off the collection: a late change notice
+        # then finds no database instead of opening a new index over the files being removed
+        self.index.drop(name, then=remove_files)
         return res
 
     def _migrated(self) -> None:

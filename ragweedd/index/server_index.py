@@ -11,7 +11,7 @@ collection's stored vectors from the database.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Callable
 
 from ragweedd.contract import IndexInfo
 
@@ -60,9 +60,11 @@ class ServerIndexes:
         return {n: {"vectors": figures[n][0], "applied_seq": figures[n][1], "state": "ok", "dirty": False,
                     "last_flush": None, "error": None} for n in names if n in figures}
 
-    def drop(self, collection: str) -> None:
+    def drop(self, collection: str, then: Callable[[], None] | None = None) -> None:
         with self._lock:
             self._names = [n for n in self._names if n != collection]
+        if then is not None:
+            then()
 
     def close(self) -> None:
         pass

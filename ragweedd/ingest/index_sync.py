@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Callable
 
 from ragweedd.errors import NotCreatedYetError
 from ragweedd.contract import IndexInfo, iso
@@ -33,6 +34,10 @@ class _Stopping(Exception):
     """The daemon stops: a rebuild under way is left (the next start rebuilds again)."""
 
 
+class _Dropped(Exception):
+    """The collection is being removed: its sync ends between two batches."""
+
+
 class IndexSync:
     def __init__(self, cfg, paths, dim: int, pass_dims: dict[str, int] | None = None) -> None:
         self.cfg, self.paths, self.dim = cfg, paths, dim
@@ -46,6 +51,8 @@ class IndexSync:
         self._idle.set()
         self._lock = threading.Lock()
         self._doing: set[str] = set()  # what the sync thread is applying now
+        self._syncing: str | None = None  # the one collection sync() is in (guarded by _cv)
+        self._dropping: set[str] = set()  # collections drop() is removing: not synced meanwhile
         self.supervisor = Supervisor("index sync", "the live vector index lags the stored chunks")
         self._thread = threading.Thread(target=lambda: self.supervisor.run(self._run, after_failure=self._again),
                                         name="ragweedd-index-sync", daemon=True)
@@ -121,11 +128,27 @@ class IndexSync:
                     log.error("index_close_failed", collection=name, error=str(e))
             self.managers.clear()
 
-    def drop(self, collection: str) -> None:
-        with self._lock:
-            m = self.managers.pop(collection, None)
-        if m is not None:
-            m.close()
+    def drop(self, collection: str, then: Callable[[], None] | None = None) -> None:
+        """Forget a removed collection's index, and run ``then`` (removing its files) before the
+        sync thread may touch the collection again. The sync thread is never in the middle of
+        applying changes to the index closed here: a sync of it under way ends at its next batch,
+        and is waited for. Nothing is flushed: the files are about to go."""
+        with self._cv:
+            self._dropping.add(collection)
+            self._dirty.discard(collection)
+            while self._syncing == collection:
+                self._cv.wait()
+        try:
+            with self._lock:
+                m = self.managers.pop(collection, None)
+            self.errors.pop(collection, None)
+            if m is not None:
+                m.close(flush=False)
+            if then is not None:
+                then()
+        finally:
+            with self._cv:
+                self._dropping.discard(collection)
 
     # --- the sync thread ---------------------------------------------------------------------------
     def _run(self) -> None:
@@ -142,9 +165,15 @@ class IndexSync:
             for name in sorted(todo):
                 if self._stop:
                     break
+                with self._cv:
+                    if name in self._dropping:
+                        continue
+                    self._syncing = name
                 try:
                     self.sync(name)
                     self.errors.pop(name, None)
+                except _Dropped:
+                    pass  # drop() closes its index
                 except _Stopping:
                     # its graph is part-built: never flushed over the files the next start reads
                     with self._lock:
@@ -155,6 +184,10 @@ class IndexSync:
                 except Exception as e:  # a broken collection must not stop the others' indexes
                     self.errors[name] = f"{type(e).__name__}: {e}"
                     log.error("index_sync_failed", collection=name, error=str(e), exc_info=True)
+                finally:
+                    with self._cv:
+                        self._syncing = None
+                        self._cv.notify_all()
 
     def _again(self, e: BaseException) -> None:
         # After the loop failed: what it was applying, and every index it holds, is synced again on
@@ -202,6 +235,8 @@ class IndexSync:
         for ids, blobs in rag.iter_vectors(PRIMARY):
             if self._stop:
                 raise _Stopping()
+            if rag.collection in self._dropping:
+                raise _Dropped()
             yield (np.asarray(ids, dtype=np.int64),
                    np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(ids), -1))
 
@@ -222,6 +257,8 @@ class IndexSync:
             m, _ = self._manager(name, rag)
             total = 0
             while not self._stop:  # stopping: the rest is replayed at the next start
+                if name in self._dropping:
+                    raise _Dropped()
                 seq0 = m.applied_seq[PRIMARY]
                 changes = rag.changes_batch_after(seq0, APPLY_BATCH)
                 if not changes:

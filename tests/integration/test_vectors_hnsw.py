@@ -178,3 +178,44 @@ def wait_until_applying(sync):
         m = sync.managers.get("c")
         return m if m is not None and len(m.indexes[PRIMARY]) > 3 else None
     return wait_until(applying, 120, 0.01, "the index sync to apply the first batch")
+
+
+def test_removing_a_collection_while_its_index_is_synced_closes_nothing_in_use(tmp_path):
+    """A collection removed while the sync thread applies a large file's changes to its index: the
+    sync stops at its next batch before the index is closed (it never applies to a closed index),
+    nothing is flushed into the files being removed, and a late change notice finds no database
+    instead of opening a new index over them."""
+    import shutil
+
+    from ragweedd.ingest import index_sync
+
+    cfg, paths, pipe, docs = _setup(tmp_path, n_files=3)
+    pipe.close()
+    n = 6 * index_sync.APPLY_BATCH
+    vecs = np.random.default_rng(6).standard_normal((n, 64)).astype(np.float32)
+    rag = RagDB(paths.rag_db("c"), "c")
+    rag.publish(md5="b" * 32, source_file=str(docs / "big.txt"), rel_path="big.txt", kind="text", extractor="text",
+                ocr_type=None, title=None, size_bytes=1,
+                chunks=[{"chunk_idx": i, "text": f"w{i}", "text_hash": str(i), "meta": {}} for i in range(n)],
+                vectors={PRIMARY: [v.tobytes() for v in vecs]}, embedders={PRIMARY: ("hash:64", 64)})
+    rag.close()
+    sync = IndexSync(cfg, paths, 64)
+    sync.start(["c"])
+    try:
+        m = wait_until_applying(sync)
+        seen = {}
+
+        def remove_files():
+            # what the sync thread is doing when the files go
+            seen.update(syncing=sync._syncing, applied=m.applied_seq[PRIMARY])
+            shutil.rmtree(paths.collection_dir("c"))
+
+        sync.drop("c", then=remove_files)
+        assert seen["syncing"] != "c"
+        assert m.applied_seq[PRIMARY] == seen["applied"], "changes were applied to the closed index"
+        sync.notify("c")  # a worker's late notice
+        assert sync.wait_idle(60)
+        assert "c" not in sync.managers and "c" not in sync.errors, sync.errors
+        assert not paths.collection_dir("c").exists(), "the closed index was flushed into the removed folder"
+    finally:
+        sync.close()

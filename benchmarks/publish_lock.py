@@ -5,8 +5,9 @@ Writes a text file of ``--mb`` MiB (random words, 12 per line), ingests it with 
 embedding stage (as the daemon does), then ingests an edited version of it (one line changed), so
 the second publish also removes the first version. Every hold of rag.sqlite3's writer lock is
 timed (the lock object of ragweedd/store/sqlite.py is wrapped; nothing in ragweedd changes) and
-the longest, the median and how many there were are printed per publish, with the publish's wall
-time. The longest hold is what a small file's publish may wait for. Writes JSON
+the longest, the 90th percentile, the median, the hold of the transaction that shows the new
+document and how many there were are printed per publish, with the publish's wall time. The
+longest hold is what a small file's publish may wait for. Writes JSON
 (benchmarks/results/publish_lock.json).
 
     .venv/bin/python benchmarks/publish_lock.py [--mb 60] [--name after]
@@ -38,6 +39,8 @@ class TimedLock:
         self.depth = threading.local()
         self.holds: list[float] = []
         self.t0 = 0.0
+        self.marked = False  # the hold under way is the switch
+        self.switch: list[float] = []
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         ok = self.inner.acquire(blocking, timeout)
@@ -52,6 +55,9 @@ class TimedLock:
         self.depth.n -= 1
         if self.depth.n == 0:
             self.holds.append(time.perf_counter() - self.t0)
+            if self.marked:
+                self.switch.append(self.holds[-1])
+                self.marked = False
         self.inner.release()
 
     __enter__ = acquire
@@ -87,6 +93,18 @@ def main() -> int:
         db.parent.mkdir(parents=True, exist_ok=True)
         db.touch(mode=0o600)
         store_sqlite._WRITER_LOCKS[os.path.realpath(db)] = lock  # type: ignore[assignment]
+        from ragweedd.store import rag_stage
+
+        # The transaction that shows the new document (the whole copy, in the single-swap
+        # version): its hold is reported apart.
+        name = "_switch" if hasattr(rag_stage, "_switch") else "_swap"
+        inner = getattr(rag_stage, name)
+
+        def marked(*args, **kw):
+            lock.marked = True
+            return inner(*args, **kw)
+
+        setattr(rag_stage, name, marked)
         pipe = Pipeline(cfg, paths, HashEmbedder(64), defer_vectors=True)
         try:
             for what in ("first version", "edited version (replaces the first)"):
@@ -95,13 +113,16 @@ def main() -> int:
                         fh.seek(1000)
                         fh.write("edited")
                 lock.holds.clear()
+                lock.switch.clear()
                 t0 = time.monotonic()
                 out = pipe.ingest_file("c", f, folder)
                 holds = list(lock.holds)
                 rows.append({"publish": what, "file_mib": round(f.stat().st_size / 2**20, 1), "status": out.status,
                              "chunks": out.chunks, "seconds": round(time.monotonic() - t0, 1),
                              "lock_holds": len(holds), "longest_hold_s": round(max(holds), 3),
+                             "p90_hold_s": round(statistics.quantiles(holds, n=10)[-1], 3) if len(holds) > 1 else None,
                              "median_hold_s": round(statistics.median(holds), 4),
+                             "switch_hold_s": round(max(lock.switch), 3) if lock.switch else None,
                              "held_total_s": round(sum(holds), 1)})
         finally:
             pipe.close()

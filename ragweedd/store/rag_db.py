@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from ragweedd.contract import place_uri
 from ragweedd.errors import NotCreatedYetError
-from ragweedd.store.pathnames import from_db, maybe_from_db, to_db
+from ragweedd.store.pathnames import from_db, to_db
 from ragweedd.store.rag_hidden import HIDE_ABOVE, HiddenChunks, visible
+from ragweedd.store.rag_meta import _typed, hit_fields
 from ragweedd.store.rag_passes import PRIMARY, PassVectors
 from ragweedd.store.rag_swap import ModelSwap
 from ragweedd.store.rag_served import ServedText, text_sha256
@@ -654,49 +654,6 @@ def keyword_match(conn: sqlite3.Connection, expr: str, limit: int) -> list[tuple
 def _change_counts_after(conn: sqlite3.Connection, seq: int) -> tuple[int, int]:
     rows = dict(conn.execute("SELECT op, count(*) FROM changes WHERE seq > ? GROUP BY op", (seq,)).fetchall())
     return int(rows.get("add", 0)), int(rows.get("delete", 0))
-
-
-def hit_fields(meta: dict[str, Any]) -> dict[str, Any]:
-    """The public fields of a search hit from a chunk's metadata rows."""
-    src = from_db(meta.get("source_file_name") or "")
-    pages = json.loads(meta["pages"]) if meta.get("pages") else None
-    # chunks indexed before line numbers were stored have none: no anchor until a re-ingest
-    lines = [meta["line_start"], meta["line_end"]] if meta.get("line_start") is not None else None
-    return {
-        "source_file": src,
-        "filename": Path(src).name,
-        "uri": place_uri(src, pages=pages, member=meta.get("ole_parent_name"), t_start=meta.get("t_start"),
-                         t_end=meta.get("t_end"), lines=lines),
-        "source_rel_path": maybe_from_db(meta.get("source_rel_path")),
-        "text": meta.get("chroma:document", ""),
-        "page_label": meta.get("page_label"),
-        "pages": pages,
-        "section": meta.get("section"),
-        "span": [meta.get("char_start"), meta.get("char_end")],
-        "lines": lines,
-        "sheet": meta.get("sheet"),
-        "table": meta.get("table"),
-        "table_title": meta.get("table_title"),
-        "rows": [meta.get("row_start"), meta.get("row_end")] if meta.get("row_start") is not None else None,
-        "t_start": meta.get("t_start"),
-        "t_end": meta.get("t_end"),
-        "member": meta.get("ole_parent_name"),
-        "ocr_type": meta.get("ocr_type"),
-        "text_entropy": meta.get("text_entropy"),
-        "word_count": meta.get("word_count"),
-    }
-
-
-def _typed(v: Any) -> tuple[str | None, int | None, float | None]:
-    if isinstance(v, bool):
-        return None, int(v), None
-    if isinstance(v, int):
-        return None, v, None
-    if isinstance(v, float):
-        return None, None, v
-    if isinstance(v, (list, dict)):
-        return json.dumps(v), None, None
-    return str(v), None, None
 
 
 def fts_rebuild(conn: sqlite3.Connection, batch: int = 1000) -> int:

@@ -64,7 +64,8 @@ def publish_staged(rag: RagDB, *, md5: str, source_file: str, rel_path: str, kin
     """``RagDB.publish`` for a large document (same arguments, same result), staged as described
     in the module docstring. Whatever ``chunks`` raises while it is drawn (a stop) leaves the
     collection untouched; whatever fails later leaves only hidden rows, deleted by the next purge."""
-    from ragweedd.store.rag_db import PRIMARY, _typed, text_sha256
+    from ragweedd.store.rag_db import PRIMARY, text_sha256
+    from ragweedd.store.rag_meta import _typed
     from ragweedd.store.sqlite import transaction
 
     conn = rag.conn

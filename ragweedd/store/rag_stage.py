@@ -171,12 +171,15 @@ def _copy_in(rag: RagDB, doc: dict[str, Any], *, n: int, embedders: dict[str, tu
                 _still_ours(conn, owner, doc)
             shown = _switch(rag, doc, base=base, n=n, owner=owner, embedders=embedders,
                             replaces_path=replaces_path, primary=primary)
-    except BaseException:
-        try:  # what was copied is abandoned: out of sight, deleted by the next purge
+    except BaseException as e:
+        owner_done(owner)
+        try:  # what was copied is abandoned: out of sight, and deleted now if it can be
             with transaction(conn):
                 conn.execute("UPDATE hidden_chunks SET state='removing', owner=NULL WHERE owner=?", (owner,))
+            if isinstance(e, Exception):
+                rag.purge_hidden(doc["md5"])
         except sqlite3.Error:
-            pass  # the range stays 'adding' with no live owner: the next purge takes it all the same
+            pass  # left for the next purge (the next large publish, the start-up repair)
         raise
     finally:
         owner_done(owner)

@@ -282,3 +282,33 @@ def test_a_crash_between_slices_leaves_nothing_visible_and_the_file_is_indexed_o
     assert _replayed(rag) == set(rag.chunk_ids_of("new")) and adds[0] >= adds[1]
     assert len(rag.keyword_match('"shared"', 10 ** 6)) == n_new
     rag.close()
+
+
+def test_a_failure_between_slices_leaves_the_old_version_and_nothing_else(gated):
+    """A write that fails in the middle of the copy (a full disk, say): the old version is served
+    as before, the half-copied rows are deleted at once, and the next try publishes it once."""
+    path, lock = gated
+    rag = RagDB(path, "c")
+    old_ids = set(_publish(rag, "old", "oldword", 2 * SLICE))
+    reader = RagDB(path, "c", readonly=True)
+    t, out = _run_gated(lock, lambda: _publish(rag, "new", "newword", 4 * SLICE))
+    while _next_stop(lock, t):
+        if 0 < _raw(reader, "new") < 4 * SLICE:
+            lock.gated = None  # from here the publish runs freely, until its next write fails:
+            # the file may not grow any more, so the next slice fails with SQLite's disk-full error
+            rag.conn.execute("PRAGMA max_page_count = " + str(rag.conn.execute("PRAGMA page_count").fetchone()[0]))
+            lock.step()
+            break
+        lock.step()
+    t.join(DEADLINE)
+    assert "error" in out and "full" in str(out["error"]), out
+    seen = _seen(reader)
+    assert seen["md5"] == "old" and seen["kw"] == seen["vec"] == seen["index"] == old_ids
+    # deleting needs no new pages: the half-copied rows went at once
+    assert _raw(rag, "new") == 0 and rag.hidden_chunk_count() == 0
+    assert rag.conn.execute("SELECT count(*) FROM hidden_chunks").fetchone()[0] == 0
+    rag.conn.execute("PRAGMA max_page_count = 1073741823")
+    ids = _publish(rag, "new", "newword", 4 * SLICE)
+    assert len(ids) == 4 * SLICE and _replayed(rag) == set(ids) and _raw(rag, "old") == 0
+    rag.close()
+    reader.close()

@@ -10,6 +10,7 @@ states a reader can ever see in WAL mode)."""
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 import sys
 import threading
@@ -214,8 +215,11 @@ store_sqlite._WRITER_LOCKS[os.path.realpath(path)] = lock
 lock.gated = threading.current_thread()
 class Stepper(threading.Thread):
     def run(self):
-        for line in sys.stdin:  # one line from the test: one transaction
+        while True:  # at each gate: tell the test, and run one transaction when it answers
             lock.waiting.wait()
+            print("gate", flush=True)
+            if not sys.stdin.readline():
+                return
             lock.step()
 Stepper(daemon=True).start()
 rag = RagDB(path, "c")
@@ -245,17 +249,16 @@ def test_a_crash_between_slices_leaves_nothing_visible_and_the_file_is_indexed_o
                             stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": root})
     reader = RagDB(db, "c", readonly=True)
     try:
-        deadline = time.monotonic() + DEADLINE
-        while True:
-            assert proc.poll() is None, "the publish ended before the crash point"
-            assert time.monotonic() < deadline, "the crash point was never reached"
+        while True:  # the publish waits before each of its transactions: look, then let it go on
+            ready, _, _ = select.select([proc.stdout], [], [], DEADLINE)
+            assert ready, "the publish neither reached its next transaction nor ended"
+            assert proc.stdout.readline() == "gate\n", "the publish ended before the crash point"
             md5 = reader.md5_of_path(PATH)
             if (when == "copying" and md5 == "old" and 0 < _raw(reader, "new") < n_new) or \
                     (when != "copying" and md5 == "new" and 0 < _raw(reader, "old") < n_old):
                 break
-            proc.stdin.write("\n")  # one more transaction
+            proc.stdin.write("\n")
             proc.stdin.flush()
-            time.sleep(0.05)  # pacing only: the condition above decides
     finally:
         proc.kill()
         proc.wait(30)

@@ -48,11 +48,14 @@ def _whole(d, path) -> bool:
     return row is not None and row[0] == row[1] > 0
 
 
-def _copying(d) -> bool:
-    """Rows of the big file are being copied into the collection, out of sight (rag_stage.py)."""
+def _copying(d, path) -> bool:
+    """Rows of the big file are in the collection's tables while its path does not show them yet:
+    they are being copied in, out of sight (rag_stage.py). A publish in one transaction never
+    shows this state."""
     with d.db("notes") as c:
-        return c.execute("SELECT count(*) FROM hidden_chunks WHERE state='adding'").fetchone()[0] > 0 and \
-            c.execute("SELECT count(*) FROM embeddings").fetchone()[0] > 2
+        rows = c.execute("SELECT count(*) FROM embeddings").fetchone()[0]
+        shown = c.execute("SELECT 1 FROM document_paths WHERE source_file=?", (str(path),)).fetchone()
+    return rows > 2 and shown is None
 
 
 def test_searches_answer_and_a_small_file_goes_first_while_a_large_file_is_published(daemon, tmp_path):
@@ -65,7 +68,7 @@ def test_searches_answer_and_a_small_file_goes_first_while_a_large_file_is_publi
     big.write_text(_big_text(WORDS))
     # The small file comes while the big file's rows are being copied into the collection: the
     # copy's short transactions let its publish in.
-    wait_until(lambda: _copying(d), 300, 0.02, "the big file's rows to be copied in")
+    wait_until(lambda: _copying(d, big), 300, 0.02, "the big file's rows to be copied in")
     small = folder / "small.txt"
     small.write_text("the quokkaberry marker is in this small note only\n")
 
@@ -115,7 +118,7 @@ def test_a_stop_or_crash_while_a_large_file_is_published_leaves_nothing_and_it_i
     big.write_text(_big_text(WORDS))
     wait_until(lambda: _staging(d, big), 120, 0.05, "the big file's publish to start")
     if how == "kill9_copying":
-        wait_until(lambda: _copying(d), 300, 0.02, "the big file's rows to be copied in")
+        wait_until(lambda: _copying(d, big), 300, 0.02, "the big file's rows to be copied in")
     assert not d.ingests(big), "the file was published before the signal: make it bigger"
     if how.startswith("kill9"):
         d.kill9()

@@ -15,7 +15,8 @@ in "ingest these files again", which the start-up scan then does:
 3. ingest_db's path -> md5 rows are checked against each rag.sqlite3's documents: a path ingest
    calls done whose content rag does not hold (rag.sqlite3 moved aside, edits lost with a -wal) is
    forgotten so the scan ingests it again; a path rag holds that ingest does not know leaves rag.
-4. Each stored chunk text is checked against the hash stored with it (and has its keyword row and
+4. Chunks an interrupted large publish or removal left hidden (store/rag_hidden.py) are deleted.
+   Each stored chunk text is checked against the hash stored with it (and has its keyword row and
    vector); a document with a changed or incomplete chunk leaves rag and its files are ingested
    again. A keyword index that fails FTS5's own check is rebuilt from the stored texts.
 
@@ -154,6 +155,12 @@ def _check_collection(paths, ingest: IngestDB, name: str) -> list[str]:
         return notes
     rag = RagDB(db, name)
     try:
+        # Rows a large publish or removal was copying in or deleting when the daemon stopped: out
+        # of sight already, gone now (a copy cut off is done again from the file, still queued).
+        purged = rag.purge_hidden()
+        if purged:
+            notes.append(f"{db}: {purged} chunks of an interrupted publish or removal were deleted")
+            log.info("hidden_chunks_purged", database=str(db), chunks=purged)
         counts = collection_counts(db)
         if counts.fts_error is not None or counts.fts_rows != counts.chunks:
             rag.rebuild_fts()  # rows back in step with the chunks ...

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragweedd.store.rag_db import PRIMARY
+from ragweedd.store.rag_hidden import visible
 from ragweedd.store.sqlite import connect, transaction
 
 
@@ -73,14 +74,17 @@ def collection_counts(path: Path | str) -> CollectionCounts:
         except Exception as e:  # noqa: BLE001 - whatever FTS5 says is the finding
             fts_error = str(e)
         # One read transaction: the counts come from one snapshot, while the embedding stage
-        # commits a batch of vectors every second or so.
+        # commits a batch of vectors every second or so. Chunks being copied in or deleted slice
+        # by slice (store/rag_hidden.py) are not counted: their rows are complete only at the end.
         conn.execute("BEGIN")
         try:
-            chunks = conn.execute("SELECT count(*) FROM embeddings").fetchone()[0]
-            fts = conn.execute("SELECT count(*) FROM fts_chunks").fetchone()[0]
-            vectors = conn.execute("SELECT count(*) FROM vectors WHERE space=?", (PRIMARY,)).fetchone()[0]
+            chunks = conn.execute("SELECT count(*) FROM embeddings WHERE " + visible("embeddings.id")).fetchone()[0]
+            fts = conn.execute("SELECT count(*) FROM fts_chunks WHERE " + visible("fts_chunks.rowid")).fetchone()[0]
+            vectors = conn.execute("SELECT count(*) FROM vectors WHERE space=? AND " + visible("vectors.id"),
+                                   (PRIMARY,)).fetchone()[0]
             try:
-                pending = conn.execute("SELECT count(*) FROM pending_vectors").fetchone()[0]
+                pending = conn.execute("SELECT count(*) FROM pending_vectors WHERE "
+                                       + visible("pending_vectors.id")).fetchone()[0]
             except sqlite3.OperationalError:
                 pending = 0  # a database from before the table existed (created by the next writer)
         finally:

@@ -20,7 +20,8 @@ from ragweedd.errors import NotCreatedYetError
 from ragweedd.store.pg import PgConn, from_pg, maybe_from_pg, to_pg
 from ragweedd.store.pg_claims import LIVE_CLAIMERS, hold, new_claimer
 from ragweedd.store.pg_keyword import PgKeyword
-from ragweedd.store.rag_db import hit_fields, text_sha256
+from ragweedd.store.rag_meta import hit_fields
+from ragweedd.store.rag_served import text_sha256
 from ragweedd.store.rag_passes import PRIMARY
 
 if TYPE_CHECKING:

@@ -19,9 +19,10 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from ragweedd.contract import place_uri
 from ragweedd.errors import NotCreatedYetError
-from ragweedd.store.pathnames import from_db, maybe_from_db, to_db
+from ragweedd.store.pathnames import from_db, to_db
+from ragweedd.store.rag_hidden import HIDE_ABOVE, HiddenChunks, visible
+from ragweedd.store.rag_meta import _typed, hit_fields
 from ragweedd.store.rag_passes import PRIMARY, PassVectors
 from ragweedd.store.rag_swap import ModelSwap
 from ragweedd.store.rag_served import ServedText, text_sha256
@@ -162,13 +163,26 @@ CREATE TRIGGER path_changed AFTER UPDATE ON document_paths BEGIN
     UPDATE path_version SET n = n + 1 WHERE id = 1;
 END;
 """),
+    # Ranges of chunk ids no search may see: a large document being copied in or deleted slice
+    # by slice (store/rag_hidden.py).
+    (7, "hidden_chunks", """
+CREATE TABLE hidden_chunks (
+    lo INTEGER NOT NULL,
+    hi INTEGER NOT NULL,
+    md5 TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('adding', 'removing')),
+    owner TEXT
+);
+CREATE INDEX hidden_chunks_md5 ON hidden_chunks(md5);
+"""),
 ]
 
-# Above this many chunks a document is published staged (store/rag_stage.py).
-STAGE_ABOVE = 5000
+# Above this many chunks a document is published staged (store/rag_stage.py): written row by row
+# in one transaction, 5,000 chunks held the collection's writer lock for over 2 s.
+STAGE_ABOVE = 500
 
 
-class RagDB(PassVectors, ModelSwap, ServedText):
+class RagDB(PassVectors, ModelSwap, ServedText, HiddenChunks):
     def __init__(self, path: Path | str, collection: str, *, topic: str = "", readonly: bool = False) -> None:
         self.path = Path(path)
         self.collection = collection
@@ -262,7 +276,8 @@ class RagDB(PassVectors, ModelSwap, ServedText):
             if old is not None and old != md5:
                 _, deleted = self._remove_path(source_file)
             self._add_path(md5, source_file, rel_path)
-            return deleted
+        self._purge_after([old])
+        return deleted
 
     def chunks_of(self, md5: str) -> int:
         return self.conn.execute("SELECT count(*) FROM embeddings WHERE md5=?", (md5,)).fetchone()[0]
@@ -287,9 +302,12 @@ class RagDB(PassVectors, ModelSwap, ServedText):
 
     def remove_path(self, source_file: str) -> tuple[str | None, list[int]]:
         """Forget a path. When no other path holds its content, the content's chunks leave FTS and
-        the vector log in the same transaction. Returns (md5, ids of deleted chunks)."""
+        the vector log in the same transaction (a large document's rows are deleted after it, out
+        of sight: store/rag_hidden.py). Returns (md5, ids of deleted chunks)."""
         with transaction(self.conn):
-            return self._remove_path(source_file)
+            out = self._remove_path(source_file)
+        self._purge_after([out[0]])
+        return out
 
     def _remove_path(self, source_file: str) -> tuple[str | None, list[int]]:
         md5 = self.md5_of_path(source_file)
@@ -302,6 +320,8 @@ class RagDB(PassVectors, ModelSwap, ServedText):
         return md5, self._delete_document(md5)
 
     def _delete_document(self, md5: str) -> list[int]:
+        if self.chunks_of(md5) > HIDE_ABOVE:
+            return self._hide_document(md5)  # deleted by _purge_after, slice by slice
         ids = [r[0] for r in self.conn.execute("SELECT id FROM embeddings WHERE md5=?", (md5,))]
         now = time.time()
         for i in range(0, len(ids), 500):
@@ -329,16 +349,22 @@ class RagDB(PassVectors, ModelSwap, ServedText):
         to the keyword index beside its text.
 
         A large document (chunks given as an iterator, or more than ``STAGE_ABOVE``) is staged
-        batch by batch and swapped in by one short transaction (store/rag_stage.py), so the
-        writer lock is never held while its chunks are made."""
+        batch by batch, copied in by short transactions out of sight and switched in by one
+        (store/rag_stage.py), so the writer lock is never held long; a large old version leaves
+        likewise (store/rag_hidden.py)."""
         args = dict(md5=md5, source_file=source_file, rel_path=rel_path, kind=kind, extractor=extractor,
                     ocr_type=ocr_type, title=title, size_bytes=size_bytes, chunks=chunks, vectors=vectors,
                     embedders=embedders, replaces_path=replaces_path)
+        if not self.conn.in_transaction:
+            self.wait_unhidden(md5)  # a copy of the same content under way, or left by a crash
         if not isinstance(chunks, (list, tuple)) or len(chunks) > STAGE_ABOVE:
             from ragweedd.store.rag_stage import publish_staged
 
             return publish_staged(self, **args)  # type: ignore[arg-type]
-        return self._publish_rows(**args)  # type: ignore[arg-type]
+        old = self.md5_of_path(source_file)
+        ids = self._publish_rows(**args)  # type: ignore[arg-type]
+        self._purge_after([old])
+        return ids
 
     def _publish_rows(self, *, md5: str, source_file: str, rel_path: str, kind: str, extractor: str,
                       ocr_type: str | None, title: str | None, size_bytes: int, chunks: Iterable[dict],
@@ -414,7 +440,7 @@ class RagDB(PassVectors, ModelSwap, ServedText):
             " LEFT JOIN embedding_metadata m ON m.id = e.id AND m.key = 'chroma:document'"
             " LEFT JOIN fts_chunks f ON f.rowid = e.id"
             " LEFT JOIN vectors v ON v.id = e.id AND v.space = ?"
-            " LEFT JOIN pending_vectors p ON p.id = e.id", (PRIMARY,))
+            " LEFT JOIN pending_vectors p ON p.id = e.id WHERE " + visible("e.id"), (PRIMARY,))
         for cid, md5, stored, meta_text, fts_text, vec in rows:
             if meta_text is None or fts_text is None or vec is None:
                 bad.add(md5)
@@ -440,6 +466,7 @@ class RagDB(PassVectors, ModelSwap, ServedText):
                 paths += self.paths_of(md5)
                 self.conn.execute("DELETE FROM document_paths WHERE md5=?", (md5,))
                 ids += self._delete_document(md5)
+        self._purge_after(md5s)
         return paths, ids
 
     def reindex(self) -> None:
@@ -464,7 +491,7 @@ class RagDB(PassVectors, ModelSwap, ServedText):
             " JOIN embeddings e ON e.id = p.id"
             " LEFT JOIN embedding_metadata t ON t.id = p.id AND t.key = 'chroma:document'"
             " LEFT JOIN embedding_metadata c ON c.id = p.id AND c.key = 'context'"
-            " WHERE p.id > ? ORDER BY p.id LIMIT ?", (after_id, limit))]
+            " WHERE p.id > ? AND " + visible("p.id") + " ORDER BY p.id LIMIT ?", (after_id, limit))]
 
     def add_vectors(self, embedder_id: str, items: Sequence[tuple[int, str, str, bytes]]) -> list[int]:
         """Write primary vectors of pending chunks and log them for the vector index, in one
@@ -480,8 +507,8 @@ class RagDB(PassVectors, ModelSwap, ServedText):
             for cid, embedding_id, context, vec in items:
                 same = self.conn.execute(
                     "SELECT 1 FROM embeddings e LEFT JOIN embedding_metadata c ON c.id = e.id AND c.key = 'context'"
-                    " WHERE e.id = ? AND e.embedding_id = ? AND coalesce(c.string_value, '') = ?",
-                    (cid, embedding_id, context)).fetchone()
+                    " WHERE e.id = ? AND e.embedding_id = ? AND coalesce(c.string_value, '') = ? AND "
+                    + visible("e.id"), (cid, embedding_id, context)).fetchone()
                 if same is None or not self.conn.execute("DELETE FROM pending_vectors WHERE id=?", (cid,)).rowcount:
                     continue
                 self.conn.execute("INSERT OR REPLACE INTO vectors(id, space, embedder_id, vec) VALUES (?,?,?,?)",
@@ -493,7 +520,7 @@ class RagDB(PassVectors, ModelSwap, ServedText):
     def pending_summary(self) -> tuple[int, int]:
         """(chunks waiting for their vector, documents with at least one such chunk)."""
         row = self.conn.execute("SELECT count(*), count(DISTINCT e.md5) FROM pending_vectors p"
-                                " JOIN embeddings e ON e.id = p.id").fetchone()
+                                " JOIN embeddings e ON e.id = p.id WHERE " + visible("p.id")).fetchone()
         return int(row[0]), int(row[1])
 
     # --- reading -----------------------------------------------------------------------------------
@@ -541,11 +568,13 @@ class RagDB(PassVectors, ModelSwap, ServedText):
         last = -1
         while True:
             rows = self.conn.execute(
-                "SELECT id, vec FROM vectors WHERE space=? AND id > ? ORDER BY id LIMIT ?", (space, last, batch)
-            ).fetchall()
+                "SELECT id, vec, " + visible("vectors.id") + " FROM vectors WHERE space=? AND id > ?"
+                " ORDER BY id LIMIT ?", (space, last, batch)).fetchall()
             if not rows:
                 return
-            yield [r[0] for r in rows], [r[1] for r in rows]
+            shown = [r for r in rows if r[2]]
+            if shown:
+                yield [r[0] for r in shown], [r[1] for r in shown]
             last = rows[-1][0]
 
     def chunk_count(self) -> int:
@@ -558,7 +587,8 @@ class RagDB(PassVectors, ModelSwap, ServedText):
         """(chunk id, text_entropy, word_count) of every chunk; None where a chunk lacks the key."""
         return [tuple(r) for r in self.conn.execute(
             "SELECT e.id, (SELECT float_value FROM embedding_metadata WHERE id=e.id AND key='text_entropy'),"
-            " (SELECT int_value FROM embedding_metadata WHERE id=e.id AND key='word_count') FROM embeddings e")]
+            " (SELECT int_value FROM embedding_metadata WHERE id=e.id AND key='word_count') FROM embeddings e"
+            " WHERE " + visible("e.id"))]
 
     def rebuild_fts(self, batch: int = 1000) -> int:
         """Backfill the keyword index from stored chunk text (see ``fts_rebuild``)."""
@@ -581,7 +611,8 @@ class RagDB(PassVectors, ModelSwap, ServedText):
             for r in self.conn.execute(
                     f"SELECT e.id, e.md5, f.source_file, f.content, m.string_value FROM embeddings e"
                     f" JOIN fts_chunks f ON f.rowid = e.id"
-                    f" LEFT JOIN embedding_metadata m ON m.id = e.id AND m.key = 'pages' WHERE e.id IN ({q})", part):
+                    f" LEFT JOIN embedding_metadata m ON m.id = e.id AND m.key = 'pages' WHERE e.id IN ({q})"
+                    f" AND {visible('e.id')}", part):
                 out[int(r[0])] = (r[1], r[2] or "", r[3] or "", json.loads(r[4]) if r[4] else None)
         return out
 
@@ -595,7 +626,8 @@ class RagDB(PassVectors, ModelSwap, ServedText):
             q = ",".join("?" * len(part))
             for r in self.conn.execute(
                 f"SELECT e.id, e.md5, e.chunk_idx, m.key, m.string_value, m.int_value, m.float_value, e.text_sha256"
-                f" FROM embeddings e JOIN embedding_metadata m ON m.id = e.id WHERE e.id IN ({q})", part):
+                f" FROM embeddings e JOIN embedding_metadata m ON m.id = e.id"
+                f" WHERE e.id IN ({q}) AND {visible('e.id')}", part):
                 h = out.get(r[0])
                 if h is None:
                     h = out[r[0]] = {"embedding_id": r[0], "collection": self.collection, "doc_id": r[1],
@@ -612,58 +644,16 @@ class RagDB(PassVectors, ModelSwap, ServedText):
 
 def keyword_match(conn: sqlite3.Connection, expr: str, limit: int) -> list[tuple[int, float]]:
     # ORDER BY bm25(...) rather than ORDER BY rank: measured ~1.5x faster on the same queries.
+    # Rows of a document being copied in or deleted (store/rag_hidden.py) never match.
     rows = conn.execute(
-        "SELECT rowid, bm25(fts_chunks) AS s FROM fts_chunks WHERE fts_chunks MATCH ? ORDER BY s LIMIT ?",
-        (expr, limit)).fetchall()
+        "SELECT rowid, bm25(fts_chunks) AS s FROM fts_chunks WHERE fts_chunks MATCH ? AND "
+        + visible("fts_chunks.rowid") + " ORDER BY s LIMIT ?", (expr, limit)).fetchall()
     return [(int(r[0]), -float(r[1])) for r in rows]
 
 
 def _change_counts_after(conn: sqlite3.Connection, seq: int) -> tuple[int, int]:
     rows = dict(conn.execute("SELECT op, count(*) FROM changes WHERE seq > ? GROUP BY op", (seq,)).fetchall())
     return int(rows.get("add", 0)), int(rows.get("delete", 0))
-
-
-def hit_fields(meta: dict[str, Any]) -> dict[str, Any]:
-    """The public fields of a search hit from a chunk's metadata rows."""
-    src = from_db(meta.get("source_file_name") or "")
-    pages = json.loads(meta["pages"]) if meta.get("pages") else None
-    # chunks indexed before line numbers were stored have none: no anchor until a re-ingest
-    lines = [meta["line_start"], meta["line_end"]] if meta.get("line_start") is not None else None
-    return {
-        "source_file": src,
-        "filename": Path(src).name,
-        "uri": place_uri(src, pages=pages, member=meta.get("ole_parent_name"), t_start=meta.get("t_start"),
-                         t_end=meta.get("t_end"), lines=lines),
-        "source_rel_path": maybe_from_db(meta.get("source_rel_path")),
-        "text": meta.get("chroma:document", ""),
-        "page_label": meta.get("page_label"),
-        "pages": pages,
-        "section": meta.get("section"),
-        "span": [meta.get("char_start"), meta.get("char_end")],
-        "lines": lines,
-        "sheet": meta.get("sheet"),
-        "table": meta.get("table"),
-        "table_title": meta.get("table_title"),
-        "rows": [meta.get("row_start"), meta.get("row_end")] if meta.get("row_start") is not None else None,
-        "t_start": meta.get("t_start"),
-        "t_end": meta.get("t_end"),
-        "member": meta.get("ole_parent_name"),
-        "ocr_type": meta.get("ocr_type"),
-        "text_entropy": meta.get("text_entropy"),
-        "word_count": meta.get("word_count"),
-    }
-
-
-def _typed(v: Any) -> tuple[str | None, int | None, float | None]:
-    if isinstance(v, bool):
-        return None, int(v), None
-    if isinstance(v, int):
-        return None, v, None
-    if isinstance(v, float):
-        return None, None, v
-    if isinstance(v, (list, dict)):
-        return json.dumps(v), None, None
-    return str(v), None, None
 
 
 def fts_rebuild(conn: sqlite3.Connection, batch: int = 1000) -> int:

@@ -12,6 +12,7 @@ import sqlite3
 import time
 from typing import Sequence
 
+from ragweedd.store.rag_hidden import visible
 from ragweedd.store.sqlite import transaction
 
 PRIMARY = "primary"  # vector space of the main embedder; extra passes are "384" / "1024"
@@ -30,7 +31,8 @@ class PassVectors:
             " LEFT JOIN vectors v ON v.id = e.id AND v.space = ?"
             " LEFT JOIN embedding_metadata t ON t.id = e.id AND t.key = 'chroma:document'"
             " LEFT JOIN embedding_metadata c ON c.id = e.id AND c.key = 'context'"
-            " WHERE v.id IS NULL AND e.id > ? ORDER BY e.id LIMIT ?", (space, after_id, limit))]
+            " WHERE v.id IS NULL AND e.id > ? AND " + visible("e.id") + " ORDER BY e.id LIMIT ?",
+            (space, after_id, limit))]
 
     def add_pass_vectors(self, space: str, embedder_id: str, items: Sequence[tuple[int, str, str, bytes]]) -> list[int]:
         """Write vectors of the extra pass ``space`` (logged in ``pass_changes`` by trigger), in
@@ -44,7 +46,8 @@ class PassVectors:
                 same = self.conn.execute(
                     "SELECT 1 FROM embeddings e LEFT JOIN embedding_metadata c ON c.id = e.id AND c.key = 'context'"
                     " WHERE e.id = ? AND e.embedding_id = ? AND coalesce(c.string_value, '') = ?"
-                    " AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.id = e.id AND v.space = ?)",
+                    " AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.id = e.id AND v.space = ?)"
+                    " AND " + visible("e.id"),
                     (cid, embedding_id, context, space)).fetchone()
                 if same is None:
                     continue

@@ -55,6 +55,9 @@ def build_fts(path: Path, n: int, *, log=print) -> Path:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=OFF")
     conn.execute(FTS_DDL)
+    # every keyword match leaves out the id ranges of documents in transit (store/rag_hidden.py)
+    conn.execute("CREATE TABLE hidden_chunks (lo INTEGER NOT NULL, hi INTEGER NOT NULL, md5 TEXT NOT NULL,"
+                 " state TEXT NOT NULL, owner TEXT)")
     t0 = time.monotonic()
     batch: list[tuple] = []
     for rowid, text in chunks(n):

@@ -195,7 +195,7 @@ class Core:
         return out
 
     def _scan_loop(self) -> None:
-        from ragweedd.ingest.worker import lower_priority
+        from ragweedd.ingest.priority import lower_priority
 
         lower_priority(self.cfg.ingest_nice)
         while True:

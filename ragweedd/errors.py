@@ -259,6 +259,15 @@ class SignInRefused(RagweedError):
     code = "sign_in_refused"
 
 
+class Interrupted(RagweedError):
+    """Work stopped between two embedding batches because the daemon is stopping.
+
+    Nothing is wrong with the file: what was written is complete (whole batches), and the rest
+    stays pending (or its job goes back to the queue) for the next run."""
+
+    code = "interrupted"
+
+
 class DaemonError(RagweedError):
     code = "daemon"
 

@@ -25,8 +25,15 @@ def require_wordnet(directory: str = WORDNET_DIR) -> str:
     pytest.skip(msg)
 
 
+# a collection's database also holds the id ranges of documents in transit, which every keyword
+# match leaves out (ragweedd/store/rag_hidden.py)
+HIDDEN_DDL = ("CREATE TABLE hidden_chunks (lo INTEGER NOT NULL, hi INTEGER NOT NULL, md5 TEXT NOT NULL,"
+              " state TEXT NOT NULL, owner TEXT)")
+
+
 def fts_db(texts: list[str], path: str | Path = ":memory:") -> sqlite3.Connection:
     conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    conn.execute(HIDDEN_DDL)
     conn.execute("CREATE VIRTUAL TABLE fts_chunks USING fts5(embedding_id UNINDEXED, content, "
                  "source_file UNINDEXED, tokenize='porter unicode61')")
     conn.executemany("INSERT INTO fts_chunks(rowid, embedding_id, content, source_file) VALUES (?,?,?,?)",

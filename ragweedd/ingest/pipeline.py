@@ -24,10 +24,10 @@ from typing import Any, Callable, Iterable, Iterator
 
 from ragweedd.chunk.chunker import ChunkParams, chunk_document, text_hash
 from ragweedd.chunk.context import context_line, document_label, embed_input, index_embedder_id
-from ragweedd.errors import ExtractionError, ExtractionSkipped
+from ragweedd.errors import ExtractionError, ExtractionSkipped, Interrupted
 from ragweedd.extract.base import ExtractedDoc, ExtractSettings
 from ragweedd.ingest.safe_open import NotRegularFile, fd_md5, open_regular, private_copy
-from ragweedd.ingest.vectorize import Interrupted, fill_vectors
+from ragweedd.ingest.vectorize import fill_vectors
 from ragweedd.logging import get_logger
 from ragweedd.paths import Paths
 from ragweedd.store.ingest_db import IngestDB

@@ -13,7 +13,7 @@ for several times the cap. The file stays failed until its content changes.
 No child outlives the daemon: the child asks the kernel to SIGKILL it when the daemon thread that
 started it dies (PR_SET_PDEATHSIG, so even a SIGKILLed daemon takes it along), and when the daemon
 stops (``should_stop()`` turns true) the child's whole process group is killed at once and the
-job is given back to the queue (:class:`~ragweedd.ingest.vectorize.Interrupted`).
+job is given back to the queue (:class:`~ragweedd.errors.Interrupted`).
 
 The child's peak RSS (from wait4) is recorded in ``doc.stats["peak_rss_mb"]`` or, on failure, in the
 exception's ``peak_rss_mb`` attribute.
@@ -184,7 +184,7 @@ def extract_sandboxed(path: Path, settings: ExtractSettings | None = None, *, ti
         peak = round(watched_peak if watched_peak > 0 else _maxrss_mb(rusage.ru_maxrss), 1)
         wall = round(time.monotonic() - t0, 3)
         if stopped:
-            from ragweedd.ingest.vectorize import Interrupted
+            from ragweedd.errors import Interrupted
 
             raise Interrupted(f"extraction of {path} stopped after {wall:g} s: the daemon is stopping")
         if killed is not None:

@@ -27,19 +27,13 @@ from collections import deque
 from typing import Any, Callable
 
 from ragweedd.chunk.chunker import text_hash
+from ragweedd.errors import Interrupted
 from ragweedd.chunk.context import embed_input
 from ragweedd.logging import get_logger
 
 log = get_logger("ragweedd.ingest")
 BATCHES_PER_READ = 1  # embedding batches per round: each round is cached and written at once, so a
 # kill loses at most the batch in flight
-
-
-class Interrupted(Exception):
-    """Work stopped between two embedding batches because the daemon is stopping.
-
-    Nothing is wrong with the file: what was written is complete (whole batches), and the rest
-    stays pending (or its job goes back to the queue) for the next run."""
 
 
 def fill_vectors(rag: Any, cache: Any, embedder: Any, index_embedder_id: str, *, batch_size: int,
@@ -221,7 +215,7 @@ class Vectorizer:
 
     def _run(self) -> None:
         from ragweedd.errors import EmbedderMismatchError
-        from ragweedd.ingest.worker import lower_priority
+        from ragweedd.ingest.priority import lower_priority
         from ragweedd.store.ingest_db import IngestDB
 
         lower_priority(self.cfg.ingest_nice)

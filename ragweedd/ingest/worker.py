@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 import threading
 import time
 from collections import deque
@@ -30,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from ragweedd.ingest.priority import lower_priority
 from ragweedd.ingest.supervise import Supervisor
 from ragweedd.logging import get_logger
 from ragweedd.store.job_queue import Job
@@ -66,25 +65,6 @@ def make_extract(cfg, should_stop: Callable[[], bool] | None = None):
                                  memory_mb=cfg.extract_memory_mb, should_stop=should_stop)
 
     return extract
-
-
-def lower_priority(nice: int) -> dict[str, bool]:
-    """Lower the calling thread's CPU and I/O priority; returns what was applied."""
-    done = {"nice": False, "ionice": False}
-    if nice > 0 and hasattr(os, "nice"):
-        try:
-            os.nice(nice)
-            done["nice"] = True
-        except OSError:
-            pass
-    if sys.platform.startswith("linux") and shutil.which("ionice"):
-        try:
-            r = subprocess.run(["ionice", "-c3", "-p", str(threading.get_native_id())],
-                               capture_output=True, timeout=5)
-            done["ionice"] = r.returncode == 0
-        except (OSError, subprocess.SubprocessError):
-            pass
-    return done
 
 
 @dataclass
@@ -290,7 +270,7 @@ class Workers:
         raises ends the worker thread. Returns the pipeline to use next: after a full disk the
         old one's connections are closed and new ones opened, because SQLite can keep a
         connection that hit SQLITE_FULL failing even once space is back."""
-        from ragweedd.ingest.vectorize import Interrupted
+        from ragweedd.errors import Interrupted
 
         while True:
             try:
@@ -437,7 +417,7 @@ class Workers:
                 f"(last error: {self.disk_full_error})")
 
     def _one(self, pipe, job: Job) -> None:
-        from ragweedd.ingest.vectorize import Interrupted
+        from ragweedd.errors import Interrupted
         from ragweedd.watch.ignore import is_ignored
         from ragweedd.watch.reconcile import root_state
 

@@ -11,7 +11,7 @@ from ragweedd.config import load_config
 from ragweedd.query.bm25 import Bm25Terms, fts5_idf
 from ragweedd.query.fts_plan import execute, fts_string, make_plan
 from ragweedd.store.fts_reader import STEMMER, FtsReader
-from tests.query_support import idf_cache
+from tests.query_support import HIDDEN_DDL, idf_cache
 
 WORDS = ("cell cells protein membrane folding mitosis divides heart attack study onset elderly café "
          "Zürich running runs ran the of and in").split()
@@ -20,6 +20,7 @@ WORDS = ("cell cells protein membrane folding mitosis divides heart attack study
 def real_schema_db(texts: list[tuple[str, str]]) -> sqlite3.Connection:
     """fts_chunks as a collection has it: content and the context line both indexed."""
     conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    conn.execute(HIDDEN_DDL)
     conn.execute("CREATE VIRTUAL TABLE fts_chunks USING fts5(embedding_id UNINDEXED, content, "
                  "source_file UNINDEXED, context, tokenize='porter unicode61')")
     conn.executemany("INSERT INTO fts_chunks(rowid, embedding_id, content, source_file, context) VALUES (?,?,?,?,?)",
@@ -99,6 +100,7 @@ def test_words_left_out_by_the_budget_still_count(reader):
 
 def test_a_database_without_the_context_column_scores_content(reader):
     old = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    old.execute(HIDDEN_DDL)
     old.execute("CREATE VIRTUAL TABLE fts_chunks USING fts5(embedding_id UNINDEXED, content, "
                 "source_file UNINDEXED, tokenize='porter unicode61')")
     old.executemany("INSERT INTO fts_chunks(rowid, embedding_id, content, source_file) VALUES (?,?,?,?)",

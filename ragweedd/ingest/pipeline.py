@@ -335,7 +335,8 @@ class Pipeline:
         self.rag(collection).publish(
             md5=md5, source_file=src, rel_path=rel, kind=stream.kind, extractor=stream.extractor,
             ocr_type=stream.ocr_type, title=stream.title, size_bytes=size, chunks=chunks,
-            vectors={PRIMARY: vectors}, embedders={PRIMARY: (self.index_id, self.embedder.dim)})
+            vectors={PRIMARY: vectors}, embedders={PRIMARY: (self.index_id, self.embedder.dim)},
+            should_stop=self.should_stop)
         n = counts["chunks"]
         if not n:  # the document row publish wrote leaves with the skip (the caller removes the path)
             if dropped:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from ragweedd.errors import NotCreatedYetError
 from ragweedd.store.pg import PgConn, from_pg, maybe_from_pg, to_pg
@@ -311,9 +311,11 @@ class PgRag(PgKeyword):
     def publish(self, *, md5: str, source_file: str, rel_path: str, kind: str, extractor: str,
                 ocr_type: str | None, title: str | None, size_bytes: int, chunks: Iterable[dict],
                 vectors: dict[str, Iterable[bytes]], embedders: dict[str, tuple[str, int]],
-                replaces_path: bool = True) -> list[int]:
+                replaces_path: bool = True, should_stop: Callable[[], bool] | None = None) -> list[int]:
         """As RagDB.publish: one document's chunks, keyword rows, vectors and change entries in one
-        transaction; content already here (from any source) only gains the path."""
+        transaction; content already here (from any source) only gains the path. ``should_stop``
+        is not asked: one transaction has no point between slices (a stop is asked by the chunks
+        as they are drawn)."""
         stored, stored_rel = to_pg(source_file), to_pg(rel_path)
         with self.db.tx() as c:
             gone: list[int] = []

@@ -10,7 +10,7 @@ nothing above ``store/`` changes. Rows are read-only mappings by column name.
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any, Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from ragweedd.store.ingest_db import SkippedFile
 from ragweedd.store.job_queue import Job
@@ -56,7 +56,7 @@ class RagStore(Protocol):
     def publish(self, *, md5: str, source_file: str, rel_path: str, kind: str, extractor: str,
                 ocr_type: str | None, title: str | None, size_bytes: int, chunks: Iterable[dict],
                 vectors: dict[str, Iterable[bytes]], embedders: dict[str, tuple[str, int]],
-                replaces_path: bool = True) -> list[int]: ...
+                replaces_path: bool = True, should_stop: Callable[[], bool] | None = None) -> list[int]: ...
     def rebuild_fts(self, batch: int = 1000) -> int: ...
     def remove_path(self, source_file: str) -> tuple[str | None, list[int]]: ...
     def search_version(self) -> tuple[int, int, int, int]: ...

@@ -17,7 +17,7 @@ import json
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from ragweedd.errors import NotCreatedYetError
 from ragweedd.store.pathnames import from_db, to_db
@@ -336,7 +336,7 @@ class RagDB(PassVectors, ModelSwap, ServedText, HiddenChunks):
     def publish(self, *, md5: str, source_file: str, rel_path: str, kind: str, extractor: str,
                 ocr_type: str | None, title: str | None, size_bytes: int, chunks: Iterable[dict],
                 vectors: dict[str, Iterable[bytes]], embedders: dict[str, tuple[str, int]],
-                replaces_path: bool = True) -> list[int]:
+                replaces_path: bool = True, should_stop: Callable[[], bool] | None = None) -> list[int]:
         """Add one document's chunks, metadata, FTS rows, vectors and change entries in one
         transaction. If ``source_file`` held other content, that content leaves in the same
         transaction (unless another path still holds it). Idempotent: content already present only
@@ -351,7 +351,9 @@ class RagDB(PassVectors, ModelSwap, ServedText, HiddenChunks):
         A large document (chunks given as an iterator, or more than ``STAGE_ABOVE``) is staged
         batch by batch, copied in by short transactions out of sight and switched in by one
         (store/rag_stage.py), so the writer lock is never held long; a large old version leaves
-        likewise (store/rag_hidden.py)."""
+        likewise (store/rag_hidden.py). ``should_stop()`` is asked between those transactions:
+        True ends the publish with :class:`Interrupted`, the rows copied so far left hidden for
+        the next start's repair (deleting them would hold up the stop)."""
         args = dict(md5=md5, source_file=source_file, rel_path=rel_path, kind=kind, extractor=extractor,
                     ocr_type=ocr_type, title=title, size_bytes=size_bytes, chunks=chunks, vectors=vectors,
                     embedders=embedders, replaces_path=replaces_path)
@@ -360,7 +362,7 @@ class RagDB(PassVectors, ModelSwap, ServedText, HiddenChunks):
         if not isinstance(chunks, (list, tuple)) or len(chunks) > STAGE_ABOVE:
             from ragweedd.store.rag_stage import publish_staged
 
-            return publish_staged(self, **args)  # type: ignore[arg-type]
+            return publish_staged(self, should_stop=should_stop, **args)  # type: ignore[arg-type]
         old = self.md5_of_path(source_file)
         ids = self._publish_rows(**args)  # type: ignore[arg-type]
         self._purge_after([old])

@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from ragweedd.errors import StorageError
+from ragweedd.errors import Interrupted, StorageError
 from ragweedd.store.pathnames import to_db
 from ragweedd.store.rag_hidden import Pace, new_owner, owner_done
 
@@ -60,7 +60,8 @@ def _clear(conn: Any) -> None:
 def publish_staged(rag: RagDB, *, md5: str, source_file: str, rel_path: str, kind: str, extractor: str,
                    ocr_type: str | None, title: str | None, size_bytes: int, chunks: Iterable[dict],
                    vectors: dict[str, Iterable[bytes | None]], embedders: dict[str, tuple[str, int]],
-                   replaces_path: bool = True, batch: int = STAGE_BATCH) -> list[int]:
+                   replaces_path: bool = True, batch: int = STAGE_BATCH,
+                   should_stop: Callable[[], bool] | None = None) -> list[int]:
     """``RagDB.publish`` for a large document (same arguments, same result), staged as described
     in the module docstring. Whatever ``chunks`` raises while it is drawn (a stop) leaves the
     collection untouched; whatever fails later leaves only hidden rows, deleted by the next purge."""
@@ -131,7 +132,7 @@ def publish_staged(rag: RagDB, *, md5: str, source_file: str, rel_path: str, kin
                    source_file=source_file, rel_path=rel_path, stored=stored, stored_rel=stored_rel,
                    primary_eid=embedders[PRIMARY][0] if PRIMARY in embedders else None)
         ids = _copy_in(rag, doc, n=n, embedders=embedders, replaces_path=replaces_path, primary=PRIMARY,
-                       transaction=transaction)
+                       transaction=transaction, should_stop=should_stop)
     finally:
         try:
             if conn.in_transaction:  # a savepoint cut off by an exception between its statements
@@ -144,7 +145,8 @@ def publish_staged(rag: RagDB, *, md5: str, source_file: str, rel_path: str, kin
 
 
 def _copy_in(rag: RagDB, doc: dict[str, Any], *, n: int, embedders: dict[str, tuple[str, int]],
-             replaces_path: bool, primary: str, transaction: Any) -> list[int]:
+             replaces_path: bool, primary: str, transaction: Any,
+             should_stop: Callable[[], bool] | None = None) -> list[int]:
     """Steps 2 and 3 of the module docstring. Chunk ids are given in order after the highest
     one, as row-by-row inserts would have given them."""
     conn = rag.conn
@@ -159,6 +161,8 @@ def _copy_in(rag: RagDB, doc: dict[str, Any], *, n: int, embedders: dict[str, tu
                 _slice(conn, rag, doc, base, n, n, now, primary)  # the last id first: the range is reserved
         lo, pace = 1, Pace()
         while lo < n:
+            if should_stop is not None and should_stop():
+                raise Interrupted(f"stopped while copying {doc['source_file']} into the collection")
             hi = min(lo + pace.size - 1, n - 1)
             with transaction(conn):
                 t0 = time.perf_counter()
@@ -176,8 +180,8 @@ def _copy_in(rag: RagDB, doc: dict[str, Any], *, n: int, embedders: dict[str, tu
         try:  # what was copied is abandoned: out of sight, and deleted now if it can be
             with transaction(conn):
                 conn.execute("UPDATE hidden_chunks SET state='removing', owner=NULL WHERE owner=?", (owner,))
-            if isinstance(e, Exception):
-                rag.purge_hidden(doc["md5"])
+            if isinstance(e, Exception) and not isinstance(e, Interrupted):
+                rag.purge_hidden(doc["md5"])  # a stop leaves them to the next start's repair
         except sqlite3.Error:
             pass  # left for the next purge (the next large publish, the start-up repair)
         raise

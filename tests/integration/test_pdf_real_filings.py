@@ -11,6 +11,7 @@ check them cannot skip by accident.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import re
 import subprocess
@@ -82,7 +83,10 @@ def test_every_filing_is_read_with_poppler_page_count_and_no_text_page_ocrd():
     pdfinfo, pdftotext = require_tool("pdfinfo"), require_tool("pdftotext")
     files = _filings()
     # One process per core (pdfium is not thread-safe): about 45 CPU seconds for the 6,794 pages.
-    with ProcessPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+    # Spawned, not forked: a child forked from a test process that runs threads (pytest-xdist's
+    # worker does) can start with a lock held by a thread that does not exist in it, and hang.
+    with ProcessPoolExecutor(max_workers=min(4, os.cpu_count() or 1),
+                             mp_context=multiprocessing.get_context("spawn")) as pool:
         results = list(pool.map(_check, files, [pdfinfo] * len(files), [pdftotext] * len(files)))
     problems = [p for _, ps in results for p in ps]
     assert not problems, "\n".join(problems)

@@ -1,5 +1,5 @@
-"""Periods written as one word ("FY2015", "FY15", "Q3'22", "H1 2024"'s "H1" aside) spelled out as the
-words a document uses for them: "fiscal 2015", "q3 2022". A filing heads its columns "2015" and
+"""Periods written as one word ("FY2015", "FY15", "Q3'22", "H1'24") spelled out as the words a
+document uses for them: "fiscal 2015", "q3 2022". A filing heads its columns "2015" and
 writes "fiscal 2015" in prose; a question writes "FY2015", one token that neither the keyword index
 nor a sentence's words would otherwise meet. Shared by the keyword plan (query words) and the
 extractive answer (sentence words)."""
@@ -20,7 +20,3 @@ def _spelled(m: re.Match) -> str:
 def spell_periods(text: str) -> str:
     """``text`` with each one-word period replaced by its words ("FY15" -> "fiscal 2015")."""
     return _PERIOD.sub(_spelled, text)
-
-
-def has_period(text: str) -> bool:
-    return _PERIOD.search(text) is not None

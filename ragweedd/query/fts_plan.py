@@ -40,7 +40,7 @@ from typing import Any, Iterable
 
 from ragweedd.logging import get_logger
 from ragweedd.query.bm25 import Bm25Terms, fts5_idf
-from ragweedd.periods import has_period, spell_periods
+from ragweedd.periods import spell_periods
 from ragweedd.query.idf import CACHE_MAX_DF_FRACTION, IdfCache
 from ragweedd.store.fts_reader import STEMMER
 from ragweedd.store.protocols import KeywordReader
@@ -59,9 +59,11 @@ RESCORE_MIN_ROWS = 128
 def query_words(query: str) -> list[str]:
     """Unique alphanumeric runs, lower-cased, in query order; a one-word period ("FY2015") also
     brings the words it is written with in documents ("fiscal", "2015"), after the query's own."""
-    words = [w.lower() for w in _WORD.findall(query or "")]
-    if has_period(query or ""):
-        words += [w.lower() for w in _WORD.findall(spell_periods(query))]
+    query = query or ""
+    words = [w.lower() for w in _WORD.findall(query)]
+    spelled = spell_periods(query)
+    if spelled != query:
+        words += [w.lower() for w in _WORD.findall(spelled)]
     return list(dict.fromkeys(words))
 
 

@@ -93,17 +93,11 @@ def run(cfg, args) -> int:
 
 
 def _run_questions(cfg, args) -> int:
-    from pathlib import Path
 
-    from ragweedd.errors import RequestError
     from ragweedd.eval import questions
     from ragweedd.services import open_oneshot
 
-    qs = questions.load(args.file)
-    if args.limit is not None:
-        if args.limit < 1:
-            raise RequestError(f"--limit must be at least 1, not {args.limit}")
-        qs = qs[: args.limit]
+    qs = _first(questions.load(args.file), args.limit)
     from ragweedd.eval.beir import with_overrides
 
     # no semantic search cache: each question is measured on its own results, never a neighbour's
@@ -122,28 +116,16 @@ def _run_questions(cfg, args) -> int:
     finally:
         services.close()
     res.update(file=str(args.file), collections=args.collection, mode=args.mode)
-    if args.out:
-        Path(args.out).write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")
-    if args.json:
-        json.dump(res, sys.stdout, indent=1)
-        sys.stdout.write("\n")
-    else:
-        print(questions.table(res))
-    return 0
+    return _report(res, args, questions.table)
 
 
 def _run_answers(cfg, args) -> int:
     import asyncio
-    from pathlib import Path
 
     from ragweedd.errors import RequestError
     from ragweedd.eval import answers
 
-    items = answers.load(args.file)
-    if args.limit is not None:
-        if args.limit < 1:
-            raise RequestError(f"--limit must be at least 1, not {args.limit}")
-        items = items[: args.limit]
+    items = _first(answers.load(args.file), args.limit)
     if args.top_k < 1:
         raise RequestError(f"--top-k must be at least 1, not {args.top_k}")
     spec = args.judge or cfg.llm_judge or cfg.llm_synthesis
@@ -185,11 +167,29 @@ def _run_answers(cfg, args) -> int:
     finally:
         services.close()
     res.update(file=str(args.file), collections=args.collection, mode=args.tree or "hybrid")
+    return _report(res, args, answers.table, default=str)
+
+
+def _first(items: list, limit: int | None) -> list:
+    """The first ``--limit`` questions (all without one)."""
+    from ragweedd.errors import RequestError
+
+    if limit is None:
+        return items
+    if limit < 1:
+        raise RequestError(f"--limit must be at least 1, not {limit}")
+    return items[:limit]
+
+
+def _report(res: dict, args, table, default=None) -> int:
+    """The results to ``--out`` (if given), then as JSON (``--json``) or the table."""
+    from pathlib import Path
+
     if args.out:
-        Path(args.out).write_text(json.dumps(res, indent=1, default=str) + "\n", encoding="utf-8")
+        Path(args.out).write_text(json.dumps(res, indent=1, default=default) + "\n", encoding="utf-8")
     if args.json:
-        json.dump(res, sys.stdout, indent=1, default=str)
+        json.dump(res, sys.stdout, indent=1, default=default)
         sys.stdout.write("\n")
     else:
-        print(answers.table(res))
+        print(table(res))
     return 0

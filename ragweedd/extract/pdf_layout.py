@@ -67,6 +67,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ragweedd.extract.base import Region
+from ragweedd.extract.pdf_tables import PageTable, Word, find_tables, words_of
+from ragweedd.extract.tables import RawTable
 
 # pdfium marks a hyphen it decided is a line-break hyphen with U+FFFE and returns Symbol-font
 # bullets in the private-use area; lines end in CRLF (the CR is dropped).
@@ -114,6 +116,8 @@ class Line:
     size: float = 0.0  # loose-box height of the first character (follows the type size)
     bold: bool = False
     font: str = ""  # name of the first letter's font (read with the type)
+    # (offset in ``text``, pdfium character index) where each piece joined into the line starts
+    segs: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def height(self) -> float:
@@ -125,6 +129,7 @@ class PageLayout:
     text: str
     lines: list[Line] = field(default_factory=list)
     rows_joined: int = 0
+    tables: list[PageTable] = field(default_factory=list)  # first and last line of each, in order
 
 
 @dataclass(frozen=True)
@@ -159,7 +164,7 @@ def read_page(textpage, raw, with_fonts: bool) -> PageLayout:
             l0, r0, b0, t0 = loose(first)
             l1, r1, b1, t1 = loose(last)
             ln = Line(part.rstrip(), 0, min(l0, l1), max(r0, r1), min(b0, b1),
-                      max(t0, t1), t0 - b0)
+                      max(t0, t1), t0 - b0, segs=[(0, pos)])
             if with_fonts:
                 k = first + next((j for j, c in enumerate(stripped) if c.isalnum()), 0)
                 weight = raw.FPDFText_GetFontWeight(textpage, k)
@@ -176,6 +181,8 @@ def read_page(textpage, raw, with_fonts: bool) -> PageLayout:
         if prev is not None and (_same_row(prev, ln) or _superscript(prev, ln)):
             gap = ln.left - prev.right
             sep = " " if gap < WORD_GAP * max(prev.height, ln.height) else "\t"
+            lead = len(ln.text) - len(ln.text.lstrip())
+            prev.segs.append((len(prev.text) + len(sep), ln.segs[0][1] + lead))
             prev.text = prev.text + sep + ln.text.lstrip()
             prev.right = ln.right
             # the row keeps the vertical extent of its first line, so the figure after a raised
@@ -183,6 +190,7 @@ def read_page(textpage, raw, with_fonts: bool) -> PageLayout:
             joined += 1
             continue
         out.append(ln)
+    tables = find_tables(out, _word_reader(out, loose))
     pieces = []
     pos = 0
     for ln in out:
@@ -191,7 +199,38 @@ def read_page(textpage, raw, with_fonts: bool) -> PageLayout:
         ln.start = pos
         pieces.append(t)
         pos += len(t) + 1
-    return PageLayout("\n".join(pieces), out, joined)
+    return PageLayout("\n".join(pieces), out, joined, tables)
+
+
+def _word_reader(lines: list[Line], loose):
+    """``words_for(i)`` of pdf_tables: line i's words with their boxes, read once."""
+    cache: dict[int, tuple[list[Word], list[int]]] = {}
+
+    def words_for(i: int) -> tuple[list[Word], list[int]]:
+        if i not in cache:
+            ln = lines[i]
+
+            def box(off: int) -> tuple[float, float]:
+                seg = ln.segs[0]
+                for s in ln.segs:
+                    if s[0] <= off:
+                        seg = s
+                b = loose(seg[1] + off - seg[0])
+                return b[0], b[1]
+
+            cache[i] = words_of(ln.text, box)
+        return cache[i]
+
+    return words_for
+
+
+def table_spans(page: PageLayout) -> list[tuple[int, int, RawTable]]:
+    """Where each table of the page is in its text: (start, end, table)."""
+    out = []
+    for t in page.tables:
+        last = page.lines[t.last]
+        out.append((page.lines[t.first].start, last.start + len(collapse_leaders(last.text)), t.table))
+    return out
 
 
 def collapse_leaders(text: str) -> str:

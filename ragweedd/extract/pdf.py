@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ragweedd.errors import ExtractionError, ExtractionSkipped
-from ragweedd.extract.pdf_layout import collapse_leaders, section_regions, usable_title
+from ragweedd.extract.pdf_layout import Heading, collapse_leaders, section_regions, usable_title
 from ragweedd.extract.pdf_text import read_pdf_text
 from ragweedd.extract.sniff import require_nonempty
 from ragweedd.extract.tables import RawTable, add_table, lay_out
@@ -53,12 +53,12 @@ def ocr_page(path: Path, page_no: int, settings: ExtractSettings, work: Path) ->
 
 
 def _add_page(tb: TextBuilder, text: str, tables: list[tuple[int, int, RawTable]],
-               numbered: int) -> list[tuple[int, int, int, bool]]:
+               numbered: int) -> list[tuple[int, int, int, int, bool]]:
     """Add one page's text to ``tb``, each table (pdf_tables.py) laid out as header-carrying rows in
     place of the lines it was read from, numbered on from ``numbered``. Returns the pieces the page
-    became: (start, end) in the page's text, where it starts in the document, and whether it is a
+    became: (start, end) in the page's text, (start, end) in the document, and whether it is a
     table; empty when the page added nothing."""
-    pieces: list[tuple[int, int, int, bool]] = []
+    pieces: list[tuple[int, int, int, int, bool]] = []
     pos = 0
     sep = "\n\n"
     for k, (a, b, raw) in enumerate(tables + [(len(text), len(text), None)]):
@@ -69,7 +69,8 @@ def _add_page(tb: TextBuilder, text: str, tables: list[tuple[int, int, RawTable]
             tb.add(body, None, sep=sep)
             if tb.length > before:
                 start = tb.length - len(body)
-                pieces.append((pos + prose.index(body), pos + prose.index(body) + len(body), start, False))
+                at = pos + prose.index(body)
+                pieces.append((at, at + len(body), start, tb.length, False))
                 sep = "\n"
         if raw is None:
             break
@@ -81,19 +82,27 @@ def _add_page(tb: TextBuilder, text: str, tables: list[tuple[int, int, RawTable]
         add_table(tb, numbered + k + 1, laid, sep=sep)
         if tb.length > before:
             start = before + (len(sep) if before else 0)
-            pieces.append((a, b, start, True))
+            pieces.append((a, b, start, tb.length, True))
             sep = "\n"
         pos = b
     return pieces
 
 
-def _map_offset(pieces: list[tuple[int, int, int, bool]], off: int) -> int:
-    """Where the page text's offset ``off`` is in the document: inside a table, at the table's start."""
+def _map_offset(pieces: list[tuple[int, int, int, int, bool]], h: Heading, text: str) -> int:
+    """Where heading ``h`` (at its offset in its page's text) is in the document ``text``: in a
+    table, at the row that holds its title (a segment's name over its rows), else the table's start."""
     out = pieces[0][2]
-    for a, b, start, table in pieces:
-        if off < a:
+    for a, b, start, end, table in pieces:
+        if h.offset < a:
             break
-        out = start if table else start + min(off, b) - a
+        if not table:
+            out = start + min(h.offset, b) - a
+            continue
+        out = start
+        if h.offset < b:
+            at = text.find(h.title, start, end)
+            if at >= 0:
+                out = at
     return out
 
 
@@ -135,7 +144,7 @@ class PdfExtractor:
         tb = TextBuilder()
         dropped = 0
         # per kept page: where each piece of its text went in the document, for the headings
-        page_map: dict[int, list[tuple[int, int, int, bool]]] = {}
+        page_map: dict[int, list[tuple[int, int, int, int, bool]]] = {}
         n_tables = 0
         for i, t in enumerate(texts):
             if i not in ocr_done and quality[i].unreadable:
@@ -151,11 +160,12 @@ class PdfExtractor:
                 tb.regions.append(Region(pieces[0][2], tb.length, meta))
                 page_map[i] = pieces
         placed = []
+        text = tb.text()
         for h in layer.headings:
             if h.page not in page_map or (h.page in ocr_done and layer.heading_source != "outline"):
                 continue
             pieces = page_map[h.page]
-            placed.append((pieces[0][2] if h.page in ocr_done else _map_offset(pieces, h.offset), h))
+            placed.append((pieces[0][2] if h.page in ocr_done else _map_offset(pieces, h, text), h))
         sections = section_regions(placed, tb.length)
         ocr_type = None
         if ocr_done:

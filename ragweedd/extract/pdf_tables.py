@@ -212,7 +212,8 @@ def _toc_like(rows: list[FigureRow], cols: list[_Col]) -> bool:
 
 
 def _label_text(words: list[Word]) -> str:
-    return " ".join(w.text for w in words).strip()
+    # what a leader run leaves of its dots when it is too short to be cut out ("securities..")
+    return re.sub(r"(?:\s*\.){2,}$", "", " ".join(w.text for w in words)).strip()
 
 
 def find_tables(lines, words_for: Callable[[int], tuple[list[Word], list[int]]]) -> list[PageTable]:
@@ -265,7 +266,7 @@ def find_tables(lines, words_for: Callable[[int], tuple[list[Word], list[int]]])
 
 
 def _label_line(text: str) -> bool:
-    t = " ".join(text.split())
+    t = _LEADER_RUN.sub(" ", " ".join(text.split())).strip()
     return bool(t) and len(t.split()) <= MAX_LABEL_WORDS and not t.endswith((".", ";"))
 
 
@@ -327,7 +328,7 @@ def _build(lines, rows, body: list[int], cols: list[_Col], height: float, words_
     for k2 in lead + body:
         r = rows[k2]
         if r is None:
-            text = _LEADER_RUN.sub(" ", " ".join(lines[k2].text.split())).strip()
+            text = re.sub(r"(?:\s*\.){2,}$", "", _LEADER_RUN.sub(" ", " ".join(lines[k2].text.split()))).strip()
             if pending and not pending.endswith(":") and text[:1].islower():
                 pending = f"{pending} {text}"
             else:

@@ -5,6 +5,11 @@ OCR renders one page at a time (``pdftoppm -r DPI -f N -l N``) into a scratch di
 it with tesseract, so a mixed PDF (typed pages + scanned pages) keeps both, and memory stays at one
 page image. Every page becomes a region ``{"page": n}`` (plus ``"ocr": True`` when OCR'd).
 
+Tables found on a page's text layer (pdf_tables.py) are laid out as tables from the other formats
+are (tables.py): one line a row, each figure with its column's header, the table's title (the
+statement name and units above it) and rows in the regions ``{"table", "table_title", "row_start",
+"row_end"}``; they stand where their lines stood, the rest of the page as it was.
+
 Headings (the outline, else the layout heuristic: pdf_layout.py) become a second set of regions
 ``{"section", "section_path"}``, each from its heading to the next one, across pages: ``section``
 is the deepest heading the text sits under, ``section_path`` the headings from the outermost down
@@ -172,7 +177,8 @@ class PdfExtractor:
             ocr_type = "tesseract" if len(ocr_done) == n_pages else "tesseract:partial"
         stats = {"pages": n_pages, "pages_need_ocr": len(need), "pages_ocr_tried": ocr_tried,
                  "pages_ocr": len(ocr_done), "pages_dropped": dropped, "pdf_engine": layer.engine, **layer.stats,
-                 "tables": n_tables, "headings": len(placed), "heading_source": layer.heading_source if placed else "none"}
+                 "tables": n_tables, "headings": len(placed),
+                 "heading_source": layer.heading_source if placed else "none"}
         title = usable_title(layer.title, [h for _, h in placed], "\n".join(texts[:2]))
         doc = ExtractedDoc(text=tb.text(), kind="pdf", regions=tb.regions + sections, ocr_type=ocr_type,
                            title=title, extractor=self.name, stats=stats)

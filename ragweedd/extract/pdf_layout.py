@@ -22,6 +22,10 @@ to ``text_quality``. Only consecutive lines are joined: rebuilding whole pages b
 interleave the columns of a two-column page, and pdfium already keeps most rows (dot leaders
 included) on one line.
 
+**Tables.** The lines of each page are then read for tables (pdf_tables.py): a line keeps, in
+``segs``, where each piece joined into it starts among pdfium's characters, so the words of a row
+can be measured where it matters (the gap before its figures, the figures' right edges).
+
 **Dot leaders** (four or more dots, spaced or not) become a single tab in the page text, the
 column gap they draw; the lines keep them for the heading test (a line with leaders is a contents
 entry or a row label, never a heading).
@@ -67,7 +71,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ragweedd.extract.base import Region
-from ragweedd.extract.pdf_tables import PageTable, Word, find_tables, words_of
+from ragweedd.extract.pdf_tables import PageTable, find_tables, word_reader
 from ragweedd.extract.tables import RawTable
 
 # pdfium marks a hyphen it decided is a line-break hyphen with U+FFFE and returns Symbol-font
@@ -190,7 +194,7 @@ def read_page(textpage, raw, with_fonts: bool) -> PageLayout:
             joined += 1
             continue
         out.append(ln)
-    tables = find_tables(out, _word_reader(out, loose))
+    tables = find_tables(out, word_reader(out, loose))
     pieces = []
     pos = 0
     for ln in out:
@@ -201,27 +205,6 @@ def read_page(textpage, raw, with_fonts: bool) -> PageLayout:
         pos += len(t) + 1
     return PageLayout("\n".join(pieces), out, joined, tables)
 
-
-def _word_reader(lines: list[Line], loose):
-    """``words_for(i)`` of pdf_tables: line i's words with their boxes, read once."""
-    cache: dict[int, tuple[list[Word], list[int]]] = {}
-
-    def words_for(i: int) -> tuple[list[Word], list[int]]:
-        if i not in cache:
-            ln = lines[i]
-
-            def box(off: int) -> tuple[float, float]:
-                seg = ln.segs[0]
-                for s in ln.segs:
-                    if s[0] <= off:
-                        seg = s
-                b = loose(seg[1] + off - seg[0])
-                return b[0], b[1]
-
-            cache[i] = words_of(ln.text, box)
-        return cache[i]
-
-    return words_for
 
 
 def table_spans(page: PageLayout) -> list[tuple[int, int, RawTable]]:

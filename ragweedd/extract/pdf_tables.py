@@ -50,8 +50,8 @@ _YEARISH = re.compile(r"^(?:fy|q[1-4])?'?(?:19|20)\d\d[a-z]?,?$", re.I)
 _SIGN_BEFORE = {"$", "€", "£", "US$", "($", "(", "$("}
 _SIGN_AFTER = {"%", ")", ")%", "%)", "pts", "bps", "x"}
 # "($ million)", "(in $000)", "US$m": a units note in a table's corner
-_UNITS_NOTE = re.compile(r"^\(?(?:in\s+)?(?:[$€£]|us\$|usd|eur)\s*(?:m|mn|bn|k|000s?|millions?|billions?|thousands?)\)?$",
-                         re.I)
+_UNITS_NOTE = re.compile(r"^\(?(?:in\s+)?(?:[$€£]|us\$|usd|eur)\s*"
+                         r"(?:m|mn|bn|k|000s?|millions?|billions?|thousands?)\)?$", re.I)
 _TOKEN = re.compile(r"[^\s]+|\t")
 _DIGIT_OR_DASH = re.compile(r"[\d—–]")
 _LEADER_RUN = re.compile(r"(?:[.·][ \t]?){4,}|_{4,}")
@@ -130,6 +130,29 @@ def words_of(text: str, box: Callable[[int], tuple[float, float]]) -> tuple[list
             continue
         out.append(Word(m.group(), box=box, a=m.start(), b=m.end() - 1))
     return out, breaks
+
+
+def word_reader(lines, loose: Callable[[int], tuple[float, float, float, float]]):
+    """``words_for(i)`` for find_tables: line i's words (pdf_layout.Line, whose ``segs`` map its
+    text to pdfium's character indices), their boxes read with ``loose``, once."""
+    cache: dict[int, tuple[list[Word], list[int]]] = {}
+
+    def words_for(i: int) -> tuple[list[Word], list[int]]:
+        if i not in cache:
+            ln = lines[i]
+
+            def box(off: int) -> tuple[float, float]:
+                seg = ln.segs[0]
+                for s in ln.segs:
+                    if s[0] <= off:
+                        seg = s
+                b = loose(seg[1] + off - seg[0])
+                return b[0], b[1]
+
+            cache[i] = words_of(ln.text, box)
+        return cache[i]
+
+    return words_for
 
 
 def figure_row(words: list[Word], breaks: list[int], height: float) -> FigureRow | None:

@@ -143,7 +143,6 @@ def _read_pdfium(path: Path) -> PdfText:
     out = PdfText(texts, has_image, title, "pdfium", {"pages_failed": failed, "rows_joined": joined})
     out.headings, out.heading_source = headings, source
     out.tables = tables
-    out.stats["tables"] = sum(map(len, tables))
     if outline and source != "outline":
         out.stats["outline_ignored"] = len(outline)
     return out

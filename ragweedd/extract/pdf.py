@@ -81,8 +81,9 @@ def _add_page(tb: TextBuilder, text: str, tables: list[tuple[int, int, RawTable]
             break
         laid = lay_out(raw)
         before = tb.length
-        if laid.before:
-            tb.add(laid.before, None, sep=sep)  # the title goes with the table (add_table takes it in)
+        if raw.before.strip():
+            # the lines over the table, its title when they read as one (add_table takes it in)
+            tb.add(laid.before or " ".join(raw.before.split()), None, sep=sep)
             sep = "\n"
         add_table(tb, numbered + k + 1, laid, sep=sep)
         if tb.length > before:

@@ -160,15 +160,17 @@ def read_page(textpage, raw, with_fonts: bool) -> PageLayout:
 
     raw_lines: list[Line] = []
     pos = 0
-    for part in text.translate(_FIXES_SAME_LENGTH).split("\n"):
-        stripped = part.strip()
-        if stripped:
-            first = pos + len(part) - len(part.lstrip())
-            last = pos + len(part.rstrip()) - 1
+    for whole in text.translate(_FIXES_SAME_LENGTH).split("\n"):
+        for part, at in _baseline_pieces(whole, pos, loose):
+            stripped = part.strip()
+            if not stripped:
+                continue
+            first = at + len(part) - len(part.lstrip())
+            last = at + len(part.rstrip()) - 1
             l0, r0, b0, t0 = loose(first)
             l1, r1, b1, t1 = loose(last)
             ln = Line(part.rstrip(), 0, min(l0, l1), max(r0, r1), min(b0, b1),
-                      max(t0, t1), t0 - b0, segs=[(0, pos)])
+                      max(t0, t1), t0 - b0, segs=[(0, at)])
             if with_fonts:
                 k = first + next((j for j, c in enumerate(stripped) if c.isalnum()), 0)
                 weight = raw.FPDFText_GetFontWeight(textpage, k)
@@ -177,7 +179,7 @@ def read_page(textpage, raw, with_fonts: bool) -> PageLayout:
                 ln.font = name
                 ln.bold = weight >= 600 or bool(_BOLD.search(name))
             raw_lines.append(ln)
-        pos += len(part) + 1
+        pos += len(whole) + 1
     out: list[Line] = []
     joined = 0
     for ln in raw_lines:
@@ -205,6 +207,35 @@ def read_page(textpage, raw, with_fonts: bool) -> PageLayout:
         pos += len(t) + 1
     return PageLayout("\n".join(pieces), out, joined, tables)
 
+
+
+def _baseline_pieces(part: str, pos: int, loose) -> list[tuple[str, int]]:
+    """A line of pdfium's text cut where its characters drop to a lower line (or jump up to
+    another column): some producers set a table's rows, or a paragraph, in one text object that
+    pdfium gives without line breaks ("... beyond 12.6 Do not expire 163.5"). Only a line whose
+    first and last characters are on different baselines is measured character by character; a
+    raised footnote mark does not cut it. Returns (text, its offset in the page) pieces."""
+    first = len(part) - len(part.lstrip())
+    last = len(part.rstrip()) - 1
+    if last <= first:
+        return [(part, pos)]
+    _, _, b0, t0 = loose(pos + first)
+    _, _, b1, _ = loose(pos + last)
+    h = t0 - b0
+    if h <= 0 or abs(b0 - b1) <= 0.5 * h:
+        return [(part, pos)]
+    out = []
+    start = 0
+    base = b0
+    for j in range(first + 1, last + 1):
+        if part[j].isspace():
+            continue
+        b = loose(pos + j)[2]
+        if base - b > 0.9 * h or b - base > 1.5 * h:
+            out.append((part[start:j], pos + start))
+            start, base = j, b
+    out.append((part[start:], pos + start))
+    return out
 
 
 def table_spans(page: PageLayout) -> list[tuple[int, int, RawTable]]:

@@ -52,6 +52,9 @@ _SIGN_AFTER = {"%", ")", ")%", "%)", "pts", "bps", "x"}
 # "($ million)", "(in $000)", "US$m": a units note in a table's corner
 _UNITS_NOTE = re.compile(r"^\(?(?:in\s+)?(?:[$€£]|us\$|usd|eur)\s*"
                          r"(?:m|mn|bn|k|000s?|millions?|billions?|thousands?)\)?$", re.I)
+_MARK = re.compile(r"^\(?\d\)?$|^\*+$")  # a footnote mark: "1", "(2)", "*"
+# a label line ending so goes on in the next line ("NET INCOME ATTRIBUTABLE TO SHAREOWNERS OF")
+_DANGLING = re.compile(r"(?:\b(?:and|or|of|the|to|for|in|from|by|on|with|at|as|net|less)|[,(\-–—])$", re.I)
 _TOKEN = re.compile(r"[^\s]+|\t")
 _DIGIT_OR_DASH = re.compile(r"[\d—–]")
 _LEADER_RUN = re.compile(r"(?:[.·][ \t]?){4,}|_{4,}")
@@ -160,14 +163,17 @@ def figure_row(words: list[Word], breaks: list[int], height: float) -> FigureRow
     k = len(words)
     while k > 0 and _is_figure(words[k - 1].text):
         k -= 1
+    # the label ends at a column gap; a footnote mark set against the label ("operations 1 $ 0.28")
+    # is the label's, and so the gap may come after the first few figure-like words
+    while 0 < k < len(words):
+        if (k - 1) in breaks or words[k].left - words[k - 1].right >= WORD_GAP * height:
+            break
+        if not _MARK.match(words[k].text):
+            return None
+        k += 1
     figs = words[k:]
     if not any(_is_number(w.text) or _DASH.match(w.text) for w in figs):
         return None
-    # "$" before the first figure is the figure's, not the label's
-    if k > 0:
-        gap_ok = (k - 1) in breaks or figs[0].left - words[k - 1].right >= WORD_GAP * height
-        if not gap_ok:
-            return None
     cells: list[Word] = []
     anchors: list[float] = []
     carry: Word | None = None
@@ -205,6 +211,8 @@ def _columns(rows: list[FigureRow], tol: float) -> list[_Col]:
             cols[-1].append((x, c))
         else:
             cols.append([(x, c)])
+    # a column of nothing but a few footnote marks ("BASIC NET INCOME PER SHARE $ 0.29 3 ...") is none
+    cols = [g for g in cols if not (all(_MARK.match(c.text) for _, c in g) and 2 * len(g) < len(rows))]
     return [_Col(min(c.left for _, c in g), max(c.right for _, c in g), sum(x for x, _ in g) / len(g)) for g in cols]
 
 
@@ -262,7 +270,8 @@ def find_tables(lines, words_for: Callable[[int], tuple[list[Word], list[int]]])
         while j < n:
             ln = lines[j]
             prev = lines[pending[-1] if pending else last]
-            flows = ln.top <= prev.bottom + 0.5 * ln.height and prev.bottom - ln.top < ROW_GAP * max(ln.height, 1)
+            # below the line before, or on its row (a footnote mark pdfium left on a line of its own)
+            flows = ln.top <= prev.top + 0.5 * ln.height and prev.bottom - ln.top < ROW_GAP * max(ln.height, 1)
             if not flows:
                 break
             if rows[j] is not None:
@@ -278,7 +287,7 @@ def find_tables(lines, words_for: Callable[[int], tuple[list[Word], list[int]]])
         figs = [rows[k] for k in body if rows[k] is not None]
         height = sorted(lines[k].height for k in body)[len(body) // 2]
         cols = _columns([r for r in figs if r is not None], 0.9 * height)
-        if (len(figs) >= 2 and any(_is_number(c.text) for r in figs if r is not None for c in r.cells)
+        if (cols and len(figs) >= 2 and any(_is_number(c.text) for r in figs if r is not None for c in r.cells)
                 and not _toc_like([r for r in figs if r is not None], cols)):
             table = _build(lines, rows, body, cols, height, words_for, used_to)
             if table is not None:
@@ -301,6 +310,7 @@ def _build(lines, rows, body: list[int], cols: list[_Col], height: float, words_
     k = first - 1
     lead: list[int] = []
     while k > floor and len(lead) < 2 and _label_line(lines[k].text) and lines[k].right < cols_left \
+            and not UNITS.search(lines[k].text) \
             and lines[k].bottom >= top.bottom and lines[k].bottom - top.top < ROW_GAP * height:
         lead.insert(0, k)
         k -= 1
@@ -337,10 +347,15 @@ def _build(lines, rows, body: list[int], cols: list[_Col], height: float, words_
     slots = _slots(cols, max(ends) + 1 if ends else None)
     width = len(cols)
     table_rows: list[list[Cell]] = []
+    notes: list[str] = []
     for hrow in _header_rows([lines[h] for h in header], [words_for(h)[0] for h in header], height):
         middle = (cols[0].left + cols[-1].right) / 2
         reach = (cols[-1].right - cols[0].left) / (2 * width)
-        table_rows.append(_header_cells(hrow, cols, slots, width, (middle, reach)))
+        cells = _header_cells(hrow, cols, slots, width, (middle, reach))
+        if cells[0].text and not any(c.text for c in cells[1:]):
+            notes.append(cells[0].text)  # a line of its own over the columns: the units, the title's
+        else:
+            table_rows.append(cells)
     head_rows = len(table_rows)
     pending = ""  # a label line not yet given a row: its row may be the next line (a wrapped label)
 
@@ -348,31 +363,68 @@ def _build(lines, rows, body: list[int], cols: list[_Col], height: float, words_
         if pending:
             table_rows.append([Cell(pending)] + [Cell("") for _ in cols])
 
-    for k2 in lead + body:
-        r = rows[k2]
-        if r is None:
-            text = re.sub(r"(?:\s*\.){2,}$", "", _LEADER_RUN.sub(" ", " ".join(lines[k2].text.split()))).strip()
-            if pending and not pending.endswith(":") and text[:1].islower():
-                pending = f"{pending} {text}"
+    for label_line, own, cells in _visual_rows(lines, rows, lead + body):
+        if label_line and sum(1 for w in own.split() if _YEARISH.match(w)) >= 2:
+            continue  # the column headers again, over the table's next part
+        if label_line:
+            if pending and not pending.endswith(":") and (own[:1].islower() or _DANGLING.search(pending)):
+                pending = f"{pending} {own}"
             else:
                 flush()
-                pending = text
+                pending = own
             continue
-        own = _label_text(r.label)
-        if pending and not pending.endswith(":") and (not own or own[:1].islower()):
+        if pending and not pending.endswith(":") and (not own or own[:1].islower() or _DANGLING.search(pending)):
             own = f"{pending} {own}".strip()
         else:
             flush()
         pending = ""
         vals = [""] * width
-        for a, c in zip(r.anchors, r.cells):
+        for a, c in cells:
             x = _col_of(a, cols)
+            if _MARK.match(c.text) and abs(cols[x].anchor - a) > height:
+                continue  # a footnote mark off the columns
             vals[x] = f"{vals[x]} {c.text}".strip()
         table_rows.append([Cell(own)] + [Cell(v) for v in vals])
     flush()
-    before = " ".join(" ".join(lines[t].text.split()) for t in title)
+    before = " ".join([" ".join(lines[t].text.split()) for t in title] + notes)
     start = (title or header or lead or body)[0]
     return PageTable(start, body[-1], RawTable(table_rows, before=before, head_rows=head_rows))
+
+
+def _same_row(a, b) -> bool:
+    """Line ``b`` (after ``a``) sits on ``a``'s row: their extents overlap by half the smaller
+    height, or ``b`` is a smaller mark raised inside ``a``'s extent."""
+    ha, hb = a.height, b.height
+    if ha <= 0 or hb <= 0:
+        return False
+    overlap = min(a.top, b.top) - max(a.bottom, b.bottom)
+    return overlap >= 0.5 * min(ha, hb) or (hb < 0.8 * ha and a.bottom <= b.bottom < a.top)
+
+
+def _visual_rows(lines, rows, order: list[int]) -> list[tuple[bool, str, list[tuple[float, Word]]]]:
+    """The body's lines as the rows the reader sees: lines on one row (a label, a footnote mark,
+    the figures, split by pdfium) are one. Each: (label only, label, [(anchor, figure)])."""
+    groups: list[list[int]] = []
+    for k in order:
+        if groups and _same_row(lines[groups[-1][0]], lines[k]):
+            groups[-1].append(k)
+        else:
+            groups.append([k])
+    out = []
+    for g in groups:
+        label: list[str] = []
+        cells: list[tuple[float, Word]] = []
+        for k in g:
+            r = rows[k]
+            if r is None or (k != g[0] and lines[k].height < 0.8 * lines[g[0]].height):
+                # a label line, or a footnote mark in smaller type
+                text = _LEADER_RUN.sub(" ", " ".join(lines[k].text.split()))
+                label.append(re.sub(r"(?:\s*\.){2,}$", "", text).strip())
+            else:
+                label.append(_label_text(r.label))
+                cells.extend(zip(r.anchors, r.cells))
+        out.append((not cells, " ".join(t for t in label if t), cells))
+    return out
 
 
 def _header_rows(lines, words: list[list[Word]], height: float) -> list[list[Word]]:

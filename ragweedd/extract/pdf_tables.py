@@ -55,6 +55,7 @@ _UNITS_NOTE = re.compile(r"^\(?(?:in\s+)?(?:[$€£]|us\$|usd|eur)\s*"
 _MARK = re.compile(r"^\(?\d\)?$|^\*+$")  # a footnote mark: "1", "(2)", "*"
 # a label line ending so goes on in the next line ("NET INCOME ATTRIBUTABLE TO SHAREOWNERS OF")
 _DANGLING = re.compile(r"(?:\b(?:and|or|of|the|to|for|in|from|by|on|with|at|as|net|less)|[,(\-–—])$", re.I)
+_GLUED_SIGN = re.compile(r"^(.*[\d)%])[$€£]$")
 _TOKEN = re.compile(r"[^\s]+|\t")
 _DIGIT_OR_DASH = re.compile(r"[\d—–]")
 _LEADER_RUN = re.compile(r"(?:[.·][ \t]?){4,}|_{4,}")
@@ -131,7 +132,12 @@ def words_of(text: str, box: Callable[[int], tuple[float, float]]) -> tuple[list
             if out and (not breaks or breaks[-1] != len(out) - 1):
                 breaks.append(len(out) - 1)
             continue
-        out.append(Word(m.group(), box=box, a=m.start(), b=m.end() - 1))
+        t, a = m.group(), m.start()
+        glued = _GLUED_SIGN.match(t)
+        if glued:  # "(52.8)$": the next cell's "$" with no space before it
+            out.append(Word(glued.group(1), box=box, a=a, b=a + len(glued.group(1)) - 1))
+            t, a = t[len(glued.group(1)):], a + len(glued.group(1))
+        out.append(Word(t, box=box, a=a, b=a + len(t) - 1))
     return out, breaks
 
 

@@ -196,7 +196,10 @@ def read_page(textpage, raw, with_fonts: bool) -> PageLayout:
             joined += 1
             continue
         out.append(ln)
-    tables = find_tables(out, word_reader(out, loose))
+    try:
+        tables = find_tables(out, word_reader(out, loose))
+    except Exception:  # noqa: BLE001 - tables are a reading aid: a page they trip over keeps its text
+        tables = []
     pieces = []
     pos = 0
     for ln in out:

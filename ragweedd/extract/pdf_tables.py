@@ -492,9 +492,9 @@ def _header_cells(phrases: list[Word], cols: list[_Col], slots: list[tuple[float
     if len(spans) == 1 and width > 1 and not _YEARISH.match(spans[0][2]) and centred is not None:
         # one phrase centred over a table's columns heads them all ("Years Ended" over the middle
         # one of three); off centre it heads the columns it lies over
-        p = next(p for p in phrases if p.text.endswith(spans[0][2].split()[-1]))
+        one = next((p for p in phrases if p.text.endswith(spans[0][2].split()[-1])), None)
         middle, reach = centred
-        if abs((p.left + p.right) / 2 - middle) <= reach:
+        if one is not None and abs((one.left + one.right) / 2 - middle) <= reach:
             spans = [(0, width - 1, spans[0][2])]
     cells = [Cell(" ".join(corner), header=True)]
     at = 0

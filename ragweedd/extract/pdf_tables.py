@@ -354,10 +354,11 @@ def _build(lines, rows, body: list[int], cols: list[_Col], height: float, words_
     width = len(cols)
     table_rows: list[list[Cell]] = []
     notes: list[str] = []
-    for hrow in _header_rows([lines[h] for h in header], [words_for(h)[0] for h in header], height):
+    hrows = _header_rows([lines[h] for h in header], [words_for(h)[0] for h in header], height)
+    for n_row, hrow in enumerate(hrows):
         middle = (cols[0].left + cols[-1].right) / 2
         reach = (cols[-1].right - cols[0].left) / (2 * width)
-        cells = _header_cells(hrow, cols, slots, width, (middle, reach))
+        cells = _header_cells(hrow, cols, slots, width, (middle, reach), group=n_row < len(hrows) - 1)
         if cells[0].text and not any(c.text for c in cells[1:]):
             notes.append(cells[0].text)  # a line of its own over the columns: the units, the title's
         else:
@@ -477,9 +478,13 @@ def _columns_under(p: Word, cols: list[_Col], labels_end: float) -> list[int]:
 
 
 def _header_cells(phrases: list[Word], cols: list[_Col], slots: list[tuple[float, float]], width: int,
-                  centred: tuple[float, float] | None = None) -> list[Cell]:
+                  centred: tuple[float, float] | None = None, group: bool = False) -> list[Cell]:
+    """One header line's cells: the corner (phrases in the labels' room) and a cell for each
+    phrase over the column(s) it heads. ``group``: a line above the last header line, whose
+    phrases ("Pension", "Other Postretirement Benefits") each head the columns nearer to them."""
     corner: list[str] = []
     spans: list[tuple[int, int, str]] = []
+    middles: list[tuple[float, float]] = []  # each span's left and right edges
     for p in phrases:
         hit = _columns_under(p, cols, slots[0][0])
         if not hit or UNITS.search(p.text) or (_UNITS_NOTE.match(p.text) and not spans):
@@ -487,8 +492,16 @@ def _header_cells(phrases: list[Word], cols: list[_Col], slots: list[tuple[float
         elif spans and spans[-1][1] >= hit[0]:
             a, b, t = spans[-1]
             spans[-1] = (a, max(b, hit[-1]), f"{t} {p.text}")
+            middles[-1] = (middles[-1][0], p.right)
         else:
             spans.append((hit[0], hit[-1], p.text))
+            middles.append((p.left, p.right))
+    if group and 2 <= len(spans) < width and not any(_YEARISH.match(t.split()[-1]) for _, _, t in spans):
+        centres = [(a + b) / 2 for a, b in middles]
+        owner = [min(range(len(spans)), key=lambda i: abs(centres[i] - (c.left + c.right) / 2)) for c in cols]
+        if owner == sorted(owner):  # contiguous groups, in order
+            spans = [(owner.index(i), width - 1 - owner[::-1].index(i), t) for i, (_, _, t) in enumerate(spans)
+                     if i in owner]
     if len(spans) == 1 and width > 1 and not _YEARISH.match(spans[0][2]) and centred is not None:
         # one phrase centred over a table's columns heads them all ("Years Ended" over the middle
         # one of three); off centre it heads the columns it lies over

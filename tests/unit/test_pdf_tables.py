@@ -130,3 +130,30 @@ def test_prose_with_figures_is_no_table(tmp_path):
     assert doc.stats["tables"] == 0
     assert "Revenue for the segment grew in quarter 3 to 1,274" in doc.text
     assert not any("table" in r.meta for r in doc.regions)
+
+
+def test_group_headers_head_their_columns(tmp_path):
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.set_font("Helvetica", "B", 11)
+    pdf.cell(0, 6, "Amounts recognized in accumulated other comprehensive loss", new_x="LMARGIN", new_y="NEXT")
+    pdf.set_font("Helvetica", size=9)
+    pdf.cell(90, 5, "")
+    pdf.cell(50, 5, "Pension", align="C")
+    pdf.cell(50, 5, "Other Benefits", align="C", new_x="LMARGIN", new_y="NEXT")
+    pdf.cell(90, 5, "")
+    for k, year in enumerate(["2015", "2014", "2015", "2014"]):
+        pdf.cell(25, 5, year, align="R", new_x="LMARGIN" if k == 3 else "RIGHT", new_y="NEXT" if k == 3 else "TOP")
+    rows = [("Net actuarial loss", "17,448", "19,031", "(1,862)", "(1,092)"),
+            ("Prior service credits", "(1,224)", "(1,306)", "(41)", "(76)"),
+            ("Total recognized", "16,224", "17,725", "(1,903)", "(1,168)")]
+    for label, *figures in rows:
+        pdf.cell(90, 5, label)
+        for k, f in enumerate(figures):
+            pdf.cell(25, 5, f, align="R", new_x="LMARGIN" if k == 3 else "RIGHT", new_y="NEXT" if k == 3 else "TOP")
+    pdf.output(str(tmp_path / "groups.pdf"))
+    doc = extract_file(tmp_path / "groups.pdf", ExtractSettings(ocr_enabled=False))
+    assert ("Net actuarial loss | Pension 2015: 17,448 | Pension 2014: 19,031 | Other Benefits 2015: (1,862) | "
+            "Other Benefits 2014: (1,092)") in doc.text.split("\n"), doc.text

@@ -39,6 +39,8 @@ MAX_LABEL_GAP_LINES = 3  # label-only lines between two figure rows of one table
 MAX_HEADER_LINES = 10
 MAX_TITLE_LINES = 3
 MAX_LABEL_WORDS = 16
+MAX_PARENT_WORDS = 6
+MAX_CHILD_WORDS = 2
 ROW_GAP = 3.0  # line heights between two rows of one table, at most
 HEADER_REACH = 7.0  # line heights above the first row where header lines may be
 WORD_GAP = 0.6  # as in pdf_layout: a gap under this many line heights is a word space
@@ -365,6 +367,7 @@ def _build(lines, rows, body: list[int], cols: list[_Col], height: float, words_
             table_rows.append(cells)
     head_rows = len(table_rows)
     pending = ""  # a label line not yet given a row: its row may be the next line (a wrapped label)
+    parent = ""  # a short label line ending in ":" over rows of one or two words
 
     def flush() -> None:
         if pending:
@@ -383,8 +386,16 @@ def _build(lines, rows, body: list[int], cols: list[_Col], height: float, words_
         if pending and not pending.endswith(":") and (not own or own[:1].islower() or _DANGLING.search(pending)):
             own = f"{pending} {own}".strip()
         else:
+            if pending.endswith(":") and len(pending.split()) <= MAX_PARENT_WORDS:
+                parent = pending
+            elif pending:
+                parent = ""
             flush()
         pending = ""
+        if parent and own and len(own.split()) <= MAX_CHILD_WORDS:
+            own = f"{parent} {own}"  # "Net income per share: Diluted", not a bare "Diluted"
+        elif len(own.split()) > MAX_CHILD_WORDS:
+            parent = ""
         vals = [""] * width
         for a, c in cells:
             x = _col_of(a, cols)

@@ -71,7 +71,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ragweedd.extract.base import Region
-from ragweedd.extract.pdf_tables import PageTable, find_tables, word_reader
+from ragweedd.extract.pdf_tables import PageTable, baseline_pieces, find_tables, word_reader
 from ragweedd.extract.tables import RawTable
 
 # pdfium marks a hyphen it decided is a line-break hyphen with U+FFFE and returns Symbol-font
@@ -161,7 +161,7 @@ def read_page(textpage, raw, with_fonts: bool) -> PageLayout:
     raw_lines: list[Line] = []
     pos = 0
     for whole in text.translate(_FIXES_SAME_LENGTH).split("\n"):
-        for part, at in _baseline_pieces(whole, pos, loose):
+        for part, at in baseline_pieces(whole, pos, loose):
             stripped = part.strip()
             if not stripped:
                 continue
@@ -210,35 +210,6 @@ def read_page(textpage, raw, with_fonts: bool) -> PageLayout:
         pos += len(t) + 1
     return PageLayout("\n".join(pieces), out, joined, tables)
 
-
-
-def _baseline_pieces(part: str, pos: int, loose) -> list[tuple[str, int]]:
-    """A line of pdfium's text cut where its characters drop to a lower line (or jump up to
-    another column): some producers set a table's rows, or a paragraph, in one text object that
-    pdfium gives without line breaks ("... beyond 12.6 Do not expire 163.5"). Only a line whose
-    first and last characters are on different baselines is measured character by character; a
-    raised footnote mark does not cut it. Returns (text, its offset in the page) pieces."""
-    first = len(part) - len(part.lstrip())
-    last = len(part.rstrip()) - 1
-    if last <= first:
-        return [(part, pos)]
-    _, _, b0, t0 = loose(pos + first)
-    _, _, b1, _ = loose(pos + last)
-    h = t0 - b0
-    if h <= 0 or abs(b0 - b1) <= 0.5 * h:
-        return [(part, pos)]
-    out = []
-    start = 0
-    base = b0
-    for j in range(first + 1, last + 1):
-        if part[j].isspace():
-            continue
-        b = loose(pos + j)[2]
-        if base - b > 0.9 * h or b - base > 1.5 * h:
-            out.append((part[start:j], pos + start))
-            start, base = j, b
-    out.append((part[start:], pos + start))
-    return out
 
 
 def table_spans(page: PageLayout) -> list[tuple[int, int, RawTable]]:

@@ -143,6 +143,35 @@ def words_of(text: str, box: Callable[[int], tuple[float, float]]) -> tuple[list
     return out, breaks
 
 
+def baseline_pieces(part: str, pos: int, loose) -> list[tuple[str, int]]:
+    """A line of pdfium's text cut where its characters drop to a lower line (or jump up to
+    another column): some producers set a table's rows, or a paragraph, in one text object that
+    pdfium gives without line breaks ("... beyond 12.6 Do not expire 163.5"). Only a line whose
+    first and last characters are on different baselines is measured character by character; a
+    raised footnote mark does not cut it. Returns (text, its offset in the page) pieces."""
+    first = len(part) - len(part.lstrip())
+    last = len(part.rstrip()) - 1
+    if last <= first:
+        return [(part, pos)]
+    _, _, b0, t0 = loose(pos + first)
+    _, _, b1, _ = loose(pos + last)
+    h = t0 - b0
+    if h <= 0 or abs(b0 - b1) <= 0.5 * h:
+        return [(part, pos)]
+    out = []
+    start = 0
+    base = b0
+    for j in range(first + 1, last + 1):
+        if part[j].isspace():
+            continue
+        b = loose(pos + j)[2]
+        if base - b > 0.9 * h or b - base > 1.5 * h:
+            out.append((part[start:j], pos + start))
+            start, base = j, b
+    out.append((part[start:], pos + start))
+    return out
+
+
 def word_reader(lines, loose: Callable[[int], tuple[float, float, float, float]]):
     """``words_for(i)`` for find_tables: line i's words (pdf_layout.Line, whose ``segs`` map its
     text to pdfium's character indices), their boxes read with ``loose``, once."""

@@ -22,7 +22,9 @@ to ``text_quality``. Only consecutive lines are joined: rebuilding whole pages b
 interleave the columns of a two-column page, and pdfium already keeps most rows (dot leaders
 included) on one line.
 
-**Tables.** The lines of each page are then read for tables (pdf_tables.py): a line keeps, in
+**Tables.** A line of pdfium's text whose characters drop to a lower line (a table's rows set in
+one text object, given without line breaks) is first cut there (pdf_tables.baseline_pieces).
+The lines of each page are then read for tables (pdf_tables.py): a line keeps, in
 ``segs``, where each piece joined into it starts among pdfium's characters, so the words of a row
 can be measured where it matters (the gap before its figures, the figures' right edges).
 

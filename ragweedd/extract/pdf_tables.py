@@ -47,7 +47,7 @@ WORD_GAP = 0.6  # as in pdf_layout: a gap under this many line heights is a word
 
 _FIG = re.compile(r"^[(\[]?[-−–]?[$€£]?\(?\d[\d,]*(?:\.\d+)?\)?%?\)?\*?$")
 _DASH = re.compile(r"^\(?[$€£]?[—–-]{1,2}\)?%?$")
-_NIL = re.compile(r"^(?:n/?a|nm|n/?m|nmf)$", re.I)
+_NIL = re.compile(r"^(?:n/?a|nm|n/?m|nmf|\*+)$", re.I)  # "*": not meaningful
 _YEARISH = re.compile(r"^(?:fy|q[1-4])?'?(?:19|20)\d\d[a-z]?,?$", re.I)
 _SIGN_BEFORE = {"$", "€", "£", "US$", "($", "(", "$("}
 _SIGN_AFTER = {"%", ")", ")%", "%)", "pts", "bps", "x"}

@@ -3,13 +3,16 @@
     .venv/bin/python benchmarks/table_cells.py [--docs 10] [--model local:all-minilm-l6-v2]
         [--workdir DIR] [--out table_cells]
 
-Writes ``--docs`` documents of each of docx (python-docx), odt (odfpy) and HTML (by hand), each a
-company's results: a heading, a paragraph, and a table titled "<Company> statement of operations
-(in millions)" with a two-row header ("Fiscal year" merged over the years), eight row labels and
-figures that occur nowhere else. Every document gets four questions "What is the <row> of
-<company> in fiscal <year>?" (120 with the default), asked through the one-shot search and ask
-flow (``ragweedd ask``, no LLM). A question counts when the answer text holds the cell's figure;
-also counted: the figure in any source's text, and in the first source of the right file.
+Writes ``--docs`` documents of each of docx (python-docx), odt (odfpy), HTML (by hand), PDF (fpdf2)
+and xlsx (openpyxl), each a company's results: a heading, a paragraph, and a table titled
+"<Company> statement of operations (in millions)" with a two-row header ("Fiscal year" merged, or
+centred, over the years), eight row labels and figures that occur nowhere else. The PDFs set the
+table as filings do, text placed on a page with no table markup (half of them with dot leaders);
+the workbook stores the figures as numbers. Every document gets four questions "What is the <row>
+of <company> in fiscal <year>?" (200 with the default), asked through the one-shot search and ask
+flow (``ragweedd ask``, no LLM). A question counts when the answer text holds the cell's figure
+("12,345.6", or "12345.6" as a spreadsheet stores it); also counted: the figure in any source's
+text, and in the first source of the right file.
 ``ragweedd ingest`` runs in a subprocess, as a user would. Prints a table per format and writes
 benchmarks/results/<out>.json.
 """
@@ -35,7 +38,12 @@ COMPANIES = ["Zephyr Tools", "Quillon Foods", "Brackwater Mining", "Halvard Ship
              "Ostrava Glassworks", "Kestrel Avionics", "Marlow Breweries", "Nimbus Telecom", "Saffron Hotels",
              "Ferrule Robotics", "Gannet Paper", "Harrow Cement", "Ibex Outdoor", "Juniper Dairy",
              "Alder Railways", "Bittern Cosmetics", "Cinder Foundry", "Dunlin Software", "Elkhorn Timber",
-             "Fulmar Airlines", "Gorse Fertilisers", "Heron Logistics", "Isobar Weather", "Jackdaw Toys"]
+             "Fulmar Airlines", "Gorse Fertilisers", "Heron Logistics", "Isobar Weather", "Jackdaw Toys",
+             "Kittiwake Ceramics", "Larkspur Media", "Merlin Batteries", "Nettle Apparel", "Osprey Marine",
+             "Plover Semiconductors", "Quarry Aggregates", "Redstart Pharmacy", "Sandpiper Resorts",
+             "Teal Water Utilities", "Umber Paints", "Vireo Security", "Wren Furniture", "Xenon Lighting",
+             "Yellowhammer Seeds", "Zircon Jewellers", "Auk Refrigeration", "Brambling Packaging",
+             "Chiffchaff Studios", "Dotterel Energy"]
 ROWS = ["Net revenue", "Cost of goods sold", "Gross profit", "Research and development",
         "Selling, general and administrative", "Operating income", "Interest expense", "Net income",
         "Capital expenditures", "Depreciation and amortization", "Income tax expense", "Free cash flow"]
@@ -141,7 +149,74 @@ def write_html(path: Path, s: dict) -> None:
                     f"<p>Figures are unaudited.</p></body></html>")
 
 
-WRITERS = {"docx": write_docx, "odt": write_odt, "html": write_html}
+def write_pdf(path: Path, s: dict, leaders: bool) -> None:
+    """A statement as filings set it: its title and units centred, a period spanning the year
+    columns over a row of years, figures right-aligned; labels run on dot leaders (``leaders``)
+    or stand apart by white space only."""
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.set_font("Helvetica", "B", 14)
+    pdf.cell(0, 8, f"{s['company']} annual report", new_x="LMARGIN", new_y="NEXT")
+    pdf.set_font("Helvetica", size=10)
+    pdf.multi_cell(0, 5, _prose(s))
+    pdf.ln(4)
+    pdf.set_font("Helvetica", "B", 11)
+    pdf.cell(0, 6, f"{s['company']} statement of operations", new_x="LMARGIN", new_y="NEXT", align="C")
+    pdf.set_font("Helvetica", size=9)
+    pdf.cell(0, 5, "(in millions)", new_x="LMARGIN", new_y="NEXT", align="C")
+    label_w, col_w = 100, 30
+    pdf.cell(label_w, 5, "")
+    pdf.cell(col_w * len(YEARS), 5, "Fiscal year", align="C", new_x="LMARGIN", new_y="NEXT")
+    pdf.cell(label_w, 5, "")
+    for k, y in enumerate(YEARS):
+        last = k == len(YEARS) - 1
+        pdf.cell(col_w, 5, y, align="R", new_x="LMARGIN" if last else "RIGHT", new_y="NEXT" if last else "TOP")
+    for label in s["rows"]:
+        text = label
+        while leaders and pdf.get_string_width(text + " .") < label_w - 2:
+            text += " ."
+        pdf.cell(label_w, 5, text)
+        for k, y in enumerate(YEARS):
+            last = k == len(YEARS) - 1
+            pdf.cell(col_w, 5, s["cells"][label][y], align="R", new_x="LMARGIN" if last else "RIGHT",
+                     new_y="NEXT" if last else "TOP")
+    pdf.ln(3)
+    pdf.set_font("Helvetica", size=10)
+    pdf.multi_cell(0, 5, "Figures are unaudited.")
+    pdf.output(str(path))
+
+
+def write_xlsx(path: Path, s: dict) -> None:
+    """A workbook as a finance team keeps one: a title row, "Fiscal year" merged over the years,
+    figures stored as numbers with a thousands format."""
+    import openpyxl
+
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.title = "Statement of operations"
+    ws.append([_title(s)])
+    ws.append(["", "Fiscal year"])
+    ws.merge_cells(start_row=2, start_column=2, end_row=2, end_column=1 + len(YEARS))
+    ws.append(["", *(int(y) for y in YEARS)])
+    for label in s["rows"]:
+        ws.append([label, *(float(s["cells"][label][y].replace(",", "")) for y in YEARS)])
+        for c in ws[ws.max_row][1:]:
+            c.number_format = "#,##0.0"
+    wb.save(str(path))
+
+
+WRITERS = {"docx": write_docx, "odt": write_odt, "html": write_html,
+           # half the PDFs with dot leaders, half without: filings set them both ways
+           "pdf": lambda path, s: write_pdf(path, s, leaders=path.stem[0] < "n"), "xlsx": write_xlsx}
+
+
+def _forms(cell: str) -> set[str]:
+    """The cell as a document may show it: "12,345.6" and, as a spreadsheet stores it, "12345.6"
+    ("12345" for a whole number)."""
+    bare = cell.replace(",", "")
+    return {cell, bare, bare[:-2] if bare.endswith(".0") else bare}
 
 
 async def _answer(services, q: str) -> dict:
@@ -205,8 +280,8 @@ def main() -> int:
         for q in questions:
             rec = asyncio.run(_answer(services, q["q"]))
             sources = rec.get("sources") or []
-            in_answer = q["cell"] in (rec.get("answer") or "")
-            in_sources = any(q["cell"] in (s.get("text") or "") for s in sources)
+            in_answer = any(f in (rec.get("answer") or "") for f in _forms(q["cell"]))
+            in_sources = any(f in (s.get("text") or "") for s in sources for f in _forms(q["cell"]))
             first = next((s for s in sources if s.get("filename") == q["file"]), None)
             row = per.setdefault(q["fmt"], {"format": q["fmt"], "questions": 0, "answer_has_cell": 0,
                                             "sources_have_cell": 0, "right_file_first": 0})

@@ -5,6 +5,11 @@ OCR renders one page at a time (``pdftoppm -r DPI -f N -l N``) into a scratch di
 it with tesseract, so a mixed PDF (typed pages + scanned pages) keeps both, and memory stays at one
 page image. Every page becomes a region ``{"page": n}`` (plus ``"ocr": True`` when OCR'd).
 
+Tables found on a page's text layer (pdf_tables.py) are laid out as tables from the other formats
+are (tables.py): one line a row, each figure with its column's header, the table's title (the
+statement name and units above it) and rows in the regions ``{"table", "table_title", "row_start",
+"row_end"}``; they stand where their lines stood, the rest of the page as it was.
+
 Headings (the outline, else the layout heuristic: pdf_layout.py) become a second set of regions
 ``{"section", "section_path"}``, each from its heading to the next one, across pages: ``section``
 is the deepest heading the text sits under, ``section_path`` the headings from the outermost down
@@ -18,13 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from ragweedd.errors import ExtractionError, ExtractionSkipped
-from ragweedd.extract.pdf_layout import collapse_leaders, section_regions, usable_title
+from ragweedd.extract.pdf_layout import Heading, collapse_leaders, section_regions, usable_title
 from ragweedd.extract.pdf_text import read_pdf_text
 from ragweedd.extract.sniff import require_nonempty
+from ragweedd.extract.tables import RawTable, add_table, lay_out
 from ragweedd.extract.text_builder import TextBuilder, finish
 from ragweedd.extract.text_quality import TextQuality, assess
 from ragweedd.extract.tools import TOOL_PACKAGES, run_tool, scratch_dir, tool_path
-from ragweedd.extract.base import ExtractedDoc, ExtractSettings, ToolRequirement
+from ragweedd.extract.base import ExtractedDoc, ExtractSettings, Region, ToolRequirement
 from ragweedd.logging import lazy_logger
 
 log = lazy_logger(__name__)
@@ -49,6 +55,61 @@ def ocr_page(path: Path, page_no: int, settings: ExtractSettings, work: Path) ->
     finally:
         img.unlink(missing_ok=True)
     return out.decode("utf-8", "replace")
+
+
+def _add_page(tb: TextBuilder, text: str, tables: list[tuple[int, int, RawTable]],
+               numbered: int) -> list[tuple[int, int, int, int, bool]]:
+    """Add one page's text to ``tb``, each table (pdf_tables.py) laid out as header-carrying rows in
+    place of the lines it was read from, numbered on from ``numbered``. Returns the pieces the page
+    became: (start, end) in the page's text, (start, end) in the document, and whether it is a
+    table; empty when the page added nothing."""
+    pieces: list[tuple[int, int, int, int, bool]] = []
+    pos = 0
+    sep = "\n\n"
+    for k, (a, b, raw) in enumerate(tables + [(len(text), len(text), None)]):
+        prose = text[pos:a]
+        body = prose.strip()
+        if body:
+            before = tb.length
+            tb.add(body, None, sep=sep)
+            if tb.length > before:
+                start = tb.length - len(body)
+                at = pos + prose.index(body)
+                pieces.append((at, at + len(body), start, tb.length, False))
+                sep = "\n"
+        if raw is None:
+            break
+        laid = lay_out(raw)
+        before = tb.length
+        if raw.before.strip():
+            # the lines over the table, its title when they read as one (add_table takes it in)
+            tb.add(laid.before or " ".join(raw.before.split()), None, sep=sep)
+            sep = "\n"
+        add_table(tb, numbered + k + 1, laid, sep=sep)
+        if tb.length > before:
+            start = before + (len(sep) if before else 0)
+            pieces.append((a, b, start, tb.length, True))
+            sep = "\n"
+        pos = b
+    return pieces
+
+
+def _map_offset(pieces: list[tuple[int, int, int, int, bool]], h: Heading, text: str) -> int:
+    """Where heading ``h`` (at its offset in its page's text) is in the document ``text``: in a
+    table, at the row that holds its title (a segment's name over its rows), else the table's start."""
+    out = pieces[0][2]
+    for a, b, start, end, table in pieces:
+        if h.offset < a:
+            break
+        if not table:
+            out = start + min(h.offset, b) - a
+            continue
+        out = start
+        if h.offset < b:
+            at = text.find(h.title, start, end)
+            if at >= 0:
+                out = at
+    return out
 
 
 class PdfExtractor:
@@ -88,8 +149,9 @@ class PdfExtractor:
                                        hint=f"install {pkgs} (or point tess_bin at tesseract)")
         tb = TextBuilder()
         dropped = 0
-        # where each kept page's text starts in the document, less the whitespace strip() removed
-        page_at: dict[int, tuple[int, int, int]] = {}
+        # per kept page: where each piece of its text went in the document, for the headings
+        page_map: dict[int, list[tuple[int, int, int, int, bool]]] = {}
+        n_tables = 0
         for i, t in enumerate(texts):
             if i not in ocr_done and quality[i].unreadable:
                 dropped += 1
@@ -97,26 +159,27 @@ class PdfExtractor:
             meta: dict[str, Any] = {"page": i + 1}
             if i in ocr_done:
                 meta["ocr"] = True
-            body = t.strip()
-            before = tb.length
-            tb.add(body, meta, sep="\n\n")
-            if tb.length > before:
-                start = tb.length - len(body.strip("\n"))
-                page_at[i] = (start, len(t) - len(t.lstrip()), tb.length)
+            found = layer.tables[i] if i not in ocr_done and i < len(layer.tables) else []
+            pieces = _add_page(tb, t, found, n_tables)
+            n_tables += len(found)
+            if pieces:
+                tb.regions.append(Region(pieces[0][2], tb.length, meta))
+                page_map[i] = pieces
         placed = []
+        text = tb.text()
         for h in layer.headings:
-            if h.page not in page_at or (h.page in ocr_done and layer.heading_source != "outline"):
+            if h.page not in page_map or (h.page in ocr_done and layer.heading_source != "outline"):
                 continue
-            start, lead, end = page_at[h.page]
-            off = 0 if h.page in ocr_done else h.offset - lead
-            placed.append((min(end, start + max(0, off)), h))
+            pieces = page_map[h.page]
+            placed.append((pieces[0][2] if h.page in ocr_done else _map_offset(pieces, h, text), h))
         sections = section_regions(placed, tb.length)
         ocr_type = None
         if ocr_done:
             ocr_type = "tesseract" if len(ocr_done) == n_pages else "tesseract:partial"
         stats = {"pages": n_pages, "pages_need_ocr": len(need), "pages_ocr_tried": ocr_tried,
                  "pages_ocr": len(ocr_done), "pages_dropped": dropped, "pdf_engine": layer.engine, **layer.stats,
-                 "headings": len(placed), "heading_source": layer.heading_source if placed else "none"}
+                 "tables": n_tables, "headings": len(placed),
+                 "heading_source": layer.heading_source if placed else "none"}
         title = usable_title(layer.title, [h for _, h in placed], "\n".join(texts[:2]))
         doc = ExtractedDoc(text=tb.text(), kind="pdf", regions=tb.regions + sections, ocr_type=ocr_type,
                            title=title, extractor=self.name, stats=stats)

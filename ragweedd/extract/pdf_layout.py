@@ -22,6 +22,12 @@ to ``text_quality``. Only consecutive lines are joined: rebuilding whole pages b
 interleave the columns of a two-column page, and pdfium already keeps most rows (dot leaders
 included) on one line.
 
+**Tables.** A line of pdfium's text whose characters drop to a lower line (a table's rows set in
+one text object, given without line breaks) is first cut there (pdf_tables.baseline_pieces).
+The lines of each page are then read for tables (pdf_tables.py): a line keeps, in
+``segs``, where each piece joined into it starts among pdfium's characters, so the words of a row
+can be measured where it matters (the gap before its figures, the figures' right edges).
+
 **Dot leaders** (four or more dots, spaced or not) become a single tab in the page text, the
 column gap they draw; the lines keep them for the heading test (a line with leaders is a contents
 entry or a row label, never a heading).
@@ -67,6 +73,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ragweedd.extract.base import Region
+from ragweedd.extract.pdf_tables import PageTable, baseline_pieces, find_tables, word_reader
+from ragweedd.extract.tables import RawTable
 
 # pdfium marks a hyphen it decided is a line-break hyphen with U+FFFE and returns Symbol-font
 # bullets in the private-use area; lines end in CRLF (the CR is dropped).
@@ -114,6 +122,8 @@ class Line:
     size: float = 0.0  # loose-box height of the first character (follows the type size)
     bold: bool = False
     font: str = ""  # name of the first letter's font (read with the type)
+    # (offset in ``text``, pdfium character index) where each piece joined into the line starts
+    segs: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def height(self) -> float:
@@ -125,6 +135,7 @@ class PageLayout:
     text: str
     lines: list[Line] = field(default_factory=list)
     rows_joined: int = 0
+    tables: list[PageTable] = field(default_factory=list)  # first and last line of each, in order
 
 
 @dataclass(frozen=True)
@@ -151,15 +162,17 @@ def read_page(textpage, raw, with_fonts: bool) -> PageLayout:
 
     raw_lines: list[Line] = []
     pos = 0
-    for part in text.translate(_FIXES_SAME_LENGTH).split("\n"):
-        stripped = part.strip()
-        if stripped:
-            first = pos + len(part) - len(part.lstrip())
-            last = pos + len(part.rstrip()) - 1
+    for whole in text.translate(_FIXES_SAME_LENGTH).split("\n"):
+        for part, at in baseline_pieces(whole, pos, loose):
+            stripped = part.strip()
+            if not stripped:
+                continue
+            first = at + len(part) - len(part.lstrip())
+            last = at + len(part.rstrip()) - 1
             l0, r0, b0, t0 = loose(first)
             l1, r1, b1, t1 = loose(last)
             ln = Line(part.rstrip(), 0, min(l0, l1), max(r0, r1), min(b0, b1),
-                      max(t0, t1), t0 - b0)
+                      max(t0, t1), t0 - b0, segs=[(0, at)])
             if with_fonts:
                 k = first + next((j for j, c in enumerate(stripped) if c.isalnum()), 0)
                 weight = raw.FPDFText_GetFontWeight(textpage, k)
@@ -168,7 +181,7 @@ def read_page(textpage, raw, with_fonts: bool) -> PageLayout:
                 ln.font = name
                 ln.bold = weight >= 600 or bool(_BOLD.search(name))
             raw_lines.append(ln)
-        pos += len(part) + 1
+        pos += len(whole) + 1
     out: list[Line] = []
     joined = 0
     for ln in raw_lines:
@@ -176,6 +189,8 @@ def read_page(textpage, raw, with_fonts: bool) -> PageLayout:
         if prev is not None and (_same_row(prev, ln) or _superscript(prev, ln)):
             gap = ln.left - prev.right
             sep = " " if gap < WORD_GAP * max(prev.height, ln.height) else "\t"
+            lead = len(ln.text) - len(ln.text.lstrip())
+            prev.segs.append((len(prev.text) + len(sep), ln.segs[0][1] + lead))
             prev.text = prev.text + sep + ln.text.lstrip()
             prev.right = ln.right
             # the row keeps the vertical extent of its first line, so the figure after a raised
@@ -183,6 +198,10 @@ def read_page(textpage, raw, with_fonts: bool) -> PageLayout:
             joined += 1
             continue
         out.append(ln)
+    try:
+        tables = find_tables(out, word_reader(out, loose))
+    except Exception:  # noqa: BLE001 - tables are a reading aid: a page they trip over keeps its text
+        tables = []
     pieces = []
     pos = 0
     for ln in out:
@@ -191,7 +210,17 @@ def read_page(textpage, raw, with_fonts: bool) -> PageLayout:
         ln.start = pos
         pieces.append(t)
         pos += len(t) + 1
-    return PageLayout("\n".join(pieces), out, joined)
+    return PageLayout("\n".join(pieces), out, joined, tables)
+
+
+
+def table_spans(page: PageLayout) -> list[tuple[int, int, RawTable]]:
+    """Where each table of the page is in its text: (start, end, table)."""
+    out = []
+    for t in page.tables:
+        last = page.lines[t.last]
+        out.append((page.lines[t.first].start, last.start + len(collapse_leaders(last.text)), t.table))
+    return out
 
 
 def collapse_leaders(text: str) -> str:

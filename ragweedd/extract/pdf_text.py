@@ -23,6 +23,7 @@ from pathlib import Path
 from ragweedd.errors import ExtractionError
 from ragweedd.extract import pdf_layout
 from ragweedd.extract.pdf_layout import Heading
+from ragweedd.extract.tables import RawTable
 from ragweedd.logging import lazy_logger
 
 log = lazy_logger(__name__)
@@ -42,6 +43,8 @@ class PdfText:
     stats: dict = field(default_factory=dict)
     headings: list[Heading] = field(default_factory=list)  # in reading order, offsets into texts
     heading_source: str = "none"  # "outline" | "layout" | "none"
+    # Per page: the tables found on it, as (start, end) in its text and the table (pdf_tables.py)
+    tables: list[list[tuple[int, int, RawTable]]] = field(default_factory=list)
 
 
 class _PdfiumCannotOpen(Exception):
@@ -75,6 +78,7 @@ def _read_pdfium(path: Path) -> PdfText:
         texts: list[str] = []
         has_image: list[bool | None] = []
         layouts: list[pdf_layout.PageLayout] = []
+        tables: list[list[tuple[int, int, RawTable]]] = []
         failed = joined = 0
         # An outline of two or more bookmarks gives the headings; without one the type of every
         # line is read too (two more ctypes calls a line) for the layout heuristic, and so it is,
@@ -89,6 +93,7 @@ def _read_pdfium(path: Path) -> PdfText:
                 log.warning("pdf_page_load_failed", file=str(path), page=i + 1, error=str(e))
                 texts.append("")
                 has_image.append(None)
+                tables.append([])
                 layouts.append(pdf_layout.PageLayout(""))
                 failed += 1
                 continue
@@ -113,6 +118,7 @@ def _read_pdfium(path: Path) -> PdfText:
             finally:
                 page.close()
             texts.append(text)
+            tables.append(pdf_layout.table_spans(layout))
             layouts.append(layout if with_fonts else pdf_layout.PageLayout(""))
         title = _pdfium_title(doc)
         headings: list[Heading] = []
@@ -136,6 +142,7 @@ def _read_pdfium(path: Path) -> PdfText:
         doc.close()
     out = PdfText(texts, has_image, title, "pdfium", {"pages_failed": failed, "rows_joined": joined})
     out.headings, out.heading_source = headings, source
+    out.tables = tables
     if outline and source != "outline":
         out.stats["outline_ignored"] = len(outline)
     return out
@@ -200,7 +207,7 @@ def _read_pypdf(path: Path) -> PdfText:
         title = (meta.title or None) if meta else None
     except Exception:  # noqa: BLE001 - metadata is decoration
         pass
-    return PdfText(texts, [None] * n, title, "pypdf", {})
+    return PdfText(texts, [None] * n, title, "pypdf", {}, tables=[[] for _ in texts])
 
 
 def _open_pypdf(path: Path):

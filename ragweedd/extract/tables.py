@@ -41,6 +41,7 @@ TABLE_MARK = "\ue000table"
 _NUMBER = re.compile(r"^[(\[]?[-−–+]?\s*[$€£¥]?\s*[(]?[-−–+]?\d[\d,.\s]*\)?\s*(%|x|bps|pts)?\)?\*?$", re.I)
 _YEAR = re.compile(r"^(?:(?:fy|fiscal|year|cy)\s*)?'?(?:19|20)\d\d[a-z]?$", re.I)
 UNITS = re.compile(r"\b(?:in|\$|usd|eur|€|£)\s*(?:thousands|millions|billions|000s?)\b|\(\s*(?:\$|€|£)?\s*000s?\s*\)"
+                   r"|\(\s*(?:in\s+)?(?:us\$|\$|€|£|usd|eur)\s*(?:millions?|billions?|thousands?|m|mn|bn|k)\s*\)"
                    r"|\b(?:thousands|millions|billions) of (?:dollars|euros|pounds|shares|units)\b", re.I)
 _SIGNS_BEFORE = {"$", "€", "£", "¥", "US$", "C$", "A$"}
 _SIGNS_AFTER = {")", "%", ")%", "%)", "pts", "bps", "x"}

@@ -52,23 +52,26 @@ def test_outline_filing_sections_and_a_split_row():
     assert doc.title == "ADBE 10K FY15"  # a metadata title that names something is kept
     chunks = chunk_document(doc, PARAMS).chunks
     mdna = "Item 7. Management's Discussion and Analysis of Financial Condition and Results of Operations"
-    liquidity = _chunk_with(chunks, "$ 2,608.3 $ 2,107.9")
+    liquidity = _chunk_with(chunks, "Working capital | As of November 27, 2015: $2,608.3")
     assert liquidity["meta"]["section"] == "Liquidity and Capital Resources"
     regions = [r for r in doc.regions if "section" in r.meta]
     at = liquidity["meta"]["char_start"]
     path = next(r.meta["section_path"] for r in regions if r.start <= at < r.end)
     assert path == ["Part II.", mdna, "Liquidity and Capital Resources"]
-    balance = _chunk_with(chunks, "Total current liabilities")
+    balance = _chunk_with(chunks, "Total current liabilities |")
     assert balance["meta"]["section"] == "Consolidated Balance Sheets"
     # p. 94: "(1)" raised after "(2,955)" made pdfium put the mark and "(4,553)" on lines of their own
     row = [ln for ln in doc.text.split("\n") if ln.startswith("Total net unrealized gains on available-for-sale")]
-    assert len(row) == 1 and row[0].split()[-5:] == ["7,628", "(9,226)", "(2,955)", "(1)", "(4,553)"], row
-    # a balance sheet row keeps its label and figures on one line; its dot leaders are one tab
-    assert re.search(r"^Cash and cash equivalents\t\$ 876,560 \$ 1,117,400$", doc.text, re.M)
+    assert len(row) == 1, row
+    figures = [cell.rsplit(": ", 1)[-1] for cell in row[0].split(" | ")[1:]]
+    assert figures == ["7,628", "(9,226)", "(2,955)", "(4,553)"], row  # the mark is no column's figure
+    # a balance sheet row keeps its label and figures on one line, each under its date; no leaders
+    assert re.search(r"^Cash and cash equivalents \| November 27, 2015: \$876,560 \| November 28, 2014: \$1,117,400$",
+                     doc.text, re.M)
     assert "....." not in doc.text
-    # without the leaders, a chunk holds most of the balance sheet, not three of its rows
-    sheet = _chunk_with(chunks, "Cash and cash equivalents\t$ 876,560")
-    assert "Total assets\t$ 11,726,472" in sheet["text"] and "Trade payables" in sheet["text"], sheet["text"]
+    sheet = _chunk_with(chunks, "Cash and cash equivalents | November 27, 2015: $876,560")
+    assert "CONSOLIDATED BALANCE SHEETS" in sheet["meta"]["table_title"]
+    assert "Total assets | November 27, 2015: $11,726,472" in doc.text
     assert [r.meta["page"] for r in doc.regions if "page" in r.meta] == list(range(1, 117))
 
 
@@ -107,5 +110,37 @@ def test_cover_page_lines_are_no_labels_on_real_filings():
     assert not any(re.search(r"months ended", s, re.I) for s in labels), labels
     chunks, labels = _labels("AMCOR_2023Q4_EARNINGS.pdf")
     assert "Pro Forma Statement of Income" not in labels
-    balance = _chunk_with(chunks, "Total liabilities and shareholders' equity 17,426")
+    balance = _chunk_with(chunks, "Total liabilities and shareholders' equity | June 30, 2022: 17,426")
     assert "Balance Sheet" in balance["meta"]["section"], balance["meta"]
+
+
+# (filing, a statement's title words, a row as it must come out): the cash-flow and balance-sheet
+# rows of three 10-Ks set three ways (dot leaders; no outline; figures apart by white space only)
+STATEMENT_ROWS = [
+    ("ADOBE_2015_10K.pdf", "CONSOLIDATED STATEMENTS OF CASH FLOWS",
+     "Net cash provided by operating activities | Years Ended November 27, 2015: 1,469,502 | "
+     "Years Ended November 28, 2014: 1,287,482 | Years Ended November 29, 2013: 1,151,686"),
+    ("ADOBE_2015_10K.pdf", "CONSOLIDATED BALANCE SHEETS",
+     "Total assets | November 27, 2015: $11,726,472 | November 28, 2014: $10,785,829"),
+    ("BOEING_2022_10K.pdf", "Consolidated Statements of Financial Position",
+     "Cash and cash equivalents | 2022: $14,614 | 2021: $8,052"),
+    ("PEPSICO_2022_10K.pdf", "Consolidated Statement of Cash Flows",
+     "Net Cash Provided by Operating Activities | 2022: 10,811 | 2021: 11,616 | 2020: 10,613"),
+    ("PEPSICO_2022_10K.pdf", "Consolidated Balance Sheet",
+     "Total Assets | 2022: $92,187 | 2021: $92,377"),
+]
+
+
+def test_statement_rows_come_out_with_their_years():
+    docs: dict[str, list[dict]] = {}
+    for name, title, row in STATEMENT_ROWS:
+        if name not in docs:
+            doc = PdfExtractor().extract(_filing(name), ExtractSettings(ocr_enabled=False))
+            docs[name] = chunk_document(doc, PARAMS).chunks
+        hit = [c for c in docs[name] if row in c["text"].split("\n")]
+        assert hit, f"{name}: no chunk holds the row {row!r}"
+        meta = hit[0]["meta"]
+        assert title in (meta.get("table_title") or ""), (name, meta.get("table_title"))
+        assert meta.get("page_label") and meta.get("row_start") and meta.get("row_end"), meta
+        # the units the statement states go with it
+        assert re.search(r"in (?:millions|thousands)", meta["table_title"], re.I), meta["table_title"]

@@ -118,6 +118,12 @@ def provenance(regions: list[Region], start: int | None = None) -> dict[str, Any
     sheets = [r.meta["sheet"] for r in ordered if "sheet" in r.meta]
     if sheets:
         meta["sheet"] = sheets[0]
+    if "table_title" not in meta:
+        # a run of spreadsheet rows is named by its sheet and title rows (sheets.py)
+        titled = next((r for r in ordered
+                       if r.meta.get("table_title") and r.meta.get("sheet") == meta.get("sheet")), None)
+        if titled is not None:
+            meta["table_title"] = titled.meta["table_title"]
     # the rows of the sheet cited (a chunk does not cross sheets, but a zip's members could meet)
     rows = [r for r in regions if "row_start" in r.meta and r.meta.get("sheet") == meta.get("sheet")]
     if rows:

@@ -17,8 +17,10 @@ from ragweedd.errors import ExtractionError, ExtractionSkipped
 from ragweedd.extract.sniff import decode_text, looks_binary, read_head, require_nonempty
 from ragweedd.extract.text_builder import TextBuilder, finish
 from ragweedd.extract.base import ExtractedDoc, ExtractSettings, ToolRequirement
+from ragweedd.extract.tables import SheetColumns, sheet_columns, sheet_row_line
 
 ROW_BLOCK = 20
+PROBE_ROWS = 12
 
 
 def _cell(v: Any) -> str:
@@ -32,20 +34,54 @@ def _cell(v: Any) -> str:
 
 
 def _add_sheet(tb: TextBuilder, sheet: str | None, rows: Iterable[tuple[int, Iterable[Any]]]) -> int:
-    """Append one sheet; returns the number of non-empty rows. A block is a run of consecutive
-    rows (an empty row, left out, ends it), one line each, at most ROW_BLOCK: the chunker counts
-    lines inside it to cite the exact rows of a chunk."""
+    """Append one sheet; returns the number of non-empty rows. A run of consecutive rows (an empty
+    row, left out, ends it) is read as a table: its title and header rows, judged from its first
+    PROBE_ROWS rows, are not lines of their own; every other row is one line that says its label
+    and, for each value, its column's header. Lines go in blocks of consecutive rows, at most
+    ROW_BLOCK: the chunker counts lines inside a block to cite the exact rows of a chunk."""
     block: list[str] = []
     first = last = 0
     count = 0
+    prev = 0
+    run: list[tuple[int, list[str]]] = []  # the first rows of the current run, until it is laid out
+    cols: SheetColumns | None = None
+    title = ""
 
     def flush() -> None:
         if block:
             meta: dict[str, Any] = {"row_start": first, "row_end": last}
             if sheet is not None:
                 meta["sheet"] = sheet
+            if title:
+                meta["table_title"] = title
             tb.add("\n".join(block), meta, sep="\n")
             block.clear()
+
+    def emit(n: int, cells: list[str]) -> None:
+        nonlocal first, last
+        assert cols is not None
+        line = sheet_row_line(cells, cols)
+        if block and n != last + 1:
+            flush()
+        if not block:
+            first = n
+        block.append(line)
+        last = n
+        if len(block) >= ROW_BLOCK:
+            flush()
+
+    def lay_out_run() -> None:
+        nonlocal cols, title
+        flush()
+        cols = sheet_columns([c for _, c in run])
+        named = sheet and cols.title and sheet.casefold() in cols.title.casefold()
+        title = cols.title if named else " — ".join(t for t in (sheet, cols.title) if t)
+        if cols.title:
+            # the title rows' text stays in the sheet's text, once, before the rows it names
+            tb.add(cols.title, {"sheet": sheet} if sheet is not None else None, sep="\n")
+        for n, cells in run[cols.body:]:
+            emit(n, cells)
+        run.clear()
 
     for n, values in rows:
         cells = [_cell(v) for v in values]
@@ -56,15 +92,21 @@ def _add_sheet(tb: TextBuilder, sheet: str | None, rows: Iterable[tuple[int, Ite
         if count == 0 and sheet is not None:
             # the heading only for sheets with values: an empty workbook must not look like text
             tb.add(f"# Sheet: {sheet}", {"sheet": sheet}, sep="\n\n")
-        if block and n != last + 1:
-            flush()  # a row was empty: the next one starts a new run
-        if not block:
-            first = n
-        block.append("\t".join(cells))
-        last = n
-        count += 1
-        if len(block) >= ROW_BLOCK:
+        if prev and n != prev + 1:
+            if cols is None:
+                lay_out_run()  # a run shorter than the probe
             flush()
+            cols = None  # a row was empty: the next row starts a new run, with headers of its own
+        prev = n
+        count += 1
+        if cols is None:
+            run.append((n, cells))
+            if len(run) >= PROBE_ROWS:
+                lay_out_run()
+        else:
+            emit(n, cells)
+    if cols is None and run:
+        lay_out_run()
     flush()
     return count
 

@@ -249,14 +249,7 @@ def lay_out(table: RawTable) -> LaidOut:
     h = _header_rows(sub, cells, origin_shift(origin, t), table.head_rows - t if table.head_rows > t else 0)
     body = range(t + h, len(grid))
     label_col = _label_column(grid, cells, body)
-    headers: list[str] = []
-    for c in range(width):
-        parts: list[str] = []
-        for r in range(t, t + h):
-            txt = _text_at(grid, cells, r, c)
-            if txt and txt not in parts:
-                parts.append(txt)
-        headers.append(" ".join(parts))
+    headers = _column_headers(grid, cells, range(t, t + h), width)
     corner = headers[0] if label_col and h else ""
     if corner and UNITS.search(corner):
         title_parts.append(corner)
@@ -277,6 +270,76 @@ def lay_out(table: RawTable) -> LaidOut:
             if line:
                 out.lines.append((r + 1, line))
     return out
+
+
+def _column_headers(grid, cells, rows: range, width: int) -> list[str]:
+    """Each column's header: the texts of its header rows, top down, each once."""
+    headers: list[str] = []
+    for c in range(width):
+        parts: list[str] = []
+        for r in rows:
+            txt = _text_at(grid, cells, r, c)
+            if txt and txt not in parts:
+                parts.append(txt)
+        headers.append(" ".join(parts))
+    return headers
+
+
+@dataclass
+class SheetColumns:
+    """How the rows of a run of spreadsheet rows read: the first ``body`` rows are the run's title
+    and column headers, the rest one line each (``sheet_row_line``)."""
+
+    body: int
+    title: str
+    headers: list[str] | None
+    label_col: bool
+
+
+def sheet_columns(rows: list[list[str]]) -> SheetColumns:
+    """The title rows, header rows and row labels of a run of spreadsheet rows, judged from its
+    first rows (a sheet can hold a million rows; its headers are at its top). A sheet has no
+    merge markup a streaming reader sees, so a header cell followed by empty cells heads them as
+    the sheet shows it ("Fiscal year" over its three years)."""
+    width = max((len(r) for r in rows), default=0)
+    if len(rows) < 2 or width < 2:
+        return SheetColumns(0, "", None, False)
+    first_figures = next((i for i, r in enumerate(rows) if any(is_number(clean(t)) for t in r)), len(rows))
+    table: list[list[Cell]] = []
+    for i, r in enumerate(rows):
+        texts = [clean(t) for t in r] + [""] * (width - len(r))
+        if i < min(first_figures, MAX_HEADER_ROWS + 2):
+            table.append(_spread_right(texts))
+        else:
+            table.append([Cell(t) for t in texts])
+    grid, cells, origin = _grid(table)
+    t = _title_rows(grid, cells, origin)
+    h = _header_rows(grid[t:], cells, origin_shift(origin, t), 0)
+    label_col = _label_column(grid, cells, range(t + h, len(grid)))
+    title = " — ".join(dict.fromkeys(cells[i].text for r in range(t) for i in dict.fromkeys(grid[r])
+                                     if i is not None and cells[i].text))
+    headers = _column_headers(grid, cells, range(t, t + h), width) if h else None
+    if headers and label_col and headers[0] and UNITS.search(headers[0]):
+        title = " — ".join(p for p in (title, headers[0]) if p)
+    return SheetColumns(t + h, title, headers, label_col)
+
+
+def _spread_right(texts: list[str]) -> list[Cell]:
+    out: list[Cell] = []
+    for c, text in enumerate(texts):
+        if not text and c > 1 and out[-1].text:
+            out[-1].colspan += 1  # the row label column (0) never heads the columns after it
+        else:
+            out.append(Cell(text))
+    return out
+
+
+def sheet_row_line(values: list[str], cols: SheetColumns) -> str:
+    """One spreadsheet row as a line that says its label and, for each value, its column's header."""
+    cells = [Cell(clean(v)) for v in values]
+    if cols.headers is None and not cols.label_col:
+        return "\t".join(c.text for c in cells)
+    return _row_line([list(range(len(cells)))], cells, 0, cols.headers, cols.label_col)
 
 
 def _origins(grid, n: int) -> list[tuple[int, int]]:

@@ -15,7 +15,8 @@ import pytest
 
 from tests.system.conftest import ROOT, Daemon, serving, wait_indexed
 
-# Rows 2-61 of sheet "Q3" name themselves ("row17"), so a passage's rows can be read off its text;
+# Rows 2-61 of sheet "Q3" name themselves ("row17 | Region: Region 17 | ..." under the header row),
+# so a passage's rows can be read off its text;
 # one row holds a word found nowhere else. Sheet "Costs" has an empty row 2.
 RARE_ROW = 47
 
@@ -54,8 +55,8 @@ def _rows_in_text(text: str) -> list[int]:
     """The rows of sheet Q3 a passage holds: the first line may be the tail of a row (a chunk may
     start inside a line), whose number is the next full row's less one."""
     lines = text.split("\n")
-    full = [int(m.group(1)) for ln in lines if (m := re.match(r"row(\d+)\t", ln))]
-    first = full[0] if re.match(r"row\d+\t", lines[0]) else full[0] - 1
+    full = [int(m.group(1)) for ln in lines if (m := re.match(r"row(\d+) \|", ln))]
+    first = full[0] if re.match(r"row\d+ \|", lines[0]) else full[0] - 1
     return [first, full[-1]]
 
 
@@ -74,7 +75,9 @@ def test_search_hits_carry_sheet_and_exact_rows(d):
     assert hit["rows"] == _rows_in_text(hit["text"]), (hit["rows"], hit["text"][:200])
     assert hit["rows"][0] <= RARE_ROW <= hit["rows"][1] and hit["rows"][0] > 1
     hit = _top(d, "quokka habitat", "animals.csv")
-    assert hit["sheet"] is None and hit["rows"] == [1, 5], hit  # records: 1 is the header
+    # records: 1 is the header, which heads each value of rows 2-5 and is no line of its own
+    assert hit["sheet"] is None and hit["rows"] == [2, 5], hit
+    assert "quokka habitat | count: 7" in hit["text"], hit["text"]
 
 
 def test_ask_sources_carry_sheet_and_rows(d):
@@ -102,4 +105,4 @@ def test_the_command_lines_print_sheet_and_rows(d):
                         "quokka habitat"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert p.returncode == 0, p.stderr
     line = next(ln for ln in p.stdout.splitlines() if "animals.csv" in ln)
-    assert "rows 1-5" in line and "chars" not in line, p.stdout
+    assert "rows 2-5" in line and "chars" not in line, p.stdout

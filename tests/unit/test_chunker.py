@@ -139,12 +139,12 @@ def test_spreadsheet_chunks_keep_to_one_sheet_and_name_their_exact_rows(tmp_path
         chunks = chunk_document(doc, small).chunks
         assert len(chunks) > 3 * len(names)
         for c in chunks:
-            found = re.findall(r"^([A-Z][a-z]+)(\d+)\t", c["text"], re.M)
+            found = re.findall(r"^([A-Z][a-z]+)(\d+) \|", c["text"], re.M)
             sheets = {s for s, _ in found} | set(re.findall(r"^# Sheet: (\w+)$", c["text"], re.M))
             assert len(sheets) == 1, c["text"]  # never two sheets in one chunk
             first, last = int(found[0][1]), int(found[-1][1])
             lines = c["text"].split("\n")
-            if not re.match(r"([A-Z][a-z]+)\d+\t|# Sheet", lines[0]):
+            if not re.match(r"([A-Z][a-z]+)\d+ \||# Sheet", lines[0]):
                 # the chunk starts inside a row: the one before the next row, empty rows aside
                 first = int(re.match(r"[A-Za-z]+(\d+)", lines[1]).group(1)) - 1
                 while first in (9, 30, 31):

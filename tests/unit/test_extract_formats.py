@@ -145,24 +145,30 @@ def test_tex_via_detex_does_not_follow_input(fx):
 
 def test_xlsx_sheets_and_row_ranges(fx):
     doc = extract_file(fx["xlsx"], S)
-    assert "# Sheet: Inventory" in doc.text and "anchor chain\t12\tRotterdam" in doc.text
-    assert region_at(doc, "mooring buoy") == {"sheet": "Inventory", "row_start": 1, "row_end": 3}
-    r = region_at(doc, "supplier25\t")
+    # the header row heads each value of the rows under it, and is no row of its own
+    assert "# Sheet: Inventory" in doc.text and "anchor chain | quantity: 12 | warehouse: Rotterdam" in doc.text
+    assert "item\tquantity" not in doc.text and "item | quantity" not in doc.text
+    assert region_at(doc, "mooring buoy") == {"sheet": "Inventory", "row_start": 2, "row_end": 3,
+                                              "table_title": "Inventory"}
+    # two columns of words: nothing tells a header from a row, so "name | country" stays a row
+    assert "name | country\nsupplier0 | Denmark" in doc.text
+    r = region_at(doc, "supplier25 |")
     assert r["sheet"] == "Suppliers" and r["row_start"] <= 27 <= r["row_end"]  # supplier25 is on row 27
 
 
 def test_xls_via_xlrd(fx):
     doc = extract_file(fx["xls"], S)
-    assert "Dobsonian reflector\t254" in doc.text  # 254.0 shown as a whole number
+    assert "Dobsonian reflector | aperture_mm: 254" in doc.text  # 254.0 shown as a whole number
     assert region_at(doc, "Apochromatic")["sheet"] == "Telescopes"
 
 
 def test_csv_dialect_sniffed(fx):
     doc = extract_file(fx["csv"], S)
     lines = doc.text.splitlines()
-    assert lines[0] == "city\tcountry\tpopulation\triver"
-    assert lines[3] == "Cologne; Rhine city\tGermany\t1080000\tRhine"  # quoted delimiter kept whole
-    assert region_at(doc, "Budapest") == {"row_start": 1, "row_end": 4}
+    assert lines[0] == "Vienna | country: Austria | population: 1900000 | river: Danube"
+    # a quoted delimiter is kept whole
+    assert lines[2] == "Cologne; Rhine city | country: Germany | population: 1080000 | river: Rhine"
+    assert region_at(doc, "Budapest") == {"row_start": 2, "row_end": 4}
 
 
 def test_json_pretty_printed(fx):

@@ -232,3 +232,37 @@ def test_a_table_too_big_to_lay_out_is_read_as_plain_lines(tmp_path):
     doc = extract_file(tmp_path / "huge.html")
     lines = doc.text.split("\n")
     assert lines[0] == "cell 0" and lines[1] == "x0" and "cell 4999" in lines and lines[-1] == "End."
+
+
+def test_a_workbook_statement_reads_as_rows_with_their_headers(tmp_path):
+    """openpyxl writes a statement as a finance team keeps one: a title row, "Fiscal year" merged
+    over three years, figures stored as numbers; rows past the ones the headers are judged from
+    carry them too, and a run after an empty row finds headers of its own."""
+    import openpyxl
+
+    from ragweedd.extract.base import ExtractSettings
+    from ragweedd.extract.sheets import XlsxExtractor
+
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.title = "Operations"
+    ws.append(["Acme Corp statement of operations (in millions)"])
+    ws.append(["", "Fiscal year"])
+    ws.merge_cells(start_row=2, start_column=2, end_row=2, end_column=4)
+    ws.append(["", 2015, 2016, 2017])
+    for i in range(30):
+        ws.append([f"Line item {i}", 1000.5 + i, 2000 + i, 3000.25])
+    ws.append([])
+    ws.append(["Name", "Email", "Phone"])
+    ws.append(["Ann", "ann@example.org", "555-1234"])
+    wb.save(tmp_path / "book.xlsx")
+    doc = XlsxExtractor().extract(tmp_path / "book.xlsx", ExtractSettings())
+    lines = doc.text.split("\n")
+    assert lines[:3] == ["# Sheet: Operations", "Acme Corp statement of operations (in millions)",
+                         "Line item 0 | Fiscal year 2015: 1000.5 | Fiscal year 2016: 2000 | Fiscal year 2017: 3000.25"]
+    assert "Line item 29 | Fiscal year 2015: 1029.5 | Fiscal year 2016: 2029 | Fiscal year 2017: 3000.25" in lines
+    assert "Ann | Email: ann@example.org | Phone: 555-1234" in lines and "Name" not in doc.text
+    rows = [r.meta for r in doc.regions if "row_start" in r.meta]
+    assert rows[0] == {"row_start": 4, "row_end": 23, "sheet": "Operations",
+                       "table_title": "Acme Corp statement of operations (in millions)"}  # it names the sheet
+    assert rows[-1] == {"row_start": 36, "row_end": 36, "sheet": "Operations", "table_title": "Operations"}

@@ -22,9 +22,16 @@ def require_tool(name: str) -> str:
     pytest.skip(msg)
 
 
+# The shortest deadline a wait gets. A deadline only stops a test that hangs: it is never a speed
+# claim. On a busy machine a first start compiles the vector index's numba code in each test
+# worker at once, and a wait a quiet machine meets in seconds took over 30 s.
+MIN_DEADLINE_S = 240.0
+
+
 def wait_until(pred, timeout: float, interval: float = 0.1, what: str = "condition"):
     """Poll ``pred`` until it returns something truthy (which is returned); fail after ``timeout``
-    seconds naming ``what`` and the last value."""
+    seconds (at least MIN_DEADLINE_S) naming ``what`` and the last value."""
+    timeout = max(timeout, MIN_DEADLINE_S)
     end = time.monotonic() + timeout
     last = None
     while time.monotonic() < end:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ragweedd.errors import RequestError
 from ragweedd.logging import get_logger
@@ -21,6 +21,7 @@ from ragweedd.query.hyde import HyDE
 from ragweedd.query.idf import IdfCache
 from ragweedd.query.merge import FUSIONS, Candidate, FusionParams, finish, fuse
 from ragweedd.query.semantic_cache import SemanticCache
+from ragweedd.query.statements import headed_statements, rank_named_statements
 from ragweedd.query.vectors import VectorSearch
 from ragweedd.query.wordnet import open_wordnet, wordnet_status
 from ragweedd.store.protocols import IdfCacheStore, KeywordReader, RagStore, StoreBackend
@@ -192,7 +193,12 @@ class Searcher:
             feedback = self._dense_feedback(cols, cands, qvec, depth, allowed, plans, fusion, vectors_read)
             if feedback is not None:
                 fuse(list(cands.values()), mode=mode, params=params)
-        results, counts = finish(self._briefs(cols, cands), max_per_file=cfg.max_chunks_per_file,
+        briefs = self._briefs(cols, cands)
+        statements = None
+        if mode == "hybrid":
+            statements = rank_named_statements(query, briefs, self._headings(cols),
+                                               self._statement_chunks(cols, allowed))
+        results, counts = finish(briefs, max_per_file=cfg.max_chunks_per_file,
                                  min_score=cfg.min_score, limit=limit, keep_pct=cfg.pre_annotate_keep)
         results = self._full_hits(cols, results)
         timings["merge"] = _ms(t)
@@ -206,7 +212,7 @@ class Searcher:
                        "known_items": sum(1 for c in cands.values() if c.known_item), **counts},
             "tier": {name: m.get("tier") for name, m in fts_meta.items()} if use_fts else None,
             "fts": fts_meta, "synonyms": self.wordnet_status, "timings_ms": timings,
-            "dense_feedback": feedback, "cache": None,
+            "dense_feedback": feedback, "statements": statements, "cache": None,
         }
         if hyde_meta is not None:
             meta["hyde"] = hyde_meta
@@ -390,6 +396,30 @@ class Searcher:
                          dense_rank=cand.dense_rank, fts_rank=cand.fts_rank, known_item=cand.known_item)
                 out.append(h)
         return out
+
+    @staticmethod
+    def _headings(cols) -> Callable[[str, list[int]], dict[int, str]]:
+        by_name = {c.name: c for c in cols}
+
+        def headings(name: str, ids: list[int]) -> dict[int, str]:
+            return by_name[name].rag.headings(ids)
+        return headings
+
+    @staticmethod
+    def _statement_chunks(cols, allowed) -> Callable[[str, str, set[str]], list[dict[str, Any]]]:
+        by_name = {c.name: c for c in cols}
+
+        def statement_chunks(name: str, doc_id: str, kinds: set[str]) -> list[dict[str, Any]]:
+            ids = by_name[name].rag.chunk_ids_of(doc_id)
+            keep = allowed.get(name)
+            if keep is not None:
+                ids = [i for i in ids if i in keep]
+            heads = by_name[name].rag.headings(ids)
+            ids = [i for i in ids if headed_statements(heads.get(i, "")) & kinds]
+            briefs = by_name[name].rag.briefs(ids)
+            return [{"embedding_id": i, "collection": name, "doc_id": briefs[i][0], "source_file": briefs[i][1],
+                     "text": briefs[i][2], "pages": briefs[i][3]} for i in ids if i in briefs]
+        return statement_chunks
 
     def _full_hits(self, cols, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         by_col: dict[str, list[int]] = {}

@@ -649,6 +649,11 @@ class PgRag(PgKeyword):
             out[int(r["id"])] = (r["md5"], _sqlite_form(r["source_file"]) or "", r["content"] or "", pages or None)
         return out
 
+    def headings(self, ids: Sequence[int]) -> dict[int, str]:
+        return {int(r["id"]): r["heading"] for r in self.db.all(
+            "SELECT id, trim(coalesce(meta->>'section', '') || ' ' || coalesce(meta->>'table_title', '')) AS heading"
+            " FROM chunks WHERE collection_id=%s AND id = ANY(%s)", (self.collection_id, list(ids)))}
+
     def hits(self, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
         out: dict[int, dict[str, Any]] = {}
         for r in self.db.all("SELECT id, md5, chunk_idx, content, context, source_file, source_rel_path, meta"

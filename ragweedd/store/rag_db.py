@@ -618,6 +618,21 @@ class RagDB(PassVectors, ModelSwap, ServedText, HiddenChunks):
                 out[int(r[0])] = (r[1], r[2] or "", r[3] or "", json.loads(r[4]) if r[4] else None)
         return out
 
+    def headings(self, ids: Sequence[int]) -> dict[int, str]:
+        """{chunk id: its section heading and table title, joined}: what says which part of a
+        document a chunk is in, for every candidate of a search, without reading its text."""
+        out: dict[int, str] = {}
+        for i in range(0, len(ids), 500):
+            part = list(ids[i:i + 500])
+            q = ",".join("?" * len(part))
+            # "+m.key": read by the primary key (id, key); the planner otherwise walks the key index
+            # over every chunk's section (seconds at 50k chunks instead of milliseconds)
+            for cid, value in self.conn.execute(
+                    f"SELECT m.id, m.string_value FROM embedding_metadata m WHERE +m.key IN ('section', 'table_title')"
+                    f" AND m.id IN ({q}) AND {visible('m.id')} ORDER BY m.key", part):
+                out[int(cid)] = f"{out[int(cid)]} {value}" if int(cid) in out else str(value or "")
+        return out
+
     def hits(self, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
         """Search-hit dicts (without scores) for chunk ids, in one pass over the metadata. A chunk
         whose text fails its hash is left out (``rotten``): what is served is what was indexed."""

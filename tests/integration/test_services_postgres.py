@@ -36,13 +36,15 @@ def test_one_shot_search_and_history_on_postgresql(tmp_path, pg_dsn):
     try:
         assert isinstance(services.stores, PgBackend) and services.stores.source == "laptop"
         texts = ["sourdough starter needs feeding twice a day", "the lighthouse keeper's schedule",
-                 "green tea inventory for the shop"]
+                 "green tea inventory for the shop", "Total assets | 2023: 1,000"]
         vecs = embed_texts(services.embedder, texts)
         rag = services.stores.open_rag("notes")
         eid = index_embedder_id(services.embedder.id, cfg.chunk_context)
         rag.publish(md5="a" * 32, source_file="/home/me/notes/n.md", rel_path="n.md", kind="text", extractor="text",
                     ocr_type=None, title=None, size_bytes=100,
-                    chunks=[{"chunk_idx": i, "text": t, "meta": {"char_start": 0, "char_end": len(t)}}
+                    chunks=[{"chunk_idx": i, "text": t, "meta": {"char_start": 0, "char_end": len(t),
+                                                                 **({"section": "Consolidated Balance Sheets"}
+                                                                    if t.startswith("Total") else {})}}
                             for i, t in enumerate(texts)],
                     vectors={PRIMARY: [v.astype("float32").tobytes() for v in vecs]},
                     embedders={PRIMARY: (eid, vecs.shape[1])})
@@ -53,6 +55,11 @@ def test_one_shot_search_and_history_on_postgresql(tmp_path, pg_dsn):
             first = hits[0]
             text = first["text"] if isinstance(first, dict) else first.text
             assert "lighthouse" in text, (mode, hits)
+        # a question naming a statement reads it from the document it is about (query/statements.py)
+        res = services.search("lighthouse keeper, based on the balance sheet", ["notes"], 3)
+        texts_found = [h["text"] if isinstance(h, dict) else h.text for h in res["results"]]
+        assert "Total assets | 2023: 1,000" in texts_found, texts_found
+        assert res["retrieval_meta"]["statements"]["statements"] == ["balance"]
         from ragweedd.store.pg_history import PgHistory
 
         assert isinstance(services.history.db, PgHistory)  # the history lives in PostgreSQL too

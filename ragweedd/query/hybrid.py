@@ -21,7 +21,7 @@ from ragweedd.query.hyde import HyDE
 from ragweedd.query.idf import IdfCache
 from ragweedd.query.merge import FUSIONS, Candidate, FusionParams, finish, fuse
 from ragweedd.query.semantic_cache import SemanticCache
-from ragweedd.query.statements import headed_statements, rank_named_statements
+from ragweedd.query.named import headed_statements, rank_named
 from ragweedd.query.vectors import VectorSearch
 from ragweedd.query.wordnet import open_wordnet, wordnet_status
 from ragweedd.store.protocols import IdfCacheStore, KeywordReader, RagStore, StoreBackend
@@ -194,10 +194,9 @@ class Searcher:
             if feedback is not None:
                 fuse(list(cands.values()), mode=mode, params=params)
         briefs = self._briefs(cols, cands)
-        statements = None
+        named = None
         if mode == "hybrid":
-            statements = rank_named_statements(query, briefs, self._headings(cols),
-                                               self._statement_chunks(cols, allowed))
+            named = rank_named(query, briefs, self._headings(cols), self._statement_chunks(cols, allowed))
         results, counts = finish(briefs, max_per_file=cfg.max_chunks_per_file,
                                  min_score=cfg.min_score, limit=limit, keep_pct=cfg.pre_annotate_keep)
         results = self._full_hits(cols, results)
@@ -212,7 +211,7 @@ class Searcher:
                        "known_items": sum(1 for c in cands.values() if c.known_item), **counts},
             "tier": {name: m.get("tier") for name, m in fts_meta.items()} if use_fts else None,
             "fts": fts_meta, "synonyms": self.wordnet_status, "timings_ms": timings,
-            "dense_feedback": feedback, "statements": statements, "cache": None,
+            "dense_feedback": feedback, "named": named, "cache": None,
         }
         if hyde_meta is not None:
             meta["hyde"] = hyde_meta

@@ -59,7 +59,7 @@ def test_one_shot_search_and_history_on_postgresql(tmp_path, pg_dsn):
         res = services.search("lighthouse keeper, based on the balance sheet", ["notes"], 3)
         texts_found = [h["text"] if isinstance(h, dict) else h.text for h in res["results"]]
         assert "Total assets | 2023: 1,000" in texts_found, texts_found
-        assert res["retrieval_meta"]["statements"]["statements"] == ["balance"]
+        assert res["retrieval_meta"]["named"]["statements"] == ["balance"]
         from ragweedd.store.pg_history import PgHistory
 
         assert isinstance(services.history.db, PgHistory)  # the history lives in PostgreSQL too

@@ -1,5 +1,5 @@
 """A question that names a financial statement finds that statement in the document it is about
-(query/statements.py), on a real collection: HTML filings extracted with their tables, the real
+(query/named.py), on a real collection: HTML filings extracted with their tables, the real
 pipeline, SQLite and FTS5."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from ragweedd.embed.hashing import HashEmbedder
 from ragweedd.ingest.pipeline import Pipeline
 from ragweedd.paths import Paths
 from ragweedd.query.hybrid import one_shot_search
-from ragweedd.query.statements import headed_statements, named_statements
+from ragweedd.query.named import headed_statements, named_statements, named_years, years_of_name
 
 PROSE = ("<p>{co} discusses capital expenditures at length: capital expenditures in 2023 went to new plants, "
          "and management expects capital expenditures to stay at this level.</p>")
@@ -54,19 +54,24 @@ def test_statement_names_as_questions_and_headings_say_them():
     assert headed_statements("Consolidated Balance Sheets") == {"balance"}
     assert headed_statements("Consolidated Statements of Cash Flows") == {"cash"}
     assert headed_statements("Liquidity and Capital Resources") == set()
+    assert named_years("FY2018 vs Q2'23, and 2020?") == {"2018", "2023", "2020"}
+    assert named_years("3M reported 12,645 million") == set()
+    assert years_of_name("/filings/BOEING_2018_10K.pdf") == {"2018"}
+    assert years_of_name("/notes/2021/minutes-03.md") == {"2021"}
+    assert years_of_name("/scans/IMG_20180312.jpg") == set()  # a date stamp's digits run on
 
 
 def test_a_question_naming_the_statement_is_answered_from_it(world):
     cfg, paths, emb = world
     q = "How much did Acme spend on capital expenditures in 2023?"
     plain = one_shot_search(cfg, paths, emb, q, top_k=10)
-    assert plain["retrieval_meta"]["statements"] is None
+    assert plain["retrieval_meta"]["named"]["statements"] == []  # it names a year, not a statement
     # the prose that repeats the question's words comes first: the statement says "Purchases of
     # property and equipment"
     assert "(1,234)" not in plain["results"][0]["text"]
     named = one_shot_search(cfg, paths, emb, q + " Use the cash flow statement.", top_k=10)
-    meta = named["retrieval_meta"]["statements"]
-    assert meta["statements"] == ["cash"]
+    meta = named["retrieval_meta"]["named"]
+    assert meta["statements"] == ["cash"] and meta["years"] == ["2023"]
     top = named["results"][0]
     assert top["filename"] == "acme_10k.html" and "(1,234)" in top["text"], top
     assert "Statements of Cash Flows" in (top["table_title"] or "")
@@ -83,3 +88,29 @@ def test_filters_hold_for_the_statement_chunks(world):
                           top_k=10, filters=Filters.make(path_glob="*beta*"))
     assert res["results"] and {h["filename"] for h in res["results"]} == {"beta_10k.html"}
     assert "(9,876)" in res["results"][0]["text"]
+
+
+def test_the_filing_of_the_year_asked_comes_first(tmp_path):
+    """Two years' filings of one company say the same things; the question's year picks the file
+    named for it, and a question without a year is ranked by the fusion alone."""
+    text = (f'data_dir = "{tmp_path}/data"\nstate_dir = "{tmp_path}/state"\ncache_dir = "{tmp_path}/cache"\n'
+            "chunk_size = 64\n[embed]\nmodel = 'hash:64'\n")
+    cfg = load_config(text=text, env={})
+    paths = Paths.from_config(cfg).ensure()
+    emb = HashEmbedder(64)
+    pipe = Pipeline(cfg, paths, emb)
+    root = tmp_path / "src"
+    root.mkdir()
+    body = "Gamma's revenue grew in 2019 and 2018 as the new plant opened; revenue rose again."
+    for year in ("2018", "2019"):
+        (root / f"GAMMA_{year}_10K.txt").write_text(body, encoding="utf-8")
+        # the two files differ in one word: their chunks are not one document
+        (root / f"GAMMA_{year}_10K.txt").write_text(body + f" Filed for {year}.", encoding="utf-8")
+        assert pipe.ingest_file("filings", root / f"GAMMA_{year}_10K.txt", root).status == "indexed"
+    pipe.close()
+    for year in ("2018", "2019"):
+        res = one_shot_search(cfg, paths, emb, f"How did Gamma's revenue change in FY{year}?", top_k=2)
+        assert res["results"][0]["filename"] == f"GAMMA_{year}_10K.txt", res["results"]
+        assert res["retrieval_meta"]["named"]["in_year"] >= 1
+    res = one_shot_search(cfg, paths, emb, "How did Gamma's revenue change?", top_k=2)
+    assert res["retrieval_meta"]["named"] is None

@@ -29,11 +29,13 @@ from urllib.parse import quote as pct
 from ragweedd.answer.sentences import split_sentences
 from ragweedd.logging import get_logger
 from ragweedd.periods import spell_periods
+from ragweedd.query.named import headed_statements, named_statements
 
 log = get_logger(__name__)
 
 SEM_WEIGHT = 0.5
 KEEP_RATIO = 0.6  # passages whose best sentence scores below this share of the best one's are dropped
+RANK_PRIOR = 0.1  # the search's first passage counts 10% more, its second 5%, ... (``kept``)
 # A passage whose best sentence scores below this answers nothing, whatever the others score; with
 # none above it the answer says the documents do not answer (docs/answers.md has the measurement).
 ANSWER_FLOOR = 0.25
@@ -63,6 +65,11 @@ any all some each every more most other such only own same both few much many ou
 def words(text: str) -> list[str]:
     """Lower-cased, stemmed content words; a period such as "FY2015" counts as "fiscal" and "2015"."""
     return [_stem(w) for w in _WORD.findall(spell_periods(text.lower())) if w not in _STOP]
+
+
+def statement_terms(kinds: set[str]) -> set[str]:
+    """One term per financial statement, which no word of a text can be."""
+    return {f"statement:{k}" for k in kinds}
 
 
 def _stem(w: str) -> str:
@@ -103,7 +110,8 @@ def candidates(hits: Sequence[dict]) -> list[Sentence]:
         spans = split_sentences(text)
         # what the passage is under names the subject its sentences leave out: a table's rows carry
         # their table's title ("Zephyr Tools statement of operations"), prose its section heading
-        around = set(words(" ".join(str(h.get(k) or "") for k in ("table_title", "section"))))
+        heading = " ".join(str(h.get(k) or "") for k in ("table_title", "section"))
+        around = set(words(heading)) | statement_terms(headed_statements(heading))
         for k, (a, b) in enumerate(spans):
             toks = _WORD.findall(text[a:b])
             partial = (k == 0 and _starts_mid_sentence(h, text, a)) or \
@@ -163,7 +171,9 @@ def score(query: str, hits: Sequence[dict], cands: list[Sentence], embedder: Any
     """Fill ``sim``, ``keyword`` and ``score`` of every candidate."""
     if not cands:
         return
-    qterms = set(words(query))
+    # a question that names a statement ("the balance sheet") is answered by its rows, whose
+    # table title may name it otherwise ("Statements of Financial Position")
+    qterms = set(words(query)) | statement_terms(named_statements(query))
     n = len(cands)
     df = {t: sum(1 for c in cands if t in c.terms) for t in qterms}
     idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in qterms}
@@ -206,11 +216,14 @@ def rank_passages(query: str, hits: Sequence[dict], embedder: Any = None) -> tup
 
 
 def kept(scores: Sequence[float], ratio: float = KEEP_RATIO) -> list[int]:
-    """Indices of the passages within ``ratio`` of the best, best first."""
+    """Indices of the passages within ``ratio`` of the best, best first. ``scores`` are in the
+    search's order, and that order counts a little (RANK_PRIOR): the search weighed what the
+    sentences cannot show (both legs, the year a file is named for, the statement a question
+    names), so of passages the sentences score about alike the search's first comes first."""
     if not scores:
         return []
     top = max(scores)
-    order = sorted(range(len(scores)), key=lambda i: -scores[i])
+    order = sorted(range(len(scores)), key=lambda i: -scores[i] * (1 + RANK_PRIOR / (1 + i)))
     # nothing scored at all (no shared word, no embedder): the retrieval order stands, all kept
     return [i for i in order if scores[i] >= ratio * top]
 

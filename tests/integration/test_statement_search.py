@@ -54,6 +54,11 @@ def test_statement_names_as_questions_and_headings_say_them():
     assert headed_statements("Consolidated Balance Sheets") == {"balance"}
     assert headed_statements("Consolidated Statements of Cash Flows") == {"cash"}
     assert headed_statements("Liquidity and Capital Resources") == set()
+    assert headed_statements("The Boeing Company and Subsidiaries Consolidated Statements of Financial Position") == \
+        {"balance"}
+    # a note or a sentence that mentions a statement is not it
+    assert headed_statements("Supplemental balance sheet information related to leases") == set()
+    assert headed_statements("Costs are classified in our Consolidated Statements of Earnings as follows") == set()
     assert named_years("FY2018 vs Q2'23, and 2020?") == {"2018", "2023", "2020"}
     assert named_years("3M reported 12,645 million") == set()
     assert years_of_name("/filings/BOEING_2018_10K.pdf") == {"2018"}

@@ -30,6 +30,8 @@ def _all(dsn: str, sql: str, args: tuple = ()) -> list[tuple]:
 
 
 @pytest.mark.slow
+# pytest-timeout's 600 s would stop the test before its own deadline below could say what it saw
+@pytest.mark.timeout(1800)
 def test_two_daemons_on_one_database_killed_at_random_converge(pg_dsn, daemon, tmp_path):
     share = tmp_path / "share"
     share.mkdir()
@@ -79,7 +81,7 @@ def test_two_daemons_on_one_database_killed_at_random_converge(pg_dsn, daemon, t
 
     # a deadline for a hang only: two daemons re-embedding after six kills take minutes on a loaded machine
     try:
-        wait_until(converged, 600, 0.5, "every file indexed after the last restart")
+        wait_until(converged, 1200, 0.5, "every file indexed after the last restart")
     except AssertionError as e:
         raise AssertionError(f"{e}; last seen {seen}; a: {a.status()['ingest']}; b: {b.status()['ingest']}") from None
     time.sleep(1)

@@ -29,7 +29,7 @@ from urllib.parse import quote as pct
 from ragweedd.answer.sentences import split_sentences
 from ragweedd.logging import get_logger
 from ragweedd.periods import spell_periods
-from ragweedd.query.named import headed_statements, named_statements
+from ragweedd.statements import headed_statements, named_statements
 
 log = get_logger(__name__)
 

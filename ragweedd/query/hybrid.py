@@ -21,7 +21,8 @@ from ragweedd.query.hyde import HyDE
 from ragweedd.query.idf import IdfCache
 from ragweedd.query.merge import FUSIONS, Candidate, FusionParams, finish, fuse
 from ragweedd.query.semantic_cache import SemanticCache
-from ragweedd.query.named import headed_statements, rank_named
+from ragweedd.query.named import rank_named
+from ragweedd.statements import headed_statements
 from ragweedd.query.vectors import VectorSearch
 from ragweedd.query.wordnet import open_wordnet, wordnet_status
 from ragweedd.store.protocols import IdfCacheStore, KeywordReader, RagStore, StoreBackend

@@ -32,56 +32,13 @@ from pathlib import PurePath
 from typing import Any, Callable, Iterable
 
 from ragweedd.periods import spell_periods
+from ragweedd.statements import headed_statements, named_statements
 
 RANK_K = 10
 YEAR_BOOST = 1.0
 BOOST = 2.0
 PULL = 0.7
 _YEAR = re.compile(r"^(19|20)\d\d$")
-
-# A heading is a statement's title when the name opens it or follows "Consolidated" (or
-# "Condensed", "Combined"), after the company's name if any: "Consolidated Balance Sheets", "The
-# Boeing Company and Subsidiaries Consolidated Statements of Financial Position". A note that only
-# mentions one ("Supplemental balance sheet information related to leases") is not the statement.
-_TITLE = (r"(?:^\W*|\b(?:consolidated|condensed|combined)(?:\s+(?:consolidated|condensed|combined))?\s+)"
-          r"(?:{})")
-
-
-def _title(names: str) -> re.Pattern[str]:
-    return re.compile(_TITLE.format(names), re.I)
-
-
-# kind -> (how a question names it, how the statement's title names it)
-_STATEMENTS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
-    "income": (
-        re.compile(r"\bincome statements?\b|\bstatements? of (consolidated )?(income|operations|earnings)\b"
-                   r"|\bprofit (and|&) loss (statement|account)\b|\bP&L\b", re.I),
-        _title(r"statements? of (?:comprehensive )?(?:income|operations|earnings)|income statements?"
-               r"|statements? of (?:profit|loss)|profit (?:and|or) loss")),
-    "balance": (
-        re.compile(r"\bbalance sheets?\b|\bstatements? of financial (position|condition)\b", re.I),
-        _title(r"balance sheets?|statements? of financial (?:position|condition)")),
-    "cash": (
-        re.compile(r"\bcash flows? statements?\b|\bstatements? of cash flows?\b", re.I),
-        _title(r"statements? of cash flows?|cash flows? statements?")),
-}
-
-
-def named_statements(query: str) -> set[str]:
-    """The statements a question names: a subset of "income", "balance", "cash"."""
-    return {kind for kind, (asked, _) in _STATEMENTS.items() if asked.search(query or "")}
-
-
-# "... are classified in our Consolidated Statements of Earnings": a sentence that refers to one
-_REFERS = re.compile(r"\b(?:our|the|in|into|to|of|from|within|on|see|its|their)\W*$", re.I)
-
-
-def headed_statements(heading: str) -> set[str]:
-    """The statements a chunk's heading or table title says it is part of."""
-    text = heading or ""
-    return {kind for kind, (_, heads) in _STATEMENTS.items()
-            if any(not _REFERS.search(text[:m.start()]) for m in heads.finditer(text))}
-
 
 def heading_of(hit: dict[str, Any]) -> str:
     return " ".join(str(hit.get(k) or "") for k in ("section", "table_title"))

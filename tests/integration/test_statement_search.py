@@ -11,7 +11,8 @@ from ragweedd.embed.hashing import HashEmbedder
 from ragweedd.ingest.pipeline import Pipeline
 from ragweedd.paths import Paths
 from ragweedd.query.hybrid import one_shot_search
-from ragweedd.query.named import headed_statements, named_statements, named_years, years_of_name
+from ragweedd.query.named import named_years, years_of_name
+from ragweedd.statements import headed_statements, named_statements
 
 PROSE = ("<p>{co} discusses capital expenditures at length: capital expenditures in 2023 went to new plants, "
          "and management expects capital expenditures to stay at this level.</p>")

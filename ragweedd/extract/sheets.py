@@ -17,7 +17,7 @@ from ragweedd.errors import ExtractionError, ExtractionSkipped
 from ragweedd.extract.sniff import decode_text, looks_binary, read_head, require_nonempty
 from ragweedd.extract.text_builder import TextBuilder, finish
 from ragweedd.extract.base import ExtractedDoc, ExtractSettings, ToolRequirement
-from ragweedd.extract.tables import SheetColumns, sheet_columns, sheet_row_line
+from ragweedd.extract.tables import RowRuns, SheetColumns, sheet_columns, sheet_row_line
 
 ROW_BLOCK = 20
 PROBE_ROWS = 12
@@ -39,43 +39,32 @@ def _add_sheet(tb: TextBuilder, sheet: str | None, rows: Iterable[tuple[int, Ite
     PROBE_ROWS rows, are not lines of their own; every other row is one line that says its label
     and, for each value, its column's header. Lines go in blocks of consecutive rows, at most
     ROW_BLOCK: the chunker counts lines inside a block to cite the exact rows of a chunk."""
-    block: list[str] = []
-    first = last = 0
     count = 0
     prev = 0
     run: list[tuple[int, list[str]]] = []  # the first rows of the current run, until it is laid out
     cols: SheetColumns | None = None
-    title = ""
+    lines: RowRuns | None = None  # the laid-out run's lines
 
     def flush() -> None:
-        if block:
-            meta: dict[str, Any] = {"row_start": first, "row_end": last}
-            if sheet is not None:
-                meta["sheet"] = sheet
-            if title:
-                meta["table_title"] = title
-            tb.add("\n".join(block), meta, sep="\n")
-            block.clear()
+        if lines is not None:
+            lines.flush()
 
     def emit(n: int, cells: list[str]) -> None:
-        nonlocal first, last
-        assert cols is not None
-        line = sheet_row_line(cells, cols)
-        if block and n != last + 1:
-            flush()
-        if not block:
-            first = n
-        block.append(line)
-        last = n
-        if len(block) >= ROW_BLOCK:
-            flush()
+        assert cols is not None and lines is not None
+        lines.add(n, sheet_row_line(cells, cols))
 
     def lay_out_run() -> None:
-        nonlocal cols, title
+        nonlocal cols, lines
         flush()
         cols = sheet_columns([c for _, c in run])
         named = sheet and cols.title and sheet.casefold() in cols.title.casefold()
         title = cols.title if named else " — ".join(t for t in (sheet, cols.title) if t)
+        meta: dict[str, Any] = {}
+        if sheet is not None:
+            meta["sheet"] = sheet
+        if title:
+            meta["table_title"] = title
+        lines = RowRuns(tb, meta, max_rows=ROW_BLOCK)
         if cols.title:
             # the title rows' text stays in the sheet's text, once, before the rows it names
             tb.add(cols.title, {"sheet": sheet} if sheet is not None else None, sep="\n")

@@ -400,6 +400,33 @@ def flat_text(laid: LaidOut) -> str:
     return "; ".join(lines + [line for _, line in laid.lines])
 
 
+class RowRuns:
+    """Lines of source rows, one line a row, added to ``tb`` in regions ``{**meta, "row_start",
+    "row_end"}`` of consecutive rows, so the chunker can count the rows a chunk holds exactly. A
+    region ends where a row number is skipped, or after ``max_rows`` rows (0: no bound)."""
+
+    def __init__(self, tb: TextBuilder, meta: dict[str, Any], sep: str = "\n", max_rows: int = 0) -> None:
+        self.tb, self.meta, self.sep, self.max_rows = tb, meta, sep, max_rows
+        self.lines: list[str] = []
+        self.first = self.last = 0
+
+    def add(self, row: int, line: str) -> None:
+        if self.lines and row != self.last + 1:
+            self.flush()
+        if not self.lines:
+            self.first = row
+        self.lines.append(line)
+        self.last = row
+        if self.max_rows and len(self.lines) >= self.max_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.lines:
+            self.tb.add("\n".join(self.lines), {**self.meta, "row_start": self.first, "row_end": self.last},
+                        sep=self.sep)
+            self.lines.clear()
+
+
 def add_table(tb: TextBuilder, number: int, laid: LaidOut, sep: str = "\n") -> None:
     """Append table ``number`` (1-based, its place among the document's tables) to ``tb``: its
     title line (when the text before does not hold it) and one line a row, with the regions the
@@ -422,20 +449,8 @@ def add_table(tb: TextBuilder, number: int, laid: LaidOut, sep: str = "\n") -> N
         start = tb.length - len(tb.tail_line())
     if laid.title_line:
         tb.add(laid.title_line, None, sep=sep)
-    run: list[str] = []
-    first = last = 0
-
-    def flush() -> None:
-        if run:
-            tb.add("\n".join(run), {**meta, "row_start": first, "row_end": last}, sep=sep)
-            run.clear()
-
+    runs = RowRuns(tb, meta, sep)
     for row, line in laid.lines:
-        if run and row != last + 1:
-            flush()
-        if not run:
-            first = row
-        run.append(line)
-        last = row
-    flush()
+        runs.add(row, line)
+    runs.flush()
     tb.regions.append(Region(start, tb.length, meta))

@@ -40,9 +40,6 @@ BOOST = 2.0
 PULL = 0.7
 _YEAR = re.compile(r"^(19|20)\d\d$")
 
-def heading_of(hit: dict[str, Any]) -> str:
-    return " ".join(str(hit.get(k) or "") for k in ("section", "table_title"))
-
 
 def named_years(query: str) -> set[str]:
     """The years a question names, as words or inside a period ("FY2018", "Q2'23")."""

@@ -4,6 +4,8 @@ pipeline, SQLite and FTS5."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from ragweedd.config import load_config
@@ -28,9 +30,9 @@ def _filing(co: str, capex: str) -> str:
             f"</table>{notes}</body></html>")
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("statements")
+def _index(tmp: Path, files: dict[str, str]):
+    """A collection "filings" of ``files`` (name -> text), ingested through the real pipeline;
+    returns (cfg, paths, embedder)."""
     text = (f'data_dir = "{tmp}/data"\nstate_dir = "{tmp}/state"\ncache_dir = "{tmp}/cache"\n'
             "chunk_size = 64\n[embed]\nmodel = 'hash:64'\n")
     cfg = load_config(text=text, env={})
@@ -39,11 +41,17 @@ def world(tmp_path_factory):
     pipe = Pipeline(cfg, paths, emb)
     root = tmp / "src"
     root.mkdir()
-    for name, co, capex in (("acme_10k.html", "Acme", "1,234"), ("beta_10k.html", "Beta", "9,876")):
-        (root / name).write_text(_filing(co, capex), encoding="utf-8")
+    for name, body in files.items():
+        (root / name).write_text(body, encoding="utf-8")
         assert pipe.ingest_file("filings", root / name, root).status == "indexed"
     pipe.close()
     return cfg, paths, emb
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    return _index(tmp_path_factory.mktemp("statements"),
+                  {"acme_10k.html": _filing("Acme", "1,234"), "beta_10k.html": _filing("Beta", "9,876")})
 
 
 def test_statement_names_as_questions_and_headings_say_them():
@@ -99,21 +107,10 @@ def test_filters_hold_for_the_statement_chunks(world):
 def test_the_filing_of_the_year_asked_comes_first(tmp_path):
     """Two years' filings of one company say the same things; the question's year picks the file
     named for it, and a question without a year is ranked by the fusion alone."""
-    text = (f'data_dir = "{tmp_path}/data"\nstate_dir = "{tmp_path}/state"\ncache_dir = "{tmp_path}/cache"\n'
-            "chunk_size = 64\n[embed]\nmodel = 'hash:64'\n")
-    cfg = load_config(text=text, env={})
-    paths = Paths.from_config(cfg).ensure()
-    emb = HashEmbedder(64)
-    pipe = Pipeline(cfg, paths, emb)
-    root = tmp_path / "src"
-    root.mkdir()
     body = "Gamma's revenue grew in 2019 and 2018 as the new plant opened; revenue rose again."
-    for year in ("2018", "2019"):
-        (root / f"GAMMA_{year}_10K.txt").write_text(body, encoding="utf-8")
-        # the two files differ in one word: their chunks are not one document
-        (root / f"GAMMA_{year}_10K.txt").write_text(body + f" Filed for {year}.", encoding="utf-8")
-        assert pipe.ingest_file("filings", root / f"GAMMA_{year}_10K.txt", root).status == "indexed"
-    pipe.close()
+    # the two files differ in one word: their chunks are not one document
+    cfg, paths, emb = _index(tmp_path, {f"GAMMA_{year}_10K.txt": body + f" Filed for {year}."
+                                        for year in ("2018", "2019")})
     for year in ("2018", "2019"):
         res = one_shot_search(cfg, paths, emb, f"How did Gamma's revenue change in FY{year}?", top_k=2)
         assert res["results"][0]["filename"] == f"GAMMA_{year}_10K.txt", res["results"]

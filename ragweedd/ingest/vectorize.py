@@ -34,6 +34,10 @@ from ragweedd.logging import get_logger
 log = get_logger("ragweedd.ingest")
 BATCHES_PER_READ = 1  # embedding batches per round: each round is cached and written at once, so a
 # kill loses at most the batch in flight
+# How often a collection whose last fill left chunks pending is looked at again. In a shared store
+# those are chunks another process took: it writes their vectors or dies with them, and neither
+# tells this process, whose status would otherwise say "waiting for vectors" until the next file.
+RECHECK_S = 3.0
 
 
 def fill_vectors(rag: Any, cache: Any, embedder: Any, index_embedder_id: str, *, batch_size: int,
@@ -224,7 +228,9 @@ class Vectorizer:
             while not self._stop.is_set():
                 with self._cv:
                     while not self._dirty and not self._backlog and not self._stop.is_set():
-                        self._cv.wait()
+                        left = self._left_pending()
+                        if not self._cv.wait(RECHECK_S if left else None) and left:
+                            self._dirty.update(left)
                     if self._stop.is_set():
                         return
                     name = min(self._dirty or self._backlog)
@@ -256,6 +262,12 @@ class Vectorizer:
                         self._cv.notify_all()
         finally:
             cache.close()
+
+    def _left_pending(self) -> set[str]:
+        """Collections whose last look left chunks waiting (taken by another process of a shared
+        store, or refused), other than those whose vectors this process may not write."""
+        return {name for name, s in self.summary.items() if s[0] and name not in self.blocked
+                and name not in self._forgotten}
 
     def _fill(self, name: str, cache: Any) -> None:
         from ragweedd.errors import NotCreatedYetError

@@ -162,3 +162,49 @@ def test_chunks_taken_and_not_embedded_are_given_back(pg_dsn):
     finally:
         for x in (ra, rb, a, b):
             x.close()
+
+
+def test_an_embedding_stage_takes_up_chunks_another_process_took_without_being_told(two_roles, tmp_path):
+    """Process b takes every waiting chunk, writes the vectors of half, and dies. Nobody tells a's
+    embedding stage, which had looked and found all four taken: it must see b's vectors and embed
+    what b left, and its status must come back to nothing waiting."""
+    from ragweedd.chunk.context import index_embedder_id
+    from ragweedd.config import load_config
+    from ragweedd.embed.hashing import HashEmbedder
+    from ragweedd.ingest.vectorize import Vectorizer
+    from ragweedd.paths import Paths
+    from ragweedd.store.pg_backend import PgBackend
+
+    cfg = load_config(text="", env={})
+    emb = HashEmbedder(8)
+    eid = index_embedder_id(emb.id, cfg.chunk_context)
+    a_dsn, b_dsn = two_roles
+    a, b = PgBackend(a_dsn, source="x"), PgBackend(b_dsn, source="y")
+    ra = a.open_rag("notes")
+    ra.publish(md5="c" * 32, source_file="/n.md", rel_path="n.md", kind="text", extractor="text", ocr_type=None,
+               title=None, size_bytes=10, chunks=[{"chunk_idx": i, "text": f"chunk {i}", "meta": {}} for i in range(4)],
+               vectors={}, embedders={PRIMARY: (eid, 8)})
+    rb = b.open_rag("notes")
+    taken = rb.pending_batch(10)
+    assert len(taken) == 4
+    paths = Paths.resolve(str(tmp_path / "d"), str(tmp_path / "s"), str(tmp_path / "c")).ensure()
+    vec = Vectorizer(cfg, paths, emb, eid, collections=lambda: ["notes"], on_changes=lambda name: None, stores=a)
+    vec.start()
+    try:
+        wait_until(lambda: vec.snapshot()["pending_chunks"] == 4 and not vec.snapshot()["running"], 60, 0.05,
+                   "a's first look, every chunk taken by b")
+        assert vec.written == 0
+        half = [(cid, emb_id, ctx, emb.embed_batch([text])[0].astype("float32").tobytes())
+                for cid, emb_id, text, ctx in taken[:2]]
+        assert len(rb.add_vectors(eid, half)) == 2
+        wait_until(lambda: vec.snapshot()["pending_chunks"] == 2, 60, 0.05, "a seeing the vectors b wrote")
+        assert vec.written == 0, "the two chunks b still holds are b's while it lives"
+        rb.close()
+        b.close()
+        wait_until(lambda: vec.snapshot()["pending_chunks"] == 0, 60, 0.05, "a embedding what b left")
+        assert vec.written == 2 and ra.pending_summary() == (0, 0)
+        assert not vec.snapshot()["running"]
+    finally:
+        vec.stop()
+        ra.close()
+        a.close()

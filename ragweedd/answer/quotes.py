@@ -47,6 +47,11 @@ FLOOR_EMBEDDERS = ("local:all-minilm-l6-v2",)
 def answer_floor(embedder: Any) -> float:
     """The absolute floor for answers scored with ``embedder`` (0: none)."""
     return ANSWER_FLOOR if str(getattr(embedder, "id", "") or "").startswith(FLOOR_EMBEDDERS) else 0.0
+# Which lines of a table's passage are quoted leans on their words: a short row of figures reads
+# alike to the embedder whatever its label ("Total current assets" and "Property, plant and
+# equipment, net" against a question on net PP&E), and the table's title line alike to any question
+# on the statement, while a row's label says which row it is.
+ROW_SEM_WEIGHT = 0.25
 QUOTE_RATIO = 0.75  # within a kept passage, sentences this close to its best are quoted as well
 QUOTES_PER_SOURCE = 3
 MIN_WORDS = 3  # shorter pieces (headings, "1.", table rules) are quoted only when nothing else is there
@@ -99,6 +104,7 @@ class Sentence:
     keyword: float = 0.0
     score: float = 0.0
     own: set[str] = field(default_factory=set)  # its own words, without its passage's title and heading
+    row: bool = False  # in a table's passage: a row ("Label | Header: value | ...") or its title
     pick: float = 0.0  # the score on its own words: which sentences of one passage are quoted
 
 
@@ -114,11 +120,16 @@ def candidates(hits: Sequence[dict]) -> list[Sentence]:
         around = set(words(heading)) | statement_terms(headed_statements(heading))
         for k, (a, b) in enumerate(spans):
             toks = _WORD.findall(text[a:b])
-            partial = (k == 0 and _starts_mid_sentence(h, text, a)) or \
-                      (k == len(spans) - 1 and k > 0 and _ends_mid_sentence(text, a, b))
+            # a table's chunks are cut between whole rows (chunker.table_spans), so a row at
+            # either end of one is whole, however it ends ("Property, plant and equipment, net |
+            # 2018: 12,645" as a balance sheet's last row in the passage)
+            rows = h.get("table") is not None or h.get("row_start") is not None
+            partial = not rows and ((k == 0 and _starts_mid_sentence(h, text, a)) or
+                                    (k == len(spans) - 1 and k > 0 and _ends_mid_sentence(text, a, b)))
             lead = _lead(text, spans, k) if not partial else -1
             own = set(words(text[lead if lead >= 0 else a:b]))
-            mine.append(Sentence(i, a, b, own | around, len(toks), partial, lead, own=own))
+            mine.append(Sentence(i, a, b, own | around, len(toks), partial, lead, own=own,
+                                 row=rows))
         full = [c for c in mine if c.words >= MIN_WORDS and not c.partial]
         out.extend(full or mine)
     return out[:MAX_SENTENCES]
@@ -188,7 +199,8 @@ def score(query: str, hits: Sequence[dict], cands: list[Sentence], embedder: Any
         else:
             c.sim = max(0.0, float(sims[k]))
             c.score = SEM_WEIGHT * c.sim + (1 - SEM_WEIGHT) * c.keyword
-            c.pick = SEM_WEIGHT * c.sim + (1 - SEM_WEIGHT) * own
+            w = ROW_SEM_WEIGHT if c.row else SEM_WEIGHT
+            c.pick = w * c.sim + (1 - w) * own
 
 
 def _similarities(query: str, hits: Sequence[dict], cands: list[Sentence], embedder: Any):

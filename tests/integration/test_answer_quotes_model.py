@@ -187,3 +187,32 @@ def test_a_question_nothing_answers_gets_the_refusal_and_no_source(minilm):
     for q, answer in EXAMPLE_QUESTIONS.items():
         _, numbered = passages_answer(ps, query=q, embedder=minilm)
         assert numbered and numbered[0]["filename"] == answer, q
+
+
+@pytest.mark.model
+def test_the_row_a_question_names_is_quoted_from_a_statement(minilm):
+    """The rows of a balance sheet read alike to the embedder; the one whose label the question
+    names is quoted, the table's title line is not what answers, and the passage's last row (a
+    table's chunk ends on a whole row) is quoted like the others."""
+    title = ("Table of Contents The Boeing Company and Subsidiaries Consolidated Statements of Financial "
+             "Position (Dollars in millions, except per share data)")
+    rows = ["Cash and cash equivalents | 2018: $7,637 | 2017: $8,813",
+            "Accounts receivable, net | 2018: 3,879 | 2017: 2,894",
+            "Inventories | 2018: 62,567 | 2017: 61,388",
+            "Total current assets | 2018: 87,830 | 2017: 85,194",
+            "Customer financing, net | 2018: 2,418 | 2017: 2,756",
+            "Property, plant and equipment, net | 2018: 12,645 | 2017: 12,672"]
+    text = title + "\n" + "\n".join(rows)
+    hit = {"text": text, "embedding_id": 7, "collection": "fb", "source_file": "/fb/boeing.pdf",
+           "source_rel_path": "boeing.pdf", "filename": "boeing.pdf", "doc_id": "b", "chunk_idx": 212,
+           "span": [90_000, 90_000 + len(text)], "score": 0.03, "rel_score": 1.0, "page_label": "52",
+           "section": "Consolidated Statements of Financial Position", "table": 31, "table_title": title,
+           "t_start": None, "t_end": None, "member": None, "uri": "file:///fb/boeing.pdf#page=52"}
+    q = ("We need to calculate a financial metric by using information only provided within the balance "
+         "sheet. Please answer the following question: what is Boeing's year end FY2018 net property, "
+         "plant, and equipment (in USD millions)?")
+    answer, numbered = passages_answer([hit], query=q, embedder=minilm)
+    quoted = [x["text"] for x in numbered[0]["quotes"]]
+    assert rows[-1] in quoted, answer
+    assert title not in quoted
+    assert "12,645" in answer

@@ -49,3 +49,16 @@ def headed_statements(heading: str) -> set[str]:
     text = heading or ""
     return {kind for kind, (_, heads) in _STATEMENTS.items()
             if any(not _REFERS.search(text[:m.start()]) for m in heads.finditer(text))}
+
+
+def statement_title(heading: str) -> str | None:
+    """The statement's own title in a table title or heading that is one ("Consolidated Statements
+    of Financial Position" of "Table of Contents The Boeing Company and Subsidiaries Consolidated
+    Statements of Financial Position (Dollars in millions)"), else None."""
+    text = heading or ""
+    found = [m for _, heads in _STATEMENTS.values() for m in heads.finditer(text)
+             if not _REFERS.search(text[:m.start()])]
+    if not found:
+        return None
+    first = min(found, key=lambda m: m.start())
+    return " ".join(first.group(0).split()).strip(" -–—:,.;") or None

@@ -32,6 +32,7 @@ from ragweedd.extract.text_quality import TextQuality, assess
 from ragweedd.extract.tools import TOOL_PACKAGES, run_tool, scratch_dir, tool_path
 from ragweedd.extract.base import ExtractedDoc, ExtractSettings, Region, ToolRequirement
 from ragweedd.logging import lazy_logger
+from ragweedd.statements import headed_statements, statement_title
 
 log = lazy_logger(__name__)
 
@@ -92,6 +93,29 @@ def _add_page(tb: TextBuilder, text: str, tables: list[tuple[int, int, RawTable]
             sep = "\n"
         pos = b
     return pieces
+
+
+STATEMENT_HEADING_SLACK = 400  # characters: a heading this far above a statement's table is its own
+
+
+def _statement_headings(regions: list[Region], placed: list[tuple[int, Heading]]) -> list[tuple[int, Heading]]:
+    """A heading for each table whose title names a financial statement ("Consolidated Statements
+    of Cash Flows") when no heading at or just above the table names it: statements are often set
+    in body type, or their bookmark points a page off, and the section in force is then the
+    statement before, which a chunk of this one would be cited under. The heading is one level
+    below the deepest found, so the next heading of any level ends it."""
+    level = max((h.level for _, h in placed), default=0) + 1
+    out: list[tuple[int, Heading]] = []
+    for r in sorted((r for r in regions if "table" in r.meta and "row_start" not in r.meta), key=lambda r: r.start):
+        name = statement_title(str(r.meta.get("table_title") or ""))
+        if name is None:
+            continue
+        kinds = headed_statements(name)
+        near = [h for at, h in placed + out if r.start - STATEMENT_HEADING_SLACK <= at <= r.start + 1]
+        if any(headed_statements(h.title) & kinds for h in near):
+            continue
+        out.append((r.start, Heading(page=-1, offset=0, level=level, title=name)))
+    return out
 
 
 def _map_offset(pieces: list[tuple[int, int, int, int, bool]], h: Heading, text: str) -> int:
@@ -172,6 +196,7 @@ class PdfExtractor:
                 continue
             pieces = page_map[h.page]
             placed.append((pieces[0][2] if h.page in ocr_done else _map_offset(pieces, h, text), h))
+        placed += _statement_headings(tb.regions, placed)
         sections = section_regions(placed, tb.length)
         ocr_type = None
         if ocr_done:

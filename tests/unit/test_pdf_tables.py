@@ -158,3 +158,41 @@ def test_group_headers_head_their_columns(tmp_path):
     doc = extract_file(tmp_path / "groups.pdf", ExtractSettings(ocr_enabled=False))
     assert ("Net actuarial loss | Pension 2015: 17,448 | Pension 2014: 19,031 | Other Benefits 2015: (1,862) | "
             "Other Benefits 2014: (1,092)") in doc.text.split("\n"), doc.text
+
+
+def test_a_statement_set_in_body_type_is_the_section_of_its_rows(tmp_path):
+    """The statement's title is in the same type as its rows, so the layout finds no heading there:
+    its rows would be cited under the bold heading above ("Item 8. Financial Statements"); the
+    table's title names the statement, which becomes their section. A table that names none (the
+    selected data) adds no section."""
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.set_font("Helvetica", "B", 14)
+    pdf.cell(0, 8, "Item 8. Financial Statements and Supplementary Data", new_x="LMARGIN", new_y="NEXT")
+    pdf.set_font("Helvetica", size=9)
+    pdf.multi_cell(0, 5, PROSE * 2)
+    pdf.ln(4)
+    for title, rows in (("Selected financial data (in millions)", CASH_FLOWS[:3]),
+                        ("Acme Industries Inc. Consolidated Balance Sheets (in millions)", BALANCE)):
+        pdf.cell(0, 5, title, new_x="LMARGIN", new_y="NEXT")
+        pdf.cell(120, 5, "")
+        pdf.cell(35, 5, "2015", align="R")
+        pdf.cell(35, 5, "2014", align="R", new_x="LMARGIN", new_y="NEXT")
+        for label, a, b in rows:
+            pdf.cell(120, 5, label)
+            pdf.cell(35, 5, a, align="R")
+            pdf.cell(35, 5, b, align="R", new_x="LMARGIN", new_y="NEXT")
+        pdf.ln(4)
+        pdf.multi_cell(0, 5, AFTER)
+        pdf.ln(4)
+    pdf.output(str(tmp_path / "tenk.pdf"))
+    doc = extract_file(tmp_path / "tenk.pdf", ExtractSettings(ocr_enabled=False))
+    assert doc.stats["tables"] == 2, doc.text
+    chunks = chunk_document(doc, ChunkParams(64, 64, 64, 0)).chunks
+    total = next(c for c in chunks if "Total assets |" in c["text"])
+    assert total["meta"]["section"] == "Consolidated Balance Sheets"
+    assert total["meta"]["section_path"][0].startswith("Item 8")
+    selected = next(c for c in chunks if "Gain on the sale of property |" in c["text"])
+    assert selected["meta"]["section"].startswith("Item 8")

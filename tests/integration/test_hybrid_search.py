@@ -17,8 +17,8 @@ from ragweedd.errors import NotFoundError, RequestError  # noqa: E402
 from ragweedd.ingest.pipeline import Pipeline  # noqa: E402
 from ragweedd.paths import Paths  # noqa: E402
 from ragweedd.query.filters import Filters  # noqa: E402
-from ragweedd.query.hybrid import Searcher, one_shot_search  # noqa: E402
-from tests.query_support import require_wordnet  # noqa: E402
+from ragweedd.query.hybrid import Searcher  # noqa: E402
+from tests.query_support import one_shot_search, require_wordnet  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,7 @@ import pytest
 
 from ragweedd.query.exact import load_matrix, top_k
 from ragweedd.query.filters import Filters
-from ragweedd.query.fts_plan import fts_string, query_words
+from ragweedd.query.fts_plan import fts_string, keyword_leg, query_words
 from ragweedd.query.hybrid import Searcher
 from ragweedd.query.idf import IdfCache
 from ragweedd.store.fts_reader import FtsReader
@@ -53,6 +53,12 @@ def idf_cache(fts: FtsReader, collection: str = "c", cache_conn=None, seq=lambda
     n = fts.conn.execute("SELECT count(*) FROM fts_chunks").fetchone()[0]
     return IdfCache(collection, fts, n_docs=lambda: n, seq=seq,
                     cache=IdfCacheDB(cache_conn) if cache_conn is not None else None)
+
+
+def fts_search(fts, query: str, idf_cache: IdfCache, cfg, limit: int, **kw) -> tuple[list, dict[str, Any]]:
+    """The keyword leg of a search without its plan: (hits, meta)."""
+    hits, meta, _ = keyword_leg(fts, query, idf_cache, cfg, limit, **kw)
+    return hits, meta
 
 
 def one_shot_search(cfg, paths, embedder, query: str, *, collections: list[str] | None = None,

@@ -86,17 +86,6 @@ def launchd_plist(ragweedd: str, config: str | None, home: str, state_dir: str |
     }, sort_keys=True)
 
 
-TEMPLATE_ARGS = {"ragweedd": "@RAGWEEDD@", "config": "@CONFIG@"}
-
-
-def systemd_template() -> str:
-    return systemd_unit(**TEMPLATE_ARGS)
-
-
-def launchd_template() -> bytes:
-    return launchd_plist(**TEMPLATE_ARGS, home="@HOME@")
-
-
 # --------------------------------------------------------------------------- plans
 @dataclass
 class Plan:

@@ -206,7 +206,7 @@ def test_cli_search_json_and_text(world):
 
 def test_fts_rebuild_is_safe_while_searching(tmp_path):
     """A thread searching during ``fts_rebuild`` (batches of 1,000) always finds every row."""
-    from ragweedd.query.fts_plan import fts_search
+    from tests.query_support import fts_search
     from ragweedd.query.idf import IdfCache
     from ragweedd.store.fts_reader import FtsReader
     from ragweedd.store.rag_db import RagDB, fts_rebuild

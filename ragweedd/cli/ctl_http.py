@@ -55,6 +55,7 @@ class CtlError(RagweedError):
         sent = (payload or {}).get("error")
         sent_code = sent.get("code") if isinstance(sent, dict) else None
         self.code = sent_code if isinstance(sent_code, str) else "usage" if exit_code == EXIT_USAGE else "failed"
+        # str(e) is ragweedctl's line, the hint in its own words (RagweedError's is the API's)
         self.args = (self.say("ctl"),)
 
 

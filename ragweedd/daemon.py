@@ -170,7 +170,8 @@ def run_daemon(cfg, allow_remote: bool = False, *, embedder=None, extract=None, 
 def _check_keys_file() -> None:
     """Say at start-up, not at the first answer, that the keys file cannot be used (its keys are
     never logged: only which providers it names)."""
-    from ragweedd.keyfile import KeyFileError, keys_file, read_keys
+    from ragweedd.errors import KeyFileError
+    from ragweedd.keyfile import keys_file, read_keys
 
     try:
         keys = read_keys()

@@ -6,28 +6,47 @@ wrong, with which file or key, and what to do. ``exit_code`` is what the CLI exi
 
     RagweedError
     ├── ConfigError                  bad key / type / value in the TOML file or RAGWEED_* env  (exit 2)
+    │   └── KeyFileError             keys.toml cannot be used: its mode, owner or syntax
     ├── StorageError                 SQLite problems: locked, migration failed, integrity check failed
+    │   ├── StoreUnreachableError    the database server cannot be reached now
     │   ├── CorruptIndexError        an index file failed validation (magic, version, size, checksum)
     │   └── NotCreatedYetError       a reader opened a collection database its writer has not set up yet
     ├── ExtractionError              a file could not be turned into text  -> file state "failed"
     │   ├── ExtractionSkipped        not an error of the file: unsupported/binary/empty -> state "skipped"
+    │   │   └── NotRegularFile       the path is (now) a symlink, a folder, a FIFO: never followed
     │   ├── ArchiveLimitError        a zip member broke a cap (bytes, ratio, depth, count, path)
     │   ├── SandboxLimitError        the extractor subprocess hit a wall/CPU/memory cap and was killed
     │   └── ToolMissingError         an external binary or model a format needs is not installed
     ├── EmbedderError                the embedder failed (server down, wrong dimension)
+    │   ├── EmbedderMismatchError    a shared collection's vectors are of another embedder    (409)
     │   └── ModelIntegrityError      a model file's SHA-256 does not match the pinned value
     ├── ProviderError                an LLM provider failed
     │   ├── ProviderAuthError        bad or missing API key
     │   ├── ProviderRateLimited      429 after retries
     │   ├── ProviderTimeout          no answer in time
-    │   └── ProviderModelMissing     the model name is unknown to the provider
+    │   ├── ProviderModelMissing     the model name is unknown to the provider
+    │   ├── BadOutput                the rerank model's reply holds no score for some passage, or no yes/no
+    │   ├── PickError                tree mode: the model's pick is not the JSON asked for
+    │   └── JudgeError               the eval judge's reply is not the JSON asked for
     ├── InvalidVectorError           a vector/label/query given to an index has the wrong shape or a NaN (400)
     ├── NotFoundError                collection / document / history entry does not exist   (404)
     ├── RequestError                 a bad API or CLI request                               (400)
+    │   └── UsageError               a command line argparse refuses             [cli/exits.py]
     ├── SignInRefused                a used, expired or unknown web UI sign-in code          (403)
+    ├── AnswersBusy                  every answer slot is taken; retry shortly   [api/sse.py] (429)
+    ├── Interrupted                  work stopped between two batches: the daemon is stopping
+    │   └── EmbedStopped             ``should_stop()`` said so between two embedding batches
+    ├── CtlError                     an error as ragweedctl shows it, often the daemon's envelope [cli/ctl_http.py]
     └── DaemonError                  daemon-level problems (token file, listen address)
         ├── AlreadyRunningError
-        └── RepairingError           the daemon is rebuilding a damaged database; retry shortly (503)
+        ├── RepairingError           the daemon is rebuilding a damaged database; retry shortly (503)
+        └── ServiceError             `ragweedctl service` cannot install, remove or ask
+
+Every class is defined here, except (in [brackets]) one that carries the behaviour of the module
+that raises it (how a face answers it, what argparse gave it), and a signal private to one module
+(``_Stopping``...); those still derive from a class here, so ``except RagweedError`` and the faces'
+wording see every error the same way. tests/unit/test_error_tree.py walks the package and checks
+both that and that this drawing names every public class.
 
 What to do about an error is often said differently on each face: a person at ragweedctl runs
 ``ragweedctl collections``, an HTTP client GETs /v1/collections, an assistant over MCP calls the
@@ -151,6 +170,13 @@ class ConfigError(RagweedError):
     code = "config"
 
 
+class KeyFileError(ConfigError):
+    """The keys file (ragweedd/keyfile.py) exists but cannot be used: group or others may read it,
+    another user owns it, it is not a regular file, or it is not valid. Its keys are then not used."""
+
+    code = "keys_file"
+
+
 class StorageError(RagweedError):
     code = "storage"
 
@@ -187,6 +213,13 @@ class ExtractionError(RagweedError):
 
 class ExtractionSkipped(ExtractionError):
     code = "extraction_skipped"
+
+
+class NotRegularFile(ExtractionSkipped):
+    """The path is (now) a symlink, a folder, a FIFO or device, or a folder on the way is a symlink:
+    ingest never reads what it points to (ragweedd/ingest/safe_open.py)."""
+
+    code = "not_regular_file"
 
 
 class ArchiveLimitError(ExtractionError):
@@ -241,6 +274,25 @@ class ProviderModelMissing(ProviderError):
     code = "provider_model_missing"
 
 
+class BadOutput(ProviderError):
+    """The rerank model answered, but not in a form the stage can read; the search keeps its order."""
+
+    code = "rerank_bad_output"
+
+
+class PickError(ProviderError):
+    """Tree mode: the model's reply names no document or section of those offered, or is not the
+    JSON asked for. The answer then falls back to plain retrieval."""
+
+    code = "unreadable_reply"
+
+
+class JudgeError(ProviderError):
+    """The eval judge's reply is not the JSON asked for; the metric is recorded as failed."""
+
+    code = "unreadable_reply"
+
+
 class NotFoundError(RagweedError):
     http_status = 404
     code = "not_found"
@@ -260,12 +312,18 @@ class SignInRefused(RagweedError):
 
 
 class Interrupted(RagweedError):
-    """Work stopped between two embedding batches because the daemon is stopping.
+    """Work stopped between two batches (of embeddings, of copied chunks, of an index rebuild)
+    because the daemon is stopping.
 
     Nothing is wrong with the file: what was written is complete (whole batches), and the rest
     stays pending (or its job goes back to the queue) for the next run."""
 
     code = "interrupted"
+
+
+class EmbedStopped(Interrupted):
+    """``should_stop()`` said True between two embedding batches of one ``embed_texts`` call;
+    nothing of that call is returned."""
 
 
 class DaemonError(RagweedError):
@@ -279,3 +337,14 @@ class AlreadyRunningError(DaemonError):
 class RepairingError(DaemonError):
     http_status = 503
     code = "repairing"
+
+
+class ServiceError(DaemonError):
+    """``ragweedctl service``: the systemd unit or launchd agent cannot be installed, removed or
+    asked about. ``exit_code`` is 2 when the command line named something that is not there."""
+
+    code = "service"
+
+    def __init__(self, message: str, exit_code: int = 1, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.exit_code = exit_code

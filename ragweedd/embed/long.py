@@ -16,7 +16,7 @@ import math
 import re
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from ragweedd.errors import EmbedderError
+from ragweedd.errors import EmbedderError, EmbedStopped
 
 if TYPE_CHECKING:
     import numpy as np
@@ -79,10 +79,6 @@ def _word_start(text: str, pos: int, limit: int) -> int:
     """First position at or after ``pos`` (before ``limit``) that starts a word; ``pos`` if none."""
     m = _WS.search(text, pos, limit)
     return m.end() if m else pos
-
-
-class EmbedStopped(Exception):
-    """``should_stop()`` said True between two batches; nothing of this call is returned."""
 
 
 def embed_texts(embedder: "Embedder", texts: Sequence[str], batch_size: int = 32,

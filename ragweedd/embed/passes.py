@@ -19,6 +19,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ragweedd.errors import ConfigError, RagweedError
 from ragweedd.logging import get_logger
 
 log = get_logger("ragweedd.embed")
@@ -122,13 +123,12 @@ class Passes:
                 _close(p.embedder)
 
 
-class _Skip(Exception):
-    pass
+class _Skip(ConfigError):
+    """An extra embedding pass the configuration names cannot run; ingest and search go on without it."""
 
 
 def _probe(spec: str, cfg: Any, key: str, dim: int, primary: Any) -> Any:
     from ragweedd.embed.factory import make_embedder
-    from ragweedd.errors import RagweedError
 
     try:
         emb = make_embedder(spec, cfg, key=key)

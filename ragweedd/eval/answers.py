@@ -32,6 +32,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Sequence
 
+from ragweedd.errors import JudgeError
 
 METRICS = ("faithfulness", "answer_relevance", "context_precision", "context_recall", "citations")
 CONTEXT_CHARS = 1500  # of each source, in the judge's prompts
@@ -79,10 +80,6 @@ class Item:
     question: str
     reference: str | None = None
     relevant: list[str] = field(default_factory=list)
-
-
-class JudgeError(Exception):
-    pass
 
 
 def hopeless(e: BaseException) -> bool:

@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from ragweedd.errors import NotCreatedYetError
+from ragweedd.errors import Interrupted, NotCreatedYetError, NotFoundError
 from ragweedd.contract import IndexInfo, iso
 from ragweedd.index.managed import ManagedIndex
 from ragweedd.index.passes import prepare_pass, sync_pass
@@ -30,12 +30,19 @@ APPLY_BATCH = 5000
 CLOSE_WAIT_S = 2.0
 
 
-class _Stopping(Exception):
+class _Stopping(Interrupted):
     """The daemon stops: a rebuild under way is left (the next start rebuilds again)."""
 
+    def __init__(self, collection: str) -> None:
+        super().__init__(f"the index of '{collection}' was left part-built because the daemon is stopping; "
+                         "the next start builds it again")
 
-class _Dropped(Exception):
+
+class _Dropped(NotFoundError):
     """The collection is being removed: its sync ends between two batches."""
+
+    def __init__(self, collection: str) -> None:
+        super().__init__(f"collection '{collection}' is being removed; its index is no longer kept in step")
 
 
 class IndexSync:
@@ -234,9 +241,9 @@ class IndexSync:
 
         for ids, blobs in rag.iter_vectors(PRIMARY):
             if self._stop:
-                raise _Stopping()
+                raise _Stopping(rag.collection)
             if rag.collection in self._dropping:
-                raise _Dropped()
+                raise _Dropped(rag.collection)
             yield (np.asarray(ids, dtype=np.int64),
                    np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(ids), -1))
 
@@ -258,7 +265,7 @@ class IndexSync:
             total = 0
             while not self._stop:  # stopping: the rest is replayed at the next start
                 if name in self._dropping:
-                    raise _Dropped()
+                    raise _Dropped(name)
                 seq0 = m.applied_seq[PRIMARY]
                 changes = rag.changes_batch_after(seq0, APPLY_BATCH)
                 if not changes:

@@ -110,16 +110,13 @@ class Pipeline:
     """Ingests files of any collection. One Pipeline is the single writer of its databases."""
 
     def __init__(self, cfg, paths: Paths, embedder, *, extract: ExtractFn | None = None,
-                 before_open: Callable[[str], None] | None = None,
                  should_stop: Callable[[], bool] | None = None, defer_vectors: bool = False,
                  stores: Any = None) -> None:
-        """``before_open(path)`` runs between the look at a path and its opening (the window in
-        which a path can be swapped for a symlink; tests swap it there). ``should_stop()`` is asked
-        between embedding batches; when it says True the ingest raises :class:`Interrupted`.
+        """``should_stop()`` is asked between embedding batches; when it says True the ingest
+        raises :class:`Interrupted`.
         ``defer_vectors``: leave the vectors missing from the embed cache to the embedding stage.
         ``stores``: a server backend (PostgreSQL) to write to instead of the data directory's files."""
         self.defer_vectors = defer_vectors
-        self.before_open = before_open
         self.should_stop = should_stop
         self.cfg = cfg
         self.paths = paths.ensure()
@@ -183,8 +180,6 @@ class Pipeline:
         rel = os.path.relpath(src, root) if root else path.name
         try:
             os.lstat(src)
-            if self.before_open is not None:
-                self.before_open(src)
             fd = open_regular(src, str(root) if root else None)
         except FileNotFoundError:
             self.remove_file(collection, src)

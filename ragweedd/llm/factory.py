@@ -38,7 +38,8 @@ def _key(cfg, attr: str, env: Mapping[str, str], names: tuple[str, ...], provide
     """The key of ``provider``: the config's, else the environment's, else the keys file's
     (ragweedd/keyfile.py; read at every call, so ``ragweedctl keys set`` needs no restart).
     ``optional``: "" when there is none (but a keys file that cannot be used is still an error)."""
-    from ragweedd.keyfile import KeyFileError, keys_file, read_keys
+    from ragweedd.errors import KeyFileError
+    from ragweedd.keyfile import keys_file, read_keys
 
     explicit = getattr(cfg, attr, "") if cfg is not None else ""
     if explicit:
@@ -49,8 +50,8 @@ def _key(cfg, attr: str, env: Mapping[str, str], names: tuple[str, ...], provide
     try:
         stored = read_keys().get(provider)
     except KeyFileError as e:
-        raise ProviderAuthError(f"{provider}: no usable API key for model '{model}': {e}",
-                                hint="fix the keys file as said, or set the key in the config or environment") from None
+        raise ProviderAuthError(f"{provider}: no usable API key for model '{model}': {e.message}",
+                                hint=f"{e.hint}; or set the key in the config or environment") from None
     if stored or optional:
         return stored or ""
     raise ProviderAuthError(

@@ -263,6 +263,8 @@ class ProviderAuthError(ProviderError):
 class ProviderRateLimited(ProviderError):
     http_status = 429
     code = "provider_rate_limited"
+    # seconds the provider asked to wait, when an adapter read it (BaseProvider backs off at least that)
+    retry_after: float | None = None
 
 
 class ProviderTimeout(ProviderError):

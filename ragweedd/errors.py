@@ -209,6 +209,10 @@ class ExtractionError(RagweedError):
     # caps (the extractor's or a tool's wall time included) and missing tools fail the same way
     # every time; a file that changed while it was read may not.
     retryable = False
+    # Set by the extraction sandbox: the child's peak resident MiB, and the cap it hit ("wall",
+    # "memory", "cpu") when that is what stopped it.
+    peak_rss_mb: float | None = None
+    limit: str | None = None
 
 
 class ExtractionSkipped(ExtractionError):

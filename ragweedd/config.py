@@ -108,7 +108,7 @@ def _workers(v: int | str) -> str | None:
     return "'auto' or a whole number from 1 to 64"
 
 
-def ingest_worker_count(cfg: Any) -> int:
+def ingest_worker_count(cfg: Config) -> int:
     """``ingest_workers`` resolved: 'auto' is half the CPU cores, at least 1 and at most 4 (the
     embedding thread and the API need the rest)."""
     v = cfg.ingest_workers

@@ -511,7 +511,7 @@ def _collections(raw: Any, origin: str) -> dict[str, CollectionConfig]:
     return out
 
 
-def load_config(path: str | os.PathLike | None = None, env: Mapping[str, str] | None = None,
+def load_config(path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None,
                 *, text: str | None = None) -> Config:
     """Read the TOML file (or ``text``), apply RAGWEED_* overrides from ``env``, validate."""
     env = os.environ if env is None else env
@@ -565,7 +565,7 @@ def load_config(path: str | os.PathLike | None = None, env: Mapping[str, str] | 
 _NON_KEY_ENV = frozenset({"RAGWEED_REQUIRE_TOOLS", "RAGWEED_CONFIG"})
 
 
-def _parse_toml(text: str, origin: str) -> dict:
+def _parse_toml(text: str, origin: str) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Callable, Protocol
 from ragweedd.config import CollectionConfig
 from ragweedd.errors import ConfigError, NotFoundError, RequestError
 from ragweedd.logging import get_logger
+from ragweedd.paths import valid_collection_name
 from ragweedd.store.ingest_db import IngestDB, SkippedFile
 from ragweedd.store.protocols import IngestStore
 from ragweedd.watch import skipped
@@ -367,9 +368,7 @@ class Collections:
 
     # --- run-time collections ----------------------------------------------------------------------
     def add(self, name: str, paths: list[str], ignore: list[str] | None = None, topic: str = "") -> dict:
-        from ragweedd.config import _NAME_RE
-
-        if not isinstance(name, str) or not _NAME_RE.match(name):
+        if not valid_collection_name(name):
             raise RequestError(f"collection name {name!r} is not allowed",
                                hint="use letters, digits, '_', '-', '.' (at most 64 characters)")
         if name in self.items:

@@ -59,6 +59,10 @@ error envelope carries both: ``hint`` in the API's words and ``action`` for the 
 
 from __future__ import annotations
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # not typing.TYPE_CHECKING: ragweedctl loads this module and never typing
+    from typing import Any
+
 # The faces that word a hint: "api" the HTTP API (and the web UI that shows its envelope), "ctl"
 # ragweedctl, "cli" ragweedd's one-shot commands, "mcp" both MCP transports (stdio and /mcp).
 FACES = ("api", "ctl", "cli", "mcp")
@@ -114,7 +118,8 @@ def hint_for(face: str, action: object = None, hint: str | None = None) -> str |
     else ``hint`` as given. ``action`` is an error's own or the ``action`` of an API error envelope
     (read from the wire: anything not of the shape is ignored)."""
     if isinstance(action, dict):
-        words = FIXES.get(action.get("id")) if isinstance(action.get("id"), str) else None  # type: ignore[arg-type]
+        action_id = action.get("id")
+        words = FIXES.get(action_id) if isinstance(action_id, str) else None
         args = action.get("args") or {}
         if words is not None and isinstance(args, dict) and all(isinstance(v, str) for v in args.values()):
             text = words.get(face) or (words.get("ctl") if face == "cli" else None) or words["api"]
@@ -141,7 +146,7 @@ class RagweedError(Exception):
         """``action``: an id of FIXES, with its arguments as keywords; ``hint`` then defaults to the
         API's words for it."""
         self.message = message
-        self.action: dict | None = None
+        self.action: dict[str, Any] | None = None
         if action is not None:
             if action not in FIXES:
                 raise ValueError(f"no hint words for action {action!r} in ragweedd.errors.FIXES")
@@ -155,8 +160,8 @@ class RagweedError(Exception):
     def say(self, face: str) -> str:
         return say(face, self.message, self.hint, self.action)
 
-    def to_dict(self) -> dict:
-        out: dict = {"code": self.code, "message": self.message}
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"code": self.code, "message": self.message}
         if self.hint:
             out["hint"] = self.hint
         if self.action:
@@ -209,6 +214,10 @@ class ExtractionError(RagweedError):
     # caps (the extractor's or a tool's wall time included) and missing tools fail the same way
     # every time; a file that changed while it was read may not.
     retryable = False
+    # Set by the extraction sandbox: the child's peak resident MiB, and the cap it hit ("wall",
+    # "memory", "cpu") when that is what stopped it.
+    peak_rss_mb: float | None = None
+    limit: str | None = None
 
 
 class ExtractionSkipped(ExtractionError):
@@ -263,6 +272,8 @@ class ProviderAuthError(ProviderError):
 class ProviderRateLimited(ProviderError):
     http_status = 429
     code = "provider_rate_limited"
+    # seconds the provider asked to wait, when an adapter read it (BaseProvider backs off at least that)
+    retry_after: float | None = None
 
 
 class ProviderTimeout(ProviderError):

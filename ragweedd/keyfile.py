@@ -24,6 +24,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # pathlib loads with ragweedd.paths, only when the file is actually used
     from pathlib import Path
 
+    from ragweedd.config import Config
+
 # provider -> the environment variables that carry its key (ollama takes none)
 KEY_PROVIDERS: dict[str, tuple[str, ...]] = {
     "anthropic": ("ANTHROPIC_API_KEY",),
@@ -138,7 +140,8 @@ SUGGESTED_SYNTHESIS = {
 }
 
 
-def providers_with_keys(cfg, env: dict[str, str] | os._Environ[str], stored: dict[str, str]) -> list[str]:
+def providers_with_keys(cfg: Config | None, env: dict[str, str] | os._Environ[str],
+                        stored: dict[str, str]) -> list[str]:
     """The providers whose key the daemon would find (config, environment or the keys file)."""
     found = []
     for provider, names in KEY_PROVIDERS.items():
@@ -148,7 +151,7 @@ def providers_with_keys(cfg, env: dict[str, str] | os._Environ[str], stored: dic
     return found
 
 
-def synthesis_missing(cfg, env: dict[str, str] | os._Environ[str]) -> str | None:
+def synthesis_missing(cfg: Config | None, env: dict[str, str] | os._Environ[str]) -> str | None:
     """Why answers are quoted passages rather than written by an LLM, and what to set (None when a
     synthesis model is configured): whether a key is stored, which config file to edit, the line."""
     if getattr(cfg, "llm_synthesis", ""):

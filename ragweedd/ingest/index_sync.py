@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from ragweedd.errors import Interrupted, NotCreatedYetError, NotFoundError
 from ragweedd.contract import IndexInfo, iso
@@ -24,6 +24,14 @@ from ragweedd.index.passes import prepare_pass, sync_pass
 from ragweedd.ingest.supervise import Supervisor
 from ragweedd.logging import get_logger
 from ragweedd.store.rag_db import PRIMARY
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ragweedd.config import Config
+    from ragweedd.index.manager import IndexManager
+    from ragweedd.paths import Paths
+    from ragweedd.store.protocols import RagStore
 
 log = get_logger("ragweedd.index")
 APPLY_BATCH = 5000
@@ -46,10 +54,10 @@ class _Dropped(NotFoundError):
 
 
 class IndexSync:
-    def __init__(self, cfg, paths, dim: int, pass_dims: dict[str, int] | None = None) -> None:
+    def __init__(self, cfg: Config, paths: Paths, dim: int, pass_dims: dict[str, int] | None = None) -> None:
         self.cfg, self.paths, self.dim = cfg, paths, dim
         self.pass_dims = dict(pass_dims or {})  # the working extra passes (ragweedd/index/passes.py)
-        self.managers: dict[str, object] = {}
+        self.managers: dict[str, IndexManager] = {}
         self.errors: dict[str, str] = {}
         self._dirty: set[str] = set()
         self._cv = threading.Condition()
@@ -64,7 +72,7 @@ class IndexSync:
         self._thread = threading.Thread(target=lambda: self.supervisor.run(self._run, after_failure=self._again),
                                         name="ragweedd-index-sync", daemon=True)
 
-    def start(self, collections) -> None:
+    def start(self, collections: Iterable[str]) -> None:
         with self._cv:
             self._dirty.update(collections)
             if self._dirty:
@@ -83,11 +91,11 @@ class IndexSync:
     def wait_idle(self, timeout_s: float | None = None) -> bool:
         return self._idle.wait(timeout_s)
 
-    def index_for(self, rag) -> ManagedIndex | None:
+    def index_for(self, rag: RagStore) -> ManagedIndex | None:
         m = self.managers.get(rag.collection)
         return None if m is None else ManagedIndex(m)
 
-    def pass_index_for(self, rag, space: str) -> ManagedIndex | None:
+    def pass_index_for(self, rag: RagStore, space: str) -> ManagedIndex | None:
         m = self.managers.get(rag.collection)
         return ManagedIndex(m, space) if m is not None and space in m.indexes else None
 
@@ -203,7 +211,7 @@ class IndexSync:
             self._dirty.update(self._doing)
             self._dirty.update(self.managers)
 
-    def _manager(self, name: str, rag):
+    def _manager(self, name: str, rag: RagStore) -> tuple[IndexManager, bool]:
         m = self.managers.get(name)
         if m is not None:
             return m, False
@@ -236,7 +244,7 @@ class IndexSync:
             prepare_pass(m, rag, space)
         return m, True
 
-    def _batches(self, rag):
+    def _batches(self, rag: RagStore) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         import numpy as np
 
         for ids, blobs in rag.iter_vectors(PRIMARY):

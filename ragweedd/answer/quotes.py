@@ -119,10 +119,10 @@ def candidates(hits: Sequence[dict]) -> list[Sentence]:
         # their table's title ("Zephyr Tools statement of operations"), prose its section heading
         heading = " ".join(str(h.get(k) or "") for k in ("table_title", "section"))
         around = set(words(heading)) | statement_terms(headed_statements(heading))
-        # a table's chunks are cut between whole rows (chunker.table_spans), so a row at either
-        # end of one is whole, however it ends ("Property, plant and equipment, net | 2018:
+        # a table's chunks (and a sheet's) are cut between whole rows (chunker.table_spans), so a
+        # row at either end of one is whole, however it ends ("Property, plant and equipment, net | 2018:
         # 12,645" as a balance sheet's last row in the passage)
-        rows = h.get("table") is not None or h.get("row_start") is not None
+        rows = h.get("table") is not None or h.get("sheet") is not None or bool(h.get("rows"))
         titled = set(words(str(h.get("table_title") or ""))) | {"sheet"}
         for k, (a, b) in enumerate(spans):
             seg = text[a:b]

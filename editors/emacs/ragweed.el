@@ -276,10 +276,18 @@ else through a viewer or the system opener."
 
 (cl-defmethod xref-location-group ((l ragweed--location)) (ragweed--location-group l))
 (cl-defmethod xref-location-line ((_l ragweed--location)) nil)
+(defconst ragweed--xref-previews
+  '(xref-next-line xref-prev-line xref-next-group xref-prev-group xref-show-location-at-point)
+  "xref commands that show a location in passing: no viewer per line.")
+
 (cl-defmethod xref-location-marker ((l ragweed--location))
   ;; There is no buffer position to go to. xref shows a user-error as a message and stays where it
   ;; is, which is what opening a file in another program should look like.
-  (user-error "%s" (ragweed--open-external (ragweed--location-target l))))
+  (let ((target (ragweed--location-target l)))
+    (user-error "%s" (if (memq this-command ragweed--xref-previews)
+                         (format "ragweed: RET opens %s%s" (file-name-nondirectory (plist-get target :path))
+                                 (if (plist-get target :page) (format " at page %d" (plist-get target :page)) ""))
+                       (ragweed--open-external target)))))
 
 (defun ragweed--xrefs (hits uri-of)
   (let ((n 0))

@@ -83,6 +83,13 @@
     (ragweed-test--goto-xref (1+ pick))
     (should (equal (ragweed-test--here) (list (alist-get 'path hit) (alist-get 'line hit))))
     (ragweed-search "lighthouse keeper lantern" t)
+    ;; walking the list with n shows each place in passing: no viewer is started for the PDFs
+    (with-current-buffer "*xref*"
+      (goto-char (point-min))
+      (dotimes (_ (length (ragweed-test--expect 'pdf_hits)))
+        (let ((this-command 'xref-next-line)) (xref-next-line))))
+    (should-not (ragweed-test--recorded "zathura"))
+    (should-not (ragweed-test--recorded "xdg-open"))
     (let ((said (ragweed-test--messages (ragweed-test--goto-xref (1+ page2)))))
       (should (member "ragweed: opened keeper.pdf at page 2 with zathura" said)))
     (ragweed-test--wait (lambda () (ragweed-test--recorded "zathura")) "the PDF viewer")

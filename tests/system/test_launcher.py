@@ -157,7 +157,7 @@ def test_rofi_shows_errors_and_no_results_as_a_message(d, tools, tmp_path):
     assert mode["message"].startswith("ragweed: ragweedd is not running (no port file at ")
     assert [o.get("nonselectable") for _, o in rows] == ["true"]  # rofi stays open on the message
     rows, mode = rofi(["--path-glob", NOWHERE], tools.env(state(d)), retv=2, entry="tea")
-    assert mode["message"] == "ragweed: no results for 'tea'"
+    assert mode["message"] == 'ragweed: no results for "tea"'
     assert [o.get("nonselectable") for _, o in rows] == ["true"]
 
 
@@ -178,7 +178,7 @@ def test_errors_are_one_clear_line(d, tools, tmp_path):
     assert err.startswith(f"ragweed-launch: the server on 127.0.0.1:{d.port} did not prove it knows the API token "
                           f"in {bad / 'token'}, so the token was not sent"), err
     assert one_line_error(launch(["list", "--path-glob", NOWHERE, "tea"], tools.env(state(d)))) == \
-        "ragweed-launch: no results for 'tea'"
+        'ragweed-launch: no results for "tea"'
     err = one_line_error(launch(["list", "--ragweedctl", str(tmp_path / "nowhere" / "ragweedctl"), "tea"],
                                 tools.env(state(d))))
     assert err.startswith("ragweed-launch: cannot run ") and "--ragweedctl" in err

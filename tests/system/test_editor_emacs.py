@@ -26,6 +26,7 @@ TESTS = ["ragweed-test-search-completing-read", "ragweed-test-search-xref", "rag
 
 @pytest.fixture(scope="module")
 def d(tmp_path_factory):
+    require_tool("emacs")  # before the daemon starts: nothing to start it for
     with editor_daemon(tmp_path_factory.mktemp("emacs")) as dm:
         yield dm
 

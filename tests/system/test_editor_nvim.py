@@ -65,6 +65,7 @@ vim.cmd("qa!")
 
 @pytest.fixture(scope="module")
 def d(tmp_path_factory):
+    require_tool("nvim")  # before the daemon starts: nothing to start it for
     with editor_daemon(tmp_path_factory.mktemp("nvim")) as dm:
         yield dm
 
@@ -87,9 +88,10 @@ def nvim(tmp_path: Path, env: dict, scenario: str) -> dict:
     out = tmp_path / "nvim-result.json"
     script = tmp_path / "scenario.lua"
     script.write_text(HARNESS.replace("--SCENARIO--", scenario).replace("--OUT--", lua(out)))
+    # HOME in the test's folder: whatever Neovim keeps (its log, shada) stays out of the user's
     r = subprocess.run([exe, "--headless", "--clean", "--cmd", f"lua vim.opt.runtimepath:append({lua(PLUGIN)})",
-                        "-c", f"luafile {script}"], env=env, cwd=tmp_path, capture_output=True, text=True,
-                       timeout=600, stdin=subprocess.DEVNULL)
+                        "-c", f"luafile {script}"], env={**env, "HOME": str(tmp_path)}, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
     assert out.exists(), f"nvim wrote no result (exit {r.returncode}):\n{r.stdout}\n{r.stderr}"
     res = json.loads(out.read_text())
     assert "harness_error" not in res, res["harness_error"]

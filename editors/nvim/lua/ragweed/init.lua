@@ -31,7 +31,10 @@ end
 -- left with an E5108 screen.
 local function guarded(fn)
   return function(...)
-    local ok, err = xpcall(fn, function(e) return tostring(e) end, ...)
+    -- xpcall takes no arguments for fn in Lua 5.1 (only LuaJIT does): a closure carries them
+    local args, n = { ... }, select("#", ...)
+    local ok, err = xpcall(function() return fn((table.unpack or unpack)(args, 1, n)) end,
+      function(e) return tostring(e) end)
     if not ok then
       notify("internal error: " .. tostring(err):gsub("\n.*", ""))
     end

@@ -74,6 +74,22 @@ def deepest_lines(d, query: str) -> tuple[int, int]:
     return lines[0], lines[1]
 
 
+def test_in_a_terminal_a_text_hit_opens_in_the_editor_at_its_line(d, tools):
+    require_tool("fzf")
+    first, last = deepest_lines(d, "cat number 27")
+    master, slave = os.openpty()  # the script's stdin and stdout are a terminal, as under fzf in one
+    try:
+        r = subprocess.run([str(SCRIPT), "pick", "--menu", f"fzf --exact --filter 'cats.md {first}-{last}'",
+                            "cat number 27"], env=tools.env(state(d), EDITOR=str(tools.bin / "edit")),
+                           stdin=slave, stdout=slave, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert r.returncode == 0, r.stderr
+    # $EDITOR +LINE FILE, run in the terminal: it has ended when pick returns
+    assert tools.calls("edit") == [[f"+{first}", str(tools_path(d, "cats.md"))]]
+
+
 def tools_path(d, name: str) -> Path:
     return d.base.parent / "docs" / name
 

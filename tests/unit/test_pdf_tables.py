@@ -6,14 +6,11 @@ with its chunks, and the prose around it, numbers and all, stays as it was."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from ragweedd.chunk.chunker import ChunkParams, chunk_document  # noqa: E402
-from ragweedd.extract.base import ExtractSettings  # noqa: E402
-from ragweedd.extract.registry import extract_file  # noqa: E402
+from ragweedd.chunk.chunker import ChunkParams, chunk_document
+from ragweedd.extract.base import ExtractSettings
+from ragweedd.extract.registry import extract_file
 
 PROSE = ("Cash provided by operating activities rose to 1,469.5 million in 2015 from 1,287.5 million in "
          "2014, mainly on higher collections. ")

@@ -246,7 +246,7 @@ DOCUMENT: dict[str, Any] = {
                                                     "description": "The code from POST /v1/login-codes"}}}}}},
                         extra={"400": _ERR, "403": _ERR}),
         },
-        "/ui/{asset}": {"get": _op("web_asset", "A file of the web UI (app.js, app.css, favicon.svg)", None,
+        "/ui/{asset}": {"get": _op("web_asset", "A file of the web UI (app.js, ask.js, app.css, favicon.svg)", None,
                                    public=True, params=[_path("asset", _text(1, 64), "The file's name")],
                                    ok={"description": "The file", "content": {"*/*": {"schema": {
                                        "type": "string", "format": "binary"}}}},

@@ -42,9 +42,12 @@ RARE_DF = 0.05
 NAME_DF = 0.5
 RARE_MIN_DF = 3  # a word of at most this many chunks (and a third of them) is rare in any collection
 MAX_CARRY = 6
-# A question whose own new topic words are at most this many, beside a word it shares with the
-# earlier turn, varies that turn's topic rather than replacing it ("and black tea?").
+# A short question whose own new topic words are at most this many, beside a word it shares with
+# the earlier turn, varies that turn's topic rather than replacing it ("and black tea?").
 VARIATION_WORDS = 2
+# A question that neither opens as a follow-up nor points back, and has at least this many words of
+# its own (names and topic, rare or not), asks a whole question: it stands alone.
+STANDALONE_WORDS = 3
 # How far up the previous answer's documents move: their hits are ranked as if their relative
 # score (0..1 within the results) were this much higher.
 PREFER_BONUS = 0.15
@@ -61,9 +64,12 @@ upon us very via was wasn we were weren what when where whether which while who 
 with within without would yes yet you your s t tell give show explain describe list say said compare
 versus vs often long far soon usually typically exactly really ago
 """.split())
-# Words that point back to an earlier turn's subject rather than name one.
-POINTERS = frozenset("it its itself they them their theirs themselves this that these those he him his "
-                     "she her hers former latter".split())
+# Pronouns that point back to an earlier turn's subject rather than name one. "this", "that",
+# "these" and "those" mostly introduce a clause or a noun of the question itself ("the geographies
+# that Pepsico operates in"): they point back only standing alone ("what caused this?") or in a
+# referring phrase (_REFERRING).
+POINTERS = frozenset("it its itself they them their theirs themselves he him his she her hers former latter".split())
+DEMONSTRATIVES = frozenset("this that these those".split())
 # General nouns a follow-up refers with ("the company", "which study", "the opposite"): they
 # name no subject of their own.
 DISCOURSE = frozenset("""
@@ -71,13 +77,14 @@ company companies firm business study studies paper papers article trial trials 
 document documents source sources one ones opposite contrary same similar different difference
 other another else instead again more less detail details example examples year years period
 quarter quarters case cases result results finding findings found find show shows showed claim
-claims answer question part thing things way effect effects kind kinds type types
+claims answer question part thing things way effect effects kind kinds type types cause caused causes
+happen happened happens change changed changes mean means meant reason reasons affect affected impact
 """.split())
 _OPENERS = ("and", "also", "but", "or", "then", "so", "plus", "what about", "how about", "what of",
             "as for", "same for", "and what about", "and how about", "what if")
-_REFERRING = re.compile(r"\b(?:the|that|this|those|these)\s+(?:company|firm|business|study|paper|article|"
-                        r"trial|report|document|source|same|opposite|other|previous|former|latter|year|"
-                        r"period|quarter|one|ones)\b", re.I)
+_REFERRING = re.compile(r"\b(?:(?:the|that|this|those|these)\s+(?:company|companies|firm|business|study|studies|"
+                        r"paper|article|trial|same|opposite|previous|former|latter)|(?:that|those)\s+(?:year|years|"
+                        r"period|quarter|one|ones)|the\s+same\s+(?:year|period|quarter|company|study))\b", re.I)
 
 
 @dataclass
@@ -123,7 +130,8 @@ def words_of(text: str) -> list[Word]:
         low = t.lower()
         before = text[:m.start()].rstrip(" \t\"'“‘([")
         opens = not before or before[-1] in ".?!:;\n" or before.endswith("\n")
-        if low in POINTERS:
+        after = text[m.end():].lstrip(" \t\"'”’)]")
+        if low in POINTERS or (low in DEMONSTRATIVES and (not after or not after[0].isalnum())):
             kind = "pointer"
         elif _PERIOD.match(low):
             kind = "period"
@@ -183,6 +191,9 @@ def rewrite(question: str, thread: list[ThreadTurn], stats: Stats) -> RuleRewrit
         if subject and not shared:
             return RuleRewrite(question, False, "it shares its rare words with no earlier turn: "
                                + ", ".join(w.text for w in subject[:4]))
+        whole = [w for w in own if w.kind in ("name", "topic")]
+        if len({stem(w.word) for w in whole}) >= STANDALONE_WORDS:
+            return RuleRewrite(question, False, "it asks a whole question of its own, pointing back nowhere")
     carried: list[Word] = []
     replaced: list[Word] = []
 
@@ -207,7 +218,7 @@ def rewrite(question: str, thread: list[ThreadTurn], stats: Stats) -> RuleRewrit
         # nothing of its own, or "it"/"they" pointing at an earlier subject that no name gives:
         # the earlier topic is what it points at ("and when are they relaxed?" after cats purring)
         carried.extend(theirs)
-    elif shared_topic and len(new_topic) <= VARIATION_WORDS:
+    elif shared_topic and len(new_topic) <= VARIATION_WORDS and len(topic) <= VARIATION_WORDS + 2:
         swapped = _swapped(before, own, shared_topic)
         replaced.extend(w for w in theirs if w.at in swapped)
         carried.extend(w for w in theirs if w.at not in swapped)

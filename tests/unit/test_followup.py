@@ -61,11 +61,20 @@ def test_a_follow_up_carries_the_subject_it_leaves_out(before, question, query, 
     (CAPEX, "What was Pfizer's capital expenditure in FY2018?", "names a new subject: Pfizer"),
     # "its" refers to the name before it in the question itself
     (CAPEX, "Does AMD have a healthy liquidity profile based on its quick ratio?", "names a new subject: AMD"),
-    (CAPEX, "What was 3M's capital expenditure in FY2018?", "names its subject itself"),
+    (CAPEX, "What was 3M's capital expenditure in FY2018?", "whole question of its own"),
+    (CAPEX, "and 3M's capital expenditure in FY2018?", "names its subject itself"),
+    # "that" opening a clause of the question, "the other" of its own nouns: no pointing back
+    (CAPEX, "What are the geographies that Pepsico primarily operates in as of FY2022?", "new subject: Pepsico"),
+    (CAPEX, "Were there any board nominees with more votes against than the other nominees?", "whole question"),
 ])
 def test_a_question_that_stands_alone_is_left_alone(before, question, why):
     r = rewrite(question, [turn(before)], stats)
     assert not r.rewritten and r.query == question and why in r.reason, r
+
+
+def test_a_demonstrative_standing_alone_points_back():
+    r = rewrite("What caused this?", [turn(CAPEX)], stats)
+    assert r.rewritten and r.query == "What caused this? 3M capital expenditure FY2018", r
 
 
 def test_the_first_question_is_searched_as_asked():

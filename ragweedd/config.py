@@ -108,7 +108,7 @@ def _workers(v: int | str) -> str | None:
     return "'auto' or a whole number from 1 to 64"
 
 
-def ingest_worker_count(cfg: Any) -> int:
+def ingest_worker_count(cfg: Config) -> int:
     """``ingest_workers`` resolved: 'auto' is half the CPU cores, at least 1 and at most 4 (the
     embedding thread and the API need the rest)."""
     v = cfg.ingest_workers
@@ -511,7 +511,7 @@ def _collections(raw: Any, origin: str) -> dict[str, CollectionConfig]:
     return out
 
 
-def load_config(path: str | os.PathLike | None = None, env: Mapping[str, str] | None = None,
+def load_config(path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None,
                 *, text: str | None = None) -> Config:
     """Read the TOML file (or ``text``), apply RAGWEED_* overrides from ``env``, validate."""
     env = os.environ if env is None else env
@@ -565,7 +565,7 @@ def load_config(path: str | os.PathLike | None = None, env: Mapping[str, str] | 
 _NON_KEY_ENV = frozenset({"RAGWEED_REQUIRE_TOOLS", "RAGWEED_CONFIG"})
 
 
-def _parse_toml(text: str, origin: str) -> dict:
+def _parse_toml(text: str, origin: str) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

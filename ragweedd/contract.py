@@ -68,7 +68,7 @@ def shown_path(path: str) -> str:
                        else f"\\u{ord(c):04x}" if 0xD800 <= ord(c) <= 0xDFFF else c for c in path)
 
 
-def shown_hit(hit: dict) -> dict:
+def shown_hit(hit: dict[str, Any]) -> dict[str, Any]:
     """A hit with its name fields shown (``shown_path``); its ``uri`` already holds the real bytes."""
     for k in ("source_file", "filename", "source_rel_path"):
         v = hit.get(k)

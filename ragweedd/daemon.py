@@ -26,11 +26,15 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ragweedd.errors import AlreadyRunningError
 from ragweedd.logging import get_logger
 from ragweedd.paths import PRIVATE_UMASK, Paths
+
+if TYPE_CHECKING:
+    from ragweedd.config import Config
+    from ragweedd.daemon_core import Core
 
 log = get_logger("ragweedd.daemon")
 
@@ -79,7 +83,7 @@ def data_writer_lock(paths: Paths) -> InstanceLock:
                              "or use ragweedctl add / upload / scan; or stop it (ragweedctl status shows it) first")
 
 
-def run_daemon(cfg, allow_remote: bool = False, *, embedder=None, extract=None, watcher_factory=None,
+def run_daemon(cfg: Config, allow_remote: bool = False, *, embedder=None, extract=None, watcher_factory=None,
                banner_json: bool = False) -> int:
     """Run until SIGTERM/SIGINT; returns the exit code. ``embedder``, ``extract`` and
     ``watcher_factory`` replace the configured parts (see ragweedd.services.open_daemon);
@@ -170,7 +174,8 @@ def run_daemon(cfg, allow_remote: bool = False, *, embedder=None, extract=None, 
 def _check_keys_file() -> None:
     """Say at start-up, not at the first answer, that the keys file cannot be used (its keys are
     never logged: only which providers it names)."""
-    from ragweedd.keyfile import KeyFileError, keys_file, read_keys
+    from ragweedd.errors import KeyFileError
+    from ragweedd.keyfile import keys_file, read_keys
 
     try:
         keys = read_keys()
@@ -181,7 +186,7 @@ def _check_keys_file() -> None:
         log.info("keys_file", path=str(keys_file()), providers=sorted(keys))
 
 
-def config_file_of(cfg) -> str | None:
+def config_file_of(cfg: Config) -> str | None:
     """The absolute path of the file ``cfg`` was read from (None: the built-in defaults), so that a
     one-shot command started from another directory reads the same file."""
     src = str(cfg.source)
@@ -204,7 +209,7 @@ def _repair_notes(repairs: dict) -> list[str]:
     return notes
 
 
-async def _serve(core, cfg, paths: Paths, token: str, allow_remote: bool,
+async def _serve(core: Core, cfg: Config, paths: Paths, token: str, allow_remote: bool,
                  repair_live: Callable[[Any], Any], banner_json: bool = False,
                  switch_model: Callable[[Any], Any] | None = None) -> None:
     from ragweedd.api.server import ApiServer

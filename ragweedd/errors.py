@@ -6,28 +6,47 @@ wrong, with which file or key, and what to do. ``exit_code`` is what the CLI exi
 
     RagweedError
     ├── ConfigError                  bad key / type / value in the TOML file or RAGWEED_* env  (exit 2)
+    │   └── KeyFileError             keys.toml cannot be used: its mode, owner or syntax
     ├── StorageError                 SQLite problems: locked, migration failed, integrity check failed
+    │   ├── StoreUnreachableError    the database server cannot be reached now
     │   ├── CorruptIndexError        an index file failed validation (magic, version, size, checksum)
     │   └── NotCreatedYetError       a reader opened a collection database its writer has not set up yet
     ├── ExtractionError              a file could not be turned into text  -> file state "failed"
     │   ├── ExtractionSkipped        not an error of the file: unsupported/binary/empty -> state "skipped"
+    │   │   └── NotRegularFile       the path is (now) a symlink, a folder, a FIFO: never followed
     │   ├── ArchiveLimitError        a zip member broke a cap (bytes, ratio, depth, count, path)
     │   ├── SandboxLimitError        the extractor subprocess hit a wall/CPU/memory cap and was killed
     │   └── ToolMissingError         an external binary or model a format needs is not installed
     ├── EmbedderError                the embedder failed (server down, wrong dimension)
+    │   ├── EmbedderMismatchError    a shared collection's vectors are of another embedder    (409)
     │   └── ModelIntegrityError      a model file's SHA-256 does not match the pinned value
     ├── ProviderError                an LLM provider failed
     │   ├── ProviderAuthError        bad or missing API key
     │   ├── ProviderRateLimited      429 after retries
     │   ├── ProviderTimeout          no answer in time
-    │   └── ProviderModelMissing     the model name is unknown to the provider
+    │   ├── ProviderModelMissing     the model name is unknown to the provider
+    │   ├── BadOutput                the rerank model's reply holds no score for some passage, or no yes/no
+    │   ├── PickError                tree mode: the model's pick is not the JSON asked for
+    │   └── JudgeError               the eval judge's reply is not the JSON asked for
     ├── InvalidVectorError           a vector/label/query given to an index has the wrong shape or a NaN (400)
     ├── NotFoundError                collection / document / history entry does not exist   (404)
     ├── RequestError                 a bad API or CLI request                               (400)
+    │   └── UsageError               a command line argparse refuses             [cli/exits.py]
     ├── SignInRefused                a used, expired or unknown web UI sign-in code          (403)
+    ├── AnswersBusy                  every answer slot is taken; retry shortly   [api/sse.py] (429)
+    ├── Interrupted                  work stopped between two batches: the daemon is stopping
+    │   └── EmbedStopped             ``should_stop()`` said so between two embedding batches
+    ├── CtlError                     an error as ragweedctl shows it, often the daemon's envelope [cli/ctl_http.py]
     └── DaemonError                  daemon-level problems (token file, listen address)
         ├── AlreadyRunningError
-        └── RepairingError           the daemon is rebuilding a damaged database; retry shortly (503)
+        ├── RepairingError           the daemon is rebuilding a damaged database; retry shortly (503)
+        └── ServiceError             `ragweedctl service` cannot install, remove or ask
+
+Every class is defined here, except (in [brackets]) one that carries the behaviour of the module
+that raises it (how a face answers it, what argparse gave it), and a signal private to one module
+(``_Stopping``...); those still derive from a class here, so ``except RagweedError`` and the faces'
+wording see every error the same way. tests/unit/test_error_tree.py walks the package and checks
+both that and that this drawing names every public class.
 
 What to do about an error is often said differently on each face: a person at ragweedctl runs
 ``ragweedctl collections``, an HTTP client GETs /v1/collections, an assistant over MCP calls the
@@ -39,6 +58,10 @@ error envelope carries both: ``hint`` in the API's words and ``action`` for the 
 """
 
 from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # not typing.TYPE_CHECKING: ragweedctl loads this module and never typing
+    from typing import Any
 
 # The faces that word a hint: "api" the HTTP API (and the web UI that shows its envelope), "ctl"
 # ragweedctl, "cli" ragweedd's one-shot commands, "mcp" both MCP transports (stdio and /mcp).
@@ -100,7 +123,8 @@ def hint_for(face: str, action: object = None, hint: str | None = None) -> str |
     else ``hint`` as given. ``action`` is an error's own or the ``action`` of an API error envelope
     (read from the wire: anything not of the shape is ignored)."""
     if isinstance(action, dict):
-        words = FIXES.get(action.get("id")) if isinstance(action.get("id"), str) else None  # type: ignore[arg-type]
+        action_id = action.get("id")
+        words = FIXES.get(action_id) if isinstance(action_id, str) else None
         args = action.get("args") or {}
         if words is not None and isinstance(args, dict) and all(isinstance(v, str) for v in args.values()):
             text = words.get(face) or (words.get("ctl") if face == "cli" else None) or words["api"]
@@ -127,7 +151,7 @@ class RagweedError(Exception):
         """``action``: an id of FIXES, with its arguments as keywords; ``hint`` then defaults to the
         API's words for it."""
         self.message = message
-        self.action: dict | None = None
+        self.action: dict[str, Any] | None = None
         if action is not None:
             if action not in FIXES:
                 raise ValueError(f"no hint words for action {action!r} in ragweedd.errors.FIXES")
@@ -141,8 +165,8 @@ class RagweedError(Exception):
     def say(self, face: str) -> str:
         return say(face, self.message, self.hint, self.action)
 
-    def to_dict(self) -> dict:
-        out: dict = {"code": self.code, "message": self.message}
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"code": self.code, "message": self.message}
         if self.hint:
             out["hint"] = self.hint
         if self.action:
@@ -154,6 +178,13 @@ class ConfigError(RagweedError):
     exit_code = 2
     http_status = 400
     code = "config"
+
+
+class KeyFileError(ConfigError):
+    """The keys file (ragweedd/keyfile.py) exists but cannot be used: group or others may read it,
+    another user owns it, it is not a regular file, or it is not valid. Its keys are then not used."""
+
+    code = "keys_file"
 
 
 class StorageError(RagweedError):
@@ -188,10 +219,21 @@ class ExtractionError(RagweedError):
     # caps (the extractor's or a tool's wall time included) and missing tools fail the same way
     # every time; a file that changed while it was read may not.
     retryable = False
+    # Set by the extraction sandbox: the child's peak resident MiB, and the cap it hit ("wall",
+    # "memory", "cpu") when that is what stopped it.
+    peak_rss_mb: float | None = None
+    limit: str | None = None
 
 
 class ExtractionSkipped(ExtractionError):
     code = "extraction_skipped"
+
+
+class NotRegularFile(ExtractionSkipped):
+    """The path is (now) a symlink, a folder, a FIFO or device, or a folder on the way is a symlink:
+    ingest never reads what it points to (ragweedd/ingest/safe_open.py)."""
+
+    code = "not_regular_file"
 
 
 class ArchiveLimitError(ExtractionError):
@@ -235,6 +277,8 @@ class ProviderAuthError(ProviderError):
 class ProviderRateLimited(ProviderError):
     http_status = 429
     code = "provider_rate_limited"
+    # seconds the provider asked to wait, when an adapter read it (BaseProvider backs off at least that)
+    retry_after: float | None = None
 
 
 class ProviderTimeout(ProviderError):
@@ -244,6 +288,25 @@ class ProviderTimeout(ProviderError):
 
 class ProviderModelMissing(ProviderError):
     code = "provider_model_missing"
+
+
+class BadOutput(ProviderError):
+    """The rerank model answered, but not in a form the stage can read; the search keeps its order."""
+
+    code = "rerank_bad_output"
+
+
+class PickError(ProviderError):
+    """Tree mode: the model's reply names no document or section of those offered, or is not the
+    JSON asked for. The answer then falls back to plain retrieval."""
+
+    code = "unreadable_reply"
+
+
+class JudgeError(ProviderError):
+    """The eval judge's reply is not the JSON asked for; the metric is recorded as failed."""
+
+    code = "unreadable_reply"
 
 
 class NotFoundError(RagweedError):
@@ -265,12 +328,18 @@ class SignInRefused(RagweedError):
 
 
 class Interrupted(RagweedError):
-    """Work stopped between two embedding batches because the daemon is stopping.
+    """Work stopped between two batches (of embeddings, of copied chunks, of an index rebuild)
+    because the daemon is stopping.
 
     Nothing is wrong with the file: what was written is complete (whole batches), and the rest
     stays pending (or its job goes back to the queue) for the next run."""
 
     code = "interrupted"
+
+
+class EmbedStopped(Interrupted):
+    """``should_stop()`` said True between two embedding batches of one ``embed_texts`` call;
+    nothing of that call is returned."""
 
 
 class DaemonError(RagweedError):
@@ -284,3 +353,14 @@ class AlreadyRunningError(DaemonError):
 class RepairingError(DaemonError):
     http_status = 503
     code = "repairing"
+
+
+class ServiceError(DaemonError):
+    """``ragweedctl service``: the systemd unit or launchd agent cannot be installed, removed or
+    asked about. ``exit_code`` is 2 when the command line named something that is not there."""
+
+    code = "service"
+
+    def __init__(self, message: str, exit_code: int = 1, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.exit_code = exit_code

@@ -10,7 +10,7 @@ A key is taken from, first to last: the config file (``llm.<provider>_api_key``)
 (``ANTHROPIC_API_KEY``...), this file. A file that group or others may read is not used at all (as
 ssh refuses a private key others can read): the error says so, with the chmod that fixes it.
 
-Standard library only: ragweedctl imports it, and must start fast.
+Standard library and ragweedd.errors only: ragweedctl imports it, and must start fast.
 """
 
 from __future__ import annotations
@@ -18,9 +18,13 @@ from __future__ import annotations
 import os
 import stat
 
+from ragweedd.errors import KeyFileError
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pathlib loads with ragweedd.paths, only when the file is actually used
     from pathlib import Path
+
+    from ragweedd.config import Config
 
 # provider -> the environment variables that carry its key (ollama takes none)
 KEY_PROVIDERS: dict[str, tuple[str, ...]] = {
@@ -29,11 +33,8 @@ KEY_PROVIDERS: dict[str, tuple[str, ...]] = {
     "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
 }
 FILE_NAME = "keys.toml"
+_SET = "ragweedctl keys set PROVIDER"
 MAX_BYTES = 1 << 20  # a keys file is a few lines; anything larger is not one
-
-
-class KeyFileError(Exception):
-    """The keys file exists but cannot be used (permissions, syntax, unreadable)."""
 
 
 def keys_file() -> Path:
@@ -57,10 +58,11 @@ def unknown_provider(name: str) -> str:
 def check_mode(path: Path, st: os.stat_result) -> None:
     mode = stat.S_IMODE(st.st_mode)
     if mode & 0o077:
-        raise KeyFileError(f"{path} may be read by group or others (mode {mode:04o}), so its keys are not used; "
-                           f"run `chmod 600 {path}`")
+        raise KeyFileError(f"{path} may be read by group or others (mode {mode:04o}), so its keys are not used",
+                           hint=f"run `chmod 600 {path}`")
     if hasattr(os, "getuid") and st.st_uid != os.getuid():
-        raise KeyFileError(f"{path} belongs to another user (uid {st.st_uid}), so its keys are not used")
+        raise KeyFileError(f"{path} belongs to another user (uid {st.st_uid}), so its keys are not used",
+                           hint=f"remove it and set the keys again with `{_SET}`")
 
 
 def read_keys(path: Path | None = None) -> dict[str, str]:
@@ -71,31 +73,35 @@ def read_keys(path: Path | None = None) -> dict[str, str]:
     except FileNotFoundError:
         return {}
     except OSError as e:
-        raise KeyFileError(f"cannot read {path}: {e.strerror}") from None
+        raise KeyFileError(f"cannot read {path}: {e.strerror}",
+                           hint="make it a file you can read, or remove it and set the keys again with "
+                                f"`{_SET}`") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise KeyFileError(f"{path} is not a regular file")
+            raise KeyFileError(f"{path} is not a regular file", hint=f"remove it and set the keys again with `{_SET}`")
         check_mode(path, st)
         data = os.read(fd, MAX_BYTES + 1)
     finally:
         os.close(fd)
     if len(data) > MAX_BYTES:
-        raise KeyFileError(f"{path} is larger than {MAX_BYTES} bytes; it is not a keys file")
+        raise KeyFileError(f"{path} is larger than {MAX_BYTES} bytes; it is not a keys file",
+                           hint=f"remove it and set the keys again with `{_SET}`")
     import tomllib
 
     try:
         doc = tomllib.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         # the message never quotes the file's text: it holds secrets
-        raise KeyFileError(f"{path} is not valid TOML ({type(e).__name__}); fix it or remove it "
-                           "and set the keys again with `ragweedctl keys set PROVIDER`") from None
+        raise KeyFileError(f"{path} is not valid TOML ({type(e).__name__})",
+                           hint=f"fix it, or remove it and set the keys again with `{_SET}`") from None
     keys: dict[str, str] = {}
     for name, value in doc.items():
         if name not in KEY_PROVIDERS:
-            raise KeyFileError(f"{path}: {unknown_provider(name)}")
+            raise KeyFileError(f"{path}: {unknown_provider(name)}", hint=f"remove the line of {name} from it")
         if not isinstance(value, str) or not value.strip():
-            raise KeyFileError(f"{path}: the key of {name} must be a non-empty string")
+            raise KeyFileError(f"{path}: the key of {name} must be a non-empty string",
+                               hint=f"set it again with `ragweedctl keys set {name}`")
         keys[name] = value.strip()
     return keys
 
@@ -134,7 +140,8 @@ SUGGESTED_SYNTHESIS = {
 }
 
 
-def providers_with_keys(cfg, env: dict[str, str] | os._Environ[str], stored: dict[str, str]) -> list[str]:
+def providers_with_keys(cfg: Config | None, env: dict[str, str] | os._Environ[str],
+                        stored: dict[str, str]) -> list[str]:
     """The providers whose key the daemon would find (config, environment or the keys file)."""
     found = []
     for provider, names in KEY_PROVIDERS.items():
@@ -144,7 +151,7 @@ def providers_with_keys(cfg, env: dict[str, str] | os._Environ[str], stored: dic
     return found
 
 
-def synthesis_missing(cfg, env: dict[str, str] | os._Environ[str]) -> str | None:
+def synthesis_missing(cfg: Config | None, env: dict[str, str] | os._Environ[str]) -> str | None:
     """Why answers are quoted passages rather than written by an LLM, and what to set (None when a
     synthesis model is configured): whether a key is stored, which config file to edit, the line."""
     if getattr(cfg, "llm_synthesis", ""):

@@ -9,6 +9,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # not typing.TYPE_CHECKING: ragweedctl loads this module and never typing
+    from ragweedd.config import Config
+
 APP = "ragweedd"
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
@@ -85,7 +89,7 @@ class Paths:
         )
 
     @classmethod
-    def from_config(cls, cfg) -> "Paths":
+    def from_config(cls, cfg: Config) -> "Paths":
         return cls.resolve(cfg.data_dir, cfg.state_dir, cfg.cache_dir)
 
     def ensure(self) -> "Paths":

@@ -29,6 +29,7 @@ from ragweedd.contract import (
 )
 
 if TYPE_CHECKING:
+    from ragweedd.config import Config
     from ragweedd.daemon_core import Core
 
 
@@ -58,7 +59,7 @@ def shared_collections(core: Core) -> list[Collection]:
     return out
 
 
-def missing_tools(cfg: Any) -> list[MissingTool]:
+def missing_tools(cfg: Config) -> list[MissingTool]:
     """External programs that formats need and the machine lacks (what ``ragweedd doctor`` lists)."""
     from ragweedd.extract.doctor import report
 

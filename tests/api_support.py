@@ -13,15 +13,19 @@ There is no fake engine: the faces are tested against what users run (DESIGN §1
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import http.client
 import json
 import socket
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ragweedd.api.server import ThreadedServer, ensure_token
+from aiohttp import web
+
+from ragweedd.api.server import ApiServer, ensure_token
 from ragweedd.config import load_config
 from ragweedd.engine import DaemonEngine
 from ragweedd.paths import Paths
@@ -47,6 +51,51 @@ DOCS: dict[str, str] = {
                       "parallel.</p></body></html>\n",
     "cats.md": "# Cats\n\nCats purr when they are content. A purring cat is usually relaxed.\n",
 }
+
+
+class ThreadedServer:
+    """``with ThreadedServer(DaemonEngine(core), token=t) as srv: srv.port``: the daemon's ApiServer on
+    a private event loop in a background thread, so a test gets a real HTTP server on a free port
+    without owning an event loop."""
+
+    def __init__(self, engine, *, token: str, **kwargs) -> None:
+        self.engine, self.token, self.kwargs = engine, token, kwargs
+        self.loop = asyncio.new_event_loop()
+        self.server: ApiServer | None = None
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="ragweedd-api")
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None
+        return self.server.port
+
+    @property
+    def app(self) -> web.Application:
+        assert self.server is not None
+        return self.server.app
+
+    def start(self) -> "ThreadedServer":
+        self._thread.start()
+
+        async def _start():
+            self.server = ApiServer(self.engine, token=self.token, **self.kwargs)
+            await self.server.start()
+
+        asyncio.run_coroutine_threadsafe(_start(), self.loop).result(30)
+        return self
+
+    def stop(self) -> None:
+        if self.server is not None:
+            asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self.loop.close()
+
+    def __enter__(self) -> "ThreadedServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
 
 
 def API_KEY_LLM_TOML(llm) -> str:  # noqa: N802 - reads like the constant it stands for

@@ -1,17 +1,25 @@
-"""Helpers for the retrieval tests: a real FTS5 table with the rag.sqlite3 schema, and the WordNet
-requirement (skip when missing, fail when RAGWEED_REQUIRE_TOOLS=1, as tests/tools.py does)."""
+"""Helpers for the retrieval tests: a real FTS5 table with the rag.sqlite3 schema, the WordNet
+requirement (skip when missing, fail when RAGWEED_REQUIRE_TOOLS=1, as tests/tools.py does), and
+searches simpler than the daemon's to check what a collection holds: exact dense, plain BM25, and a
+whole hybrid search in one call."""
 
 from __future__ import annotations
 
 import os
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from ragweedd.query.exact import load_matrix, top_k
+from ragweedd.query.filters import Filters
+from ragweedd.query.fts_plan import fts_string, keyword_leg, query_words
+from ragweedd.query.hybrid import Searcher
 from ragweedd.query.idf import IdfCache
 from ragweedd.store.fts_reader import FtsReader
 from ragweedd.store.idf_cache_db import IdfCacheDB
+from ragweedd.store.protocols import RagStore
 
 WORDNET_DIR = "/usr/share/wordnet"
 
@@ -45,3 +53,56 @@ def idf_cache(fts: FtsReader, collection: str = "c", cache_conn=None, seq=lambda
     n = fts.conn.execute("SELECT count(*) FROM fts_chunks").fetchone()[0]
     return IdfCache(collection, fts, n_docs=lambda: n, seq=seq,
                     cache=IdfCacheDB(cache_conn) if cache_conn is not None else None)
+
+
+def fts_search(fts, query: str, idf_cache: IdfCache, cfg, limit: int, **kw) -> tuple[list, dict[str, Any]]:
+    """The keyword leg of a search without its plan: (hits, meta)."""
+    hits, meta, _ = keyword_leg(fts, query, idf_cache, cfg, limit, **kw)
+    return hits, meta
+
+
+def one_shot_search(cfg, paths, embedder, query: str, *, collections: list[str] | None = None,
+                    top_k: int = 10, mode: str = "hybrid", filters: Filters | None = None,
+                    vectors=None) -> dict[str, Any]:
+    """Search once as the daemon searches: open, search, close. ``top_k`` is the number of results shown."""
+    if filters is None:
+        filters = Filters.make(collections=collections)
+    with Searcher(cfg, paths, embedder, collections=collections, vectors=vectors) as s:
+        return s.search(query, filters=filters, limit=top_k, mode=mode)
+
+
+def dense_search(rags: list[RagStore], embedder, query: str, k: int) -> list[dict[str, Any]]:
+    """Exact (brute-force) vector search: the reference the HNSW index is checked against."""
+    from ragweedd.embed.long import embed_texts
+
+    qv = embed_texts(embedder, [query.lower()])[0]
+    return _ranked(rags, lambda rag: top_k(*load_matrix(rag), qv, k), k)
+
+
+def bm25_search(rag: RagStore, query: str, k: int, *, mode: str = "OR") -> list[tuple[int, float]]:
+    """[(chunk id, bm25 score as a positive number, higher is better)] for every alphanumeric word
+    of the query, quoted (no FTS5 operator reaches MATCH) and joined by ``mode``."""
+    words = query_words(query)
+    if not words:
+        return []
+    return rag.keyword_match(f" {mode} ".join(fts_string(w) for w in words), k)
+
+
+def keyword_search(rags: list[RagStore], query: str, k: int) -> list[dict[str, Any]]:
+    """Plain BM25 over every query word (OR), no tiers or synonyms."""
+    return _ranked(rags, lambda rag: bm25_search(rag, query, k), k)
+
+
+def _ranked(rags: list[RagStore], score, k: int) -> list[dict[str, Any]]:
+    hits: list[dict[str, Any]] = []
+    for rag in rags:
+        scored = score(rag)
+        rows = rag.hits([i for i, _ in scored])
+        for i, s in scored:
+            h = rows.get(i)
+            if h is None:  # its text failed its hash: left out (store/rag_served.py)
+                continue
+            h["score"] = s
+            hits.append(h)
+    hits.sort(key=lambda h: -h["score"])
+    return hits[:k]

@@ -105,6 +105,7 @@ class Sentence:
     score: float = 0.0
     own: set[str] = field(default_factory=set)  # its own words, without its passage's title and heading
     row: bool = False  # in a table's passage: a row ("Label | Header: value | ...") or its title
+    title: bool = False  # a table's title line, which names what its rows are and answers nothing
     pick: float = 0.0  # the score on its own words: which sentences of one passage are quoted
 
 
@@ -118,19 +119,25 @@ def candidates(hits: Sequence[dict]) -> list[Sentence]:
         # their table's title ("Zephyr Tools statement of operations"), prose its section heading
         heading = " ".join(str(h.get(k) or "") for k in ("table_title", "section"))
         around = set(words(heading)) | statement_terms(headed_statements(heading))
+        # a table's chunks (and a sheet's) are cut between whole rows (chunker.table_spans), so a
+        # row at either end of one is whole, however it ends ("Property, plant and equipment, net | 2018:
+        # 12,645" as a balance sheet's last row in the passage)
+        rows = h.get("table") is not None or h.get("sheet") is not None or bool(h.get("rows"))
+        titled = set(words(str(h.get("table_title") or ""))) | {"sheet"}
         for k, (a, b) in enumerate(spans):
-            toks = _WORD.findall(text[a:b])
-            # a table's chunks are cut between whole rows (chunker.table_spans), so a row at
-            # either end of one is whole, however it ends ("Property, plant and equipment, net |
-            # 2018: 12,645" as a balance sheet's last row in the passage)
-            rows = h.get("table") is not None or h.get("row_start") is not None
+            seg = text[a:b]
+            toks = _WORD.findall(seg)
             partial = not rows and ((k == 0 and _starts_mid_sentence(h, text, a)) or
                                     (k == len(spans) - 1 and k > 0 and _ends_mid_sentence(text, a, b)))
             lead = _lead(text, spans, k) if not partial else -1
-            own = set(words(text[lead if lead >= 0 else a:b]))
+            # a row is told by its own words: the title line it brings along (the company's
+            # name) would make the row under the title the best of every question on the table
+            own = set(words(text[lead if lead >= 0 and not rows else a:b]))
+            # a line of a table's passage that only repeats its title answers nothing a row does not
+            title = rows and "|" not in seg and set(words(seg)) <= titled
             mine.append(Sentence(i, a, b, own | around, len(toks), partial, lead, own=own,
-                                 row=rows))
-        full = [c for c in mine if c.words >= MIN_WORDS and not c.partial]
+                                 row=rows, title=title))
+        full = [c for c in mine if c.words >= MIN_WORDS and not c.partial and not c.title]
         out.extend(full or mine)
     return out[:MAX_SENTENCES]
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
 from ragweedd.answer import tree as T
-from ragweedd.errors import RequestError
+from ragweedd.errors import PickError, RequestError
 from ragweedd.logging import get_logger
 
 log = get_logger(__name__)
@@ -63,10 +63,6 @@ class TreeScope:
     open_rag: Callable[[str], Any]
     summary_cache: Path
     filters: Any = None  # query.filters.Filters of the ask: only the documents they pass are offered
-
-
-class PickError(Exception):
-    pass
 
 
 def parse_pick(text: str, key: str, known: set[str], limit: int) -> list[str]:

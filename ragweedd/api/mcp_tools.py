@@ -105,17 +105,13 @@ class EngineBackend:
         raise ToolError(f"internal: no engine call for {method} {path}")
 
     async def _ask(self, body: dict) -> dict:
+        """The whole answer; every slot taken is AnswersBusy, worded for MCP by ``call``."""
         from ragweedd.api.routes import _collect
-        from ragweedd.api.sse import AnswersBusy, answer_events
+        from ragweedd.api.sse import answer_events
 
         query = body.pop("query")
-        try:
-            async with answer_events(self.api_state, lambda: self.engine.ask(query, **body)) as (first, events):
-                return await _collect(first, events)
-        except AnswersBusy as e:
-            from ragweedd.errors import say
-
-            raise ToolError(say("mcp", str(e), e.hint)) from None
+        async with answer_events(self.api_state, lambda: self.engine.ask(query, **body)) as (first, events):
+            return await _collect(first, events)
 
 
 # --------------------------------------------------------------------------- shaping

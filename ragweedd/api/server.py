@@ -1,13 +1,10 @@
 """Starting the API: loopback-only binds, the token file, the port file.
 
-``ApiServer`` runs the app on the caller's event loop (the daemon). ``ThreadedServer`` runs it on a
-private loop in a background thread: tests, benchmarks and tools use it to get a real HTTP server
-on a free port without owning an event loop.
+``ApiServer`` runs the app on the caller's event loop (the daemon's).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ipaddress
 import json
@@ -15,7 +12,6 @@ import os
 import re
 import secrets
 import stat
-import threading
 from pathlib import Path
 
 from aiohttp import web
@@ -240,46 +236,3 @@ class ApiServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
-
-
-class ThreadedServer:
-    """``with ThreadedServer(FakeEngine(), token=t) as srv: srv.port`` -- a real server in a thread."""
-
-    def __init__(self, engine, *, token: str, **kwargs) -> None:
-        self.engine, self.token, self.kwargs = engine, token, kwargs
-        self.loop = asyncio.new_event_loop()
-        self.server: ApiServer | None = None
-        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="ragweedd-api")
-
-    @property
-    def port(self) -> int:
-        assert self.server is not None
-        return self.server.port
-
-    @property
-    def app(self) -> web.Application:
-        assert self.server is not None
-        return self.server.app
-
-    def start(self) -> "ThreadedServer":
-        self._thread.start()
-
-        async def _start():
-            self.server = ApiServer(self.engine, token=self.token, **self.kwargs)
-            await self.server.start()
-
-        asyncio.run_coroutine_threadsafe(_start(), self.loop).result(30)
-        return self
-
-    def stop(self) -> None:
-        if self.server is not None:
-            asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(10)
-        self.loop.close()
-
-    def __enter__(self) -> "ThreadedServer":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()

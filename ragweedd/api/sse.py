@@ -18,16 +18,19 @@ from ragweedd.errors import RagweedError
 SSE_KEEPALIVE_S = 15.0
 
 
-class AnswersBusy(Exception):
+class AnswersBusy(RagweedError):
     """Every answer slot is taken."""
 
-    hint = "retry in a few seconds or raise max_concurrent_answers in the config"
+    http_status = 429
+    code = "too_many_answers"
 
     def __init__(self, limit: int) -> None:
-        super().__init__(f"{limit} answers are already being written")
+        super().__init__(f"{limit} answers are already being written",
+                         hint="retry in a few seconds or raise max_concurrent_answers in the config")
 
     def response(self) -> web.Response:
-        return error_response(429, "too_many_answers", str(self), self.hint, headers={"Retry-After": "2"})
+        # the error middleware's envelope, with the Retry-After it does not send
+        return error_response(self.http_status, self.code, self.message, self.hint, headers={"Retry-After": "2"})
 
 
 @asynccontextmanager

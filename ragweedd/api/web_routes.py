@@ -33,8 +33,6 @@ from ragweedd.api.security import LOGIN_CODE_TTL_S, STATE_KEY, error_response
 from ragweedd.contract import LoginCode, WebSession
 from ragweedd.errors import NotFoundError, RequestError, SignInRefused
 
-# The HTML pages served outside the OpenAPI document (they answer HTML, not the API's JSON).
-PAGES = {("GET", "/"), ("GET", "/login"), ("GET", "/ui/{asset}"), ("GET", "/favicon.ico")}
 MAX_LOGIN_BODY = 4096
 # favicon.svg: a browser asks for an icon on every page load (at /favicon.ico when the page names
 # none: the sign-in messages, a PDF opened from /v1/files); without one its console shows a 404

@@ -15,11 +15,15 @@ import hashlib
 import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from ragweedd.chunk.entropy import shannon_entropy, verdict, word_count
 from ragweedd.chunk.splitter import chunk_chars_for, iter_spans
 from ragweedd.extract.base import ExtractedDoc, Region
+
+if TYPE_CHECKING:
+    from ragweedd.config import Config
+    from ragweedd.embed.base import Embedder
 
 
 @dataclass(frozen=True)
@@ -33,7 +37,7 @@ class ChunkParams:
     pdf_overlap_pct: int | None = None  # PDFs' own overlap; None = overlap_pct
 
     @classmethod
-    def from_config(cls, cfg, preferred_tokens: int, preferred_overlap_pct: int = 15,
+    def from_config(cls, cfg: Config, preferred_tokens: int, preferred_overlap_pct: int = 15,
                     preferred_pdf_overlap_pct: int = 50) -> "ChunkParams":
         """``chunk_size`` and ``chunk_overlap_pct`` of 'auto' take the embedder's own figures
         (its overlap for PDFs and for other text differ: docs/chunking.md)."""
@@ -46,7 +50,7 @@ class ChunkParams:
                    cfg.ingest_entropy_min, pdf_overlap)
 
     @classmethod
-    def for_embedder(cls, cfg, embedder) -> "ChunkParams":
+    def for_embedder(cls, cfg: Config, embedder: Embedder) -> "ChunkParams":
         return cls.from_config(cfg, getattr(embedder, "preferred_chunk_tokens", 256),
                                getattr(embedder, "preferred_overlap_pct", 15),
                                getattr(embedder, "preferred_overlap_pct_pdf", 50))

@@ -38,11 +38,6 @@ def find_boundary(text: str, pos: int, end: int, floor: int = 0) -> int:
     return end
 
 
-def split_spans(text: str, chunk_chars: int, overlap_chars: int) -> list[tuple[int, int]]:
-    """Character spans [start, end) of the chunks of ``text``."""
-    return [(start, end) for start, end, _ in iter_spans([text], chunk_chars, overlap_chars)]
-
-
 def iter_spans(pieces: Iterable[str], chunk_chars: int, overlap_chars: int) -> Iterator[tuple[int, int, str]]:
     """(start, end, text[start:end]) of each chunk of the text that ``pieces`` make up when joined.
 

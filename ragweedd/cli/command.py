@@ -417,7 +417,7 @@ def _handed_over(daemon, state_dir: str, args, roots) -> int:
         if args.json:
             _json_error(e.payload or {"error": {"code": "daemon_error", "message": str(e)}})
         print(f"ragweedd: {e.say('cli')}", file=sys.stderr)
-        return e.code
+        return e.exit_code
 
 
 def _ingest_files(services, args, roots, ignore) -> int:

@@ -301,7 +301,7 @@ def cmd_service(a, out) -> int:
         return service.run(a.action, dry_run=a.dry_run, config=a.config, ragweedd=a.ragweedd,
                            state_dir=a.state_dir, as_json=a.json, out=out)
     except service.ServiceError as e:
-        raise CtlError(str(e), e.exit_code) from None
+        raise CtlError(e.message, e.exit_code, hint=e.hint) from None
 
 
 # --------------------------------------------------------------------------- parser
@@ -495,13 +495,12 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
                 else:  # a local error (keys, arguments checked after argparse): the same envelope
                     from ragweedd.errors import hint_for
 
-                    print_json_error(out, "usage" if e.code == EXIT_USAGE else "failed", e.message,
-                                     hint_for("ctl", e.action, e.hint))
+                    print_json_error(out, e.code, e.message, hint_for("ctl", e.action, e.hint))
                 out.flush()
             except BrokenPipeError:  # its reader is gone: the exit code still tells
                 quiet_broken_pipe(out)
         err.write(f"ragweedctl: {safe_text(str(e))}\n")
-        return e.code
+        return e.exit_code
     except KeyboardInterrupt:
         err.write("\nragweedctl: interrupted\n")
         return 130

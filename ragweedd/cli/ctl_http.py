@@ -26,6 +26,7 @@ from ragweedd import __version__
 
 from ragweedd.procs import pid_alive, pid_holds_port  # noqa: F401 - ragweedctl asks through here
 from ragweedd.cli.exits import EXIT_ERROR, EXIT_NOT_RUNNING, EXIT_OK, EXIT_USAGE, exit_code_for
+from ragweedd.errors import RagweedError
 
 __all__ = ["EXIT_ERROR", "EXIT_NOT_RUNNING", "EXIT_OK", "EXIT_USAGE"]
 
@@ -37,22 +38,25 @@ MAX_EVENT = 16 * 2**20  # one SSE event
 MAX_JSON_DEPTH = 64  # the contract's shapes nest about 6 deep
 
 
-class CtlError(Exception):
+class CtlError(RagweedError):
     """An error as ragweedctl shows it: ``message`` (what went wrong), and what to do as ``hint``
     or as an ``action`` of ragweedd.errors.FIXES, which each face words itself (``say``);
-    ``payload`` is the JSON error object --json prints."""
+    ``exit_code`` is what ragweedctl exits with; ``payload`` is the JSON error object --json prints
+    (the daemon's envelope as it sent it), None for ragweedctl's own errors, whose ``code`` is then
+    "usage" or "failed"."""
 
-    def __init__(self, message: str, code: int = EXIT_ERROR, payload: dict | None = None, *,
+    def __init__(self, message: str, exit_code: int = EXIT_ERROR, payload: dict | None = None, *,
                  hint: str | None = None, action: dict | None = None) -> None:
-        self.message, self.hint, self.action = message, hint, action
-        self.code = code
+        super().__init__(message, hint=hint)
+        # as read from the daemon's envelope: hint_for ignores one of another shape
+        self.action = action
+        self.exit_code = exit_code
         self.payload = payload
-        super().__init__(self.say("ctl"))
-
-    def say(self, face: str) -> str:
-        from ragweedd.errors import say
-
-        return say(face, self.message, self.hint, self.action)
+        sent = (payload or {}).get("error")
+        sent_code = sent.get("code") if isinstance(sent, dict) else None
+        self.code = sent_code if isinstance(sent_code, str) else "usage" if exit_code == EXIT_USAGE else "failed"
+        # str(e) is ragweedctl's line, the hint in its own words (RagweedError's is the API's)
+        self.args = (self.say("ctl"),)
 
 
 def not_running(detail: str) -> CtlError:

@@ -3,13 +3,15 @@
 Both programs map an error's ``code`` (the ``{"error": {"code", ...}}`` of the API and of
 ``--json``) and its HTTP status the same way, so a script sees the same exit code for "collection
 not found" whether it ran ``ragweedd search`` or ``ragweedctl search``. The table is in
-docs/api.md. Imported by ragweedctl at start-up: json and sys only.
+docs/api.md. Imported by ragweedctl at start-up: json, sys and ragweedd.errors only.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+
+from ragweedd.errors import RequestError
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130
@@ -52,21 +54,23 @@ def print_json_error(out, code: str, message: str, hint: str | None = None) -> N
     out.flush()
 
 
-class UsageError(Exception):
+class UsageError(RequestError):
     """What argparse would print and exit 2 for; raised instead so that --json can print it."""
 
+    code = "usage"
+
     def __init__(self, message: str, prog: str, usage: str) -> None:
-        super().__init__(message)
-        self.message = message
+        super().__init__(message, hint=f"see `{prog} --help`")
         self.prog = prog
         self.usage = usage
 
     def report(self, err, out, as_json: bool) -> int:
+        # argparse's own words on stderr (the usage line says what to do)
         err.write(self.usage)
         err.write(f"{self.prog}: error: {self.message}\n")
         if as_json:
             try:
-                print_json_error(out, "usage", self.message, f"see `{self.prog} --help`")
+                print_json_error(out, self.code, self.message, self.hint)
             except BrokenPipeError:  # its reader is gone: the exit code still tells
                 quiet_broken_pipe(out)
         return EXIT_USAGE

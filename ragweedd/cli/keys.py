@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 from ragweedd.cli.ctl_http import CtlError
-from ragweedd.keyfile import KEY_PROVIDERS, KeyFileError, keys_file, read_keys, unknown_provider, write_keys
+from ragweedd.errors import KeyFileError
+from ragweedd.keyfile import KEY_PROVIDERS, keys_file, read_keys, unknown_provider, write_keys
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -47,7 +48,7 @@ def run(a, out, stdin=None) -> int:
     try:
         keys = read_keys(path)
     except KeyFileError as e:
-        raise CtlError(str(e), EXIT_ERROR) from None
+        raise CtlError(e.message, EXIT_ERROR, hint=e.hint) from None
     if a.action == "set":
         keys[a.provider] = _read_secret(a.provider, stdin)
         done = "stored"

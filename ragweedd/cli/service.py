@@ -1,5 +1,5 @@
 """`ragweedctl service install|uninstall|status`: the systemd user unit (Linux) or the launchd agent
-(macOS). Standard library only (ragweedctl imports it).
+(macOS). Standard library and ragweedd.errors only (ragweedctl imports it).
 
 The unit and plist are rendered here; systemd/ragweedd.service and launchd/com.ragweed.ragweedd.plist
 in the source tree are the same renderings with @PLACEHOLDER@ paths, kept equal by a test, so what
@@ -17,14 +17,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ragweedd.errors import ServiceError
+
 UNIT_NAME = "ragweedd.service"
 LABEL = "com.ragweed.ragweedd"
-
-
-class ServiceError(Exception):
-    def __init__(self, message: str, exit_code: int = 1) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
 
 
 def _sd_quote(s: str) -> str:
@@ -90,17 +86,6 @@ def launchd_plist(ragweedd: str, config: str | None, home: str, state_dir: str |
     }, sort_keys=True)
 
 
-TEMPLATE_ARGS = {"ragweedd": "@RAGWEEDD@", "config": "@CONFIG@"}
-
-
-def systemd_template() -> str:
-    return systemd_unit(**TEMPLATE_ARGS)
-
-
-def launchd_template() -> bytes:
-    return launchd_plist(**TEMPLATE_ARGS, home="@HOME@")
-
-
 # --------------------------------------------------------------------------- plans
 @dataclass
 class Plan:
@@ -121,7 +106,7 @@ def _platform(platform: str | None) -> str:
         return "systemd"
     if p == "darwin":
         return "launchd"
-    raise ServiceError(f"service install is not supported on {p}; run `ragweedd run` yourself", 2)
+    raise ServiceError(f"service install is not supported on {p}", 2, hint="run `ragweedd run` yourself")
 
 
 def default_ragweedd() -> Path:
@@ -133,14 +118,13 @@ def _resolve_paths(ragweedd: str | None, config: str | None, notes: list[str]) -
     exe = Path(ragweedd).expanduser() if ragweedd else default_ragweedd()
     exe = exe.absolute()
     if not exe.is_file() or not os.access(exe, os.X_OK):
-        raise ServiceError(f"ragweedd executable not found at {exe}",
-                           2) if ragweedd else ServiceError(
-            f"ragweedd executable not found at {exe} (next to {sys.executable}); "
-            "pass --ragweedd PATH", 2)
+        raise ServiceError(f"ragweedd executable not found at {exe}", 2,
+                           hint="check the path given to --ragweedd") if ragweedd else ServiceError(
+            f"ragweedd executable not found at {exe} (next to {sys.executable})", 2, hint="pass --ragweedd PATH")
     if config:
         cfg = Path(config).expanduser().absolute()
         if not cfg.is_file():
-            raise ServiceError(f"config file {cfg} does not exist; create it or leave out --config", 2)
+            raise ServiceError(f"config file {cfg} does not exist", 2, hint="create it or leave out --config")
         return str(exe), str(cfg)
     from ragweedd.paths import default_config_file
 
@@ -225,7 +209,7 @@ def run(action: str, *, dry_run: bool = False, config: str | None = None, ragwee
     tool = p.commands[0][0]
     if shutil.which(tool) is None:
         raise ServiceError(f"{tool} is not installed or not on PATH, so the {p.platform} service cannot be "
-                           f"managed here; run `ragweedd run` yourself instead")
+                           "managed here", hint="run `ragweedd run` yourself instead")
     if p.content is not None:
         for d in p.mkdirs:
             d.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,8 @@ refresh is one plain line with a time stamp, and with ``--json`` one JSON status
 from __future__ import annotations
 
 import json
+import signal
+import threading
 import time
 
 from ragweedd.cli.progress import ETA_MIN_S, _width, clock, render
@@ -69,8 +71,18 @@ def watch(c, a, out, tty: bool) -> int:
     drawn = 0
     n = 0
     settling = Settling()
+    # Ctrl-C sets a flag the loop reads between refreshes: a KeyboardInterrupt raised wherever the
+    # signal lands can land in a generator being finalised, where Python prints it and goes on, and
+    # the watch then ran on after Ctrl-C. A second Ctrl-C interrupts at once (a daemon that hangs).
+    stop = threading.Event()
+
+    def on_sigint(signum: int, frame: object) -> None:
+        stop.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
     try:
-        while True:
+        while not stop.is_set():
             s = c.call("GET", "/v1/status")
             n += 1
             if a.json:
@@ -88,6 +100,9 @@ def watch(c, a, out, tty: bool) -> int:
             out.flush()
             if a.count is not None and n >= a.count:
                 return 0
-            time.sleep(a.interval)
+            stop.wait(a.interval)
+        return 0
     except KeyboardInterrupt:
         return 0
+    finally:
+        signal.signal(signal.SIGINT, previous)

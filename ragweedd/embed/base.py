@@ -15,8 +15,15 @@ if TYPE_CHECKING:
 
 @runtime_checkable
 class Embedder(Protocol):
-    id: str  # stable identity stored with every vector, e.g. "local:all-minilm-l6-v2@int8-8199be6f"
-    dim: int
+    # read-only: an embedder may learn its id and dimension from its server on first use
+    @property
+    def id(self) -> str:
+        """Stable identity stored with every vector, e.g. "local:all-minilm-l6-v2@int8-8199be6f"."""
+        ...
+
+    @property
+    def dim(self) -> int: ...
+
     max_input_tokens: int
 
     def embed_batch(self, texts: Sequence[str]) -> "np.ndarray":

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from ragweedd.errors import ConfigError
 
 if TYPE_CHECKING:
+    from ragweedd.config import Config
     from ragweedd.embed.base import Embedder
 
 ALLOWED_FORMS = ("'local:all-minilm-l6-v2', 'ollama:NAME' (e.g. 'ollama:nomic-embed-text') "
@@ -25,7 +26,7 @@ LOCAL_MODELS = {"all-minilm-l6-v2": "q8", "all-minilm-l6-v2-f32": "f32", "all-mi
 _HASH_RE = re.compile(r"^\d{1,6}$")
 
 
-def make_embedder(spec: str, cfg=None, *, key: str = "embed.model") -> "Embedder":
+def make_embedder(spec: str, cfg: Config | None = None, *, key: str = "embed.model") -> "Embedder":
     """Build the embedder ``spec`` names; ``key`` is the config key named in errors."""
     if cfg is None:
         from ragweedd.config import default_config

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ragweedd.errors import ConfigError, EmbedderError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # Bump when the feature set or weights change: the id changes with it, so stored vectors made by an
 # older version are never mixed with new ones.
@@ -61,7 +64,7 @@ class HashEmbedder:
                 acc[idx] = acc.get(idx, 0.0) + sign * _TRIGRAM_WEIGHT
         return acc
 
-    def embed_batch(self, texts: Sequence[str]):
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np
 
         out = np.zeros((len(texts), self.dim), dtype=np.float32)

@@ -31,11 +31,15 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from ragweedd.checksums import verify_file
 from ragweedd.errors import EmbedderError
 from ragweedd.logging import get_logger
+
+if TYPE_CHECKING:
+    import numpy as np
+    from tokenizers import Tokenizer
 
 MODEL_NAME = "all-minilm-l6-v2"
 ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
@@ -81,7 +85,7 @@ def default_safetensors_path() -> Path:
         return _package_file(_ST_PKG, "model/model.safetensors", _ST_FIX)
     except EmbedderError as e:
         raise EmbedderError(e.message + " (the f32 variant needs it; the default q8 does not)",
-                            hint=e.hint + " (pip check will then list its unused sentence-transformers "
+                            hint=(e.hint or "") + " (pip check will then list its unused sentence-transformers "
                             "requirement; installing that would pull in torch)") from None
 
 
@@ -138,8 +142,8 @@ class MiniLMEmbedder:
         self._tok_path = Path(tokenizer_path) if tokenizer_path is not None else None
         self._st_path = Path(safetensors_path) if safetensors_path is not None else None
         self._lock = threading.Lock()
-        self._session = None
-        self._tokenizer = None
+        self._session: Any = None  # onnxruntime.InferenceSession (onnxruntime ships no types)
+        self._tokenizer: Tokenizer | None = None
         self.load_seconds: float | None = None
 
     # --- loading ---------------------------------------------------------------------------
@@ -205,13 +209,18 @@ class MiniLMEmbedder:
         get_logger(__name__).info("embedder_loaded", embedder=self.id, seconds=round(self.load_seconds, 3),
                                   threads=self.threads)
 
+    def _loaded(self) -> tuple[Tokenizer, Any]:
+        self.load()
+        assert self._tokenizer is not None  # load() sets it with the session, or raises
+        return self._tokenizer, self._session
+
     # --- use -------------------------------------------------------------------------------
     def count_tokens(self, text: str) -> int:
         """Word pieces including [CLS] and [SEP], untruncated."""
-        self.load()
-        return len(self._tokenizer.encode(text).ids)
+        tokenizer, _ = self._loaded()
+        return len(tokenizer.encode(text).ids)
 
-    def _runs(self, order: list[int], ids_list: list[list[int]]):
+    def _runs(self, order: list[int], ids_list: list[list[int]]) -> Iterator[list[int]]:
         """Split length-sorted texts into runs of at most batch_size texts and RUN_TOKEN_BUDGET
         padded tokens: attention temporaries grow with batch x length^2, and the allocator keeps
         its peak, so a 64 x 256 run would leave the daemon holding gigabytes. Equal-length runs take
@@ -226,10 +235,10 @@ class MiniLMEmbedder:
         if run:
             yield run
 
-    def embed_batch(self, texts: Sequence[str]):
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np
 
-        self.load()
+        tokenizer, session = self._loaded()
         texts = list(texts)
         for i, t in enumerate(texts):
             if not isinstance(t, str):
@@ -237,7 +246,7 @@ class MiniLMEmbedder:
         out = np.empty((len(texts), DIM), dtype=np.float32)
         if not texts:
             return out
-        encs = self._tokenizer.encode_batch(texts)
+        encs = tokenizer.encode_batch(texts)
         ids_list = []
         for e in encs:
             ids = e.ids
@@ -249,17 +258,17 @@ class MiniLMEmbedder:
         order = sorted(range(len(texts)), key=lambda i: len(ids_list[i]))
         for idx in self._runs(order, ids_list):
             width = max(len(ids_list[i]) for i in idx)
-            ids = np.zeros((len(idx), width), dtype=self._feed_dtype)
+            id_rows = np.zeros((len(idx), width), dtype=self._feed_dtype)
             mask = np.zeros((len(idx), width), dtype=self._feed_dtype)
             for r, i in enumerate(idx):
                 n = len(ids_list[i])
-                ids[r, :n] = ids_list[i]
+                id_rows[r, :n] = ids_list[i]
                 mask[r, :n] = 1
-            feeds = {"input_ids": ids, "attention_mask": mask}
+            feeds = {"input_ids": id_rows, "attention_mask": mask}
             if self._needs_type_ids:
-                feeds["token_type_ids"] = np.zeros_like(ids)
+                feeds["token_type_ids"] = np.zeros_like(id_rows)
             try:
-                hidden = self._session.run(None, feeds)[0]
+                hidden = session.run(None, feeds)[0]
             except Exception as e:
                 raise EmbedderError(f"{self.id}: onnxruntime failed on a batch of {len(idx)} texts: {e}") from e
             m = mask[:, :, None].astype(np.float32)

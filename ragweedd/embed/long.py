@@ -16,7 +16,7 @@ import math
 import re
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from ragweedd.errors import EmbedderError
+from ragweedd.errors import EmbedderError, EmbedStopped
 
 if TYPE_CHECKING:
     import numpy as np
@@ -28,7 +28,7 @@ CHARS_PER_TOKEN = 4
 _WS = re.compile(r"\s")
 
 
-def token_counter(embedder) -> Callable[[str], int]:
+def token_counter(embedder: Embedder) -> Callable[[str], int]:
     count = getattr(embedder, "count_tokens", None)
     if callable(count):
         return count
@@ -81,10 +81,6 @@ def _word_start(text: str, pos: int, limit: int) -> int:
     return m.end() if m else pos
 
 
-class EmbedStopped(Exception):
-    """``should_stop()`` said True between two batches; nothing of this call is returned."""
-
-
 def embed_texts(embedder: "Embedder", texts: Sequence[str], batch_size: int = 32,
                 should_stop: Callable[[], bool] | None = None) -> "np.ndarray":
     """(len(texts), embedder.dim) float32 unit rows, whatever the length of each text.
@@ -131,6 +127,7 @@ def embed_texts(embedder: "Embedder", texts: Sequence[str], batch_size: int = 32
                                 hint="the model or server is broken; try another embed.model")
         vecs[idx] = out
 
+    assert vecs is not None  # every text gave at least one part, so the loop ran
     result = np.zeros((len(texts), embedder.dim), dtype=np.float32)
     owner_arr = np.asarray(owner)
     np.add.at(result, owner_arr, vecs)
@@ -138,9 +135,9 @@ def embed_texts(embedder: "Embedder", texts: Sequence[str], batch_size: int = 32
     for j in range(len(owner) - 1, -1, -1):
         first[owner[j]] = j
     norms = np.linalg.norm(result, axis=1)
-    for i in np.nonzero(norms < 1e-6)[0]:
+    for row in np.nonzero(norms < 1e-6)[0]:
         # Parts pointing in opposite directions average to ~0: keep the first part's direction.
-        result[i] = vecs[first[i]]
-        norms[i] = float(np.linalg.norm(result[i])) or 1.0
+        result[row] = vecs[first[row]]
+        norms[row] = float(np.linalg.norm(result[row])) or 1.0
     result /= norms[:, None]
     return result

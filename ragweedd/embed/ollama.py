@@ -15,9 +15,12 @@ import json
 import threading
 import urllib.error
 import urllib.request
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ragweedd.errors import EmbedderError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # What each known model reads per text and the context we ask Ollama to give it (its default
 # num_ctx is smaller than nomic's 8192 and would silently truncate long chunks).
@@ -87,7 +90,7 @@ class OllamaEmbedder:
         raise self._missing()
 
     # --- embedding -------------------------------------------------------------------------
-    def embed_batch(self, texts: Sequence[str]):
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np
 
         texts = list(texts)

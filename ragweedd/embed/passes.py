@@ -17,9 +17,14 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
+from ragweedd.errors import ConfigError, RagweedError
 from ragweedd.logging import get_logger
+
+if TYPE_CHECKING:
+    from ragweedd.config import Config
+    from ragweedd.embed.base import Embedder
 
 log = get_logger("ragweedd.embed")
 
@@ -33,7 +38,7 @@ class Pass:
     key: str  # the config key that asked for it
     spec: str  # the model as configured
     dim: int  # the dimension the space requires
-    embedder: Any = None  # None when skipped
+    embedder: Embedder | None = None  # None when skipped
     index_id: str = ""  # what its vectors are recorded as made by (model and input format)
     problem: str | None = None  # why it is skipped, with what to do
     vectors: dict[str, int] = field(default_factory=dict)  # collection -> stored vectors of this pass
@@ -64,7 +69,7 @@ class Passes:
         return cls([])
 
     @classmethod
-    def open(cls, cfg: Any, primary: Any, index_id: Callable[[str], str]) -> "Passes":
+    def open(cls, cfg: Config, primary: Embedder, index_id: Callable[[str], str]) -> "Passes":
         """Make and probe the embedder of every configured pass (one small request each). Never
         raises: a pass that cannot be used is returned skipped, with its reason. ``index_id`` maps
         an embedder id to the id its vectors are recorded under (the model and the input format:
@@ -122,13 +127,12 @@ class Passes:
                 _close(p.embedder)
 
 
-class _Skip(Exception):
-    pass
+class _Skip(ConfigError):
+    """An extra embedding pass the configuration names cannot run; ingest and search go on without it."""
 
 
-def _probe(spec: str, cfg: Any, key: str, dim: int, primary: Any) -> Any:
+def _probe(spec: str, cfg: Config, key: str, dim: int, primary: Embedder) -> Embedder:
     from ragweedd.embed.factory import make_embedder
-    from ragweedd.errors import RagweedError
 
     try:
         emb = make_embedder(spec, cfg, key=key)
@@ -154,7 +158,7 @@ def _probe(spec: str, cfg: Any, key: str, dim: int, primary: Any) -> Any:
     return emb
 
 
-def _close(emb: Any) -> None:
+def _close(emb: Embedder) -> None:
     close = getattr(emb, "close", None)
     if close is not None:
         close()

@@ -30,8 +30,12 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
+from ragweedd.errors import JudgeError
+
+if TYPE_CHECKING:
+    from ragweedd.llm.base import ChatProvider
 
 METRICS = ("faithfulness", "answer_relevance", "context_precision", "context_recall", "citations")
 CONTEXT_CHARS = 1500  # of each source, in the judge's prompts
@@ -79,10 +83,6 @@ class Item:
     question: str
     reference: str | None = None
     relevant: list[str] = field(default_factory=list)
-
-
-class JudgeError(Exception):
-    pass
 
 
 def hopeless(e: BaseException) -> bool:
@@ -202,7 +202,7 @@ def _fill(template: str, **values: str) -> str:
     return re.sub(r"\{([A-Z]+)\}", lambda m: values.get(m.group(1), m.group(0)), template)
 
 
-async def judge_one(item: Item, done: dict, judge, *, stop_hopeless: bool = False) -> dict[str, Any]:
+async def judge_one(item: Item, done: dict, judge: ChatProvider, *, stop_hopeless: bool = False) -> dict[str, Any]:
     """The scores of one answered question: {metric: value or None}, ``errors`` {metric: why},
     ``not_applicable`` (metrics with no value by nature: faithfulness of a refusal), and the judge's
     cost. Calls run one after another, so a rate-limited judge is not flooded. ``stop_hopeless``:
@@ -275,7 +275,7 @@ async def judge_one(item: Item, done: dict, judge, *, stop_hopeless: bool = Fals
             "recall_method": "judge" if item.reference else "files" if item.relevant else None}
 
 
-async def evaluate(items: Sequence[Item], answer: Callable[[str], Awaitable[dict]], judge, *,
+async def evaluate(items: Sequence[Item], answer: Callable[[str], Awaitable[dict]], judge: ChatProvider, *,
                    progress: Callable[[str], None] | None = None, samples: int = 1000,
                    answer_spec: str | None = None) -> dict[str, Any]:
     """Answer and score every item; ``answer(question)`` returns the answer's done record. A

@@ -23,11 +23,17 @@ import json
 import re
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ragweedd.errors import NotFoundError, RequestError
 from ragweedd.eval.metrics import METRICS, summarise
 from ragweedd.logging import get_logger
+
+if TYPE_CHECKING:
+    from ragweedd.config import Config
+    from ragweedd.embed.base import Embedder
+    from ragweedd.ingest.pipeline import Pipeline
+    from ragweedd.services import Services
 
 log = get_logger("ragweedd.eval")
 
@@ -104,7 +110,7 @@ def file_name(doc_id: str) -> str:
     return "h" + hashlib.sha1(doc_id.encode("utf-8")).hexdigest() + ".txt"
 
 
-def prepare(ds: Dataset, services, workdir: Path, *,
+def prepare(ds: Dataset, services: Services, workdir: Path, *,
             progress: Callable[[str], None] | None = None) -> dict[str, str]:
     """Ingest the corpus (once) into a scratch collection; returns {file name: doc id}."""
     docs = workdir / "docs"
@@ -132,7 +138,8 @@ def prepare(ds: Dataset, services, workdir: Path, *,
     return names
 
 
-def _warm_embed_cache(pipe, files: list[Path], progress=None, batch: int = 64) -> None:
+def _warm_embed_cache(pipe: Pipeline, files: list[Path], progress: Callable[[str], None] | None = None,
+                      batch: int = 64) -> None:
     """Embed the chunks of all files in large batches before the per-file ingest, which then finds
     every vector in the embed cache. Per-file embedding would send 1-3 texts per call, several
     times slower for the local model. Chunks come from the pipeline's own extract, chunker and
@@ -165,7 +172,7 @@ def _warm_embed_cache(pipe, files: list[Path], progress=None, batch: int = 64) -
             progress(f"embedded {i + len(part)}/{len(items)} chunks, {time.monotonic() - t0:.0f} s")
 
 
-def run(directory: str | Path, cfg, embedder, *, split: str = "train", limit: int | None = None,
+def run(directory: str | Path, cfg: Config, embedder: Embedder, *, split: str = "train", limit: int | None = None,
         modes: tuple[str, ...] = MODES, depth: int = 300, workdir: Path | None = None,
         progress: Callable[[str], None] | None = None, samples: int = 1000) -> dict[str, Any]:
     from ragweedd.chunk.chunker import ChunkParams
@@ -198,8 +205,8 @@ def run(directory: str | Path, cfg, embedder, *, split: str = "train", limit: in
         services.close()
 
 
-def _run(ds: Dataset, split: str, qids: list[str], services, workdir: Path, depth: int, modes: tuple[str, ...],
-         tokens: int, samples: int, progress: Callable[[str], None] | None) -> dict[str, Any]:
+def _run(ds: Dataset, split: str, qids: list[str], services: Services, workdir: Path, depth: int,
+         modes: tuple[str, ...], tokens: int, samples: int, progress: Callable[[str], None] | None) -> dict[str, Any]:
     cfg, embedder = services.cfg, services.embedder
     t0 = time.monotonic()
     names = prepare(ds, services, workdir, progress=progress)
@@ -212,7 +219,8 @@ def _run(ds: Dataset, split: str, qids: list[str], services, workdir: Path, dept
     out["chunks"] = s.collections[0].rag.chunk_count()
     for mode in modes:
         t = time.monotonic()
-        runs, tiers = {}, {}
+        runs: dict[str, list[str]] = {}
+        tiers: dict[str, int] = {}
         for q in qids:
             res = s.search(ds.queries[q], mode=mode, limit=depth, top_k=depth)
             ranking: list[str] = []
@@ -245,6 +253,6 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def with_overrides(cfg, **kw):
+def with_overrides(cfg: Config, **kw: Any) -> Config:
     """cfg with some keys replaced (eval options such as chunk size and fusion)."""
     return dataclasses.replace(cfg, **{k: v for k, v in kw.items() if v is not None})

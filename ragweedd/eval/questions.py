@@ -155,7 +155,7 @@ def evaluate(questions: Sequence[Question], search: Callable[[str], Sequence[dic
              progress: Callable[[str], None] | None = None, samples: int = 1000) -> dict[str, Any]:
     from ragweedd.eval.metrics import bootstrap_ci
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for i, q in enumerate(questions, 1):
         hits = list(search(q.query))
         doc, page = ranks(q, hits)

@@ -572,6 +572,7 @@ _GENERIC_HEADING = re.compile(r"^(?:cover(?: page)?|(?:table of )?contents|index
 # An SEC filing's cover page names the registrant on the line above this caption.
 _REGISTRANT = re.compile(r"^[ \t]*(\S[^\n]{1,80}?)[ \t]*\n[ \t]*\(?exact name of (?:the )?registrant", re.I | re.M)
 TITLE_PAGES = 3  # a title is a heading of the first pages
+_NAME_CAPTION = re.compile(r"\(?exact name of (?:the )?registrant", re.I)
 
 
 def usable_title(meta_title: str | None, headings: list[Heading], first_pages: str = "") -> str | None:
@@ -584,6 +585,10 @@ def usable_title(meta_title: str | None, headings: list[Heading], first_pages: s
     m = _REGISTRANT.search(first_pages)
     if m and _wordy(m.group(1)) and not _GENERIC_HEADING.match(m.group(1).strip()):
         return " ".join(m.group(1).split())
+    if _NAME_CAPTION.search(first_pages):
+        # a filing whose name is a logo: the bold lines of its first pages are its state, its
+        # address, a statement ("Delaware", "consolidated balance sheet"), never its name
+        return None
     near = [h for h in headings if h.page < TITLE_PAGES and not _GENERIC_HEADING.match(h.title)
             and not _PART.match(h.title) and not _ITEM.match(h.title) and 1 <= len(h.title.split()) <= 15
             and h.title.count("(") == h.title.count(")")]

@@ -98,6 +98,9 @@ class Word:
             return self.right
         return self._box(self._a + k)[1]
 
+# The link back to the contents many filings print at the top of every page: it is the first line
+# above a table at a page's top, and no part of the table's title.
+_RUNNING_LINK = re.compile(r"^\s*(?:back to )?table of contents\b[\s.:|-]*", re.I)
 
 @dataclass
 class FigureRow:
@@ -433,7 +436,7 @@ def _build(lines, rows, body: list[int], cols: list[_Col], height: float, words_
             vals[x] = f"{vals[x]} {c.text}".strip()
         table_rows.append([Cell(own)] + [Cell(v) for v in vals])
     flush()
-    before = " ".join([" ".join(lines[t].text.split()) for t in title] + notes)
+    before = _RUNNING_LINK.sub("", " ".join([" ".join(lines[t].text.split()) for t in title] + notes))
     start = (title or header or lead or body)[0]
     return PageTable(start, body[-1], RawTable(table_rows, before=before, head_rows=head_rows))
 

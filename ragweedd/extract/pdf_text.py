@@ -47,8 +47,8 @@ class PdfText:
     tables: list[list[tuple[int, int, RawTable]]] = field(default_factory=list)
 
 
-class _PdfiumCannotOpen(Exception):
-    pass
+class _PdfiumCannotOpen(ExtractionError):
+    """pdfium cannot read this file (or is not installed): pypdf is tried next."""
 
 
 def read_pdf_text(path: Path) -> PdfText:

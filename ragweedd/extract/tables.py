@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ragweedd.errors import ExtractionError
 from ragweedd.extract.base import Region
 from ragweedd.extract.text_builder import TextBuilder
 
@@ -95,8 +96,8 @@ def title_like(text: str) -> bool:
     return not t.endswith((".", "!", "?", ";", ","))
 
 
-class _TooBig(Exception):
-    pass
+class _TooBig(ExtractionError):
+    """A table whose spans would fill more than MAX_SLOTS slots: laid out cell by cell instead."""
 
 
 def _grid(rows: list[list[Cell]]) -> tuple[list[list[int | None]], list[Cell], list[tuple[int, int]]]:
@@ -107,7 +108,7 @@ def _grid(rows: list[list[Cell]]) -> tuple[list[list[int | None]], list[Cell], l
     slots = sum(max(1, min(c.colspan, MAX_COLSPAN)) * (n - r if c.rowspan <= 0 else min(c.rowspan, n - r))
                 for r, row in enumerate(rows) for c in row)
     if slots > MAX_SLOTS:
-        raise _TooBig
+        raise _TooBig(f"a table of {slots:,} slots, over the {MAX_SLOTS:,} a grid is built for")
     cells: list[Cell] = []
     origin: list[tuple[int, int]] = []
     grid: list[list[int | None]] = [[] for _ in range(n)]

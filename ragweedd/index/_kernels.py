@@ -16,6 +16,8 @@ id ever written into a list is a valid node, so a torn read only costs a slightl
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import numpy as np
 
 from ragweedd.index.numba_env import ensure_usable_cache
@@ -25,7 +27,16 @@ ensure_usable_cache()
 import numba  # noqa: E402
 from numba import njit, prange  # noqa: E402
 
-_JIT = dict(cache=True, fastmath=True, nogil=True, boundscheck=False)
+
+class _JitOptions(TypedDict):
+    # a TypedDict, not a plain dict, so that njit's typed keywords accept it unpacked
+    cache: bool
+    fastmath: bool
+    nogil: bool
+    boundscheck: bool
+
+
+_JIT = _JitOptions(cache=True, fastmath=True, nogil=True, boundscheck=False)
 _F32_MIN = np.float32(-3.4e38)
 
 

@@ -21,6 +21,7 @@ eligible chunks in label order (label order follows ingest order, so seeds come 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -82,9 +83,11 @@ def analyse(labels, text_entropy, word_count, params: ClusterParams | None = Non
         order = np.argsort(inverse, kind="stable")
         bounds = np.searchsorted(inverse[order], np.arange(uniq.shape[0] + 1))
         for c in range(uniq.shape[0]):
-            cells[tuple(int(x) for x in uniq[c])] = order[bounds[c]:bounds[c + 1]]
+            k, hb, wb = (int(x) for x in uniq[c])
+            cells[(k, hb, wb)] = order[bounds[c]:bounds[c + 1]]
     micro_min = p.micro_fraction * n
-    clusters, eligible = [], []
+    clusters: list[dict[str, Any]] = []
+    eligible: list[tuple[dict[str, Any], np.ndarray]] = []
     for (k, hb, wb), members in sorted(cells.items()):
         e = ent[members]
         finite = np.isfinite(e)
@@ -118,7 +121,7 @@ def analyse(labels, text_entropy, word_count, params: ClusterParams | None = Non
     return ClusterResult(entry_labels=entry.astype(np.int64), stats=stats)
 
 
-def _spread(eligible, budget: int) -> list[np.ndarray]:
+def _spread(eligible: list[tuple[dict[str, Any], np.ndarray]], budget: int) -> list[np.ndarray]:
     """Share ``budget`` evenly across cells, re-dealing what small cells cannot use."""
     if not eligible or budget <= 0:
         return []

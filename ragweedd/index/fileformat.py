@@ -50,20 +50,6 @@ _FILES = ("data_level0", "link_lists", "index_meta")
 _EXT = {"data_level0": ".bin", "link_lists": ".bin", "index_meta": ".json"}
 _SUFFIX_RE = re.compile(r"^(_[A-Za-z0-9]{1,16})?$")
 
-# Fault injection for the crash tests: called with a point name during write_index.
-_fault_hook = None
-
-
-def set_fault_hook(fn) -> None:
-    global _fault_hook
-    _fault_hook = fn
-
-
-def _fault(point: str) -> None:
-    if _fault_hook is not None:
-        _fault_hook(point)
-
-
 def level0_dtype(dim: int, M0: int = 32) -> np.dtype:
     """The packed level-0 record; numpy structured dtypes without align=True have no padding."""
     return np.dtype([("links", "<i4", (M0,)), ("count", "<i4"), ("vector", "<f4", (dim,)), ("label", "<i8")])
@@ -259,9 +245,7 @@ def write_index(directory, d: IndexData, applied_seq: int, suffix: str = "") -> 
             for p in directory.glob(f"*{suffix}.*.g{gen}*"):
                 p.unlink(missing_ok=True)
             raise
-        _fault(f"{base}_written")
         os.replace(tmp, final)
-    _fault("data_renamed")
     fsync_dir(directory)
     body = HEADER.pack(MAGIC, VERSION, KINDS[d.kind], d.dim, d.M, d.M0, d.ef_construction, d.n, d.live,
                        d.tombstones, d.max_level, d.entry, applied_seq, gen, d.ulinks.shape[0], d.seed,
@@ -270,12 +254,9 @@ def write_index(directory, d: IndexData, applied_seq: int, suffix: str = "") -> 
     hp = header_path(directory, suffix)
     htmp = hp.with_name(hp.name + ".tmp")
     _write_parts(htmp, [body + _HCRC.pack(zlib.crc32(body))])
-    _fault("header_written")
     os.replace(htmp, hp)
     fsync_dir(directory)
-    _fault("header_renamed")
     _publish_plain_names(directory, suffix, gen)
-    _fault("published")
     _remove_stale(directory, suffix, gen)
     fsync_dir(directory)
     return gen

@@ -10,7 +10,7 @@ beside a running daemon cannot disturb the daemon's files. (The daemon's live lo
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ragweedd.logging import get_logger
 from ragweedd.store.protocols import RagStore
@@ -19,6 +19,7 @@ from ragweedd.store.rag_db import PRIMARY
 if TYPE_CHECKING:
     import numpy as np
 
+    from ragweedd.config import Config
     from ragweedd.index.manager import IndexManager
     from ragweedd.paths import Paths
 
@@ -57,7 +58,7 @@ class ManagedIndex:
 class DiskIndexes:
     """The lookup of a one-shot command; ``close()`` releases every loaded index."""
 
-    def __init__(self, cfg: Any, paths: Paths) -> None:
+    def __init__(self, cfg: Config, paths: Paths) -> None:
         self.cfg, self.paths = cfg, paths
         self._loaded: dict[str, ManagedIndex | None] = {}
         self._lock = threading.Lock()

@@ -15,11 +15,12 @@ changes applied meanwhile are recorded and replayed onto the new one before it i
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
@@ -27,6 +28,9 @@ from ragweedd.errors import CorruptIndexError, InvalidVectorError
 from ragweedd.index.hnsw import HnswIndex
 from ragweedd.logging import get_logger
 from ragweedd.store.rag_db import PRIMARY
+
+if TYPE_CHECKING:
+    from ragweedd.config import Config
 
 log = get_logger(__name__)
 
@@ -38,10 +42,10 @@ def file_suffix(space: str) -> str:
 
 
 class IndexManager:
-    def __init__(self, directory, dims: dict[str, int], *, config=None, flush_quiet_s: float | None = None,
-                 flush_max_s: float | None = None, exact_below: int | None = None,
-                 compact_pct: float | None = None, M: int = 16, ef_construction: int = 200, seed: int = 1234,
-                 start_flusher: bool = True) -> None:
+    def __init__(self, directory: str | os.PathLike, dims: dict[str, int], *, config: Config | None = None,
+                 flush_quiet_s: float | None = None, flush_max_s: float | None = None,
+                 exact_below: int | None = None, compact_pct: float | None = None, M: int = 16,
+                 ef_construction: int = 200, seed: int = 1234, start_flusher: bool = True) -> None:
         def pick(value, attr, default):
             if value is not None:
                 return value
@@ -120,7 +124,10 @@ class IndexManager:
         with self._lock:
             idx = self.indexes[suffix]
             seq0 = self.applied_seq[suffix]
-            run_op, run_lab, run_vec, top = None, [], [], seq0
+            run_op: str | None = None
+            run_lab: list[int] = []
+            run_vec: list[Any] = []
+            top = seq0
             for ch in changes:
                 seq, op, label = int(ch[0]), ch[1], int(ch[2])
                 if seq <= seq0:

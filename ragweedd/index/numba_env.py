@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from typing import Any
 
 _ENV = "NUMBA_CACHE_DIR"
 _fallback_dir: str | None = None
@@ -41,7 +42,8 @@ def _apply(path: str) -> None:
     os.environ[_ENV] = path
     # numba copies the variable into numba.core.config at import; the cache locator reads the config
     # attribute each time a cached function is decorated, so updating it still takes effect.
-    cfg = sys.modules.get("numba.core.config")
+    # Any: read from sys.modules so this module never imports numba itself
+    cfg: Any = sys.modules.get("numba.core.config")
     if cfg is not None:
         cfg.CACHE_DIR = path
 

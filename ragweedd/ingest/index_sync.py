@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
-from ragweedd.errors import NotCreatedYetError
+from ragweedd.errors import Interrupted, NotCreatedYetError, NotFoundError
 from ragweedd.contract import IndexInfo, iso
 from ragweedd.index.managed import ManagedIndex
 from ragweedd.index.passes import prepare_pass, sync_pass
@@ -25,24 +25,39 @@ from ragweedd.ingest.supervise import Supervisor
 from ragweedd.logging import get_logger
 from ragweedd.store.rag_db import PRIMARY
 
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ragweedd.config import Config
+    from ragweedd.index.manager import IndexManager
+    from ragweedd.paths import Paths
+    from ragweedd.store.protocols import RagStore
+
 log = get_logger("ragweedd.index")
 APPLY_BATCH = 5000
 CLOSE_WAIT_S = 2.0
 
 
-class _Stopping(Exception):
+class _Stopping(Interrupted):
     """The daemon stops: a rebuild under way is left (the next start rebuilds again)."""
 
+    def __init__(self, collection: str) -> None:
+        super().__init__(f"the index of '{collection}' was left part-built because the daemon is stopping; "
+                         "the next start builds it again")
 
-class _Dropped(Exception):
+
+class _Dropped(NotFoundError):
     """The collection is being removed: its sync ends between two batches."""
+
+    def __init__(self, collection: str) -> None:
+        super().__init__(f"collection '{collection}' is being removed; its index is no longer kept in step")
 
 
 class IndexSync:
-    def __init__(self, cfg, paths, dim: int, pass_dims: dict[str, int] | None = None) -> None:
+    def __init__(self, cfg: Config, paths: Paths, dim: int, pass_dims: dict[str, int] | None = None) -> None:
         self.cfg, self.paths, self.dim = cfg, paths, dim
         self.pass_dims = dict(pass_dims or {})  # the working extra passes (ragweedd/index/passes.py)
-        self.managers: dict[str, object] = {}
+        self.managers: dict[str, IndexManager] = {}
         self.errors: dict[str, str] = {}
         self._dirty: set[str] = set()
         self._cv = threading.Condition()
@@ -57,7 +72,7 @@ class IndexSync:
         self._thread = threading.Thread(target=lambda: self.supervisor.run(self._run, after_failure=self._again),
                                         name="ragweedd-index-sync", daemon=True)
 
-    def start(self, collections) -> None:
+    def start(self, collections: Iterable[str]) -> None:
         with self._cv:
             self._dirty.update(collections)
             if self._dirty:
@@ -76,11 +91,11 @@ class IndexSync:
     def wait_idle(self, timeout_s: float | None = None) -> bool:
         return self._idle.wait(timeout_s)
 
-    def index_for(self, rag) -> ManagedIndex | None:
+    def index_for(self, rag: RagStore) -> ManagedIndex | None:
         m = self.managers.get(rag.collection)
         return None if m is None else ManagedIndex(m)
 
-    def pass_index_for(self, rag, space: str) -> ManagedIndex | None:
+    def pass_index_for(self, rag: RagStore, space: str) -> ManagedIndex | None:
         m = self.managers.get(rag.collection)
         return ManagedIndex(m, space) if m is not None and space in m.indexes else None
 
@@ -196,7 +211,7 @@ class IndexSync:
             self._dirty.update(self._doing)
             self._dirty.update(self.managers)
 
-    def _manager(self, name: str, rag):
+    def _manager(self, name: str, rag: RagStore) -> tuple[IndexManager, bool]:
         m = self.managers.get(name)
         if m is not None:
             return m, False
@@ -229,14 +244,14 @@ class IndexSync:
             prepare_pass(m, rag, space)
         return m, True
 
-    def _batches(self, rag):
+    def _batches(self, rag: RagStore) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         import numpy as np
 
         for ids, blobs in rag.iter_vectors(PRIMARY):
             if self._stop:
-                raise _Stopping()
+                raise _Stopping(rag.collection)
             if rag.collection in self._dropping:
-                raise _Dropped()
+                raise _Dropped(rag.collection)
             yield (np.asarray(ids, dtype=np.int64),
                    np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(ids), -1))
 
@@ -258,7 +273,7 @@ class IndexSync:
             total = 0
             while not self._stop:  # stopping: the rest is replayed at the next start
                 if name in self._dropping:
-                    raise _Dropped()
+                    raise _Dropped(name)
                 seq0 = m.applied_seq[PRIMARY]
                 changes = rag.changes_batch_after(seq0, APPLY_BATCH)
                 if not changes:

@@ -26,9 +26,15 @@ finds every collection complete makes the switch before serving.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragweedd.logging import get_logger
+
+if TYPE_CHECKING:
+    from ragweedd.config import Config
+    from ragweedd.embed.base import Embedder
+    from ragweedd.paths import Paths
+    from ragweedd.store.sqlite_backend import SqliteBackend
 
 log = get_logger("ragweedd.ingest")
 
@@ -39,7 +45,7 @@ class Migration:
     embedding stage fills, in the shape of ragweedd.embed.passes.Pass)."""
 
     old_id: str  # what the collections' vectors are made by now (model and input format)
-    embedder: Any  # the configured (new) model
+    embedder: Embedder | None  # the configured (new) model; None while it cannot be loaded (blocked)
     index_id: str  # what the new vectors are recorded as made by
     dim: int
     spec: str
@@ -93,7 +99,7 @@ def _suffix(index_id: str) -> str:
     return index_id.partition("+")[2]
 
 
-def daemon_collections(cfg: Any, paths: Any) -> list[str]:
+def daemon_collections(cfg: Config, paths: Paths) -> list[str]:
     """The collections a daemon core serves (those of the config and those added at run time),
     as ragweedd.watch.collections builds them: a folder of a collection no longer served is no
     part of a move."""
@@ -106,7 +112,8 @@ def daemon_collections(cfg: Any, paths: Any) -> list[str]:
         db.close()
 
 
-def prepare(cfg: Any, paths: Any, embedder: Any, names: list[str] | None = None) -> tuple[Any, Migration | None]:
+def prepare(cfg: Config, paths: Paths, embedder: Embedder,
+            names: list[str] | None = None) -> tuple[Embedder, Migration | None]:
     """Before a daemon core is built: finish a switch that is due, cancel moves no longer wanted,
     and decide with which model the core serves. ``names``: the collections it serves (default:
     every collection folder). Returns (the serving embedder, the migration or None). Never raises
@@ -143,7 +150,8 @@ def prepare(cfg: Any, paths: Any, embedder: Any, names: list[str] | None = None)
             rag.close()
         if state[name][1] is None:
             _drop_index_files(paths, name)  # of a cancelled move, or left by a kill after a switch
-    moving = {n: s for n, s in state.items() if s[0] is not None and s[0] != want}
+    moving = {n: (have_id, next_id) for n, (have_id, next_id) in state.items()
+              if have_id is not None and have_id != want}
     if not moving:
         return embedder, None
     if all(s[1] == want for s in moving.values()) and all(_complete(stores, n) for n in moving):
@@ -152,9 +160,8 @@ def prepare(cfg: Any, paths: Any, embedder: Any, names: list[str] | None = None)
             log.info("model_swapped", collection=name, was=moving[name][0], now=want)
         return embedder, None
     why = _refusal(cfg, moving, state, want)
+    old_id = next(iter(moving.values()))[0]
     if why is None:
-        old_id = next(iter(moving.values()))[0]
-        assert old_id is not None
         try:
             from ragweedd.embed.factory import make_embedder
 
@@ -180,7 +187,8 @@ def prepare(cfg: Any, paths: Any, embedder: Any, names: list[str] | None = None)
     return old, m
 
 
-def blocked(cfg: Any, paths: Any, error: Exception, names: list[str] | None = None) -> tuple[Any, Migration] | None:
+def blocked(cfg: Config, paths: Paths, error: Exception,
+            names: list[str] | None = None) -> tuple[Embedder, Migration] | None:
     """The configured model cannot be loaded (``error``) at a daemon's start. When the collections'
     vectors were made by another model that can still serve (a move just asked for, or one under
     way), the daemon starts with that old model and a blocked migration: searches and new files
@@ -220,7 +228,7 @@ def blocked(cfg: Any, paths: Any, error: Exception, names: list[str] | None = No
         same = index_embedder_id(old.id, cfg.chunk_context) == old_id and int(old.dim) > 0
     except Exception:  # noqa: BLE001 - the old model cannot serve either: the start fails as before
         same = False
-    if not same:
+    if not same or old is None:
         if old is not None and hasattr(old, "close"):
             old.close()
         return None
@@ -248,7 +256,7 @@ def _message(error: Exception) -> str:
     return getattr(error, "message", None) or f"{type(error).__name__}: {error}"
 
 
-def waiting_problem(cfg: Any, m: Migration, error: Exception) -> str:
+def waiting_problem(cfg: Config, m: Migration, error: Exception) -> str:
     """What status says under ``degraded`` while a blocked move waits for its new model."""
     hint = getattr(error, "hint", None)
     return (f"the change of embed.model to {cfg.embed_model!r} waits: {_message(error)}"
@@ -257,7 +265,8 @@ def waiting_problem(cfg: Any, m: Migration, error: Exception) -> str:
             f"{'goes on where it stopped' if m.index_id else 'starts'} once it loads")
 
 
-def _refusal(cfg: Any, moving: dict, state: dict, want: str) -> str | None:
+def _refusal(cfg: Config, moving: dict[str, tuple[str, str | None]],
+             state: dict[str, tuple[str | None, str | None]], want: str) -> str | None:
     if not getattr(cfg, "embed_migrate", True):
         return "embed.migrate is off"
     olds = {s[0] for s in moving.values()}
@@ -273,7 +282,7 @@ def _refusal(cfg: Any, moving: dict, state: dict, want: str) -> str | None:
     return None
 
 
-def _complete(stores: Any, name: str) -> bool:
+def _complete(stores: SqliteBackend, name: str) -> bool:
     rag = stores.open_rag(name, readonly=True)
     try:
         done, total = rag.swap_progress()
@@ -282,7 +291,7 @@ def _complete(stores: Any, name: str) -> bool:
     return done == total
 
 
-def serving_spec(paths: Any) -> str | None:
+def serving_spec(paths: Paths) -> str | None:
     """For a command run without the daemon while a move is under way: the ``embed.model`` value
     of the model that serves (the collections' old one), so its searches embed the query with the
     model of the vectors they search and its ingest adds vectors of that model (the daemon gives
@@ -310,7 +319,7 @@ def serving_spec(paths: Any) -> str | None:
     return spec_of(next(iter(olds))) if moving and len(olds) == 1 else None
 
 
-def _switch(cfg: Any, paths: Any, stores: Any, name: str) -> None:
+def _switch(cfg: Config, paths: Paths, stores: SqliteBackend, name: str) -> None:
     """Put the new vectors of a complete collection in place, and the index built from them while
     they were made (its own files, ``*_next.*``) in the place of the old index: caught up with the
     last new vectors, then written as the primary index at the change log's new end, so the new
@@ -328,6 +337,7 @@ def _switch(cfg: Any, paths: Any, stores: Any, name: str) -> None:
     try:
         target = rag.embedder(MIGRATION)
         try:
+            assert target is not None, "the new model's vectors are not recorded"  # a complete move records them
             m = IndexManager(directory, {MIGRATION: target[1]}, config=cfg, start_flusher=False)
             prepare_pass(m, rag, MIGRATION)
             sync_pass(m, rag, MIGRATION)
@@ -346,7 +356,7 @@ def _switch(cfg: Any, paths: Any, stores: Any, name: str) -> None:
     _drop_index_files(paths, name)
 
 
-def _drop_index_files(paths: Any, name: str) -> None:
+def _drop_index_files(paths: Paths, name: str) -> None:
     from ragweedd.index.manager import file_suffix
     from ragweedd.store.rag_swap import MIGRATION
 

@@ -20,7 +20,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, TypedDict
 
 from ragweedd.chunk.chunker import ChunkParams, chunk_document, text_hash
 from ragweedd.chunk.context import context_line, document_label, embed_input, index_embedder_id
@@ -34,9 +34,23 @@ from ragweedd.store.ingest_db import IngestDB
 from ragweedd.store.rag_db import PRIMARY, RagDB
 from ragweedd.watch.skipped import cap_lifted, skip_reason, stat_unchanged
 
+if TYPE_CHECKING:
+    from ragweedd.config import Config
+    from ragweedd.embed.base import Embedder
+    from ragweedd.store.protocols import Row
+
 log = get_logger("ragweedd.ingest")
 
 ExtractFn = Callable[[Path, ExtractSettings], ExtractedDoc]
+
+
+class _StatKw(TypedDict):
+    """What every ingest row of a file records of its stat (keywords of ``IngestStore.set_file``)."""
+
+    size: int
+    mtime_ns: int
+    inode: int
+    root: str | None
 
 
 @dataclass
@@ -69,7 +83,7 @@ def _renamed(e: ExtractionError, copy: str, src: str) -> ExtractionError:
     return out
 
 
-def extract_settings(cfg, paths: Paths) -> ExtractSettings:
+def extract_settings(cfg: Config, paths: Paths) -> ExtractSettings:
     return ExtractSettings(
         tess_bin=cfg.tess_bin, whisper_model=cfg.whisper_model,
         zip_max_depth=cfg.zip_max_depth, zip_max_members=cfg.zip_max_members,
@@ -109,17 +123,14 @@ def _same_file(path: Path, known: tuple[int, int] | None) -> bool:
 class Pipeline:
     """Ingests files of any collection. One Pipeline is the single writer of its databases."""
 
-    def __init__(self, cfg, paths: Paths, embedder, *, extract: ExtractFn | None = None,
-                 before_open: Callable[[str], None] | None = None,
+    def __init__(self, cfg: Config, paths: Paths, embedder: Embedder, *, extract: ExtractFn | None = None,
                  should_stop: Callable[[], bool] | None = None, defer_vectors: bool = False,
                  stores: Any = None) -> None:
-        """``before_open(path)`` runs between the look at a path and its opening (the window in
-        which a path can be swapped for a symlink; tests swap it there). ``should_stop()`` is asked
-        between embedding batches; when it says True the ingest raises :class:`Interrupted`.
+        """``should_stop()`` is asked between embedding batches; when it says True the ingest
+        raises :class:`Interrupted`.
         ``defer_vectors``: leave the vectors missing from the embed cache to the embedding stage.
         ``stores``: a server backend (PostgreSQL) to write to instead of the data directory's files."""
         self.defer_vectors = defer_vectors
-        self.before_open = before_open
         self.should_stop = should_stop
         self.cfg = cfg
         self.paths = paths.ensure()
@@ -183,8 +194,6 @@ class Pipeline:
         rel = os.path.relpath(src, root) if root else path.name
         try:
             os.lstat(src)
-            if self.before_open is not None:
-                self.before_open(src)
             fd = open_regular(src, str(root) if root else None)
         except FileNotFoundError:
             self.remove_file(collection, src)
@@ -203,13 +212,14 @@ class Pipeline:
             out.embedded += self._fill_now(collection)
         return out
 
-    def _ingest_fd(self, collection: str, src: str, rel: str, root, fd: int, force: bool, t0: float) -> FileOutcome:
+    def _ingest_fd(self, collection: str, src: str, rel: str, root: Path | str | None, fd: int, force: bool,
+                   t0: float) -> FileOutcome:
         st = os.fstat(fd)
         row = self.db.live_file(collection, src)
         if (not force and row is not None and row["extract_status"] in ("done", "skipped")
                 and stat_unchanged(row, st) and not cap_lifted(row, src, st.st_size, self.cfg)):
             return FileOutcome(src, "unchanged", md5=row["md5"], chunks=row["chunks"])
-        stat_kw = dict(size=st.st_size, mtime_ns=st.st_mtime_ns, inode=st.st_ino, root=str(root) if root else None)
+        stat_kw = _StatKw(size=st.st_size, mtime_ns=st.st_mtime_ns, inode=st.st_ino, root=str(root) if root else None)
         skip = self._skip_from_stat(src, st.st_size, self.cfg)
         if skip is not None:
             return self._skip_cheaply(collection, src, row, skip, stat_kw, t0)
@@ -309,7 +319,7 @@ class Pipeline:
                             batch_size=self.cfg.embed_batch_size, should_stop=self.should_stop)[1]
 
     def _ingest_streamed(self, collection: str, src: str, rel: str, copy: Path, md5: str, tries: int,
-                         size: int, stat_kw: dict, t0: float) -> FileOutcome:
+                         size: int, stat_kw: _StatKw, t0: float) -> FileOutcome:
         """A large text file in bounded memory: chunked piece by piece and staged batch by batch
         with the vectors the embed cache holds, the others left pending (see the module
         docstring). Nothing holds the text, its chunks or their vectors: memory stays at a few
@@ -380,10 +390,10 @@ class Pipeline:
         return chunk_iter(), vector_iter()
 
     @staticmethod
-    def _skip_from_stat(src: str, size: int, cfg) -> tuple[str | None, str] | None:
+    def _skip_from_stat(src: str, size: int, cfg: Config) -> tuple[str | None, str] | None:
         return skip_reason(src, size, cfg)
 
-    def _skip_cheaply(self, collection: str, src: str, row, skip: tuple[str | None, str], stat_kw: dict,
+    def _skip_cheaply(self, collection: str, src: str, row: Row | None, skip: tuple[str | None, str], stat_kw: _StatKw,
                       t0: float) -> FileOutcome:
         """Record a skip decided from the stat: one row, no read, copy, extraction or index work,
         unless the path held indexed content before (then that content leaves the index)."""

@@ -25,13 +25,11 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
+from ragweedd.errors import NotRegularFile
+
 _BUF = 1 << 20
 _FILE_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
 _DIR_FLAGS = _FILE_FLAGS | getattr(os, "O_DIRECTORY", 0)
-
-
-class NotRegularFile(Exception):
-    """The path is (now) a symlink, a folder, a FIFO or device, or a folder on the way is a symlink."""
 
 
 def open_regular(path: str, root: str | None) -> int:

@@ -129,8 +129,9 @@ def extract_sandboxed(path: Path, settings: ExtractSettings | None = None, *, ti
 
         def pump() -> None:
             # the reply can be megabytes: read it while the child runs so its write never blocks
-            assert proc.stdout is not None
-            for chunk in iter(lambda: proc.stdout.read(65536), b""):
+            stdout = proc.stdout
+            assert stdout is not None
+            for chunk in iter(lambda: stdout.read(65536), b""):
                 out_chunks.append(chunk)
 
         reader = threading.Thread(target=pump, daemon=True)

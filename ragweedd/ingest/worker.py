@@ -26,7 +26,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ragweedd.ingest.priority import lower_priority
 from ragweedd.ingest.supervise import Supervisor
@@ -35,6 +35,12 @@ from ragweedd.store.job_queue import Job
 from ragweedd.store.pg import server_unreachable
 from ragweedd.store.protocols import JobStore
 from ragweedd.store.sqlite import is_disk_full
+
+if TYPE_CHECKING:
+    from ragweedd.config import Config
+    from ragweedd.embed.base import Embedder
+    from ragweedd.extract.base import ExtractedDoc, ExtractSettings
+    from ragweedd.paths import Paths
 
 log = get_logger("ragweedd.ingest")
 # Backoff of writes on a full disk: doubles from 1 s up to 30 s, so ingest resumes well within a
@@ -50,14 +56,15 @@ SLOW_AFTER_S = 2.0
 LANE_POLL_S = 0.5
 
 
-def make_extract(cfg, should_stop: Callable[[], bool] | None = None):
+def make_extract(cfg: Config,
+                 should_stop: Callable[[], bool] | None = None) -> Callable[[Path, ExtractSettings], ExtractedDoc]:
     """The extract function the daemon's pipelines use: in-process for plain text, sandboxed else.
     ``should_stop`` (the workers' stop flag) kills a running sandbox child when the daemon stops."""
     from ragweedd.extract.registry import extract_file, extractor_for
     from ragweedd.extract.text import TextExtractor
     from ragweedd.ingest.sandbox import extract_sandboxed
 
-    def extract(path: Path, settings):
+    def extract(path: Path, settings: ExtractSettings) -> ExtractedDoc:
         ex = extractor_for(path)
         if ex is None or isinstance(ex, TextExtractor):
             return extract_file(path, settings)
@@ -117,7 +124,7 @@ class Workers:
     the collection no longer exists; ``on_changes(collection)`` tells the index side that new
     change-log entries may exist (the index manager's hook)."""
 
-    def __init__(self, cfg, paths, queue: JobStore, embedder, *, resolve: Callable,
+    def __init__(self, cfg: Config, paths: Paths, queue: JobStore, embedder: Embedder, *, resolve: Callable,
                  on_changes: Callable[[str], None], on_root_missing: Callable[[str, str], None],
                  extract: Callable | None = None, vectorizer: Any = None, stores: Any = None) -> None:
         """With a ``vectorizer`` (ingest/vectorize.py), files are published without waiting for

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ragweedd.logging import get_logger
+from ragweedd.paths import Paths
 from ragweedd.store.ingest_db import IngestDB
 from ragweedd.store.integrity import collection_counts, quick_check
 from ragweedd.store.rag_db import RagDB
@@ -89,7 +90,8 @@ def check_collection(path: Path, index_count: int | None = None, live: dict[str,
     return out
 
 
-def integrity_check(paths, collections: list[str], index_count: Callable[[str], int | None] = lambda c: None) -> dict:
+def integrity_check(paths: Paths, collections: list[str],
+                    index_count: Callable[[str], int | None] = lambda c: None) -> dict:
     """Check every database; ``repair`` in the result says the start-up repair should run now."""
     out: dict = {"ok": True, "repair": False, "ingest_db": check_db(paths.ingest_db), "collections": {},
                  "history": check_db(paths.history_db, HISTORY) if Path(paths.history_db).exists() else []}

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from ragweedd.logging import get_logger
-from ragweedd.paths import valid_collection_name
+from ragweedd.paths import Paths, valid_collection_name
 from ragweedd.store.history_db import HistoryDB
 from ragweedd.store.ingest_db import IngestDB
 from ragweedd.store.integrity import collection_counts, quick_check
@@ -74,7 +74,7 @@ def remove_index_files(directory: Path) -> None:
             p.unlink(missing_ok=True)
 
 
-def check_and_repair(paths, collections: list[str] | None = None) -> dict:
+def check_and_repair(paths: Paths, collections: list[str] | None = None) -> dict:
     """Check both databases and repair what is damaged or out of step. Returns
     ``{"ingest_db": [notes], "collections": {name: [notes]}, "rebuilt": [collection names],
     "history": [notes]}``."""
@@ -86,6 +86,7 @@ def check_and_repair(paths, collections: list[str] | None = None) -> dict:
         if problems:
             aside = move_aside(paths.ingest_db)
             ingest = IngestDB(paths.ingest_db)
+            copied: dict[str, int] | dict[str, str]
             try:
                 copied = ingest.copy_salvageable_from(aside)
             except Exception as e:  # noqa: BLE001 - nothing salvageable: the scan rebuilds it all
@@ -116,7 +117,7 @@ def check_and_repair(paths, collections: list[str] | None = None) -> dict:
     return out
 
 
-def _rebuild_collection(paths, ingest: IngestDB, name: str, why: str) -> list[str]:
+def _rebuild_collection(paths: Paths, ingest: IngestDB, name: str, why: str) -> list[str]:
     """The last resort: the collection's database is moved aside and rebuilt from its files."""
     db = paths.rag_db(name)
     aside = move_aside(db) if db.exists() else None
@@ -128,7 +129,7 @@ def _rebuild_collection(paths, ingest: IngestDB, name: str, why: str) -> list[st
             f"is being indexed again from its files"]
 
 
-def _check_collection(paths, ingest: IngestDB, name: str) -> list[str]:
+def _check_collection(paths: Paths, ingest: IngestDB, name: str) -> list[str]:
     notes: list[str] = []
     db = paths.rag_db(name)
     rows = ingest.live_files(name)
@@ -203,7 +204,7 @@ def _check_collection(paths, ingest: IngestDB, name: str) -> list[str]:
     return notes
 
 
-def _check_history(paths, notes: list[str]) -> None:
+def _check_history(paths: Paths, notes: list[str]) -> None:
     db = paths.history_db
     if not db.exists():
         return

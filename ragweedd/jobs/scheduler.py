@@ -10,9 +10,12 @@ it.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ragweedd.logging import get_logger
+
+if TYPE_CHECKING:
+    from ragweedd.config import Config
 
 log = get_logger("ragweedd.jobs")
 
@@ -20,7 +23,7 @@ MISFIRE_GRACE_S = 24 * 3600
 
 
 class Jobs:
-    def __init__(self, cfg, *, reanalyze: Callable[[], object], integrity: Callable[[], object],
+    def __init__(self, cfg: Config, *, reanalyze: Callable[[], object], integrity: Callable[[], object],
                  scan: Callable[[], object] | None) -> None:
         from apscheduler.schedulers.background import BackgroundScheduler
         from apscheduler.triggers.cron import CronTrigger

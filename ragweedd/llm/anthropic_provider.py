@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 
 from ragweedd.llm.base import BaseProvider, Chunk, parse_retry_after, rate_limited_signal, split_system, usage_dict
 
@@ -10,7 +10,7 @@ _STOP = {"end_turn": "end", "max_tokens": "max_tokens", "stop_sequence": "stop_s
          "refusal": "content_filter", "model_context_window_exceeded": "max_tokens"}
 
 
-def _detail(exc) -> str:
+def _detail(exc: BaseException) -> str:
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
         err = body.get("error")
@@ -38,15 +38,15 @@ class AnthropicProvider(BaseProvider):
         return ("use a model id from https://docs.anthropic.com/en/docs/about-claude/models, "
                 "e.g. 'anthropic:claude-sonnet-4-5'")
 
-    def _map_error(self, exc):
+    def _map_error(self, exc: BaseException) -> BaseException:
         a = self._sdk
         if isinstance(exc, a.APITimeoutError):
             return self.timeout_error()
         if isinstance(exc, (a.AuthenticationError, a.PermissionDeniedError)):
             return self.auth_error(_detail(exc))
         if isinstance(exc, a.RateLimitError) or getattr(exc, "status_code", None) == 529:
-            return rate_limited_signal(_detail(exc),
-                                       parse_retry_after(getattr(exc, "response", None) and exc.response.headers))
+            response = getattr(exc, "response", None)
+            return rate_limited_signal(_detail(exc), parse_retry_after(response and response.headers))
         if isinstance(exc, a.NotFoundError):
             return self.model_missing(_detail(exc))
         if isinstance(exc, a.APIConnectionError):
@@ -55,11 +55,11 @@ class AnthropicProvider(BaseProvider):
             return self.other_error(_detail(exc))
         return super()._map_error(exc)
 
-    async def _stream_once(self, messages, max_tokens, temperature) -> AsyncIterator[Chunk]:
+    async def _stream_once(self, messages: list[dict], max_tokens: int, temperature: float) -> AsyncIterator[Chunk]:
         system, turns = split_system(messages)
         # The SDK (2.x) no longer takes a temperature: current Claude models sample at their default (1.0),
         # which is what annotation wants; synthesis_temperature does not apply to Anthropic.
-        kwargs = dict(model=self.model, max_tokens=max_tokens,
+        kwargs: dict[str, Any] = dict(model=self.model, max_tokens=max_tokens,
                       messages=[{"role": m["role"], "content": m["content"]} for m in turns], stream=True)
         if system:
             kwargs["system"] = system

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import random
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import AsyncIterator, Protocol, runtime_checkable
 
 from ragweedd.errors import (
@@ -80,7 +81,7 @@ def split_system(messages: list[dict]) -> tuple[str, list[dict]]:
     return system, [m for m in messages if m["role"] != "system"]
 
 
-def usage_dict(input_tokens, output_tokens) -> dict:
+def usage_dict(input_tokens: int | None, output_tokens: int | None) -> dict:
     return {"input_tokens": int(input_tokens or 0), "output_tokens": int(output_tokens or 0)}
 
 
@@ -179,7 +180,7 @@ class BaseProvider:
                 err = self._map_error(exc)
                 # A stream that already produced text cannot be retried without duplicating it.
                 if isinstance(err, ProviderRateLimited) and not started and attempt < self.max_retries:
-                    await asyncio.sleep(self._backoff(attempt, getattr(err, "retry_after", None)))
+                    await asyncio.sleep(self._backoff(attempt, err.retry_after))
                     attempt += 1
                     continue
                 if isinstance(err, ProviderRateLimited):
@@ -208,11 +209,11 @@ class BaseProvider:
 def rate_limited_signal(detail: str, retry_after: float | None = None) -> ProviderRateLimited:
     """An internal marker raised by adapters; BaseProvider retries it, then raises its own message."""
     e = ProviderRateLimited(detail)
-    e.retry_after = retry_after  # type: ignore[attr-defined]
+    e.retry_after = retry_after
     return e
 
 
-def parse_retry_after(headers) -> float | None:
+def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
     try:
         v = headers.get("retry-after") if headers is not None else None
         return float(v) if v is not None else None

@@ -7,11 +7,14 @@ provider "ollama", model "gemma3:1b").
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ragweedd.errors import ConfigError, ProviderAuthError
 from ragweedd.keyfile import KEY_PROVIDERS
 from ragweedd.llm.base import BaseProvider
+
+if TYPE_CHECKING:
+    from ragweedd.config import Config
 
 PROVIDERS = ("anthropic", "openai", "gemini", "ollama")
 
@@ -33,12 +36,13 @@ def parse_spec(spec: str, key: str = "llm.synthesis") -> tuple[str, str]:
     return provider, model
 
 
-def _key(cfg, attr: str, env: Mapping[str, str], names: tuple[str, ...], provider: str, model: str,
+def _key(cfg: Config | None, attr: str, env: Mapping[str, str], names: tuple[str, ...], provider: str, model: str,
          optional: bool = False) -> str:
     """The key of ``provider``: the config's, else the environment's, else the keys file's
     (ragweedd/keyfile.py; read at every call, so ``ragweedctl keys set`` needs no restart).
     ``optional``: "" when there is none (but a keys file that cannot be used is still an error)."""
-    from ragweedd.keyfile import KeyFileError, keys_file, read_keys
+    from ragweedd.errors import KeyFileError
+    from ragweedd.keyfile import keys_file, read_keys
 
     explicit = getattr(cfg, attr, "") if cfg is not None else ""
     if explicit:
@@ -49,8 +53,8 @@ def _key(cfg, attr: str, env: Mapping[str, str], names: tuple[str, ...], provide
     try:
         stored = read_keys().get(provider)
     except KeyFileError as e:
-        raise ProviderAuthError(f"{provider}: no usable API key for model '{model}': {e}",
-                                hint="fix the keys file as said, or set the key in the config or environment") from None
+        raise ProviderAuthError(f"{provider}: no usable API key for model '{model}': {e.message}",
+                                hint=f"{e.hint}; or set the key in the config or environment") from None
     if stored or optional:
         return stored or ""
     raise ProviderAuthError(
@@ -61,8 +65,8 @@ def _key(cfg, attr: str, env: Mapping[str, str], names: tuple[str, ...], provide
     )
 
 
-def make_provider(spec: str, cfg=None, *, env: Mapping[str, str] | None = None, key: str = "llm.synthesis",
-                  **overrides) -> BaseProvider:
+def make_provider(spec: str, cfg: Config | None = None, *, env: Mapping[str, str] | None = None,
+                  key: str = "llm.synthesis", **overrides: Any) -> BaseProvider:
     """Build the provider named by ``spec``. ``overrides`` (timeout_s, max_retries, retry_backoff_s,
     base_url) win over the config; tests use them for short timeouts and local servers."""
     env = os.environ if env is None else env

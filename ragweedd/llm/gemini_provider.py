@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 
 from ragweedd.llm.base import BaseProvider, Chunk, rate_limited_signal, split_system, usage_dict
 
@@ -21,7 +21,7 @@ class GeminiProvider(BaseProvider):
         self._errors = errors
         self._types = types
         # google-genai takes milliseconds; v1beta is where system_instruction and SSE streaming live
-        opts = {"timeout": max(1, int(self.timeout_s * 1000)), "api_version": "v1beta"}
+        opts: dict[str, Any] = {"timeout": max(1, int(self.timeout_s * 1000)), "api_version": "v1beta"}
         if base_url:
             opts["base_url"] = base_url
         self._client = genai.Client(api_key=api_key, http_options=types.HttpOptions(**opts))
@@ -32,7 +32,7 @@ class GeminiProvider(BaseProvider):
     def _model_hint(self) -> str:
         return "use a Gemini model id, e.g. 'gemini:gemini-2.5-flash'"
 
-    def _map_error(self, exc):
+    def _map_error(self, exc: BaseException) -> BaseException:
         e = self._errors
         if isinstance(exc, e.APIError):
             detail = (exc.message or str(exc))[:300]
@@ -52,7 +52,7 @@ class GeminiProvider(BaseProvider):
             return self.other_error(f"cannot connect ({exc})")
         return super()._map_error(exc)
 
-    async def _stream_once(self, messages, max_tokens, temperature) -> AsyncIterator[Chunk]:
+    async def _stream_once(self, messages: list[dict], max_tokens: int, temperature: float) -> AsyncIterator[Chunk]:
         t = self._types
         system, turns = split_system(messages)
         contents = [t.Content(role="model" if m["role"] == "assistant" else "user",

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import AsyncIterator
+from typing import TYPE_CHECKING, AsyncIterator
 
 from ragweedd.llm.base import BaseProvider, Chunk, parse_retry_after, rate_limited_signal, usage_dict
+
+if TYPE_CHECKING:
+    import aiohttp
 
 
 class OllamaProvider(BaseProvider):
@@ -15,7 +18,7 @@ class OllamaProvider(BaseProvider):
     def __init__(self, model: str, *, base_url: str = "http://127.0.0.1:11434", **kw) -> None:
         super().__init__(model, **kw)
         self.base_url = base_url.rstrip("/")
-        self._session = None
+        self._session: aiohttp.ClientSession | None = None
 
     def _key_hint(self) -> str:
         return "the reverse proxy in front of Ollama (Ollama itself needs no key)"
@@ -23,7 +26,7 @@ class OllamaProvider(BaseProvider):
     def _model_hint(self) -> str:
         return f"run 'ollama pull {self.model}' or pick a model listed by 'ollama list'"
 
-    async def _get_session(self):
+    async def _get_session(self) -> aiohttp.ClientSession:
         import aiohttp
 
         if self._session is None or self._session.closed:
@@ -32,7 +35,7 @@ class OllamaProvider(BaseProvider):
                 timeout=aiohttp.ClientTimeout(total=None, connect=self.timeout_s, sock_read=self.timeout_s))
         return self._session
 
-    def _map_error(self, exc):
+    def _map_error(self, exc: BaseException) -> BaseException:
         import aiohttp
 
         if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
@@ -41,7 +44,7 @@ class OllamaProvider(BaseProvider):
             return self.other_error(f"cannot reach Ollama at {self.base_url} ({exc}); is 'ollama serve' running?")
         return super()._map_error(exc)
 
-    async def _stream_once(self, messages, max_tokens, temperature) -> AsyncIterator[Chunk]:
+    async def _stream_once(self, messages: list[dict], max_tokens: int, temperature: float) -> AsyncIterator[Chunk]:
         session = await self._get_session()
         body = {"model": self.model, "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
                 "stream": True, "options": {"num_predict": max_tokens, "temperature": temperature}}

@@ -9,11 +9,12 @@ from ragweedd.llm.base import BaseProvider, Chunk, parse_retry_after, rate_limit
 _STOP = {"stop": "end", "length": "max_tokens", "content_filter": "content_filter"}
 
 
-def _detail(exc) -> str:
+def _detail(exc: BaseException) -> str:
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
         # the SDK keeps either the whole body or its inner "error" object
-        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        err = body.get("error")
+        inner = err if isinstance(err, dict) else body
         msg = inner.get("message")
         if msg:
             return str(msg)[:300]
@@ -39,7 +40,7 @@ class OpenAIProvider(BaseProvider):
         where = self.base_url or "api.openai.com"
         return f"use a model that {where} serves (GET {where.rstrip('/')}/models lists them)"
 
-    def _map_error(self, exc):
+    def _map_error(self, exc: BaseException) -> BaseException:
         o = self._sdk
         if isinstance(exc, o.APITimeoutError):
             return self.timeout_error()
@@ -55,7 +56,7 @@ class OpenAIProvider(BaseProvider):
             return self.other_error(_detail(exc))
         return super()._map_error(exc)
 
-    async def _stream_once(self, messages, max_tokens, temperature) -> AsyncIterator[Chunk]:
+    async def _stream_once(self, messages: list[dict], max_tokens: int, temperature: float) -> AsyncIterator[Chunk]:
         stream = await self._client.chat.completions.create(
             model=self.model, messages=[{"role": m["role"], "content": m["content"]} for m in messages],
             max_tokens=max_tokens, temperature=temperature, stream=True,

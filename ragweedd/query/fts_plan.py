@@ -278,14 +278,6 @@ def execute(fts: KeywordReader, plan: Plan, limit: int, *, max_postings: int,
     return hits, meta
 
 
-def fts_search(fts: KeywordReader, query: str, idf_cache: IdfCache, cfg, limit: int, *,
-               wordnet=None, synonym_status: dict | None = None,
-               allowed: Iterable[int] | None = None) -> tuple[list[tuple[int, float]], dict[str, Any]]:
-    hits, meta, _ = keyword_leg(fts, query, idf_cache, cfg, limit, wordnet=wordnet,
-                                synonym_status=synonym_status, allowed=allowed)
-    return hits, meta
-
-
 def keyword_leg(fts: KeywordReader, query: str, idf_cache: IdfCache, cfg, limit: int, *,
                 wordnet=None, synonym_status: dict | None = None,
                 allowed: Iterable[int] | None = None) -> tuple[list[tuple[int, float]], dict[str, Any], Plan]:

@@ -2,8 +2,7 @@
 parallel, merge, filters, and ``retrieval_meta`` for every search.
 
 ``Searcher`` holds what is worth keeping between searches (collection handles, a reading connection
-per collection for the keyword plan, IDF caches, WordNet); the daemon keeps one, the one-shot CLI
-makes one per call through ``one_shot_search``.
+per collection for the keyword plan, IDF caches, WordNet); the daemon keeps one.
 """
 
 from __future__ import annotations
@@ -13,8 +12,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable
 
-from ragweedd.errors import RequestError
+from ragweedd.errors import NotFoundError, RequestError
 from ragweedd.logging import get_logger
+from ragweedd.paths import Paths
 from ragweedd.query.filters import Filters
 from ragweedd.query.fts_plan import keyword_leg, known_item_rows
 from ragweedd.query.hyde import HyDE
@@ -57,8 +57,6 @@ class Searcher:
                  cache: SemanticCache | None = None, hyde: HyDE | None = None) -> None:
         """``cache``: the semantic search cache shared by the searchers of one Services (none for a
         one-shot search: it searches once). ``hyde``: the adaptive HyDE stage (query/hyde.py)."""
-        from ragweedd.query.simple import backend_of, open_collections
-
         self._disk = None
         if vectors is None:
             from ragweedd.index.managed import DiskIndexes
@@ -119,8 +117,6 @@ class Searcher:
         if filters.collections:
             unknown = set(filters.collections) - {c.name for c in self.collections}
             if unknown:
-                from ragweedd.errors import NotFoundError
-
                 raise NotFoundError(f"collection(s) {', '.join(sorted(unknown))} not open in this search",
                                     action="list_collections")
         cache_key = versions = None
@@ -469,11 +465,26 @@ def _open_cache(stores: StoreBackend) -> IdfCacheStore | None:
         return None
 
 
-def one_shot_search(cfg, paths, embedder, query: str, *, collections: list[str] | None = None,
-                    top_k: int = 10, mode: str = "hybrid", filters: Filters | None = None,
-                    vectors: VectorSearch | None = None) -> dict[str, Any]:
-    """Search once: open, search, close. ``top_k`` is the number of results shown."""
-    if filters is None:
-        filters = Filters.make(collections=collections)
-    with Searcher(cfg, paths, embedder, collections=collections, vectors=vectors) as s:
-        return s.search(query, filters=filters, limit=top_k, mode=mode)
+def backend_of(stores: StoreBackend | Paths) -> StoreBackend:
+    """The store backend to open collections through (a data directory's SQLite files when given
+    its Paths)."""
+    if isinstance(stores, Paths):
+        from ragweedd.store.sqlite_backend import SqliteBackend
+
+        return SqliteBackend(stores)
+    return stores
+
+
+def open_collections(stores: StoreBackend | Paths, names: list[str] | None) -> list[RagStore]:
+    """The named collections (every indexed one for None), opened; NotFoundError for one that has
+    no index yet."""
+    stores = backend_of(stores)
+    if names is None:
+        names = stores.indexed_collections()
+    out = []
+    for n in names:
+        if not stores.has_rag(n):
+            raise NotFoundError(f"collection '{n}' has no index yet",
+                                hint="ingest into it first: ragweedd ingest PATH --collection " + n)
+        out.append(stores.open_rag(n))
+    return out

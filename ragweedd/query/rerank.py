@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from ragweedd.errors import ConfigError, RagweedError
+from ragweedd.errors import BadOutput, ConfigError, RagweedError
 from ragweedd.logging import get_logger
 
 log = get_logger("ragweedd.rerank")
@@ -79,12 +79,6 @@ class Reranker(Protocol):
     candidates: int  # how many of the top results it is given
 
     async def rerank(self, query: str, hits: Sequence[Mapping[str, Any]]) -> RerankOutcome: ...
-
-
-class BadOutput(RagweedError):
-    """The model answered, but not in a form the stage can read."""
-
-    code = "rerank_bad_output"
 
 
 # --- parsing what the model said -------------------------------------------------------------------

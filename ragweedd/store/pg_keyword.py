@@ -1,6 +1,6 @@
 """The keyword leg on PostgreSQL: full text search over ``chunks.tsv`` (GIN), ranked by ts_rank_cd.
 
-The query planner (query/fts_plan.py, query/keyword.py) writes FTS5 expressions: quoted strings
+The query planner (query/fts_plan.py) writes FTS5 expressions: quoted strings
 (a phrase when several words) joined by AND / OR, with parentheses. ``tsquery_sql`` turns such an
 expression into a tsquery built by PostgreSQL itself (``phraseto_tsquery('english', …)`` per quoted
 string, so the words are stemmed as the index was), with the strings passed as parameters: no

@@ -17,15 +17,23 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from ragweedd.config import CollectionConfig
 from ragweedd.errors import ConfigError, NotFoundError, RequestError
 from ragweedd.logging import get_logger
+from ragweedd.paths import valid_collection_name
 from ragweedd.store.ingest_db import IngestDB, SkippedFile
 from ragweedd.store.protocols import IngestStore
 from ragweedd.watch import skipped
 from ragweedd.watch.reconcile import root_state, scan
+
+if TYPE_CHECKING:
+    from ragweedd.config import Config
+    from ragweedd.paths import Paths
+    from ragweedd.store.protocols import JobStore
+    from ragweedd.watch.debounce import Debouncer
+    from ragweedd.watch.watcher import Watcher
 
 log = get_logger("ragweedd.watch")
 RUNNING_WAIT_S = 60.0  # how long a removal waits for a running ingest job of the collection
@@ -47,6 +55,13 @@ def _system_root(path: str) -> str | None:
     return None
 
 
+class CollectionsDB(IngestStore, Protocol):
+    """The ingest state as the collections use it: IngestStore, and forgetting a removed run-time
+    collection, which both backends do but IngestStore does not declare."""
+
+    def forget_removed_collection(self, collection: str) -> None: ...
+
+
 @dataclass
 class CollectionState:
     conf: CollectionConfig
@@ -61,12 +76,13 @@ class CollectionState:
 
 
 class Collections:
-    def __init__(self, cfg, paths, queue, debouncer, watcher_factory,
-                 open_db: Callable[[], IngestStore] | None = None) -> None:
+    def __init__(self, cfg: Config, paths: Paths, queue: JobStore, debouncer: Debouncer,
+                 watcher_factory: Callable[[Collections], Watcher],
+                 open_db: Callable[[], CollectionsDB] | None = None) -> None:
         """``open_db``: opens a connection to the ingest state (the data directory's ingest_db,
         or a database server's)."""
         self.cfg, self.paths, self.queue, self.debouncer = cfg, paths, queue, debouncer
-        opener = open_db or (lambda: IngestDB(paths.ingest_db))
+        opener: Callable[[], CollectionsDB] = open_db or (lambda: IngestDB(paths.ingest_db))
         # Lookups, describe() and writes share one connection, each holding _lock for one short
         # statement. A scan reads through a connection of its own and holds no lock of theirs
         # while it walks the disk (minutes on a large folder; a listing must not wait for it).
@@ -352,9 +368,7 @@ class Collections:
 
     # --- run-time collections ----------------------------------------------------------------------
     def add(self, name: str, paths: list[str], ignore: list[str] | None = None, topic: str = "") -> dict:
-        from ragweedd.config import _NAME_RE
-
-        if not isinstance(name, str) or not _NAME_RE.match(name):
+        if not valid_collection_name(name):
             raise RequestError(f"collection name {name!r} is not allowed",
                                hint="use letters, digits, '_', '-', '.' (at most 64 characters)")
         if name in self.items:
@@ -427,7 +441,7 @@ class Collections:
                 "from_config": st.from_config, "last_scan": st.last_scan}
 
 
-def own_dirs(cfg, paths) -> list[str]:
+def own_dirs(cfg: Config, paths: Paths) -> list[str]:
     """The daemon's own directories and config file (real paths): never part of any collection."""
     from ragweedd.paths import default_config_file
 

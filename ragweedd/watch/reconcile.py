@@ -18,11 +18,15 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from ragweedd.store.ingest_db import SkippedFile
 from ragweedd.watch.ignore import walk_files
 from ragweedd.watch.skipped import cap_lifted, skipped_file, stat_unchanged
+
+if TYPE_CHECKING:
+    from ragweedd.config import Config
+    from ragweedd.store.protocols import IngestStore
 
 FINISHED = ("done", "skipped", "failed")
 PROGRESS_EVERY = 512  # files walked between two looks at cancellation and two progress reports
@@ -66,10 +70,10 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def scan(db, collection: str, roots: Iterable[str], ignore: Iterable[str] = (), *,
-         skip_roots: Iterable[str] = (), cancelled: Callable[[], bool] = lambda: False, cfg=None,
+def scan(db: IngestStore, collection: str, roots: Iterable[str], ignore: Iterable[str] = (), *,
+         skip_roots: Iterable[str] = (), cancelled: Callable[[], bool] = lambda: False, cfg: Config | None = None,
          progress: Callable[[int], None] | None = None) -> ScanResult:
-    """Differences between disk and the ingest_files rows of ``collection`` (``db``: an IngestDB).
+    """Differences between disk and the ingest_files rows of ``collection`` (``db``: the ingest state).
     Roots in ``skip_roots`` are treated like unavailable ones (their rows are left alone). The walk
     stops early, with a partial result, once ``cancelled()`` is true (the collection was removed). The rows
     are read once, before the walk, so nothing is held while the disk is read. With ``cfg``, a file
@@ -79,7 +83,8 @@ def scan(db, collection: str, roots: Iterable[str], ignore: Iterable[str] = (), 
     roots = [str(r) for r in roots]
     ignore = tuple(ignore)
     res = ScanResult(collection)
-    rows = db.live_stats(collection)
+    # a copy: the walk pops what it finds, and the store's mapping is not ours to change
+    rows = dict(db.live_stats(collection))
     available: list[str] = []
     skip = set(map(str, skip_roots))
     if not roots:

@@ -29,11 +29,14 @@ import hashlib
 import os
 import stat as stat_mod
 from pathlib import Path
-from typing import Callable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
 
 from ragweedd.store.ingest_db import SkippedFile
-from ragweedd.store.protocols import IngestStore
+from ragweedd.store.protocols import IngestStore, Row
 from ragweedd.store.sqlite import is_disk_full
+
+if TYPE_CHECKING:
+    from ragweedd.config import Config
 
 BATCH = 2000  # rows per transaction: the writer lock is held for tens of milliseconds at most
 EMPTY_MD5 = hashlib.md5(b"", usedforsecurity=False).hexdigest()
@@ -44,7 +47,7 @@ EMPTY_MD5 = hashlib.md5(b"", usedforsecurity=False).hexdigest()
 TEXT_LIKE = frozenset({"text", "html", "svg", "json", "csv", "tex", "rtf"})
 
 
-def skip_reason(path: str, size: int, cfg=None) -> tuple[str | None, str] | None:
+def skip_reason(path: str, size: int, cfg: Config | None = None) -> tuple[str | None, str] | None:
     """(md5, reason) when the stat alone says the file is not to be indexed, else None: an empty
     file (its md5 is known), a type no extractor reads, or (given ``cfg``) a file over its size cap;
     their bytes are never read. The one rule for the pipeline and the watch side (which passes no
@@ -72,7 +75,7 @@ def skip_reason(path: str, size: int, cfg=None) -> tuple[str | None, str] | None
 # (its MD5 says whether it changed, and the row is written anew either way).
 
 
-def stat_unchanged(row, st) -> bool:
+def stat_unchanged(row: Row, st: os.stat_result) -> bool:
     """Whether ``row`` (an ingest_files row: size_bytes, mtime_ns, inode, updated_at) still
     describes the file ``st`` was taken of."""
     if row["size_bytes"] != st.st_size or row["mtime_ns"] != st.st_mtime_ns or row["inode"] != st.st_ino:
@@ -81,7 +84,7 @@ def stat_unchanged(row, st) -> bool:
     return recorded is None or st.st_ctime_ns <= recorded * 1e9
 
 
-def cap_lifted(row, path: str, size: int, cfg) -> bool:
+def cap_lifted(row: Row | None, path: str, size: int, cfg: Config | None) -> bool:
     """True for a row skipped because the file was over a size cap that no longer holds (the cap
     was raised): the file must be read although its stat is unchanged. Such a row is the only
     skip of a non-empty file of a readable type whose bytes were never read (no md5)."""

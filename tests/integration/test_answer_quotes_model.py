@@ -216,3 +216,40 @@ def test_the_row_a_question_names_is_quoted_from_a_statement(minilm):
     assert rows[-1] in quoted, answer
     assert title not in quoted
     assert "12,645" in answer
+
+
+@pytest.mark.model
+def test_the_row_under_a_table_title_does_not_answer_for_the_table(minilm):
+    """The first row of a table brings its title line along (the company's name): told by its own
+    words it is not the best row of every question on the table, and the title line alone is no
+    answer."""
+    title = "Tamsin Pharma statement of operations (in millions)"
+    rows = ["Net revenue | Fiscal year 2021: 42,778.9 | Fiscal year 2022: 9,608.3",
+            "Cost of goods sold | Fiscal year 2021: 20,112.4 | Fiscal year 2022: 4,310.0",
+            "Research and development | Fiscal year 2021: 5,201.7 | Fiscal year 2022: 1,004.2",
+            "Selling, general and administrative | Fiscal year 2021: 3,988.1 | Fiscal year 2022: 702.5",
+            "Depreciation and amortization | Fiscal year 2021: 1,036.3 | Fiscal year 2022: 476.0",
+            "Operating income | Fiscal year 2021: 12,440.0 | Fiscal year 2022: 3,115.6",
+            "Income tax expense | Fiscal year 2021: 3,302.1 | Fiscal year 2022: 871.4",
+            "Net income | Fiscal year 2021: 26,653.7 | Fiscal year 2022: 2,010.9"]
+    def table(company: str, k: int, lines: list[str]) -> dict:
+        name = f"{company} statement of operations (in millions)"
+        text = name + "\n" + "\n".join(lines)
+        file = company.lower().replace(" ", "_") + ".docx"
+        return {"text": text, "embedding_id": k, "collection": "tc", "source_file": "/tc/" + file,
+                "source_rel_path": file, "filename": file, "doc_id": file, "chunk_idx": 2,
+                "span": [300, 300 + len(text)], "score": 0.03 - k / 1000, "rel_score": 1.0, "page_label": None,
+                "section": f"{company} annual report", "table": 1, "table_title": name,
+                "t_start": None, "t_end": None, "member": None, "uri": f"file:///tc/{file}"}
+
+    # the other companies' tables have the same rows: the question's row words are in every passage,
+    # its company's name in one
+    others = [table(c, k + 1, [r.replace(": ", f": {k + 1}") for r in rows])
+              for k, c in enumerate(["Orrin Textiles", "Lumen Ferries", "Corvane Steel"])]
+    answer, numbered = passages_answer([table("Tamsin Pharma", 0, rows)] + others,
+                                       query="What is the Net income of Tamsin Pharma in fiscal 2021?",
+                                       embedder=minilm)
+    assert numbered[0]["filename"] == "tamsin_pharma.docx", answer
+    quoted = [x["text"] for x in numbered[0]["quotes"]]
+    assert numbered[0]["quote"]["text"] == rows[-1], answer
+    assert title not in quoted and "26,653.7" in answer

@@ -17,8 +17,8 @@ from ragweedd.errors import NotFoundError, RequestError  # noqa: E402
 from ragweedd.ingest.pipeline import Pipeline  # noqa: E402
 from ragweedd.paths import Paths  # noqa: E402
 from ragweedd.query.filters import Filters  # noqa: E402
-from ragweedd.query.hybrid import Searcher, one_shot_search  # noqa: E402
-from tests.query_support import require_wordnet  # noqa: E402
+from ragweedd.query.hybrid import Searcher  # noqa: E402
+from tests.query_support import one_shot_search, require_wordnet  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -206,7 +206,7 @@ def test_cli_search_json_and_text(world):
 
 def test_fts_rebuild_is_safe_while_searching(tmp_path):
     """A thread searching during ``fts_rebuild`` (batches of 1,000) always finds every row."""
-    from ragweedd.query.fts_plan import fts_search
+    from tests.query_support import fts_search
     from ragweedd.query.idf import IdfCache
     from ragweedd.store.fts_reader import FtsReader
     from ragweedd.store.rag_db import RagDB, fts_rebuild

@@ -11,8 +11,9 @@ import textwrap
 import numpy as np
 import pytest
 
-from ragweedd.index import fileformat as ff
 from exact_index import ExactIndex
+from index_faults import inject
+from ragweedd.errors import CorruptIndexError
 from ragweedd.index.hnsw import HnswIndex
 
 POINTS_OLD = ["data_level0_written", "link_lists_written", "index_meta_written", "data_renamed", "header_written"]
@@ -23,8 +24,8 @@ POINTS_NEW = ["header_renamed", "published"]
 CHILD = textwrap.dedent("""
     import os, sys
     import numpy as np
-    from ragweedd.index import fileformat as ff
     from exact_index import ExactIndex
+    from index_faults import inject
     directory, point = sys.argv[1], sys.argv[2]
     idx, seq = ExactIndex.load(directory)
     rng = np.random.default_rng(1)
@@ -34,7 +35,7 @@ CHILD = textwrap.dedent("""
     def hook(name):
         if name == point:
             os._exit(17)
-    ff.set_fault_hook(hook)
+    inject(hook)
     idx.save(directory, applied_seq=seq + 1)
     os._exit(0)
 """)
@@ -80,7 +81,7 @@ def test_kill_at_each_point_loads_old_or_new(old_index, point):
 
 
 @pytest.mark.parametrize("point", POINTS_OLD + POINTS_NEW)
-def test_exception_at_each_point_in_process(tmp_path, point):
+def test_exception_at_each_point_in_process(tmp_path, point, monkeypatch):
     rng = np.random.default_rng(3)
     v = rng.standard_normal((400, 24)).astype(np.float32)
     v /= np.linalg.norm(v, axis=1, keepdims=True)
@@ -93,12 +94,10 @@ def test_exception_at_each_point_in_process(tmp_path, point):
         if name == point:
             raise OSError(28, "No space left on device (injected)")
 
-    ff.set_fault_hook(hook)
-    try:
-        with pytest.raises(OSError, match="injected"):
-            idx.save(tmp_path, applied_seq=2)
-    finally:
-        ff.set_fault_hook(None)
+    inject(hook, monkeypatch.setattr)
+    with pytest.raises(OSError, match="injected"):
+        idx.save(tmp_path, applied_seq=2)
+    monkeypatch.undo()
     back, seq = HnswIndex.load(tmp_path)
     assert (seq, len(back)) == ((1, 200) if point in POINTS_OLD else (2, 400))
     lab, _ = back.search(v[150], 1, 32)
@@ -115,5 +114,5 @@ def test_stale_plain_name_is_not_mixed_in(old_index):
     assert seq == 2 and set(idx.labels().tolist()) == NEW
     # and if the generation file is lost, the stale plain name is refused instead of loaded
     (old_index / "data_level0.bin.g2").unlink()
-    with pytest.raises(ff.CorruptIndexError):
+    with pytest.raises(CorruptIndexError):
         ExactIndex.load(old_index)

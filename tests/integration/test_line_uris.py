@@ -13,7 +13,8 @@ from ragweedd.embed.hashing import HashEmbedder
 from ragweedd.ingest.pipeline import Pipeline
 from ragweedd.ingest.worker import make_extract
 from ragweedd.paths import Paths
-from ragweedd.query.simple import keyword_search, open_collections
+from ragweedd.query.hybrid import open_collections
+from tests.query_support import keyword_search
 
 
 @pytest.fixture

@@ -201,9 +201,11 @@ def test_an_embedding_stage_takes_up_chunks_another_process_took_without_being_t
         assert vec.written == 0, "the two chunks b still holds are b's while it lives"
         rb.close()
         b.close()
-        wait_until(lambda: vec.snapshot()["pending_chunks"] == 0, 60, 0.05, "a embedding what b left")
+        # the figures are refreshed inside the fill, before it returns: settled is nothing waiting
+        # and nothing running
+        wait_until(lambda: vec.snapshot()["pending_chunks"] == 0 and not vec.snapshot()["running"], 60, 0.05,
+                   "a embedding what b left")
         assert vec.written == 2 and ra.pending_summary() == (0, 0)
-        assert not vec.snapshot()["running"]
     finally:
         vec.stop()
         ra.close()

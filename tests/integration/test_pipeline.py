@@ -14,7 +14,8 @@ from ragweedd.config import load_config
 from ragweedd.embed.hashing import HashEmbedder
 from ragweedd.ingest.pipeline import Pipeline
 from ragweedd.paths import Paths
-from ragweedd.query.simple import dense_search, keyword_search, open_collections
+from ragweedd.query.hybrid import open_collections
+from tests.query_support import dense_search, keyword_search
 from tests.system.state_probe import PgProbe, SqliteProbe
 
 SOURCE = "laptop"  # the machine name the PostgreSQL rows are written under

@@ -1,5 +1,5 @@
-"""Issue 12 item 1: a path swapped for a symlink between the look at it and its read is never
-followed. The swap happens in the pipeline's before_open hook, exactly in that window."""
+"""A path swapped for a symlink between the look at it and its read is never followed. The swap
+happens just before the pipeline opens the path (``open_regular``), exactly in that window."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 from ragweedd.config import load_config
 from ragweedd.embed.hashing import HashEmbedder
+from ragweedd.ingest import pipeline
 from ragweedd.ingest.pipeline import Pipeline
 from ragweedd.ingest.worker import make_extract
 from ragweedd.paths import Paths
@@ -30,6 +31,17 @@ def setup(tmp_path):
     return cfg, root, outside
 
 
+def swap_before_open(monkeypatch, swap) -> None:
+    """Run ``swap(path)`` each time the pipeline is about to open a file."""
+    real = pipeline.open_regular
+
+    def open_regular(path, root):
+        swap(path)
+        return real(path, root)
+
+    monkeypatch.setattr(pipeline, "open_regular", open_regular)
+
+
 def _texts(cfg, collection="c") -> str:
     """Every chunk text the collection holds (its FTS rows)."""
     p = Paths.from_config(cfg).rag_db(collection)
@@ -40,7 +52,7 @@ def _texts(cfg, collection="c") -> str:
 
 
 @pytest.mark.parametrize("name", ["notes.txt", "notes.html"])  # in-process text; sandboxed extractor
-def test_a_file_swapped_for_a_symlink_before_the_open_is_not_followed(setup, name):
+def test_a_file_swapped_for_a_symlink_before_the_open_is_not_followed(setup, name, monkeypatch):
     cfg, root, outside = setup
     target = root / "sub" / name
     target.write_text("<p>harmless wombat notes</p>" if name.endswith(".html") else "harmless wombat notes " * 10)
@@ -50,7 +62,8 @@ def test_a_file_swapped_for_a_symlink_before_the_open_is_not_followed(setup, nam
             os.unlink(path)
             os.symlink(outside / ("secret" + target.suffix), path)
 
-    pipe = Pipeline(cfg, Paths.from_config(cfg), HashEmbedder(64), extract=make_extract(cfg), before_open=swap)
+    swap_before_open(monkeypatch, swap)
+    pipe = Pipeline(cfg, Paths.from_config(cfg), HashEmbedder(64), extract=make_extract(cfg))
     try:
         out = pipe.ingest_file("c", target, root)
     finally:
@@ -59,7 +72,7 @@ def test_a_file_swapped_for_a_symlink_before_the_open_is_not_followed(setup, nam
     assert "kangaroo" not in _texts(cfg)
 
 
-def test_a_folder_on_the_way_swapped_for_a_symlink_is_not_followed(setup):
+def test_a_folder_on_the_way_swapped_for_a_symlink_is_not_followed(setup, monkeypatch):
     cfg, root, outside = setup
     target = root / "sub" / "secret.txt"
     target.write_text("harmless wombat notes " * 10)
@@ -69,7 +82,8 @@ def test_a_folder_on_the_way_swapped_for_a_symlink_is_not_followed(setup):
             os.rename(root / "sub", root / "sub.old")
             os.symlink(outside, root / "sub")  # root/sub/secret.txt now names the outside file
 
-    pipe = Pipeline(cfg, Paths.from_config(cfg), HashEmbedder(64), before_open=swap)
+    swap_before_open(monkeypatch, swap)
+    pipe = Pipeline(cfg, Paths.from_config(cfg), HashEmbedder(64))
     try:
         out = pipe.ingest_file("c", target, root)
     finally:
@@ -78,7 +92,7 @@ def test_a_folder_on_the_way_swapped_for_a_symlink_is_not_followed(setup):
     assert "kangaroo" not in _texts(cfg)
 
 
-def test_an_indexed_file_swapped_for_a_symlink_loses_its_old_entry_and_gains_nothing(setup):
+def test_an_indexed_file_swapped_for_a_symlink_loses_its_old_entry_and_gains_nothing(setup, monkeypatch):
     cfg, root, outside = setup
     target = root / "notes.txt"
     target.write_text("harmless wombat notes " * 10)
@@ -89,7 +103,8 @@ def test_an_indexed_file_swapped_for_a_symlink_loses_its_old_entry_and_gains_not
             os.unlink(path)
             os.symlink(outside / "secret.txt", path)
 
-    pipe = Pipeline(cfg, Paths.from_config(cfg), HashEmbedder(64), before_open=swap)
+    swap_before_open(monkeypatch, swap)
+    pipe = Pipeline(cfg, Paths.from_config(cfg), HashEmbedder(64))
     try:
         assert pipe.ingest_file("c", target, root).status == "indexed"
         os.utime(target, ns=(1, 1))  # changed: the next ingest reads it again

@@ -12,9 +12,9 @@ from ragweedd.config import load_config
 from ragweedd.embed.hashing import HashEmbedder
 from ragweedd.ingest.pipeline import Pipeline
 from ragweedd.paths import Paths
-from ragweedd.query.hybrid import one_shot_search
 from ragweedd.query.named import named_years, years_of_name
 from ragweedd.statements import headed_statements, named_statements
+from tests.query_support import one_shot_search
 
 PROSE = ("<p>{co} discusses capital expenditures at length: capital expenditures in 2023 went to new plants, "
          "and management expects capital expenditures to stay at this level.</p>")

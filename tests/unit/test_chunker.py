@@ -4,8 +4,13 @@ from hypothesis import given, settings, strategies as st
 
 from ragweedd.chunk.chunker import ChunkParams, chunk_document
 from ragweedd.chunk.entropy import shannon_entropy, verdict
-from ragweedd.chunk.splitter import chunk_chars_for, find_boundary, split_spans
+from ragweedd.chunk.splitter import chunk_chars_for, find_boundary, iter_spans
 from ragweedd.extract.base import ExtractedDoc, Region
+
+
+def split_spans(text: str, chunk_chars: int, overlap_chars: int) -> list[tuple[int, int]]:
+    """Character spans [start, end) of the chunks of ``text``, held in memory as one piece."""
+    return [(start, end) for start, end, _ in iter_spans([text], chunk_chars, overlap_chars)]
 
 
 def test_cut_moves_back_to_last_sentence_end_within_200_chars():

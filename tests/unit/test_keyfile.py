@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from ragweedd.config import load_config
-from ragweedd.errors import ProviderAuthError
-from ragweedd.keyfile import KeyFileError, keys_file, read_keys, write_keys
+from ragweedd.errors import KeyFileError, ProviderAuthError
+from ragweedd.keyfile import keys_file, read_keys, write_keys
 from ragweedd.llm.factory import make_provider
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -245,6 +245,14 @@ def test_junk_titles_fall_back_to_a_heading():
     assert usable_title(None, [Heading(0, 0, 0, "Contents")]) is None
     cover = "FORM 10-K\nACME HOLDINGS, INC.\n(Exact name of registrant as specified in its charter)\nDelaware"
     assert usable_title("0000004962-23-000006", heads, cover) == "ACME HOLDINGS, INC."
+    # the name is a logo: the caption has no line of text above it, and the bold lines of the cover
+    # (the state, the address) are no title; the file's name says more than a guess
+    logo = ("FORM 10-K\nCommission File Number 001-02217\n(Exact name of Registrant as specified in its charter)\n"
+            "Delaware 58-0628465\n(State or other jurisdiction of incorporation or organization)\n"
+            "One Acme Plaza, Atlanta, Georgia\n(Address of principal executive offices)\n")
+    cover_heads = [Heading(0, 40, 0, "Delaware"), Heading(0, 90, 0, "One Acme Plaza, Atlanta, Georgia")]
+    assert usable_title("Document", [*cover_heads, *heads], logo) is None
+    assert usable_title("Document", [*cover_heads, *heads]) == "Delaware"  # what it was taken for
 
 
 @pytest.mark.parametrize("depth", [1, 3])

@@ -196,3 +196,25 @@ def test_a_statement_set_in_body_type_is_the_section_of_its_rows(tmp_path):
     assert total["meta"]["section_path"][0].startswith("Item 8")
     selected = next(c for c in chunks if "Gain on the sale of property |" in c["text"])
     assert selected["meta"]["section"].startswith("Item 8")
+
+
+def test_the_link_to_the_contents_atop_a_page_is_no_part_of_a_table_title(tmp_path):
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.set_font("Helvetica", size=8)
+    pdf.cell(0, 5, "Table of Contents", new_x="LMARGIN", new_y="NEXT")
+    pdf.set_font("Helvetica", size=9)
+    pdf.cell(0, 5, "Acme Industries Inc. Consolidated Balance Sheets (in millions)", new_x="LMARGIN", new_y="NEXT")
+    pdf.cell(120, 5, "")
+    pdf.cell(35, 5, "2015", align="R")
+    pdf.cell(35, 5, "2014", align="R", new_x="LMARGIN", new_y="NEXT")
+    for label, a, b in BALANCE:
+        pdf.cell(120, 5, label)
+        pdf.cell(35, 5, a, align="R")
+        pdf.cell(35, 5, b, align="R", new_x="LMARGIN", new_y="NEXT")
+    pdf.output(str(tmp_path / "page.pdf"))
+    doc = extract_file(tmp_path / "page.pdf", ExtractSettings(ocr_enabled=False))
+    table = next(r for r in doc.regions if "table" in r.meta and "row_start" not in r.meta)
+    assert table.meta["table_title"].startswith("Acme Industries Inc. Consolidated Balance Sheets"), table.meta

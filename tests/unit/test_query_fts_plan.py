@@ -7,11 +7,11 @@ import pytest
 
 
 from ragweedd.config import load_config
-from ragweedd.query.fts_plan import (MIN_TIER_HITS, execute, fts_search, fts_string, known_item_rows, make_plan,
+from ragweedd.query.fts_plan import (MIN_TIER_HITS, execute, fts_string, known_item_rows, make_plan,
                                      query_words)
 from ragweedd.query.wordnet import WordNet
 from ragweedd.store.fts_reader import FtsReader
-from tests.query_support import fts_db, idf_cache, require_wordnet
+from tests.query_support import fts_db, fts_search, idf_cache, require_wordnet
 
 CORPUS = (
     ["the protein folding in the cell membrane"] * 3

@@ -23,8 +23,10 @@ from tests.tools import require_tool  # noqa: E402
 
 
 def test_repository_files_are_the_rendered_templates():
-    assert (ROOT / "systemd" / "ragweedd.service").read_text() == service.systemd_template()
-    assert (ROOT / "launchd" / "com.ragweed.ragweedd.plist").read_bytes() == service.launchd_template()
+    placeholders = {"ragweedd": "@RAGWEEDD@", "config": "@CONFIG@"}
+    assert (ROOT / "systemd" / "ragweedd.service").read_text() == service.systemd_unit(**placeholders)
+    assert (ROOT / "launchd" / "com.ragweed.ragweedd.plist").read_bytes() == \
+        service.launchd_plist(**placeholders, home="@HOME@")
 
 
 def _verify(unit_text: str, tmp_path: Path) -> subprocess.CompletedProcess:

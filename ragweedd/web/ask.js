@@ -128,7 +128,10 @@ async function ask(ev) {
     renderAnswer(answer, done);
     $("ask-query").value = "";
   } catch (e) {
-    if (e.name === "AbortError") return;  // a newer question (or another conversation) took over
+    if (e.name === "AbortError") {  // another conversation was opened (this turn left the page), or a newer question
+      answer.replaceChildren(el("p", { class: "muted" }, "Stopped before the answer was finished."));
+      return;
+    }
     showError(e);
     // not "searching…" forever: the turn says the question got no answer, and why
     answer.replaceChildren(el("p", { class: "state failed ask-error" }, "No answer: " + (e.message || String(e))));

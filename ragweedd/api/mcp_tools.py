@@ -40,7 +40,8 @@ INSTRUCTIONS = (
     "ragweedd indexes the user's local documents. Use `search` to find passages (each hit has a `uri` "
     "that opens the exact place: #page=N, #L12-L20), `get_document` to read a document or a page or line "
     "range of it, and `ask` for an answer with numbered citations (or quoted passages when no LLM is "
-    "configured). Cite hits by their uri.")
+    "configured). For a follow-up question, pass the conversation_id the last `ask` returned, so the "
+    "question keeps its subject. Cite hits by their uri.")
 
 
 class Backend(Protocol):

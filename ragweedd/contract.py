@@ -77,6 +77,13 @@ def shown_hit(hit: dict[str, Any]) -> dict[str, Any]:
     return hit
 
 
+def without_marks(text: str) -> str:
+    """An answer's text without its citation marks ("[1]", "[2, 3]", "[2-4]")."""
+    import re
+
+    return re.sub(r"\s*\[\d+(?:\s*[-–,;]\s*\d+)*\]", "", text or "")
+
+
 # --------------------------------------------------------------------------- errors
 ErrorCode = str  # "bad_request", "not_found", "too_many_answers", "internal", ...
 
@@ -550,9 +557,67 @@ class Source(TypedDict):
     quote: NotRequired[Quote | None]  # the best of them: what a citation of [n] highlights
 
 
+# --------------------------------------------------------------------------- conversations
+ConversationId = str  # "c" and 16 hex digits (CONVERSATION_ID_PATTERN)
+CONVERSATION_ID_PATTERN = r"^c[0-9a-f]{16}$"
+
+
+class RewriteCall(TypedDict):
+    """The one short LLM call that rewrote a follow-up (``rewrite.llm``): the prompt it was sent,
+    its reply and what it cost; ``error`` when it failed and the question was searched as asked."""
+
+    provider: str
+    model: str | None
+    messages: list[dict[str, str]]
+    reply: str | None
+    input_tokens: int
+    output_tokens: int
+    calls: int
+    ms: float
+    error: NotRequired[str]
+
+
+class Rewrite(TypedDict):
+    """How a question became the query that was searched (docs/answers.md, Conversations): as
+    asked (``rewritten`` false: the first turn, a question that stands alone, a failed LLM call),
+    or rewritten from the earlier turns by ``method`` "rules" (``carried``: words of the earlier
+    turns added; ``replaced``: earlier words the question's own took the place of) or "llm"
+    (``llm``: the call). ``filters`` are those the search used, ``filters_carried`` when they came
+    from the earlier turn; ``preferred_documents`` the doc_ids of the previous answer's sources
+    that ranked first among equals."""
+
+    question: str
+    query: str
+    rewritten: bool
+    method: Literal["none", "rules", "llm"]
+    reason: str
+    carried: list[str]
+    replaced: list[str]
+    filters: dict[str, Any]
+    filters_carried: bool
+    preferred_documents: list[str]
+    llm: NotRequired[RewriteCall]
+
+
+class ThreadTurn(TypedDict):
+    """An earlier turn as a follow-up reads it: the question as asked, the query it searched, the
+    answer's text without its [N] marks (``without_marks``: they point at that turn's sources, which
+    a later prompt numbers anew), the filters it searched with and the doc_ids its answer cited."""
+
+    question: str
+    query: str
+    answer: str
+    filters: dict[str, Any]
+    documents: list[str]
+
+
 class SourcesEvent(TypedDict):
     type: Literal["sources"]
     sources: list[Source]
+    # an answer of a conversation: which one, which turn, and what was searched for the question
+    conversation_id: NotRequired[ConversationId]
+    turn: NotRequired[int]
+    rewrite: NotRequired[Rewrite]
 
 
 class AnnotationEvent(TypedDict):
@@ -694,6 +759,9 @@ class DoneEvent(TypedDict):
     citations_verified: NotRequired[CitationsVerified]
     tree: NotRequired["TreeSteps"]  # ask mode "tree": documents chosen, sections opened
     llm_setup: NotRequired[str | None]  # no synthesis LLM: whether a key is set and what to configure
+    conversation_id: NotRequired[ConversationId]  # the conversation this answer is a turn of
+    turn: NotRequired[int]  # its number in the conversation, from 1
+    rewrite: NotRequired[Rewrite]  # how the question became the query searched
 
 
 class ErrorEvent(TypedDict):
@@ -743,6 +811,9 @@ class Answer(TypedDict):
     budget: NotRequired[dict[str, Any]]
     tree: NotRequired["TreeSteps"]
     llm_setup: NotRequired[str | None]
+    conversation_id: NotRequired[ConversationId]
+    turn: NotRequired[int]
+    rewrite: NotRequired[Rewrite]
 
 
 # --------------------------------------------------------------------------- history
@@ -750,10 +821,15 @@ HistoryKind = Literal["search", "ask"]
 
 
 class HistoryItem(TypedDict):
+    """One entry of the listing; an answer that is a turn of a conversation names it and its
+    turn (null for searches and answers outside any conversation)."""
+
     id: str
     kind: HistoryKind
     query: str
     created_at: str | None
+    conversation_id: ConversationId | None
+    turn: int | None
 
 
 class HistoryPage(TypedDict):
@@ -798,6 +874,40 @@ class HistoryEntry(HistoryItem, total=False):
     tree: "TreeSteps"
     llm_setup: str | None
     state: dict[str, Any] | None
+    rewrite: Rewrite
+
+
+class ConversationItem(TypedDict):
+    """A conversation in the listing: its first question as its title, when it started and was
+    last continued, how many turns it has."""
+
+    id: ConversationId
+    title: str
+    created_at: str | None
+    updated_at: str | None
+    turn_count: int
+
+
+class ConversationPage(TypedDict):
+    items: list[ConversationItem]
+    total: int
+
+
+class Conversation(TypedDict):
+    """A conversation in full: its turns in order, each the history entry of its answer (the
+    question as asked in ``query``, what was searched in ``rewrite``), without continuation state."""
+
+    id: ConversationId
+    title: str
+    created_at: str | None
+    updated_at: str | None
+    turns: list[HistoryEntry]
+
+
+class ConversationDeleted(TypedDict):
+    id: ConversationId
+    deleted: bool
+    turns: int  # the turns deleted with it
 
 
 # --------------------------------------------------------------------------- the operations
@@ -923,10 +1033,22 @@ class Engine(Protocol):
 
     async def ask(self, query: str, collections: list[str] | None = None, top_k: int | None = None,
                   path_glob: str | None = None, file_type: str | None = None,
-                  doc_id: str | None = None, mode: AskMode = "hybrid") -> AsyncIterator[AskEvent]: ...
+                  doc_id: str | None = None, mode: AskMode = "hybrid",
+                  conversation_id: ConversationId | None = None,
+                  thread: list[ThreadTurn] | None = None) -> AsyncIterator[AskEvent]:
+        """An answer as the next turn of ``conversation_id`` (None: the first turn of a new
+        conversation), or, with ``thread``, after turns the client holds (nothing is stored of
+        them: the OpenAI-compatible face)."""
+        ...
 
     async def ask_continue(self, history_id: str) -> AsyncIterator[AskEvent]: ...
 
     async def history_list(self, offset: int = 0, limit: int = 50) -> HistoryPage: ...
 
     async def history_show(self, history_id: str) -> HistoryEntry: ...
+
+    async def conversations_list(self, offset: int = 0, limit: int = 50) -> ConversationPage: ...
+
+    async def conversation_show(self, conversation_id: ConversationId) -> Conversation: ...
+
+    async def conversation_delete(self, conversation_id: ConversationId) -> ConversationDeleted: ...

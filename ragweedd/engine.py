@@ -26,6 +26,9 @@ from ragweedd.contract import (
     AskEvent,
     ChunkDetail,
     Collection,
+    Conversation,
+    ConversationDeleted,
+    ConversationPage,
     Document,
     DocumentDetail,
     DocumentPage,
@@ -38,6 +41,7 @@ from ragweedd.contract import (
     SearchResult,
     SourceFile,
     Status,
+    ThreadTurn,
     Uploaded,
     iso,
     place_uri,
@@ -291,13 +295,18 @@ class DaemonEngine:
 
     # --- search and answers ------------------------------------------------------------------------
     async def _search(self, query: str, collections: list[str] | None, top_k: int | None, path_glob: str | None,
-                      file_type: str | None, doc_id: str | None) -> SearchResult:
+                      file_type: str | None, doc_id: str | None,
+                      thread: list[ThreadTurn] | None = None) -> SearchResult:
         if not isinstance(query, str) or not query.strip():
             raise RequestError("the query is empty", hint="send a non-empty 'query'")
         t0 = time.perf_counter()
         # the search runs in a worker thread, the optional LLM rerank after it on this loop
-        res = await self.services.search_async(query, collections, top_k or 10,
-                                               path_glob=path_glob, file_type=file_type, doc_id=doc_id)
+        if thread is None:
+            res = await self.services.search_async(query, collections, top_k or 10,
+                                                   path_glob=path_glob, file_type=file_type, doc_id=doc_id)
+        else:  # a question of a conversation: rewritten from the earlier turns first
+            res = await self.services.followup_search(query, thread, collections=collections, limit=top_k or 10,
+                                                      path_glob=path_glob, file_type=file_type, doc_id=doc_id)
         res["retrieval_meta"]["total_ms"] = round((time.perf_counter() - t0) * 1000, 2)
         # names are shown from here on (history, answers, every face); uri opens the real file
         res["results"] = [cast(Hit, shown_hit(dict(h))) for h in res["results"]]
@@ -315,11 +324,23 @@ class DaemonEngine:
     @_on_core
     async def ask(self, query: str, collections: list[str] | None = None, top_k: int | None = None,
                   path_glob: str | None = None, file_type: str | None = None,
-                  doc_id: str | None = None, mode: str = "hybrid") -> AsyncIterator[AskEvent]:
+                  doc_id: str | None = None, mode: str = "hybrid", conversation_id: str | None = None,
+                  thread: list[ThreadTurn] | None = None) -> AsyncIterator[AskEvent]:
         # one "ask" entry per answer (its retrieval included), not a "search" entry as well
-        res = await self._search(query, collections, top_k, path_glob, file_type, doc_id)
-        tree = self.services.tree_scope(collections, mode, path_glob=path_glob, file_type=file_type, doc_id=doc_id)
-        return await self.services.ask_flow.ask(query, res, tree=tree)
+        history = self.services.history
+        held = thread is not None  # the client holds the thread: nothing of it is stored
+        if held and conversation_id is not None:
+            raise RequestError("an answer continues a stored conversation or the thread its client sends, not both")
+        if not isinstance(query, str) or not query.strip():
+            raise RequestError("the query is empty", hint="send a non-empty 'query'")
+        if conversation_id is not None:  # an unknown or deleted one fails before anything is searched
+            thread = await asyncio.to_thread(history.thread, hist.check_conversation_id(conversation_id))
+        res = await self._search(query, collections, top_k, path_glob, file_type, doc_id, thread or [])
+        used = res["retrieval_meta"]["rewrite"]["filters"]  # the follow-up's own, or the earlier turn's
+        tree = self.services.tree_scope(used.get("collections"), mode, path_glob=used.get("path_glob"),
+                                        file_type=used.get("file_type"), doc_id=used.get("doc_id"))
+        return await self.services.ask_flow.ask(query, res, tree=tree, conversation_id=conversation_id,
+                                                thread=thread, in_conversation=not held)
 
     @_on_core
     async def ask_continue(self, history_id: str) -> AsyncIterator[AskEvent]:
@@ -333,6 +354,19 @@ class DaemonEngine:
     @_on_core
     async def history_show(self, history_id: str) -> HistoryEntry:
         return cast(HistoryEntry, await asyncio.to_thread(self.services.history.show, history_id))
+
+    @_on_core
+    async def conversations_list(self, offset: int = 0, limit: int = 50) -> ConversationPage:
+        return cast(ConversationPage, await asyncio.to_thread(self.services.history.conversations, offset, limit))
+
+    @_on_core
+    async def conversation_show(self, conversation_id: str) -> Conversation:
+        return cast(Conversation, await asyncio.to_thread(self.services.history.conversation, conversation_id))
+
+    @_on_core
+    async def conversation_delete(self, conversation_id: str) -> ConversationDeleted:
+        return cast(ConversationDeleted,
+                    await asyncio.to_thread(self.services.history.delete_conversation, conversation_id))
 
 
 def _document(r: Any) -> Document:

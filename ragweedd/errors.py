@@ -85,6 +85,11 @@ FIXES: dict[str, dict[str, str]] = {
         "ctl": "list them with `ragweedctl history`",
         "mcp": "history ids come from `ask` answers (history_id)",
     },
+    "list_conversations": {
+        "api": "list them with GET /v1/conversations; ask without a conversation_id to start a new one",
+        "ctl": "list them with `ragweedctl history --threads`; ask without --conversation to start a new one",
+        "mcp": "conversation ids come from `ask` answers (conversation_id); leave it out to start a new one",
+    },
     "start_daemon": {
         "api": "start it with `ragweedd run`, or install it as a service with `ragweedctl service install`",
         "ctl": "start it with `ragweedd run`, or install it as a service with `ragweedctl service install`",

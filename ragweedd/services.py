@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, cast
 from ragweedd.answer.ask_flow import AskFlow
 from ragweedd.answer.history import HistoryStore
 from ragweedd.config import Config
-from ragweedd.contract import SearchResult
+from ragweedd.contract import Rewrite, SearchResult, ThreadTurn
 from ragweedd.errors import RequestError
 from ragweedd.paths import Paths
 from ragweedd.query.hyde import HyDE, make_hyde
@@ -43,6 +43,9 @@ if TYPE_CHECKING:
     from ragweedd.query.hybrid import Searcher
 
 SHARED_TTL_S = 5.0
+# A search that prefers the previous answer's documents looks at this many results before it cuts
+# back to the ones asked for, so a preferred hit just below the cut can move up.
+PREFER_FETCH = 30
 
 
 class Services:
@@ -197,6 +200,81 @@ class Services:
             await rerank_result(rr, query, cast(dict, res), limit=limit, keep_pct=self.cfg.pre_annotate_keep)
         return res
 
+    async def followup_search(self, question: str, thread: list[ThreadTurn], *, collections: list[str] | None = None,
+                              limit: int = 10, path_glob: str | None = None, file_type: str | None = None,
+                              doc_id: str | None = None) -> SearchResult:
+        """The search of a question asked after ``thread`` (the conversation's earlier turns,
+        oldest first; empty for its first question): the question rewritten into a standalone query
+        (one short call to the synthesis LLM when one is configured, else the rules of
+        query/followup.py over the collections' IDF), the earlier turn's filters carried when a
+        follow-up names none, the previous answer's documents preferred by the rules when it keeps
+        their subject. ``retrieval_meta["rewrite"]`` says what was done (docs/answers.md)."""
+        from ragweedd.query import followup
+
+        given: dict[str, Any] = {"collections": list(collections) if collections else None, "path_glob": path_glob,
+                                 "file_type": file_type, "doc_id": doc_id}
+        filters, carried = followup.carried_filters(given, thread)
+        if not thread:
+            rw = _rewrite(question, question, "none", "the first question of the conversation")
+        elif self.cfg.llm_synthesis:
+            rw = await self._llm_rewrite(question, thread)
+        else:
+            rw = await asyncio.to_thread(self._rule_rewrite, question, thread, filters["collections"])
+        if not rw["rewritten"]:
+            filters, carried = given, False
+        rw["filters"] = {k: v for k, v in filters.items() if v}
+        rw["filters_carried"] = carried
+        docs = rw["preferred_documents"]
+        res = await self.search_async(rw["query"], filters["collections"], max(limit, PREFER_FETCH) if docs else limit,
+                                      path_glob=filters["path_glob"], file_type=filters["file_type"],
+                                      doc_id=filters["doc_id"])
+        if docs:
+            res["results"] = cast(Any, followup.prefer(cast(list, res["results"]), docs, limit))
+        res["retrieval_meta"]["rewrite"] = rw
+        return res
+
+    def _rule_rewrite(self, question: str, thread: list[ThreadTurn], collections: list[str] | None) -> Rewrite:
+        from ragweedd.query import followup
+
+        names = self.searchable(collections)
+        searcher = self.searcher(names) if names else None
+
+        def stats(words: list[str]) -> tuple[dict[str, int], int]:
+            return searcher.word_stats(words, names) if searcher is not None else ({}, 0)
+
+        r = followup.rewrite(question, thread, stats)
+        rw = _rewrite(question, r.query, "rules", r.reason, rewritten=r.rewritten)
+        rw["carried"], rw["replaced"] = r.carried, r.replaced
+        if r.rewritten and r.same_subject:
+            rw["preferred_documents"] = list(thread[-1]["documents"])
+        return rw
+
+    async def _llm_rewrite(self, question: str, thread: list[ThreadTurn]) -> Rewrite:
+        from ragweedd.errors import RagweedError
+        from ragweedd.llm.factory import make_provider
+        from ragweedd.query import followup_llm
+
+        spec = self.cfg.llm_synthesis
+        try:
+            provider = make_provider(spec, self.cfg, key="llm.synthesis")
+        except RagweedError as e:  # no key, an unknown provider: the answer says so; the search goes on
+            rw = _rewrite(question, question, "llm", f"the LLM rewrite failed, searched as asked: {e.message}")
+            rw["llm"] = {"provider": spec, "model": None, "messages": [], "reply": None, "input_tokens": 0,
+                         "output_tokens": 0, "calls": 0, "ms": 0.0, "error": e.message[:300]}
+            return rw
+        try:
+            query, call = await followup_llm.rewrite(question, thread, provider)
+        finally:
+            await provider.aclose()
+        if query is None:
+            rw = _rewrite(question, question, "llm", f"the LLM rewrite failed, searched as asked: {call.get('error')}")
+        elif " ".join(query.split()).lower() == " ".join(question.split()).lower():
+            rw = _rewrite(question, question, "llm", "the LLM found that it stands alone")
+        else:
+            rw = _rewrite(question, query, "llm", "rewritten by the LLM from the earlier turns", rewritten=True)
+        rw["llm"] = call
+        return rw
+
     def tree_scope(self, collections: list[str] | None, mode: str | None, *, path_glob: str | None = None,
                    file_type: str | None = None, doc_id: str | None = None) -> TreeScope | None:
         """Where ask mode "tree" reads (None for the ordinary mode): the collections, narrowed by
@@ -269,6 +347,12 @@ class Services:
         emb = self._embedder
         if emb is not None and hasattr(emb, "close"):
             emb.close()
+
+
+def _rewrite(question: str, query: str, method: str, reason: str, *, rewritten: bool = False) -> Rewrite:
+    return {"question": question, "query": query, "rewritten": rewritten, "method": method,  # type: ignore[typeddict-item]
+            "reason": reason, "carried": [], "replaced": [], "filters": {}, "filters_carried": False,
+            "preferred_documents": []}
 
 
 def open_oneshot(cfg: Config, *, embedder: Any = None) -> Services:

@@ -34,7 +34,8 @@ from tests.tools import wait_until  # noqa: F401 - the API tests import it from 
 
 ENGINE_METHODS = ("status", "list_collections", "add_collection", "remove_collection", "scan", "reanalyze",
                   "rebuild_fts", "list_documents", "get_document", "source_file", "upload", "search", "ask",
-                  "ask_continue", "history_list", "history_show")
+                  "ask_continue", "history_list", "history_show", "conversations_list", "conversation_show",
+                  "conversation_delete")
 
 # Real documents of three formats; each has words the others lack, so searches can tell them apart.
 DOCS: dict[str, str] = {

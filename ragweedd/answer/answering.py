@@ -23,8 +23,10 @@ from typing import AsyncIterator
 
 from ragweedd.answer.annotate import AnnotationOutcome, annotate_iter, collect, compile_irrelevant
 from ragweedd.answer.citations import check_citations, is_pure_refusal, is_refusal
-from ragweedd.answer.packing import estimate_tokens, pack_sources, source_label
+from ragweedd.answer.packing import SAFETY_TOKENS, estimate_tokens, pack_sources, source_label
 from ragweedd.answer.prompts import CONTINUE_PROMPT, NO_LLM_LABEL, REFUSAL, Prompts, fill, load_prompts
+from ragweedd.answer.thread import fit_thread, thread_budget
+from ragweedd.contract import ThreadTurn
 from ragweedd.logging import get_logger
 
 log = get_logger(__name__)
@@ -63,11 +65,15 @@ def _usage_add(a: dict, b: dict | None) -> dict:
             "output_tokens": a.get("output_tokens", 0) + b.get("output_tokens", 0)}
 
 
-def synthesis_messages(query: str, packed: list[dict], prompts: Prompts) -> list[dict]:
+def synthesis_messages(query: str, packed: list[dict], prompts: Prompts,
+                       earlier: list[dict] | None = None) -> list[dict]:
+    """The prompt: the system prompt, the earlier turns of the conversation (``earlier``: user and
+    assistant messages, answer/thread.py), then the sources and the question."""
     sources = "\n\n".join(p["block"] for p in packed)
     msgs = []
     if prompts.synthesis_system.strip():
         msgs.append({"role": "system", "content": fill(prompts.synthesis_system, REFUSAL=REFUSAL)})
+    msgs.extend(earlier or [])
     msgs.append({"role": "user", "content": fill(prompts.synthesis, SOURCES=sources, QUERY=query, REFUSAL=REFUSAL)})
     return msgs
 
@@ -137,12 +143,17 @@ def _provider_from(cfg, spec_attr: str, given, key: str):
 
 async def answer_question(query: str, hits: list[dict], cfg, *, annotator=None, synthesizer=None,
                           prompts: Prompts | None = None, config_dir=None, embedder=None,
-                          entailer=None) -> AsyncIterator[dict]:
+                          entailer=None, thread: list[ThreadTurn] | None = None,
+                          searched: str | None = None) -> AsyncIterator[dict]:
     """Stream the events of one answer. ``annotator`` / ``synthesizer`` are ChatProviders; when None
     they are built from cfg.llm_annotation / cfg.llm_synthesis (empty = that stage is skipped).
     ``embedder`` (the collection's) scores the sentences quoted; without it quotes are chosen by
-    keywords alone."""
+    keywords alone. A turn of a conversation passes the earlier turns (``thread``: they go into the
+    synthesis prompt) and the query its question was searched as (``searched``: what annotation
+    judges the passages by and the quoted sentences are chosen for, since "and black tea?" alone
+    names no subject)."""
     t_start = time.perf_counter()
+    judged = searched or query
     annotator, own_a = _provider_from(cfg, "llm_annotation", annotator, "llm.annotation")
     try:
         synthesizer, own_s = _provider_from(cfg, "llm_synthesis", synthesizer, "llm.synthesis")
@@ -163,7 +174,7 @@ async def answer_question(query: str, hits: list[dict], cfg, *, annotator=None, 
             calls0 = annotator.calls
             pattern = compile_irrelevant(cfg.annotation_irrelevant_re, cfg.annotation_irrelevant_flags)
             results = []
-            async for ev in annotate_iter(query, hits, annotator, prompts.annotation,
+            async for ev in annotate_iter(judged, hits, annotator, prompts.annotation,
                                           concurrency=cfg.annotation_concurrency, irrelevant=pattern):
                 results.append(ev)
                 yield {"type": "annotation", "embedding_id": ev["hit"].get("embedding_id"),
@@ -190,7 +201,7 @@ async def answer_question(query: str, hits: list[dict], cfg, *, annotator=None, 
         # --- no LLM: cited passages -----------------------------------------------------
         if synthesizer is None:
             t0 = time.perf_counter()
-            text, numbered = (await asyncio.to_thread(passages_answer, outcome.kept, query=query, embedder=embedder)
+            text, numbered = (await asyncio.to_thread(passages_answer, outcome.kept, query=judged, embedder=embedder)
                               if outcome.kept else (REFUSAL, []))
             quote_ms = (time.perf_counter() - t0) * 1000
             yield {"type": "context", "sources": [_compact(h, with_text=True) for h in numbered]}
@@ -211,18 +222,21 @@ async def answer_question(query: str, hits: list[dict], cfg, *, annotator=None, 
             return
 
         # --- synthesis --------------------------------------------------------------------
+        overhead = _overhead(query, prompts)
+        earlier, used = fit_thread(thread, thread_budget(cfg.llm_context_tokens, cfg.max_tokens, overhead,
+                                                         SAFETY_TOKENS)) if thread else ([], None)
         packed, left_out, budget = pack_sources(outcome.kept, context_tokens=cfg.llm_context_tokens,
                                                 max_tokens=cfg.max_tokens, context_chunks=cfg.context_chunks,
-                                                overhead_tokens=_overhead(query, prompts))
-        base["budget"] = {**budget, "left_out": [h.get("embedding_id") for h in left_out]}
+                                                overhead_tokens=overhead + (used or {}).get("thread_tokens", 0))
+        base["budget"] = {**budget, **(used or {}), "left_out": [h.get("embedding_id") for h in left_out]}
         # each source carries its best sentence, so a citation can point at the words, not the passage
         from ragweedd.answer.quotes import attach
 
         t0 = time.perf_counter()
-        packed = await asyncio.to_thread(attach, query, packed, embedder)
+        packed = await asyncio.to_thread(attach, judged, packed, embedder)
         quote_ms = (time.perf_counter() - t0) * 1000
         yield {"type": "context", "sources": [_compact(h, with_text=True) for h in packed]}
-        messages = synthesis_messages(query, packed, prompts)
+        messages = synthesis_messages(query, packed, prompts, earlier)
         t0 = time.perf_counter()
         calls0 = synthesizer.calls
         parts: list[str] = []

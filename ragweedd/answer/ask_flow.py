@@ -1,7 +1,9 @@
 """The ask flow, once for every face: retrieval result -> history entry -> answer events -> the
 finished record in the history.
 
-The daemon's API streams these events; ``ragweedd ask`` prints them. An answer is recorded as
+The daemon's API streams these events; ``ragweedd ask`` prints them. An answer is a turn of a
+conversation (a new one unless it continues one), or, when the client holds the thread (the
+OpenAI-compatible face), an entry of no conversation. An answer is recorded as
 "streaming" before its first event, so an entry that never finishes (client gone, daemon stopped)
 says so; a failure is recorded with what was written so far. A failed continuation keeps the entry
 as it was, so it can be tried again. History writes run in a worker thread: the event loop only
@@ -14,7 +16,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, cast
 
 from ragweedd.answer import history as hist
-from ragweedd.contract import AskEvent, SearchResult
+from ragweedd.contract import AskEvent, SearchResult, ThreadTurn
 from ragweedd.errors import RagweedError, RequestError
 
 if TYPE_CHECKING:
@@ -28,10 +30,14 @@ class AskFlow:
         # called when an answer starts, so a continuation (which quotes nothing new) loads no model
         self._embedder = embedder
 
-    async def ask(self, query: str, res: SearchResult, *, tree: TreeScope | None = None) -> AsyncIterator[AskEvent]:
+    async def ask(self, query: str, res: SearchResult, *, tree: TreeScope | None = None,
+                  conversation_id: str | None = None, thread: list[ThreadTurn] | None = None,
+                  in_conversation: bool = True) -> AsyncIterator[AskEvent]:
         """Start an answer from a search result; the history entry exists once this returns. With
         ``tree`` the answer reads section trees (ragweedd/answer/tree_ask.py), the search result
-        being its candidates and its fallback."""
+        being its candidates and its fallback. The answer is the next turn of ``conversation_id``
+        (None: the first of a new conversation) after the earlier turns ``thread``; with
+        ``in_conversation`` false it belongs to none (``thread`` then comes from the client)."""
         from ragweedd.answer.answering import answer_question
 
         if tree is not None and not self.cfg.llm_synthesis:
@@ -39,16 +45,26 @@ class AskFlow:
 
             raise no_llm_error()  # before the history has an entry for an answer that cannot start
         body = hist.pending_answer(dict(res))
-        hid = await asyncio.to_thread(self.history.add, "ask", query, body)
+        rewrite = (res.get("retrieval_meta") or {}).get("rewrite")
+        turn: dict[str, Any] = {"rewrite": rewrite} if rewrite else {}
+        body.update(turn)
+        if in_conversation:
+            hid, cid, n = await asyncio.to_thread(self.history.add_turn, query, body, conversation_id=conversation_id)
+            turn.update(conversation_id=cid, turn=n)
+            body.update(turn)
+        else:
+            hid = await asyncio.to_thread(self.history.add, "ask", query, body)
         hits = cast(list[dict[str, Any]], res["results"])
         embedder = self._embedder() if self._embedder is not None else None
+        searched = rewrite["query"] if rewrite else None
         if tree is not None:
             from ragweedd.answer.tree_ask import tree_answer
 
-            events = tree_answer(query, dict(res), self.cfg, tree, embedder=embedder)
+            # the sections are chosen for the standalone query: "and in 2016?" routes nowhere
+            events = tree_answer(searched or query, dict(res), self.cfg, tree, embedder=embedder)
         else:
-            events = answer_question(query, hits, self.cfg, embedder=embedder)
-        return self._recorded(events, hid, body, res.get("retrieval_meta") or {}, record_errors=True)
+            events = answer_question(query, hits, self.cfg, embedder=embedder, thread=thread, searched=searched)
+        return self._recorded(events, hid, body, res.get("retrieval_meta") or {}, record_errors=True, turn=turn)
 
     async def resume(self, history_id: str) -> tuple[dict[str, Any], AsyncIterator[AskEvent]]:
         """Continue an answer cut at max_tokens: (the entry as it was, the events; ``sources``
@@ -64,18 +80,25 @@ class AskFlow:
             async for ev in continue_answer(entry["state"], self.cfg):
                 yield ev
 
+        turn = {k: entry[k] for k in ("conversation_id", "turn", "rewrite") if entry.get(k) is not None}
         return entry, self._recorded(events(), history_id, entry, entry.get("retrieval_meta") or {},
-                                     record_errors=False)
+                                     record_errors=False, turn=turn)
 
     async def _recorded(self, events: AsyncIterator[dict[str, Any]], hid: str, body: dict[str, Any],
-                        meta: dict[str, Any], *, record_errors: bool) -> AsyncIterator[AskEvent]:
+                        meta: dict[str, Any], *, record_errors: bool,
+                        turn: dict[str, Any] | None = None) -> AsyncIterator[AskEvent]:
+        """The events with the history kept in step; ``turn`` (conversation_id, turn, rewrite) goes
+        on the first event and on the done record."""
         parts: list[str] = []
         finished = False
         try:
             async for ev in events:
                 if ev.get("type") == "token":
                     parts.append(ev.get("text", ""))
+                elif ev.get("type") == "sources" and turn:
+                    ev = {**ev, **turn}
                 elif ev.get("type") == "done":
+                    ev = {**ev, **(turn or {})}
                     rec = hist.answer_record(ev, meta)
                     await asyncio.to_thread(self.history.update, hid, rec)
                     finished = True

@@ -3,17 +3,21 @@ listed. The rows live in $STATE/history.sqlite3 (store/history_db.py).
 
 A record holds retrieval_meta, results or sources, annotations, filtered set, answer, provider,
 model, timings, token usage and, for an answer cut at max_tokens, the continuation ``state``.
+
+A conversation is an id (``c`` and 16 hex digits, told apart from a history id at a glance) and
+the answers that are its turns, in order; ``thread`` reads them back as a follow-up needs them.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, List
 
-from ragweedd.contract import iso
+from ragweedd.contract import CONVERSATION_ID_PATTERN, ThreadTurn, iso, without_marks
 from ragweedd.errors import NotFoundError, RequestError, StorageError
 from ragweedd.logging import get_logger
 from ragweedd.store.history_db import HistoryDB
@@ -25,6 +29,27 @@ KINDS = ("search", "ask")
 MAX_LIMIT = 1000
 # Columns of the listing; everything else lives in body_json.
 _COLUMNS = ("id", "kind", "query", "created_at")
+_CONVERSATION_ID = re.compile(CONVERSATION_ID_PATTERN.replace("$", r"\Z"))
+TITLE_CHARS = 200
+# How many earlier turns a follow-up reads (rewrite and prompt); older ones are not loaded at all.
+THREAD_TURNS = 20
+
+
+def new_conversation_id() -> str:
+    return "c" + uuid.uuid4().hex[:16]
+
+
+def check_conversation_id(cid: Any) -> str:
+    """A conversation id of the right shape, or a RequestError that says what one looks like (and
+    that a history id is not one)."""
+    if isinstance(cid, str) and _CONVERSATION_ID.match(cid):
+        return cid
+    shown = repr(cid)[:60]
+    if isinstance(cid, str) and re.fullmatch(r"[0-9a-f]{16}", cid):
+        raise RequestError(f"{shown} is a history id, not a conversation id",
+                           hint="a conversation id is 'c' and 16 hex digits; an answer's conversation_id names it")
+    raise RequestError(f"conversation id {shown} is not one: a conversation id is 'c' and 16 hex digits",
+                       action="list_conversations")
 
 
 class HistoryStore:
@@ -48,6 +73,23 @@ class HistoryStore:
                        keep=self.max_entries)
         return hid
 
+    def add_turn(self, query: str, body: dict[str, Any], *, conversation_id: str | None) -> tuple[str, str, int]:
+        """Record an answer as the next turn of ``conversation_id``, or as the first of a new
+        conversation when it is None: (history id, conversation id, turn). A conversation that does
+        not exist (deleted, dropped by history_max_entries, never made) is a NotFoundError and
+        nothing is written."""
+        new = conversation_id is None
+        cid = new_conversation_id() if conversation_id is None else check_conversation_id(conversation_id)
+        hid = uuid.uuid4().hex[:16]
+        body = {k: v for k, v in body.items() if k not in _COLUMNS}
+        turn = self.db.insert_turn(hid, query, time.time(),
+                                   lambda t: _dumps({**body, "conversation_id": cid, "turn": t}),
+                                   conversation=cid, title=" ".join(query.split())[:TITLE_CHARS] if new else None,
+                                   keep=self.max_entries)
+        if not turn:
+            raise _no_conversation(cid)
+        return hid, cid, turn
+
     def update(self, hid: str, body: dict[str, Any]) -> None:
         """Replace an entry's record (the answer finished, or was continued)."""
         body = {k: v for k, v in body.items() if k not in _COLUMNS}
@@ -58,6 +100,13 @@ class HistoryStore:
     def delete(self, hid: str) -> bool:
         return self.db.delete(hid)
 
+    def delete_conversation(self, cid: str) -> dict[str, Any]:
+        """Delete a conversation with all its turns: {id, deleted, turns}."""
+        turns = self.db.delete_conversation(check_conversation_id(cid))
+        if turns is None:
+            raise _no_conversation(cid)
+        return {"id": cid, "deleted": True, "turns": turns}
+
     # --- reading ----------------------------------------------------------------------------------
     def list(self, offset: int = 0, limit: int = 50, kind: str | None = None) -> dict[str, Any]:
         offset = _whole("offset", offset, 0, None)
@@ -65,7 +114,8 @@ class HistoryStore:
         if kind is not None and kind not in KINDS:
             raise RequestError(f"history kind {kind!r} is unknown", hint="one of " + ", ".join(KINDS))
         total, rows = self.db.page(offset, limit, kind)
-        return {"items": [{"id": r[0], "kind": r[1], "query": r[2], "created_at": iso(r[3])} for r in rows],
+        return {"items": [{"id": r[0], "kind": r[1], "query": r[2], "created_at": iso(r[3]),
+                           "conversation_id": r[4], "turn": r[5]} for r in rows],
                 "total": total}
 
     def show(self, hid: str) -> dict[str, Any]:
@@ -73,15 +123,43 @@ class HistoryStore:
             raise RequestError("a history id is needed", hint="ids come from GET /v1/history")
         r = self.db.get(hid)
         if r is None:
+            if _CONVERSATION_ID.match(hid):
+                raise RequestError(f"'{hid}' is a conversation id, not a history id",
+                                   hint=f"GET /v1/conversations/{hid} shows the conversation")
             raise NotFoundError(f"history entry '{hid}' does not exist", action="list_history")
-        try:
-            body = json.loads(r["body_json"])
-            if not isinstance(body, dict):
-                raise ValueError("not an object")
-        except ValueError as e:
-            raise StorageError(f"history entry '{hid}' in {self.db} is damaged ({e})",
-                               hint="delete the entry or move history.sqlite3 aside") from None
-        return {**body, "id": r["id"], "kind": r["kind"], "query": r["query"], "created_at": iso(r["created_at"])}
+        return _entry(r, self.db)
+
+    def conversations(self, offset: int = 0, limit: int = 50) -> dict[str, Any]:
+        """The conversations, the most recently continued first: {items, total}."""
+        offset = _whole("offset", offset, 0, None)
+        limit = _whole("limit", limit, 1, MAX_LIMIT)
+        total, rows = self.db.conversation_page(offset, limit)
+        return {"items": [{"id": r[0], "title": r[1], "created_at": iso(r[2]), "updated_at": iso(r[3]),
+                           "turn_count": r[4]} for r in rows], "total": total}
+
+    def conversation(self, cid: str) -> dict[str, Any]:
+        """A conversation with every turn's entry in order (without continuation state)."""
+        found = self.db.conversation(check_conversation_id(cid))
+        if found is None:
+            raise _no_conversation(cid)
+        c, rows = found
+        turns = []
+        for r in rows:
+            try:
+                e = _entry(r, self.db)
+            except StorageError as err:  # one damaged turn does not hide the others
+                e = {"id": r["id"], "kind": r["kind"], "query": r["query"], "created_at": iso(r["created_at"]),
+                     "conversation_id": r["conversation_id"], "turn": r["turn"], "status": "error",
+                     "error": err.to_dict(), "answer": ""}
+            e.pop("state", None)
+            turns.append(e)
+        return {"id": c["id"], "title": c["title"], "created_at": iso(c["created_at"]),
+                "updated_at": iso(c["updated_at"]), "turns": turns}
+
+    def thread(self, cid: str) -> List[ThreadTurn]:  # noqa: UP006 - ``list`` is the method above
+        """The earlier turns of a conversation as a follow-up reads them, oldest first (at most
+        THREAD_TURNS, the newest)."""
+        return [thread_turn(e) for e in self.conversation(cid)["turns"][-THREAD_TURNS:]]
 
     def count(self) -> int:
         return self.db.count()
@@ -94,6 +172,36 @@ class HistoryStore:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _no_conversation(cid: str) -> NotFoundError:
+    return NotFoundError(f"conversation '{cid}' does not exist: it was deleted, dropped with the oldest "
+                         "history (history_max_entries), or never made here", action="list_conversations")
+
+
+def _entry(r: dict[str, Any], where: Any) -> dict[str, Any]:
+    hid = r["id"]
+    try:
+        body = json.loads(r["body_json"])
+        if not isinstance(body, dict):
+            raise ValueError("not an object")
+    except ValueError as e:
+        raise StorageError(f"history entry '{hid}' in {where} is damaged ({e})",
+                           hint="delete the entry or move history.sqlite3 aside") from None
+    return {**body, "id": hid, "kind": r["kind"], "query": r["query"], "created_at": iso(r["created_at"]),
+            "conversation_id": r.get("conversation_id"), "turn": r.get("turn")}
+
+
+def thread_turn(entry: dict[str, Any]) -> ThreadTurn:
+    """An answer's entry as a later turn reads it: the question, what it searched, its answer (none
+    when it failed), its filters and the documents its answer cited."""
+    rw = entry.get("rewrite") or {}
+    cited = (entry.get("cited") if entry.get("mode") == "llm" else entry.get("sources")) or []
+    docs = list(dict.fromkeys(str(s["doc_id"]) for s in cited if isinstance(s, dict) and s.get("doc_id")))
+    answer = entry.get("answer") if entry.get("status") == "done" else ""
+    return {"question": str(entry.get("query") or ""), "query": str(rw.get("query") or entry.get("query") or ""),
+            "answer": without_marks(answer) if isinstance(answer, str) else "",
+            "filters": dict(rw.get("filters") or {}), "documents": docs}
 
 
 # --- building records ------------------------------------------------------------------------------

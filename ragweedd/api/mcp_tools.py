@@ -40,7 +40,8 @@ INSTRUCTIONS = (
     "ragweedd indexes the user's local documents. Use `search` to find passages (each hit has a `uri` "
     "that opens the exact place: #page=N, #L12-L20), `get_document` to read a document or a page or line "
     "range of it, and `ask` for an answer with numbered citations (or quoted passages when no LLM is "
-    "configured). Cite hits by their uri.")
+    "configured). For a follow-up question, pass the conversation_id the last `ask` returned, so the "
+    "question keeps its subject. Cite hits by their uri.")
 
 
 class Backend(Protocol):
@@ -238,6 +239,12 @@ def ask_text(res: dict) -> str:
         uri = (quotes[0].get("uri") if len(quotes) == 1 else None) or s.get("uri") or s.get("source_file") or ""
         out.append(f"[{s.get('n', '?')}] {s.get('filename') or s.get('label') or '?'}"
                    + (f", {place}" if place else "") + f" — {uri}")
+    rw = res.get("rewrite") if isinstance(res.get("rewrite"), dict) else None
+    if rw and rw.get("rewritten"):
+        out.insert(0, f"(searched for: {_clip(str(rw.get('query', '')), 300)})")
+    if res.get("conversation_id"):
+        out.append(f"(conversation_id {res['conversation_id']}, turn {res.get('turn')}: pass it back to ask a "
+                   "follow-up)")
     if res.get("history_id"):
         out.append(f"(history_id {res['history_id']})")
     return "\n".join(out)
@@ -428,13 +435,20 @@ def build_server(backend: Backend, *, allow_writes: bool = False, name: str = "r
         retrieval: Annotated[Literal["hybrid", "tree"], Field(
             description="'tree': the LLM picks documents by their summaries, then sections by their "
                         "titles and pages, and answers from those (needs an LLM in ragweedd)")] = "hybrid",
+        conversation_id: Annotated[str | None, Field(
+            max_length=128, description="continue this conversation: the conversation_id an earlier ask "
+                                        "returned, so a follow-up ('and in 2016?') keeps its subject; "
+                                        "leave it out to start a new one")] = None,
     ) -> Result:
         """An answer with numbered citations [N] to its sources (each with a uri and quoted sentences).
         Without an LLM configured in ragweedd, the answer is the quoted passages that answer the question
-        (mode 'passages')."""
+        (mode 'passages'). Every answer is a turn of a conversation (conversation_id): pass it back to ask
+        a follow-up; the query searched for it is in 'searched'."""
         body = {"query": query, "stream": False, **filters(collections, path_glob, file_type)}
         if retrieval != "hybrid":
             body["mode"] = retrieval
+        if conversation_id is not None:
+            body["conversation_id"] = conversation_id
         res = await backend.call("POST", "/v1/ask", body)
         if res.get("error"):
             from ragweedd.errors import say
@@ -442,9 +456,11 @@ def build_server(backend: Backend, *, allow_writes: bool = False, name: str = "r
             err = res["error"]
             raise ToolError(say("mcp", f"the answer failed: {err.get('message', 'unknown error')}", err.get("hint"),
                                 err.get("action")))
-        out = {k: res.get(k) for k in ("answer", "mode", "label", "history_id", "finish_reason", "tree",
-                                       "citation_checks", "citations_verified")
+        out = {k: res.get(k) for k in ("answer", "mode", "label", "history_id", "conversation_id", "turn",
+                                       "finish_reason", "tree", "citation_checks", "citations_verified", "rewrite")
                if res.get(k) is not None}
+        if isinstance(res.get("rewrite"), dict):
+            out["searched"] = res["rewrite"].get("query")
         out["sources"] = [_source(s) for s in res.get("sources", [])]
         return _result(out, ask_text(out))
 

@@ -5,8 +5,11 @@ documents questions: the base URL is ``http://127.0.0.1:PORT/v1`` and the API ke
 bearer token, so the usual security middleware (Host, Origin, token) guards these routes as well.
 
 The "model" picks the collections: ``ragweedd/<name>`` asks one collection, ``ragweedd/all``
-every one. The last user message is the question; earlier turns are not sent anywhere (the ask
-flow answers one question from the documents, it is not a chat model). The answer is the one
+every one. The last user message is the question and the messages before it are the conversation
+so far: the client holds the thread, the daemon stores none of it (each answer is a history entry
+of no conversation). Earlier user messages paired with the assistant replies after them become the
+thread a follow-up is read with (docs/answers.md, Conversations): its question is rewritten into a
+standalone query from them, and with an LLM they go into the prompt. The answer is the one
 /v1/ask gives, cited ``[N]`` with an LLM configured, quoted passages without one, and the cited
 sources come back in an extra ``citations`` field (streaming: in the final chunk, the one with a
 ``finish_reason``, since only then is it known which numbers the answer cites).
@@ -37,6 +40,7 @@ from ragweedd.errors import NotFoundError, RequestError
 MODEL_PREFIX = "ragweedd/"
 ALL_MODEL = MODEL_PREFIX + "all"
 MAX_QUESTION_CHARS = 8000  # as /v1/ask's query
+THREAD_TURNS = 20  # earlier turns read at most (the newest); the prompt's budget may take fewer
 
 
 # --------------------------------------------------------------------------- OpenAPI fragment
@@ -116,8 +120,9 @@ def _text_of(content: Any) -> str:
     return ""
 
 
-def parse_request(body: Any) -> tuple[str, str, bool]:
-    """(model, question, stream) of a chat completion request, or RequestError saying what is wrong."""
+def parse_request(body: Any) -> tuple[str, str, bool, list[contract.ThreadTurn]]:
+    """(model, question, stream, earlier turns) of a chat completion request, or RequestError saying
+    what is wrong."""
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object with 'model' and 'messages'")
     model = body.get("model")
@@ -130,10 +135,10 @@ def parse_request(body: Any) -> tuple[str, str, bool]:
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise RequestError("'stream' must be true or false")
-    users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    users = [i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "user"]
     if not users:
         raise RequestError("the messages hold no user message: the last user message is the question")
-    question = _text_of(users[-1].get("content")).strip()
+    question = _text_of(messages[users[-1]].get("content")).strip()
     if not question:
         raise RequestError("the last user message has no text to answer")
     if "\x00" in question:
@@ -146,7 +151,38 @@ def parse_request(body: Any) -> tuple[str, str, bool]:
     if len(question) > MAX_QUESTION_CHARS:
         raise RequestError(f"the last user message is {len(question)} characters long; a question may "
                            f"have at most {MAX_QUESTION_CHARS}")
-    return model, question, stream
+    return model, question, stream, thread_of(messages[:users[-1]])
+
+
+def thread_of(messages: list[Any]) -> list[contract.ThreadTurn]:
+    """The conversation before the question: each user message with the assistant replies that
+    follow it (their [N] marks removed: they point at sources of that reply); text that cannot be
+    stored or searched (NUL, lone surrogates) is left out."""
+    turns: list[contract.ThreadTurn] = []
+    for m in messages:
+        if not isinstance(m, dict):
+            continue
+        text = _clean(_text_of(m.get("content")))
+        if m.get("role") == "user" and text:
+            turns.append({"question": text[:MAX_QUESTION_CHARS], "query": text[:MAX_QUESTION_CHARS],
+                          "answer": "", "filters": {}, "documents": []})
+        elif m.get("role") == "assistant" and turns:
+            joined = (turns[-1]["answer"] + "\n" + contract.without_marks(text)).strip()
+            turns[-1]["answer"] = joined
+    return turns[-THREAD_TURNS:]
+
+
+def _clean(text: str) -> str:
+    text = text.replace("\x00", "").strip()
+    return text.encode("utf-8", "replace").decode("utf-8") if not _encodes(text) else text
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
 
 
 async def _collections_for(engine: Any, model: str) -> list[str] | None:
@@ -200,10 +236,11 @@ async def models(request: web.Request) -> web.Response:
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     st = _st(request)
-    model, question, stream = parse_request(await _read_json(request))
+    model, question, stream, thread = parse_request(await _read_json(request))
     collections = await _collections_for(st.engine, model)
     try:
-        async with answer_events(st, lambda: st.engine.ask(question, collections=collections)) as (first, events):
+        async with answer_events(st, lambda: st.engine.ask(question, collections=collections,
+                                                           thread=thread)) as (first, events):
             head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": model}
             if stream:
                 return await _stream(request, head, first, events, st)

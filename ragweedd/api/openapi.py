@@ -111,6 +111,10 @@ _FILTERS = {
     "doc_id": {"type": "string", "pattern": DOC_ID_PATTERN},
 }
 _QUERY = _text(1, 8000)
+# A path parameter is checked against its shape by the route (a clear 400 naming what the id looks
+# like), so the document allows any text here: the shape is in CONVERSATION_ID_PATTERN.
+_CONVERSATION = _path("conversation_id", _text(1, 128),
+                      "Conversation id: 'c' and 16 hex digits, from an answer's conversation_id")
 
 DOCUMENT: dict[str, Any] = {
     "openapi": "3.1.0",
@@ -204,6 +208,14 @@ DOCUMENT: dict[str, Any] = {
                        params=[_path("history_id", _text(1, 128),
                                      "History id")]),
         },
+        "/v1/conversations": {"get": _op("conversations_list", "Conversations, the most recently continued first",
+                                         contract.ConversationPage, params=_PAGING)},
+        "/v1/conversations/{conversation_id}": {
+            "get": _op("conversation_show", "One conversation with every turn in full", contract.Conversation,
+                       params=[_CONVERSATION]),
+            "delete": _op("conversation_delete", "Delete a conversation and all its turns",
+                          contract.ConversationDeleted, params=[_CONVERSATION]),
+        },
         "/v1/login-codes": {
             "post": _op("login_code", "A single-use sign-in code for the web UI, valid for 60 s (bearer token "
                         "only; ragweedctl open uses it)", contract.LoginCode, extra={"403": _ERR}),
@@ -234,7 +246,7 @@ DOCUMENT: dict[str, Any] = {
                                                     "description": "The code from POST /v1/login-codes"}}}}}},
                         extra={"400": _ERR, "403": _ERR}),
         },
-        "/ui/{asset}": {"get": _op("web_asset", "A file of the web UI (app.js, app.css, favicon.svg)", None,
+        "/ui/{asset}": {"get": _op("web_asset", "A file of the web UI (app.js, ask.js, app.css, favicon.svg)", None,
                                    public=True, params=[_path("asset", _text(1, 64), "The file's name")],
                                    ok={"description": "The file", "content": {"*/*": {"schema": {
                                        "type": "string", "format": "binary"}}}},
@@ -272,7 +284,14 @@ DOCUMENT: dict[str, Any] = {
                               "properties": {"query": _QUERY, **_FILTERS}},
             "AskRequest": {"type": "object", "required": ["query"], "additionalProperties": False,
                            "properties": {"query": _QUERY, **_FILTERS, "stream": {"type": "boolean"},
-                                          "mode": {"type": "string", "enum": ["hybrid", "tree"]}}},
+                                          "mode": {"type": "string", "enum": ["hybrid", "tree"]},
+                                          # its shape is checked by the engine, which says what an
+                                          # id looks like (and when it is a history id instead)
+                                          "conversation_id": {
+                                              **_text(1, 128),
+                                              "description": "Continue this conversation (an earlier answer's "
+                                                             "conversation_id: 'c' and 16 hex digits); without it "
+                                                             "the answer starts a new one"}}},
             **openai_compat.OPENAPI_SCHEMAS,
         },
     },

@@ -158,6 +158,19 @@ async def history_show(request: web.Request) -> web.Response:
     return _json(await _st(request).engine.history_show(_name(request, "history_id")))
 
 
+async def conversations_list(request: web.Request) -> web.Response:
+    q = openapi.parse_query(request.query, "/v1/conversations", "get")
+    return _json(await _st(request).engine.conversations_list(offset=q.get("offset", 0), limit=q.get("limit", 50)))
+
+
+async def conversation_show(request: web.Request) -> web.Response:
+    return _json(await _st(request).engine.conversation_show(_name(request, "conversation_id")))
+
+
+async def conversation_delete(request: web.Request) -> web.Response:
+    return _json(await _st(request).engine.conversation_delete(_name(request, "conversation_id")))
+
+
 async def search(request: web.Request) -> web.Response:
     b = await _body(request, "SearchRequest")
     return _json(await _st(request).engine.search(b.pop("query"), **b))
@@ -322,3 +335,6 @@ def add_routes(app: web.Application) -> None:
     r.add_post("/v1/ask/{history_id}/continue", ask_continue)
     r.add_get("/v1/history", history_list, allow_head=False)
     r.add_get("/v1/history/{history_id}", history_show, allow_head=False)
+    r.add_get("/v1/conversations", conversations_list, allow_head=False)
+    r.add_get("/v1/conversations/{conversation_id}", conversation_show, allow_head=False)
+    r.add_delete("/v1/conversations/{conversation_id}", conversation_delete)

@@ -36,7 +36,8 @@ from ragweedd.errors import NotFoundError, RequestError, SignInRefused
 MAX_LOGIN_BODY = 4096
 # favicon.svg: a browser asks for an icon on every page load (at /favicon.ico when the page names
 # none: the sign-in messages, a PDF opened from /v1/files); without one its console shows a 404
-ASSETS = {"app.js": "text/javascript; charset=utf-8", "login.js": "text/javascript; charset=utf-8",
+ASSETS = {"app.js": "text/javascript; charset=utf-8", "ask.js": "text/javascript; charset=utf-8",
+          "login.js": "text/javascript; charset=utf-8",
           "app.css": "text/css; charset=utf-8",
           "favicon.svg": "image/svg+xml"}
 PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "

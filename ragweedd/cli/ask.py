@@ -26,6 +26,11 @@ def run(cfg, args, out: TextIO | None = None, err: TextIO | None = None) -> int:
     err = err or sys.stderr
     if args.continue_id and args.query:
         raise RequestError("give either a question or --continue HISTORY_ID, not both")
+    follow_up, conversation = getattr(args, "follow_up", False), getattr(args, "conversation", None)
+    if follow_up and conversation:
+        raise RequestError("give --follow-up (the last conversation) or --conversation ID, not both")
+    if args.continue_id and (follow_up or conversation):
+        raise RequestError("--continue finishes a cut answer; --follow-up and --conversation ask a new question")
     query = " ".join(args.query or []).strip()
     if not args.continue_id:
         if not query:
@@ -52,9 +57,32 @@ async def _ask(services, query: str, args, out: TextIO, err: TextIO) -> int:
             from ragweedd.answer.tree_ask import no_llm_error
 
             raise no_llm_error()  # before a search that would be wasted
-        res = await services.search_async(query, args.collection, args.limit)
-        events = await flow.ask(query, res, tree=tree)
+        cid = await asyncio.to_thread(_conversation, services, args)
+        thread = await asyncio.to_thread(services.history.thread, cid) if cid else []
+        res = await services.followup_search(query, thread, collections=args.collection, limit=args.limit)
+        if not args.json:
+            say_rewrite(res["retrieval_meta"].get("rewrite"), err)
+        events = await flow.ask(query, res, tree=tree, conversation_id=cid, thread=thread)
     return await _print(services, events, args.json, out, err)
+
+
+def _conversation(services, args) -> str | None:
+    """The conversation the question continues: --conversation ID, the last one with --follow-up."""
+    if getattr(args, "conversation", None):
+        return str(args.conversation)
+    if not getattr(args, "follow_up", False):
+        return None
+    items = services.history.conversations(0, 1)["items"]
+    if not items:
+        raise RequestError("there is no conversation to follow up yet: ask a first question without --follow-up")
+    return str(items[0]["id"])
+
+
+def say_rewrite(rw: dict | None, err: TextIO) -> None:
+    """Before the answer, on stderr: what a follow-up was searched as (the same words as ragweedctl)."""
+    from ragweedd.cli.ctl_threads import say_rewrite as say
+
+    say(rw, err)
 
 
 async def _print(services, events, as_json: bool, out: TextIO, err: TextIO) -> int:
@@ -92,6 +120,9 @@ async def _print(services, events, as_json: bool, out: TextIO, err: TextIO) -> i
     if done.get("llm_setup"):
         err.write(f"note: {done['llm_setup']}\n")
     err.write(f"history entry {hid}\n")
+    if done.get("conversation_id"):
+        err.write(f"conversation {done['conversation_id']}, turn {done.get('turn')} "
+                  "(follow up with: ragweedd ask -f QUESTION)\n")
     return 0
 
 

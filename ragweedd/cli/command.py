@@ -64,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_limit_option(a, "passages retrieved for the answer (default 10)")
     a.add_argument("--continue", dest="continue_id", metavar="HISTORY_ID",
                    help="continue an answer that was cut at max_tokens")
+    a.add_argument("-f", "--follow-up", action="store_true",
+                   help="ask in the last conversation: the question keeps its subject")
+    a.add_argument("--conversation", metavar="ID", help="ask in this conversation (default: a new one)")
     add_tree_option(a)
     add_verbose_option(a)
 

@@ -127,7 +127,12 @@ def cmd_search(c: Client, a, out) -> int:
 
 
 def cmd_ask(c: Client, a, out) -> int:
+    in_thread = bool(a.follow_up or a.conversation)
     if a.continue_id:
+        if in_thread:
+            from ragweedd.cli.ctl_threads import conversation_to_continue
+
+            conversation_to_continue(c, a)  # says why the two do not go together
         path, body = f"/v1/ask/{_seg(a.continue_id)}/continue", None
         if not a.json:
             path += "?stream=true"
@@ -137,6 +142,10 @@ def cmd_ask(c: Client, a, out) -> int:
         path, body = "/v1/ask", {"query": " ".join(a.query), **_filters(a)}
         if a.tree:
             body["mode"] = "tree"
+        if in_thread:
+            from ragweedd.cli.ctl_threads import conversation_to_continue
+
+            body["conversation_id"] = conversation_to_continue(c, a)
     if a.json:
         if body is None:
             path += "?stream=false"
@@ -155,6 +164,10 @@ def cmd_ask(c: Client, a, out) -> int:
     for event, ev in sse_events(chunks):
         if event == "sources":
             sources = ev.get("sources", [])
+            if ev.get("rewrite"):  # what a follow-up was searched as, before its answer
+                from ragweedd.cli.ctl_threads import say_rewrite
+
+                say_rewrite(ev["rewrite"])
         elif event == "token":
             out.write(safe_text(ev.get("text", "")))
             out.flush()
@@ -181,6 +194,10 @@ def cmd_ask(c: Client, a, out) -> int:
     if done.get("finish_reason") == "max_tokens":
         out.write("\n(the answer was cut at max_tokens; continue with: "
                   f"ragweedctl ask --continue {safe(done.get('history_id'))})\n")
+    if done.get("conversation_id"):
+        from ragweedd.cli.ctl_threads import say_turn
+
+        say_turn(done)
     return EXIT_OK
 
 
@@ -260,29 +277,9 @@ def cmd_docs(c: Client, a, out) -> int:
 
 
 def cmd_history(c: Client, a, out) -> int:
-    if a.history_id:
-        h = c.call("GET", f"/v1/history/{_seg(a.history_id)}")
-        if a.json:
-            _print_json(h, out)
-            return EXIT_OK
-        out.write(f"{safe(h.get('id'))}  {safe(h.get('kind'))}  {safe(h.get('created_at'))}\n"
-                  f"  query: {safe(h.get('query'))}\n")
-        if h.get("answer"):
-            out.write(f"\n{safe_text(h['answer'])}\n")
-        _print_sources(h.get("sources") or h.get("results") or [], out)
-        from ragweedd.cli.ask import print_citation_checks, print_tree
+    from ragweedd.cli.ctl_threads import cmd_history as history
 
-        print_citation_checks(h, out)  # as ragweedctl ask printed them when it answered
-        print_tree(h, out)
-        return EXIT_OK
-    res = c.call("GET", "/v1/history" + _q({"offset": a.offset, "limit": a.limit}))
-    if a.json:
-        _print_json(res, out)
-        return EXIT_OK
-    for h in res.get("items", []):
-        out.write(f"{safe(h.get('id'))}  {safe(h.get('created_at'))}  {safe(h.get('kind')):<6}  "
-                  f"{safe(h.get('query'))}\n")
-    return EXIT_OK
+    return history(c, a, out)
 
 
 def cmd_mcp(a, err) -> int:
@@ -367,6 +364,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("query", nargs="*", help="the question")
     s.add_argument("--continue", dest="continue_id", metavar="HISTORY_ID",
                    help="continue an answer that was cut at max_tokens")
+    s.add_argument("-f", "--follow-up", action="store_true",
+                   help="ask in the last conversation (any face's): the question keeps its subject")
+    s.add_argument("--conversation", metavar="ID",
+                   help="ask in this conversation (`ragweedctl history --threads` lists them); "
+                        "default: a new one")
     add_limit_option(s, "passages retrieved for the answer (default 10)", default=None)
     add_tree_option(s)
     s = add("search", "search without writing an answer", [filt])
@@ -394,8 +396,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--state", choices=["queued", "indexed", "failed", "skipped", "superseded"],
                    help="only documents in this state")
     s.add_argument("--path-glob", metavar="GLOB", help="only documents whose path matches, e.g. '*/notes/*.md'")
-    s = add("history", "past searches and answers, or one in full", [paging])
-    s.add_argument("history_id", nargs="?", help="show this entry in full")
+    s = add("history", "past searches, answers and conversations, or one in full", [paging])
+    s.add_argument("history_id", nargs="?", metavar="ID",
+                   help="show this entry in full, or this conversation (an id starting with 'c') turn by turn")
+    s.add_argument("--threads", action="store_true", help="list the conversations, the last continued first")
+    s.add_argument("--delete", metavar="CONVERSATION_ID", help="delete this conversation and all its turns")
     s = add("service", "install, uninstall or inspect the systemd user unit / launchd agent")
     s.add_argument("action", choices=["install", "uninstall", "status"], help="what to do")
     s.add_argument("--dry-run", action="store_true", help="print what would be done, change nothing")

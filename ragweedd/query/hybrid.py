@@ -222,6 +222,22 @@ class Searcher:
                                  self._qvecs.get(query.lower()) if mode != "keyword" else None, out)
         return out
 
+    def word_stats(self, words: list[str], collections: list[str] | None = None) -> tuple[dict[str, int], int]:
+        """How many chunks hold each word (through the keyword index and its IDF cache), summed
+        over ``collections`` (every one searched when None), and how many chunks they have: what
+        the follow-up rules (query/followup.py) weigh a word by."""
+        dfs = dict.fromkeys(words, 0)
+        n = 0
+        for c in self.collections:
+            if collections and c.name not in collections:
+                continue
+            with c.fts_lock:
+                got = c.idf.df(list(words)) if words else {}
+                n += c.idf.n_docs
+            for w, df in got.items():
+                dfs[w] = dfs.get(w, 0) + int(df)
+        return dfs, n
+
     def _query_vector(self, query: str) -> Any:
         """The primary embedder's vector of the query, kept where the dense leg looks for it."""
         from ragweedd.embed.long import embed_texts

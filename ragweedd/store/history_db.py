@@ -4,6 +4,12 @@
 listings sort and filter on them; the record is one JSON document in ``body_json``, so the answer
 layer can add fields without migrations.
 
+A conversation is a row of ``conversations`` (its id, title and times) and the answers that are its
+turns: history rows whose ``conversation_id`` names it, numbered by ``turn`` from 1. Each turn's
+record repeats its ``conversation_id`` and ``turn``, so a copy that carries only the five history
+columns (a salvage, ``ragweedd migrate``) gets its threads back from the records
+(``adopt_conversations``).
+
 The daemon and the one-shot ``ragweedd ask`` may write the same file at once: SQLite's WAL and busy
 timeout serialise the two processes, a lock serialises threads inside one process (they share a
 connection, and two BEGINs on one connection would collide). Every sqlite3 error comes out as
@@ -15,7 +21,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ragweedd.errors import StorageError
 from ragweedd.store.sqlite import Migration, connect, migrate, transaction
@@ -35,7 +41,24 @@ MIGRATIONS: list[Migration] = [
         CREATE INDEX IF NOT EXISTS history_created ON history(created_at);
         CREATE INDEX IF NOT EXISTS history_kind_created ON history(kind, created_at);
     """),
+    (3, "conversations", """
+        ALTER TABLE history ADD COLUMN conversation_id TEXT;
+        ALTER TABLE history ADD COLUMN turn INTEGER;
+        CREATE UNIQUE INDEX history_conversation_turn ON history(conversation_id, turn)
+            WHERE conversation_id IS NOT NULL;
+        CREATE TABLE conversations(
+            id TEXT PRIMARY KEY,
+            title TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL);
+        CREATE INDEX conversations_updated ON conversations(updated_at);
+    """),
 ]
+# The history rows of a conversation that outlive it (a keep bound, a deleted entry) name nothing:
+# conversations left without a turn go with them, in the same transaction.
+_ORPHANS = ("DELETE FROM conversations WHERE id NOT IN"
+            " (SELECT conversation_id FROM history WHERE conversation_id IS NOT NULL)")
+_ENTRY = "SELECT id, kind, query, created_at, body_json, conversation_id, turn FROM history"
 
 
 _SALVAGE = "SELECT id, kind, query, created_at, body_json FROM history WHERE rowid"
@@ -90,6 +113,7 @@ class HistoryDB:
                 copied += len(rows)
         finally:
             src.close()
+        self.adopt_conversations()
         return copied
 
     @staticmethod
@@ -113,11 +137,36 @@ class HistoryDB:
         with self._lock, self._errors(), transaction(self.conn):
             self.conn.execute("INSERT INTO history(id, kind, query, created_at, body_json) VALUES (?,?,?,?,?)",
                               (hid, kind, query, created_at, body_json))
-            if keep > 0:
-                # rowid order breaks created_at ties, so the row just written is never the one dropped
-                self.conn.execute(
-                    "DELETE FROM history WHERE rowid IN (SELECT rowid FROM history"
-                    " ORDER BY created_at DESC, rowid DESC LIMIT -1 OFFSET ?)", (keep,))
+            self._keep(keep)
+
+    def insert_turn(self, hid: str, query: str, created_at: float, body_json: Callable[[int], str], *,
+                    conversation: str, title: str | None, keep: int = 0) -> int:
+        """Add an answer as the next turn of ``conversation`` and return its number (from 1); the
+        record is ``body_json(turn)``. ``title`` creates the conversation (its first turn); without
+        it the conversation must exist, else nothing is written and 0 is returned."""
+        with self._lock, self._errors(), transaction(self.conn):
+            if title is not None:
+                self.conn.execute("INSERT INTO conversations(id, title, created_at, updated_at) VALUES (?,?,?,?)",
+                                  (conversation, title, created_at, created_at))
+            elif not self.conn.execute("UPDATE conversations SET updated_at = max(updated_at, ?) WHERE id=?",
+                                       (created_at, conversation)).rowcount:
+                return 0
+            turn = self.conn.execute("SELECT coalesce(max(turn), 0) + 1 FROM history WHERE conversation_id=?",
+                                     (conversation,)).fetchone()[0]
+            self.conn.execute("INSERT INTO history(id, kind, query, created_at, body_json, conversation_id, turn)"
+                              " VALUES (?,'ask',?,?,?,?,?)",
+                              (hid, query, created_at, body_json(turn), conversation, turn))
+            self._keep(keep)
+            return int(turn)
+
+    def _keep(self, keep: int) -> None:
+        if keep > 0:
+            # rowid order breaks created_at ties, so the row just written is never the one dropped
+            dropped = self.conn.execute(
+                "DELETE FROM history WHERE rowid IN (SELECT rowid FROM history"
+                " ORDER BY created_at DESC, rowid DESC LIMIT -1 OFFSET ?)", (keep,)).rowcount
+            if dropped:
+                self.conn.execute(_ORPHANS)
 
     def set_body(self, hid: str, body_json: str) -> bool:
         """Replace a row's record; False when there is no such row."""
@@ -126,25 +175,74 @@ class HistoryDB:
 
     def delete(self, hid: str) -> bool:
         with self._lock, self._errors(), transaction(self.conn):
-            return self.conn.execute("DELETE FROM history WHERE id=?", (hid,)).rowcount > 0
+            gone = self.conn.execute("DELETE FROM history WHERE id=?", (hid,)).rowcount > 0
+            if gone:
+                self.conn.execute(_ORPHANS)
+            return gone
+
+    def delete_conversation(self, cid: str) -> int | None:
+        """Delete a conversation and every turn of it; the number of turns deleted, or None when
+        there is no such conversation."""
+        with self._lock, self._errors(), transaction(self.conn):
+            turns = self.conn.execute("DELETE FROM history WHERE conversation_id=?", (cid,)).rowcount
+            if not self.conn.execute("DELETE FROM conversations WHERE id=?", (cid,)).rowcount:
+                return None
+            return int(turns)
+
+    def adopt_conversations(self) -> int:
+        """Give rows whose record names a conversation (``conversation_id`` and ``turn``) but whose
+        columns do not (copied from elsewhere) their columns and conversation; returns how many."""
+        with self._lock, self._errors(), transaction(self.conn):
+            n = self.conn.execute(
+                "UPDATE OR IGNORE history SET conversation_id = json_extract(body_json, '$.conversation_id'),"
+                " turn = json_extract(body_json, '$.turn') WHERE conversation_id IS NULL AND kind = 'ask'"
+                " AND json_valid(body_json) AND json_type(body_json, '$.conversation_id') = 'text'"
+                " AND json_type(body_json, '$.turn') = 'integer'").rowcount
+            if n:
+                self.conn.execute(
+                    "INSERT OR IGNORE INTO conversations(id, title, created_at, updated_at)"
+                    " SELECT conversation_id, (SELECT query FROM history f WHERE f.conversation_id = h.conversation_id"
+                    " ORDER BY turn LIMIT 1), min(created_at), max(created_at)"
+                    " FROM history h WHERE conversation_id IS NOT NULL GROUP BY conversation_id")
+            return int(n)
 
     # --- reading ----------------------------------------------------------------------------------
-    def page(self, offset: int, limit: int, kind: str | None = None) -> tuple[int, list[tuple[str, str, str, float]]]:
-        """(total, [(id, kind, query, created_at)]) newest first, of one kind or all."""
+    def page(self, offset: int, limit: int, kind: str | None = None) -> tuple[int, list[tuple[Any, ...]]]:
+        """(total, [(id, kind, query, created_at, conversation_id, turn)]) newest first, of one kind or all."""
         where, args = ("WHERE kind=?", [kind]) if kind else ("", [])
         with self._lock, self._errors():
             total = self.conn.execute(f"SELECT count(*) FROM history {where}", args).fetchone()[0]
-            rows = self.conn.execute(f"SELECT id, kind, query, created_at FROM history {where}"
+            rows = self.conn.execute(f"SELECT id, kind, query, created_at, conversation_id, turn FROM history {where}"
                                      " ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
                                      [*args, limit, offset]).fetchall()
         return total, [tuple(r) for r in rows]
 
     def get(self, hid: str) -> dict[str, Any] | None:
-        """{id, kind, query, created_at, body_json} of one row."""
+        """{id, kind, query, created_at, body_json, conversation_id, turn} of one row."""
         with self._lock, self._errors():
-            r = self.conn.execute("SELECT id, kind, query, created_at, body_json FROM history WHERE id=?",
-                                  (hid,)).fetchone()
+            r = self.conn.execute(_ENTRY + " WHERE id=?", (hid,)).fetchone()
         return dict(r) if r is not None else None
+
+    def conversation_page(self, offset: int, limit: int) -> tuple[int, list[tuple[str, str, float, float, int]]]:
+        """(total, [(id, title, created_at, updated_at, turns)]), the most recently continued first."""
+        with self._lock, self._errors():
+            total = self.conn.execute("SELECT count(*) FROM conversations").fetchone()[0]
+            rows = self.conn.execute(
+                "SELECT id, title, created_at, updated_at,"
+                " (SELECT count(*) FROM history h WHERE h.conversation_id = c.id) FROM conversations c"
+                " ORDER BY updated_at DESC, rowid DESC LIMIT ? OFFSET ?", (limit, offset)).fetchall()
+        return total, [tuple(r) for r in rows]
+
+    def conversation(self, cid: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+        """The conversation's row {id, title, created_at, updated_at} and its turns' rows (as ``get``
+        gives them) in turn order; None when there is no such conversation."""
+        with self._lock, self._errors():
+            c = self.conn.execute("SELECT id, title, created_at, updated_at FROM conversations WHERE id=?",
+                                  (cid,)).fetchone()
+            if c is None:
+                return None
+            turns = self.conn.execute(_ENTRY + " WHERE conversation_id=? ORDER BY turn", (cid,)).fetchall()
+        return dict(c), [dict(t) for t in turns]
 
     def count(self) -> int:
         with self._lock, self._errors():

@@ -164,6 +164,7 @@ def _copy_history(path: Any, dst: PgBackend) -> int:
             if out.get(r["id"]) is None:
                 out.insert(r["id"], r["kind"], r["query"], r["created_at"], r["body_json"])
                 n += 1
+        out.adopt_conversations()  # each turn's record names its conversation
         return n
     finally:
         out.close()

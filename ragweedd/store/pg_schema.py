@@ -278,4 +278,22 @@ DROP INDEX history_kind_created;
 CREATE INDEX history_source_created ON history(source, created_at, n);
 CREATE INDEX history_source_kind_created ON history(source, kind, created_at, n);
 """),
+    # Conversations (store/pg_history.py): a thread's row, per source as the history is, and its
+    # turns as history rows that name it, numbered from 1.
+    (7, "conversations", """
+ALTER TABLE history ADD COLUMN conversation_id text;
+ALTER TABLE history ADD COLUMN turn integer;
+CREATE UNIQUE INDEX history_source_conversation ON history(source, conversation_id, turn)
+    WHERE conversation_id IS NOT NULL;
+CREATE TABLE conversations (
+    source text NOT NULL,
+    id text NOT NULL,
+    n bigserial NOT NULL,
+    title text NOT NULL,
+    created_at double precision NOT NULL,
+    updated_at double precision NOT NULL,
+    PRIMARY KEY (source, id)
+);
+CREATE INDEX conversations_source_updated ON conversations(source, updated_at, n);
+"""),
 ]

@@ -57,6 +57,7 @@ const WEB_FIXES = {
   list_collections: "the Documents tab lists the collections",
   list_documents: "the Documents tab lists the documents",
   list_history: "the History tab lists past answers",
+  list_conversations: "the History tab lists the conversations; New conversation starts one",
   start_daemon: "start it with `ragweedd run` (or `make run`), then reload this page",
   wait_for_indexing: "files still being read are searchable in moments (the Documents tab shows the progress); " +
     "an empty collection needs files in its folders",
@@ -122,8 +123,10 @@ function route() {
   if (parts[0] === "view" && parts[1]) { openTextView(parts[1], parts[2], parts[3]); return; }
   const tab = ["ask", "search", "documents", "history"].includes(parts[0]) ? parts[0] : "ask";
   show(tab);
+  // #ask/ID reopens a conversation (ask.js); a bare #ask is a new one
+  if (tab === "ask") openThread(parts[1] || null);
   if (tab === "documents") { loadCollections(); loadDocuments(true); pollStatus(); }
-  if (tab === "history") loadHistory(true);
+  if (tab === "history") { loadThreads(true); loadHistory(true); }
 }
 
 // ------------------------------------------------------------------ collections (select boxes)
@@ -483,75 +486,6 @@ function renderAnswer(box, rec) {
     el("h3", {}, "Sources"), renderSources(sources) || el("p", { class: "muted" }, "none")].filter(Boolean));
 }
 
-// ------------------------------------------------------------------ ask (streamed)
-async function* sseEvents(response) {
-  const reader = response.body.getReader();
-  const dec = new TextDecoder();
-  let buf = "";
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    buf += dec.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
-    let i;
-    while ((i = buf.indexOf("\n\n")) >= 0) {
-      const frame = buf.slice(0, i);
-      buf = buf.slice(i + 2);
-      let name = "message";
-      const data = [];
-      for (const line of frame.split("\n")) {
-        if (line.startsWith(":")) continue;  // keep-alive comment
-        if (line.startsWith("event:")) name = line.slice(6).trim();
-        else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
-      }
-      if (data.length) yield [name, JSON.parse(data.join("\n"))];
-    }
-  }
-}
-
-let asking = null;
-
-async function ask(ev) {
-  ev.preventDefault();
-  const query = $("ask-query").value.trim();
-  if (!query) return;
-  if (asking) asking.abort();
-  asking = new AbortController();
-  const body = { query };
-  if ($("ask-collection").value) body.collections = [$("ask-collection").value];
-  if ($("ask-mode").value === "tree") body.mode = "tree";
-  const box = $("ask-out");
-  const live = el("div", { class: "answer card streaming" }, el("span", { class: "muted" }, "searching…"));
-  box.replaceChildren(live);
-  $("ask-go").disabled = true;
-  let text = "", sources = [], done = null;
-  try {
-    const r = await fetch("/v1/ask", {
-      method: "POST", credentials: "same-origin", signal: asking.signal,
-      headers: withKey({ "Content-Type": "application/json", "Accept": "text/event-stream" }), body: JSON.stringify(body),
-    });
-    if (!r.ok || !(r.headers.get("Content-Type") || "").startsWith("text/event-stream")) {
-      await readJson(r);
-      throw new Error("the daemon answered without an answer stream");
-    }
-    for await (const [name, data] of sseEvents(r)) {
-      if (name === "sources" || name === "context") sources = data.sources;
-      else if (name === "token") text += data.text;
-      else if (name === "done") done = data;
-      else if (name === "error") throw new ApiError(500, { error: data.error });
-      if (name === "token" || name === "context") live.replaceChildren(renderAnswerText(text, sources));
-    }
-    if (!done) throw new Error("the answer stream ended early (did ragweedd stop?)");
-    renderAnswer(box, done);
-  } catch (e) {
-    if (e.name === "AbortError") return;  // a newer question took the box over
-    showError(e);
-    // not "searching…" forever: the box says the question got no answer, and why
-    box.replaceChildren(el("p", { class: "state failed ask-error" }, "No answer: " + (e.message || String(e))));
-  } finally {
-    $("ask-go").disabled = false;
-  }
-}
-
 // ------------------------------------------------------------------ search
 // A hit's snippet: the text around the matched words with each match in a <mark> (``snippet`` and
 // its [start, end) ``snippet_marks``, offsets in code points as the daemon counts them), built of
@@ -733,7 +667,8 @@ async function loadHistory(reset) {
   const items = page.items.map((h) => el("li", {},
     el("span", { class: "kind " + h.kind }, h.kind), " ",
     el("a", { href: "#history", "data-id": h.id, onclick: (ev) => { ev.preventDefault(); showHistory(h.id); } }, h.query),
-    el("div", { class: "muted small" }, when(h.created_at))));
+    el("div", { class: "muted small" }, when(h.created_at),
+      h.conversation_id ? [" · ", el("a", { href: `#ask/${h.conversation_id}`, class: "thread-link" }, `turn ${h.turn} of a conversation`)] : null)));
   if (reset) $("history-list").replaceChildren(...items); else $("history-list").append(...items);
   if (reset && !page.items.length) {
     $("history-list").replaceChildren(el("li", { class: "muted empty" }, "No searches or answers yet: what you ask and search is kept here."));
@@ -747,7 +682,10 @@ async function showHistory(id) {
   let h;
   try { h = await api("GET", `/v1/history/${encodeURIComponent(id)}`); } catch (e) { showError(e); return; }
   const inner = el("div", {});
-  box.replaceChildren(el("h2", {}, h.query), el("p", { class: "muted small" }, `${h.kind} · ${when(h.created_at)}`), inner);
+  const searched = h.rewrite && h.rewrite.rewritten ? el("p", { class: "searched muted small" }, "Searched for: ", el("q", {}, h.rewrite.query)) : null;
+  const thread = h.conversation_id ? [" · ", el("a", { href: `#ask/${h.conversation_id}` }, `turn ${h.turn} of a conversation: open it`)] : null;
+  box.replaceChildren(...[el("h2", {}, h.query), el("p", { class: "muted small" }, `${h.kind} · ${when(h.created_at)}`, thread),
+    searched, inner].filter(Boolean));
   if (h.kind === "ask") {
     if (h.error) inner.append(el("p", { class: "state failed" }, h.error.message));
     renderAnswer(inner, h);
@@ -765,6 +703,9 @@ async function showHistory(id) {
 // ------------------------------------------------------------------ start
 document.addEventListener("DOMContentLoaded", () => {
   $("ask-form").addEventListener("submit", ask);
+  $("ask-new").addEventListener("click", () => { location.hash = "#ask"; });
+  $("ask-delete").addEventListener("click", deleteThread);
+  $("threads-more").addEventListener("click", () => loadThreads(false));
   $("search-form").addEventListener("submit", search);
   $("upload-form").addEventListener("submit", upload);
   $("docs-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadDocuments(true); });

@@ -291,6 +291,39 @@ case("history-show-ask", "llm_api", "GET", "/v1/history/{history_id}")(
                            ["history_id"]))
 case("history-show-404", "api", "GET", "/v1/history/{history_id}", 404)(
     lambda a, _: a.request("GET", "/v1/history/0000000000000000"))
+# conversations (tests/integration/test_conversations_flow.py has what they do)
+def _thread(a) -> str:
+    first = a.ok("POST", "/v1/ask?stream=false", {"query": "attention token"})
+    a.ok("POST", "/v1/ask?stream=false", {"query": "and its heads?", "conversation_id": first["conversation_id"]})
+    return first["conversation_id"]
+
+
+case("ask-sse-follow-up", "api", "POST", "/v1/ask", sse=True)(
+    lambda a, _: a.request("POST", "/v1/ask", {"query": "and its heads?", "conversation_id": _thread(a)}))
+case("ask-json-follow-up-llm", "llm_api", "POST", "/v1/ask")(
+    lambda a, _: a.request("POST", "/v1/ask?stream=false", {"query": "and dogs?", "conversation_id": a.ok(
+        "POST", "/v1/ask?stream=false", {"query": "do cats purr?"})["conversation_id"]}))
+case("ask-404-conversation", "api", "POST", "/v1/ask", 404)(
+    lambda a, _: a.request("POST", "/v1/ask", {"query": "x", "conversation_id": "c0000000000000000"}))
+case("ask-400-conversation-id", "api", "POST", "/v1/ask", 400)(
+    lambda a, _: a.request("POST", "/v1/ask", {"query": "x", "conversation_id": "0000000000000000"}))
+case("conversations", "api", "GET", "/v1/conversations")(
+    lambda a, _: (_thread(a), a.request("GET", "/v1/conversations?offset=0&limit=5"))[1])
+case("conversations-400", "api", "GET", "/v1/conversations", 400)(
+    lambda a, _: a.request("GET", "/v1/conversations?limit=0"))
+case("conversation-show", "api", "GET", "/v1/conversations/{conversation_id}")(
+    lambda a, _: a.request("GET", f"/v1/conversations/{_thread(a)}"))
+case("conversation-show-llm", "llm_api", "GET", "/v1/conversations/{conversation_id}")(
+    lambda a, _: a.request("GET", "/v1/conversations/" + a.ok("POST", "/v1/ask?stream=false", {"query": "cats"})
+                           ["conversation_id"]))
+case("conversation-show-404", "api", "GET", "/v1/conversations/{conversation_id}", 404)(
+    lambda a, _: a.request("GET", "/v1/conversations/c0000000000000000"))
+case("conversation-show-400", "api", "GET", "/v1/conversations/{conversation_id}", 400)(
+    lambda a, _: a.request("GET", "/v1/conversations/not-an-id"))
+case("conversation-delete", "api", "DELETE", "/v1/conversations/{conversation_id}")(
+    lambda a, _: a.request("DELETE", f"/v1/conversations/{_thread(a)}"))
+case("conversation-delete-404", "api", "DELETE", "/v1/conversations/{conversation_id}", 404)(
+    lambda a, _: a.request("DELETE", "/v1/conversations/c0000000000000000"))
 # the web UI's sign-in codes and original files (tests/integration/test_web_security.py has the rest)
 case("login-code", "api", "POST", "/v1/login-codes")(lambda a, _: a.request("POST", "/v1/login-codes"))
 case("login-code-401", "api", "POST", "/v1/login-codes", 401)(

@@ -89,7 +89,8 @@ def test_round_trip_through_a_reopened_file(db):
         assert listing["total"] == 2
         assert [i["id"] for i in listing["items"]] == [aid, sid], "newest first"
         assert listing["items"][0] == {"id": aid, "kind": "ask", "query": "do cats purr?",
-                                       "created_at": "1970-01-01T00:33:20+00:00"}
+                                       "created_at": "1970-01-01T00:33:20+00:00", "conversation_id": None,
+                                       "turn": None}
         e = s.show(sid)
         assert e["kind"] == "search" and e["query"] == "cats"
         assert [h["filename"] for h in e["results"]] == ["f0.md", "f1.md"]
@@ -204,7 +205,7 @@ def test_pre_migration_table_keeps_its_rows_and_gains_indexes(sqlite_db):
         plan = " ".join(r[-1] for r in s.db.conn.execute(
             "EXPLAIN QUERY PLAN SELECT id FROM history WHERE kind='ask' ORDER BY created_at DESC LIMIT 5"))
         assert "history_kind_created" in plan, plan
-        assert [r[0] for r in s.db.conn.execute("SELECT number FROM schema_migrations ORDER BY 1")] == [1, 2]
+        assert [r[0] for r in s.db.conn.execute("SELECT number FROM schema_migrations ORDER BY 1")] == [1, 2, 3]
 
 
 def test_bounded_growth_drops_the_oldest(db):

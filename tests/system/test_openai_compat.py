@@ -26,8 +26,11 @@ PDF_PAGES = ["Chapter one is about dogs. Dogs bark at the postman every single m
 
 
 def reply(provider, messages):
-    """Cites the source that holds the purring sentence, by the number the prompt gave it."""
+    """Cites the source that holds the purring sentence, by the number the prompt gave it; asked to
+    rewrite a follow-up, answers with the question itself (it stands alone)."""
     prompt = messages[-1]["content"]
+    if "LAST QUESTION:" in prompt:
+        return prompt.split("LAST QUESTION:", 1)[1].split("\n", 1)[0].strip()
     at = prompt.find("Cats purr")
     nums = [(m.start(), m.group(1)) for m in re.finditer(r"\[(\d+)\]", prompt[:at])] if at >= 0 else []
     if not nums:
@@ -152,9 +155,14 @@ def test_chat_with_llm_gives_the_cited_answer(with_llm, llm):
     assert_points_at_page_two(body["citations"], with_llm.pets)
     assert r.usage.prompt_tokens > 0 and r.usage.completion_tokens > 0
     assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
-    # only the last user message went to the model, not the earlier turns
-    prompt = llm.requests[-1]["messages"][-1]["content"]
-    assert "do cats purr?" in prompt and "an earlier question" not in prompt
+    # the messages before the question are the thread: one call rewrote the question from them,
+    # and the answer's prompt has them as its earlier turns (the client's system prompt is not ours)
+    rewrite, answer = llm.requests[-2:]
+    assert "Q1: an earlier question\nA1: an earlier answer" in rewrite["messages"][-1]["content"]
+    assert [(m["role"], m["content"]) for m in answer["messages"][1:3]] == [("user", "an earlier question"),
+                                                                            ("assistant", "an earlier answer")]
+    prompt = answer["messages"][-1]["content"]
+    assert "do cats purr?" in prompt and "an earlier question" not in prompt and "You are helpful" not in str(answer)
 
 
 def test_chat_stream_with_llm(with_llm):
@@ -240,23 +248,26 @@ def fresh_llm(llm):
     llm.script.clear()
 
 
+REWRITTEN = {"text": "do cats purr?"}  # the rewrite of the question after the earlier turns the client sends
+
+
 def test_provider_failure_is_an_api_error_and_the_daemon_stays_up(with_llm, fresh_llm):
-    fresh_llm.push({"status": 500, "message": "the model server is overloaded"})
+    fresh_llm.push(REWRITTEN, {"status": 500, "message": "the model server is overloaded"})
     with pytest.raises(openai.InternalServerError) as ei:
         ask(client(with_llm), "ragweedd/all", "do cats purr?")
     assert ei.value.status_code == 502 and ei.value.code == "provider" and "overloaded" in ei.value.message
 
     # streaming: the failure comes after the headers, as a data line holding "error", which the SDK raises
-    fresh_llm.push({"status": 500, "message": "the model server is overloaded"})
+    fresh_llm.push(REWRITTEN, {"status": 500, "message": "the model server is overloaded"})
     with pytest.raises(openai.APIError, match="overloaded"):
         list(ask(client(with_llm), "ragweedd/all", "do cats purr?", stream=True))
     assert ask(client(with_llm), "ragweedd/all", "do cats purr?").choices[0].finish_reason == "stop"
 
 
 def test_an_answer_cut_at_max_tokens_finishes_with_length(with_llm, fresh_llm):
-    fresh_llm.push({"text": "Cats purr when", "stop": "max_tokens"})
+    fresh_llm.push(REWRITTEN, {"text": "Cats purr when", "stop": "max_tokens"})
     r = ask(client(with_llm), "ragweedd/all", "do cats purr?")
     assert r.choices[0].finish_reason == "length" and r.choices[0].message.content == "Cats purr when"
-    fresh_llm.push({"text": "Cats purr when", "stop": "max_tokens"})
+    fresh_llm.push(REWRITTEN, {"text": "Cats purr when", "stop": "max_tokens"})
     chunks = list(ask(client(with_llm), "ragweedd/all", "do cats purr?", stream=True))
     assert chunks[-1].choices[0].finish_reason == "length"

@@ -165,7 +165,7 @@ def test_a_history_entry_low_in_a_long_list_opens_in_view(d, ui):
         d.search(f"heron marsh {i}")
     go(ui, d, "history")
     wait_until(lambda: len(by_css(ui, "#history-list li")) >= 40, 10, what="a long history list")
-    last = by_css(ui, "#history-list li a")[-1]
+    last = by_css(ui, "#history-list li a[data-id]")[-1]  # the entry's own link, not its conversation's
     query = last.get_attribute("textContent")
     ui.execute_script("arguments[0].scrollIntoView({block: 'end'})", last)  # the reader scrolls down to it
     assert ui.execute_script("return window.scrollY") > 300, "the list is not long enough to scroll"

@@ -35,7 +35,8 @@ def check_implements(cls) -> list[str]:
 def test_protocol_lists_the_routes_methods():
     assert {"status", "list_collections", "add_collection", "remove_collection", "scan", "reanalyze",
             "rebuild_fts", "list_documents", "get_document", "source_file", "upload", "search", "ask", "ask_continue",
-            "history_list", "history_show"} == set(METHODS)
+            "history_list", "history_show", "conversations_list", "conversation_show",
+            "conversation_delete"} == set(METHODS)
 
 
 def test_daemon_engine_implements_the_protocol():

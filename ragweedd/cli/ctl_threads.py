@@ -1,0 +1,165 @@
+"""ragweedctl's conversations: which one ``ask -f`` / ``--conversation`` continues, what it says
+about the query a follow-up was searched as, and ``history`` (entries, ``--threads``, one thread
+in full, ``--delete``). Imported only by those commands (standard library and the contract only),
+so ragweedctl's start-up stays what it was."""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Any
+
+from ragweedd.cli.ctl_http import Client, CtlError
+from ragweedd.cli.ctl_text import _print_json, _print_sources, safe, safe_text
+from ragweedd.cli.exits import EXIT_OK, EXIT_USAGE
+from ragweedd.contract import CONVERSATION_ID_PATTERN
+
+_CONVERSATION = re.compile(CONVERSATION_ID_PATTERN.replace("$", r"\Z"))
+
+
+def is_conversation_id(text: str) -> bool:
+    return bool(_CONVERSATION.match(text or ""))
+
+
+def _seg(s: str) -> str:
+    from urllib.parse import quote
+
+    return quote(s, safe="")
+
+
+def conversation_to_continue(c: Client, a) -> str | None:
+    """The conversation an ``ask`` continues: ``--conversation ID``, the last one continued on any
+    face with ``-f/--follow-up``, else None (the answer starts a new one)."""
+    if a.follow_up and a.conversation:
+        raise CtlError("give --follow-up (the last conversation) or --conversation ID, not both", EXIT_USAGE)
+    if a.continue_id and (a.follow_up or a.conversation):
+        raise CtlError("--continue finishes a cut answer; --follow-up and --conversation ask a new question",
+                       EXIT_USAGE)
+    if a.conversation:
+        return str(a.conversation)
+    if not a.follow_up:
+        return None
+    items = c.call("GET", "/v1/conversations?limit=1").get("items") or []
+    if not items:
+        raise CtlError("there is no conversation to follow up yet: ask a first question without --follow-up",
+                       EXIT_USAGE)
+    return str(items[0]["id"])
+
+
+def say_rewrite(rw: dict | None, err=None) -> None:
+    """On stderr, before the answer: the query a follow-up was searched as, never hidden."""
+    err = err or sys.stderr
+    if not isinstance(rw, dict) or rw.get("method") == "none":
+        return
+    if rw.get("rewritten"):
+        how = f"rewritten by {rw['llm']['provider']}" if rw.get("llm") else \
+            "carried from the earlier turns: " + ", ".join(safe(w) for w in rw.get("carried") or [])
+        err.write(f"searched for: {safe(rw.get('query'))}  ({how})\n")
+    elif rw.get("llm", {}).get("error"):
+        err.write(f"note: {safe(rw.get('reason'))}\n")
+    if rw.get("filters_carried"):
+        shown = ", ".join(f"{k} {safe(v)}" for k, v in (rw.get("filters") or {}).items())
+        err.write(f"filters of the earlier turn: {shown}\n")
+
+
+def say_turn(done: dict, err=None) -> None:
+    """On stderr, after the answer: which conversation and turn it is, and how to follow it up."""
+    err = err or sys.stderr
+    if done.get("conversation_id"):
+        err.write(f"conversation {safe(done['conversation_id'])}, turn {safe(done.get('turn'))} "
+                  f"(follow up with: ragweedctl ask -f QUESTION)\n")
+
+
+# --------------------------------------------------------------------------- history
+def cmd_history(c: Client, a, out) -> int:
+    if a.delete:
+        if a.history_id or a.threads:
+            raise CtlError("--delete takes a conversation id on its own", EXIT_USAGE)
+        return _delete(c, a, out)
+    if a.history_id and is_conversation_id(a.history_id):
+        return _thread(c, a, out)
+    if a.history_id:
+        return _entry(c, a, out)
+    if a.threads:
+        return _threads(c, a, out)
+    from ragweedd.cli.ctl import _q
+
+    res = c.call("GET", "/v1/history" + _q({"offset": a.offset, "limit": a.limit}))
+    if a.json:
+        _print_json(res, out)
+        return EXIT_OK
+    for h in res.get("items", []):
+        turn = f"{safe(h['conversation_id'])} #{safe(h.get('turn'))}" if h.get("conversation_id") else ""
+        out.write(f"{safe(h.get('id'))}  {safe(h.get('created_at'))}  {safe(h.get('kind')):<6}  {turn:<22s}"
+                  f"{safe(h.get('query'))}\n")
+    return EXIT_OK
+
+
+def _threads(c: Client, a, out) -> int:
+    from ragweedd.cli.ctl import _q
+
+    res = c.call("GET", "/v1/conversations" + _q({"offset": a.offset, "limit": a.limit}))
+    if a.json:
+        _print_json(res, out)
+        return EXIT_OK
+    for t in res.get("items", []):
+        n = t.get("turn_count", 0)
+        out.write(f"{safe(t.get('id'))}  {safe(t.get('updated_at'))}  {n:>3} turn{'s' if n != 1 else ' '}  "
+                  f"{safe(t.get('title'))}\n")
+    out.write(f"{len(res.get('items', []))} of {res.get('total', 0)} conversations; "
+              "`ragweedctl history ID` shows one\n")
+    return EXIT_OK
+
+
+def _thread(c: Client, a, out) -> int:
+    t = c.call("GET", f"/v1/conversations/{_seg(a.history_id)}")
+    if a.json:
+        _print_json(t, out)
+        return EXIT_OK
+    turns = t.get("turns") or []
+    out.write(f"conversation {safe(t.get('id'))}: {len(turns)} turn{'s' if len(turns) != 1 else ''}, "
+              f"started {safe(t.get('created_at'))}, last {safe(t.get('updated_at'))}\n")
+    for e in turns:
+        out.write(f"\n── turn {safe(e.get('turn'))}  {safe(e.get('created_at'))}  (history {safe(e.get('id'))})\n")
+        _print_answer(e, out)
+    return EXIT_OK
+
+
+def _entry(c: Client, a, out) -> int:
+    h = c.call("GET", f"/v1/history/{_seg(a.history_id)}")
+    if a.json:
+        _print_json(h, out)
+        return EXIT_OK
+    out.write(f"{safe(h.get('id'))}  {safe(h.get('kind'))}  {safe(h.get('created_at'))}\n")
+    if h.get("conversation_id"):
+        out.write(f"  turn {safe(h.get('turn'))} of conversation {safe(h['conversation_id'])}\n")
+    _print_answer(h, out)
+    return EXIT_OK
+
+
+def _print_answer(h: dict[str, Any], out) -> None:
+    """One entry as ``ragweedctl ask`` printed it: the question, what it was searched as, the
+    answer, its sources and checks."""
+    out.write(f"  query: {safe(h.get('query'))}\n")
+    rw = h.get("rewrite") or {}
+    if rw.get("rewritten"):
+        out.write(f"  searched for: {safe(rw.get('query'))}\n")
+    if (h.get("error") or {}).get("message"):
+        out.write(f"  failed: {safe(h['error']['message'])}\n")
+    if h.get("answer"):
+        out.write(f"\n{safe_text(h['answer'])}\n")
+    _print_sources(h.get("sources") or h.get("results") or [], out)
+    from ragweedd.cli.ask import print_citation_checks, print_tree
+
+    print_citation_checks(h, out)  # as ragweedctl ask printed them when it answered
+    print_tree(h, out)
+
+
+def _delete(c: Client, a, out) -> int:
+    res = c.call("DELETE", f"/v1/conversations/{_seg(a.delete)}")
+    if a.json:
+        _print_json(res, out)
+        return EXIT_OK
+    n = res.get("turns", 0)
+    out.write(f"deleted conversation {safe(res.get('id'))} and its {n} turn{'s' if n != 1 else ''}\n")
+    return EXIT_OK

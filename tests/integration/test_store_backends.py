@@ -276,8 +276,9 @@ def test_history_rows(backend):
         assert h.count() == 4 and h.get("h0") is None  # the oldest dropped
         total, rows = h.page(0, 10)
         assert total == 4 and [r[0] for r in rows] == ["h4", "h3", "h2", "h1"]
-        assert h.page(0, 10, kind="search") == (2, [("h3", "search", "query 3", 101.0),
-                                                    ("h1", "search", "query 1", 100.0)])
+        # (id, kind, query, time, conversation id, turn): these entries are in no conversation
+        assert h.page(0, 10, kind="search") == (2, [("h3", "search", "query 3", 101.0, None, None),
+                                                    ("h1", "search", "query 1", 100.0, None, None)])
         assert h.set_body("h4", '{"x": 1}') and h.get("h4")["body_json"] == '{"x": 1}'
         assert not h.set_body("nope", "{}") and h.delete("h4") and not h.delete("h4")
     finally:

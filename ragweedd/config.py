@@ -184,8 +184,10 @@ KEYS: tuple[KeySpec, ...] = (
     K("embed", "threads", int, 2, "Threads the local ONNX embedder uses.", _range(1, 256)),
     K("embed", "migrate", bool, True, "When embed.model changes, build the new model's vectors beside the old ones while searches keep using the old model, then switch every collection at once (false: drop the collections' vectors and index them again from their files). See docs/embedders.md.", None),
     K("embed", "retry_s", float, 30.0, "While a change of embed.model waits for a new model that cannot be loaded (its Ollama server down, the model not pulled), the old model serves and the new one is tried again this often (seconds). See docs/embedders.md.", _range(0.1, 86400.0)),
+    K("embed", "languages", str, "auto", "Languages the primary embedder reads well: ISO 639-1 codes separated by commas ('en', 'en,de'), '*' for every language, or 'auto': what the embedder declares (the embedded MiniLM: 'en'; Ollama and hash embedders: '*'). A query in a language no working embedder reads is ranked by the keyword leg first (uncovered_dense_weight; docs/embedders.md, Languages).", None),
     K("", "multi_embed_384", str, "", "MULTI_EMBED_384: model of an extra 384-d embedding pass, in the form of embed.model (e.g. 'ollama:all-minilm', or 'local:all-minilm-l6-v2' beside an Ollama primary; empty = off). Its vectors are stored beside the primary's and indexed in data_level0_384.bin; searches keep each chunk's best similarity over the passes. A model that cannot be used is skipped with a warning and a line in status `degraded`."),
     K("", "multi_embed_1024", str, "", "MULTI_EMBED_1024: model of an extra 1024-d embedding pass (e.g. 'ollama:mxbai-embed-large'; empty = off), like multi_embed_384, indexed in data_level0_1024.bin."),
+    K("", "multi_embed_languages", str, "auto", "Languages the extra passes' models (multi_embed_384, multi_embed_1024) read well, in the form of embed.languages; 'auto' = what each pass's embedder declares ('*' for Ollama models). A query is read by the dense leg when the primary or a working pass covers its language.", None),
     # --- index -----------------------------------------------------------------------------
     K("", "hnsw_ef", int, 512, "HNSW_EF: layer-0 beam width at search.", _range(1, 4096)),
     K("", "hnsw_exact_below", int, 20000, "Collections with fewer vectors than this are searched exactly (as fast, and exact).", _range(0, 10**9)),
@@ -210,6 +212,7 @@ KEYS: tuple[KeySpec, ...] = (
     K("", "wordnet_dir", str, "/usr/share/wordnet", "Directory of the WordNet 3.0 dict files (index.noun, data.noun, ...)."),
     K("", "fusion", str, "zscore", "How keyword and vector results merge: 'zscore' (each leg standardised over its top scores, then weighted; measured best over SciFact train and FinanceBench dev), 'convex' (cosine and BM25 over the query's best BM25, weighted), 'rrf' (reciprocal-rank fusion) or 'boost' (+fts_weight, the original design).", _choice("zscore", "convex", "rrf", "boost")),
     K("", "zscore_dense_weight", float, 0.55, "Fusion 'zscore': the dense leg's weight (the keyword leg gets the rest).", _range(0.0, 1.0)),
+    K("", "uncovered_dense_weight", float, 0.1, "Fusion 'zscore' and 'convex': the dense leg's weight (instead of zscore_dense_weight / convex_dense_weight) for a query in a language no working embedder reads (embed.languages, multi_embed_languages), so an embedder blind to it cannot push down what the keyword leg found; fusion 'rrf': the dense list's weight for such a query.", _range(0.0, 1.0)),
     K("", "convex_dense_weight", float, 0.7, "Fusion 'convex': the cosine's weight (the normalised BM25 gets the rest).", _range(0.0, 1.0)),
     K("", "dense_feedback", int, 5, "Rocchio feedback of hybrid search with 'zscore' or 'convex' fusion: the query vector moves toward the stored vectors of this many top fused results and the vector search runs again (0 = off).", _range(0, 100)),
     K("", "dense_feedback_weight", float, 0.3, "Rocchio feedback: the weight of the feedback vectors' mean added to the query vector.", _range(0.0, 10.0)),
@@ -327,8 +330,10 @@ class Config:
     embed_threads: int = 2
     embed_migrate: bool = True
     embed_retry_s: float = 30.0
+    embed_languages: str = "auto"
     multi_embed_384: str = ""
     multi_embed_1024: str = ""
+    multi_embed_languages: str = "auto"
     # index
     hnsw_ef: int = 512
     hnsw_exact_below: int = 20000
@@ -353,6 +358,7 @@ class Config:
     wordnet_dir: str = "/usr/share/wordnet"
     fusion: str = "zscore"
     zscore_dense_weight: float = 0.55
+    uncovered_dense_weight: float = 0.1
     convex_dense_weight: float = 0.7
     dense_feedback: int = 5
     dense_feedback_weight: float = 0.3

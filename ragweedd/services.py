@@ -183,7 +183,8 @@ class Services:
         # words marked; worked out here, after the cache (whose result may come from other words)
         from ragweedd.query.snippet import add_snippets
 
-        res = cast(SearchResult, {**res, "results": add_snippets(cast(list, res["results"]), query)})
+        res = cast(SearchResult, {**res, "results": add_snippets(cast(list, res["results"]), query,
+                                                                   res["retrieval_meta"].get("language"))})
         return res
 
     async def search_async(self, query: str, collections: list[str] | None = None, limit: int = 10, *,

@@ -17,6 +17,7 @@ from ragweedd.query.filters import Filters
 from ragweedd.query.fts_plan import fts_string, keyword_leg, query_words
 from ragweedd.query.hybrid import Searcher
 from ragweedd.query.idf import IdfCache
+from ragweedd.store import rag_keywords
 from ragweedd.store.fts_reader import FtsReader
 from ragweedd.store.idf_cache_db import IdfCacheDB
 from ragweedd.store.protocols import RagStore
@@ -39,13 +40,20 @@ HIDDEN_DDL = ("CREATE TABLE hidden_chunks (lo INTEGER NOT NULL, hi INTEGER NOT N
               " state TEXT NOT NULL, owner TEXT)")
 
 
-def fts_db(texts: list[str], path: str | Path = ":memory:") -> sqlite3.Connection:
+def fts_db(texts: list[str] | list[tuple[str, str]], path: str | Path = ":memory:", lang: str | None = "en"
+           ) -> sqlite3.Connection:
+    """fts_chunks and keyword_languages as a collection has them, its rows written as a collection
+    writes them (index form): texts, or (text, context line) pairs, each a document of its own in
+    ``lang`` (None: each detected; the default: English, as the word soups of tests are)."""
     conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
     conn.execute(HIDDEN_DDL)
-    conn.execute("CREATE VIRTUAL TABLE fts_chunks USING fts5(embedding_id UNINDEXED, content, "
-                 "source_file UNINDEXED, tokenize='porter unicode61')")
-    conn.executemany("INSERT INTO fts_chunks(rowid, embedding_id, content, source_file) VALUES (?,?,?,?)",
-                     [(i + 1, f"x:{i}", t, f"/f{i}.txt") for i, t in enumerate(texts)])
+    conn.execute(rag_keywords.FTS_DDL)
+    conn.execute(rag_keywords.LANGUAGES_DDL)
+    pairs = [(t, "") if isinstance(t, str) else t for t in texts]
+    conn.execute("BEGIN")
+    for i, (t, c) in enumerate(pairs):
+        rag_keywords.insert_rows(conn, [(i + 1, f"x:{i}", t, f"/f{i}.txt", c)], lang=lang)
+    conn.execute("COMMIT")
     return conn
 
 

@@ -1,13 +1,17 @@
 """The FTS5 plan of DESIGN §8: words -> IDF -> IC gate -> pruning -> synonyms -> two tiers.
 
-1. Words are the alphanumeric runs of the query (Unicode letters and digits, ``[^\\W_]+``),
-   lower-cased, first occurrence kept.
+1. The query's language is detected among the languages of the collection's chunks
+   (ragweedd/keyterms.py), and its "words" are its index terms in that language, first occurrence
+   kept: Snowball stems, character bigrams of scripts without spaces ("北京大学" -> 北京, 京大, 大学),
+   accents folded: the form every chunk is indexed in. Each term remembers the query word it came
+   from (``WordInfo.source``), which is what WordNet is asked about.
 2. IDF per word from the collection's IdfCache (query/idf.py).
 3. Mean IDF below FTS_MIN_QUERY_IC -> no keyword search (the reason is in the meta).
 4. More than FTS_LONG_QUERY_THRESHOLD words -> only the top two thirds by IDF are kept, when
    ``fts_prune_long_queries`` is on (off by default: it cost 0.003 nDCG@10 on SciFact train).
-5. Synonyms from WordNet for words the collection does not contain (``synonyms_for = "absent"``,
-   the default: synonyms of words it does contain cost 0.017-0.03 nDCG@10 on SciFact train), or,
+5. Synonyms (English queries only: WordNet is English) from WordNet for words the collection does
+   not contain (``synonyms_for = "absent"``, the default: synonyms of words it does contain cost
+   0.017-0.03 nDCG@10 on SciFact train), or,
    with ``synonyms_for = "all"``, the original design's budget by IDF third (top
    SYNONYMS_MAX_PER_WORD, middle half of it, bottom 1; pruned words 0; a word the collection does
    not contain gets the full budget, since only its synonyms can match). Synonyms the collection
@@ -33,11 +37,11 @@ of hybrid search still sees it.
 from __future__ import annotations
 
 import math
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from ragweedd import keyterms
 from ragweedd.logging import get_logger
 from ragweedd.query.bm25 import Bm25Terms, fts5_idf
 from ragweedd.periods import spell_periods
@@ -47,7 +51,6 @@ from ragweedd.store.protocols import KeywordReader
 
 log = get_logger("ragweedd.query.fts")
 
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
 MIN_TIER_HITS = 3
 # Fewest rows the OR tier fetches when it adds the left-out words to their scores: adding them
 # reorders the rows, and a short page would miss the ones that move up (measured: with a page of
@@ -56,38 +59,51 @@ MIN_TIER_HITS = 3
 RESCORE_MIN_ROWS = 128
 
 
-def query_words(query: str) -> list[str]:
-    """Unique alphanumeric runs, lower-cased, in query order; a one-word period ("FY2015") also
-    brings the words it is written with in documents ("fiscal", "2015"), after the query's own."""
+def plan_words(query: str, lang: str) -> list[tuple[str, str]]:
+    """(index term, the query word it comes from) of ``query`` read as language ``lang``, unique
+    terms in query order; a one-word period ("FY2015") also brings the words it is written with in
+    documents ("fiscal", "2015"), after the query's own."""
     query = query or ""
-    words = [w.lower() for w in _WORD.findall(query)]
+    texts = [query]
     spelled = spell_periods(query)
     if spelled != query:
-        words += [w.lower() for w in _WORD.findall(spelled)]
-    return list(dict.fromkeys(words))
+        texts.append(spelled)
+    out: dict[str, str] = {}
+    for text in texts:
+        for w in keyterms.words(text):
+            for t in keyterms.terms(w, lang):
+                out.setdefault(t, w)
+    return list(out.items())
+
+
+def query_words(query: str, lang: str = "en") -> list[str]:
+    """The plan's words (index terms) of ``query`` read as language ``lang``."""
+    return [t for t, _ in plan_words(query, lang)]
 
 
 def fts_string(text: str) -> str | None:
-    """A quoted FTS5 string (a phrase when several words) made only of alphanumeric runs."""
-    words = _WORD.findall(text)
+    """A quoted FTS5 string (a phrase when several terms) made only of word characters (letters,
+    digits, marks): nothing in it can be an FTS5 operator."""
+    words = keyterms.word_pattern().findall(text.lower())
     if not words:
         return None
-    return '"' + " ".join(w.lower() for w in words) + '"'
+    return '"' + " ".join(words) + '"'
 
 
 @dataclass
 class WordInfo:
-    word: str
+    word: str  # an index term (keyterms)
     df: int
     idf: float
     kept: bool = True
+    source: str = ""  # the query word it comes from
     budget: int = 0
     synonyms: list[str] = field(default_factory=list)
     synonyms_df: list[tuple[str, int]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"word": self.word, "df": self.df, "idf": round(self.idf, 4), "kept": self.kept,
-                "synonym_budget": self.budget, "synonyms": self.synonyms}
+        return {"word": self.word, "source": self.source or self.word, "df": self.df, "idf": round(self.idf, 4),
+                "kept": self.kept, "synonym_budget": self.budget, "synonyms": self.synonyms}
 
 
 @dataclass
@@ -97,6 +113,7 @@ class Plan:
     mean_idf: float
     skipped: str | None = None
     synonym_status: dict[str, Any] = field(default_factory=dict)
+    language: str = ""  # the language the query was read as (keyterms.detect)
     _scorer: Bm25Terms | None = field(default=None, repr=False)
 
     @property
@@ -139,26 +156,37 @@ class Plan:
         return self._scorer
 
     def meta(self) -> dict[str, Any]:
-        return {"words": [w.as_dict() for w in self.words], "n_docs": self.n_docs,
+        return {"language": self.language, "words": [w.as_dict() for w in self.words], "n_docs": self.n_docs,
                 "mean_idf": round(self.mean_idf, 4), "skipped": self.skipped,
                 "kept": [w.word for w in self.words if w.kept],
                 "dropped": [w.word for w in self.words if not w.kept],
-                "synonyms": {w.word: w.synonyms for w in self.words if w.synonyms},
+                "synonyms": {w.source or w.word: w.synonyms for w in self.words if w.synonyms},
                 "synonym_status": self.synonym_status}
 
 
-def make_plan(query: str, idf_cache: IdfCache, cfg, wordnet=None, synonym_status: dict | None = None) -> Plan:
-    words = query_words(query)
+def query_language(query: str, fts: KeywordReader) -> str:
+    """The language ``query`` is read as in a collection: the likeliest of the languages its
+    chunks are in (keyterms.detect)."""
+    langs = fts.languages()
+    return keyterms.detect(query, sorted((x for x in langs if x), key=lambda x: -langs[x]))
+
+
+def make_plan(query: str, idf_cache: IdfCache, cfg, wordnet=None, synonym_status: dict | None = None,
+              lang: str | None = None) -> Plan:
+    if lang is None:
+        lang = query_language(query, idf_cache.stats)
+    pairs = plan_words(query, lang)
+    words = [t for t, _ in pairs]
     status = synonym_status or {}
     if not words:
-        return Plan([], 0, 0.0, skipped="the query has no words", synonym_status=status)
+        return Plan([], 0, 0.0, skipped="the query has no words", synonym_status=status, language=lang)
     dfs = idf_cache.df(words)
     n = idf_cache.n_docs
     from ragweedd.query.idf import idf
 
-    infos = [WordInfo(w, dfs[w], idf(dfs[w], n)) for w in words]
+    infos = [WordInfo(w, dfs[w], idf(dfs[w], n), source=src) for w, src in pairs]
     mean = sum(i.idf for i in infos) / len(infos)
-    plan = Plan(infos, n, mean, synonym_status=status)
+    plan = Plan(infos, n, mean, synonym_status=status, language=lang)
     if n == 0:
         plan.skipped = "the collection has no keyword index rows"
         return plan
@@ -171,7 +199,8 @@ def make_plan(query: str, idf_cache: IdfCache, cfg, wordnet=None, synonym_status
         keep = math.ceil(len(infos) * 2 / 3)
         for i in ranked[keep:]:
             i.kept = False
-    if wordnet is not None and cfg.synonyms_max_per_word > 0:
+    # WordNet is English: its synonyms of a German word would be English words, or wrong ones
+    if wordnet is not None and cfg.synonyms_max_per_word > 0 and lang == "en":
         top = cfg.synonyms_max_per_word
         budgets = (top, math.ceil(top / 2), 1)
         for r, i in enumerate(ranked):
@@ -193,24 +222,27 @@ def _add_synonyms(plan: Plan, idf_cache: IdfCache, wordnet) -> None:
     asked: dict[str, list[str]] = {}
     for i in plan.words:
         if i.budget > 0:
-            asked[i.word] = [s for s in wordnet.synonyms(i.word) if _usable_synonym(s)]
-    flat = list(dict.fromkeys(s for ss in asked.values() for s in ss))
+            # WordNet knows words, the index holds terms: a synonym is matched by its English
+            # index form ("shareholders" -> "sharehold") and shown as WordNet writes it
+            asked[i.word] = [(s, f) for s in wordnet.synonyms(i.source or i.word)
+                             if _usable_synonym(s) and (f := keyterms.index_form(s, "en"))]
+    flat = list(dict.fromkeys(f for ss in asked.values() for _, f in ss))
     if not flat:
         return
     dfs = idf_cache.df(flat)
     query_strings = {fts_string(w.word) for w in plan.words}
     for i in plan.words:
-        for s in asked.get(i.word, []):
+        for s, f in asked.get(i.word, []):
             if len(i.synonyms) >= i.budget:
                 break
-            if dfs.get(s, 0) > 0 and fts_string(s) not in query_strings:
+            if dfs.get(f, 0) > 0 and fts_string(f) not in query_strings and (f, dfs[f]) not in i.synonyms_df:
                 i.synonyms.append(s)
-                i.synonyms_df.append((s, dfs[s]))
+                i.synonyms_df.append((f, dfs[f]))
 
 
 def _usable_synonym(s: str) -> bool:
     """Abbreviations and numbers from WordNet ("u.k.", "v", "5") match unrelated rows."""
-    words = query_words(s)
+    words = keyterms.words(s)
     return bool(words) and all(len(w) > 1 and not w.isdigit() for w in words)
 
 
@@ -284,7 +316,7 @@ def keyword_leg(fts: KeywordReader, query: str, idf_cache: IdfCache, cfg, limit:
     """The keyword leg of a search: (hits, meta, the plan, whose scorer can score more rows)."""
     t0 = time.perf_counter()
     limit = max(limit, MIN_TIER_HITS)  # below that no tier could ever count as having fired
-    plan = make_plan(query, idf_cache, cfg, wordnet, synonym_status)
+    plan = make_plan(query, idf_cache, cfg, wordnet, synonym_status, lang=query_language(query, fts))
     t1 = time.perf_counter()
     hits, run_meta = execute(fts, plan, limit, max_postings=cfg.fts_or_max_postings,
                              allowed=set(allowed) if allowed is not None else None)

@@ -12,6 +12,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable
 
+from ragweedd import keyterms
+from ragweedd.embed.base import dense_languages
 from ragweedd.errors import NotFoundError, RequestError
 from ragweedd.logging import get_logger
 from ragweedd.paths import Paths
@@ -183,7 +185,11 @@ class Searcher:
             timings["keyword_scores"] = _ms(t)
         elif plans:  # only the known items the keyword leg's page left out lack their BM25
             self._fill_keyword_scores(cols, cands, plans, {k for k, c in cands.items() if c.known_item})
-        params = FusionParams.of(cfg, fusion)
+        language = self._language(cols, query, plans) if mode == "hybrid" or use_fts else ""
+        # which languages the dense leg reads (passes are only looked at when it ran)
+        dense_langs = dense_languages(cfg, self.embedder, self.vectors.passes.working()) if mode == "hybrid" else None
+        dense_blind = mode == "hybrid" and not keyterms.covered(language, dense_langs)
+        params = FusionParams.of(cfg, fusion, dense_blind=dense_blind)
         fuse(list(cands.values()), mode=mode, params=params)
         feedback = None
         if mode == "hybrid" and qvec is not None and cfg.dense_feedback > 0 and fusion in ("zscore", "convex"):
@@ -201,6 +207,8 @@ class Searcher:
         timings["total"] = _ms(t0)
         meta = {
             "query": query, "mode": mode, "fusion": fusion if mode == "hybrid" else None,
+            "language": language or None,
+            "dense_languages": sorted(dense_langs) if dense_langs is not None else "*", "dense_blind": dense_blind,
             "collections": [c.name for c in cols], "filters": filters.as_dict(), "top_k": depth,
             "fts_top_k": fts_depth if use_fts else None,
             "counts": {"dense": sum(1 for c in cands.values() if c.in_dense),
@@ -305,6 +313,21 @@ class Searcher:
             if not plan.skipped:
                 plans[c.name] = plan
         return out, metas, plans, _ms(t), known
+
+    @staticmethod
+    def _language(cols, query: str, plans: dict[str, Any]) -> str:
+        """The language the query is read as: the keyword plan's (of the first collection that has
+        one), else chosen among the languages of the collections' chunks."""
+        for c in cols:
+            plan = plans.get(c.name)
+            if plan is not None:
+                return str(plan.language)
+        langs: dict[str, int] = {}
+        for c in cols:
+            with c.fts_lock:
+                for lang, n in c.fts.languages().items():
+                    langs[lang] = langs.get(lang, 0) + n
+        return keyterms.detect(query, sorted((x for x in langs if x), key=lambda x: -langs[x]))
 
     def _fill_keyword_scores(self, cols, cands, plans, only: set | None = None) -> None:
         """BM25 of the query's words for the chunks only the vector search found, so score

@@ -75,6 +75,7 @@ class FusionParams:
     rrf_keyword_weight: float
     dense_window: int
     keyword_window: int
+    rrf_dense_weight: float = 1.0
 
     @classmethod
     def default(cls, fusion: str, **changes: Any) -> "FusionParams":
@@ -86,10 +87,17 @@ class FusionParams:
         return dataclasses.replace(cls.of(default_config(), fusion), **changes)
 
     @classmethod
-    def of(cls, cfg, fusion: str | None = None) -> "FusionParams":
+    def of(cls, cfg, fusion: str | None = None, *, dense_blind: bool = False) -> "FusionParams":
+        """``dense_blind``: the query is in a language no working embedder reads (embed.languages):
+        the dense leg gets ``uncovered_dense_weight``, so it cannot push down what the keyword leg
+        found (XQuAD: an English-only MiniLM put German hybrid below keyword-only)."""
         fusion = fusion or cfg.fusion
         a = cfg.convex_dense_weight if fusion == "convex" else cfg.zscore_dense_weight
-        return cls(fusion, a, cfg.fts_weight, cfg.rrf_k, cfg.rrf_keyword_weight, cfg.top_k, cfg.fts_top_k)
+        rrf_dense = 1.0
+        if dense_blind:
+            a = rrf_dense = cfg.uncovered_dense_weight
+        return cls(fusion, a, cfg.fts_weight, cfg.rrf_k, cfg.rrf_keyword_weight, cfg.top_k, cfg.fts_top_k,
+                   rrf_dense)
 
 
 def _window_stats(scores: list[float]) -> tuple[float, float, float]:
@@ -146,7 +154,7 @@ def fuse(cands: list[Candidate], *, mode: str, params: FusionParams) -> None:
             top = best_bm25.get(c.collection) or 0.0
             c.score = a * (c.sim or 0.0) + (1.0 - a) * ((c.bm25 or 0.0) / top if top > 0 else 0.0)
         elif params.fusion == "rrf":
-            c.score = ((1.0 / (k + c.dense_rank)) if c.dense_rank else 0.0) + \
+            c.score = ((params.rrf_dense_weight / (k + c.dense_rank)) if c.dense_rank else 0.0) + \
                       ((params.rrf_keyword_weight / (k + c.fts_rank)) if c.fts_rank else 0.0)
         else:
             c.score = (c.sim or 0.0) + (params.fts_weight if c.in_keyword else 0.0)

@@ -4,10 +4,11 @@ SNIPPET_CHARS characters around the densest run of the query's words, with each 
 ``<mark>`` in the web UI).
 
 - The text's whitespace is collapsed to single spaces first (a snippet is one line).
-- Words are the alphanumeric runs the keyword leg uses (``[^\\W_]+``). A word of the text matches a
-  query word when the two are equal ignoring case and accents ("Café" = "cafe"), or when SQLite's
-  ``porter unicode61`` tokenizer, the one fts_chunks is built with (store/fts_reader.py ``STEMMER``),
-  gives them the same stem ("steeping" = "steep", "teas" = "tea").
+- Words are the runs of letters, digits and marks the keyword leg reads (ragweedd/keyterms.py). A
+  word of the text matches a query word when the two are equal ignoring case and accents ("Café" =
+  "cafe"), or when they share an index term in the query's language or in English: the same stem
+  ("steeping" = "steep", "Häuser" = "Haus"), or, in scripts without spaces, a character bigram (the
+  run "北京大学是" holds the query's "北京").
 - Common function words ("the", "of", "how", ...; ``STOPWORDS``) are not marked unless the query
   has nothing else: "how often do I feed the starter" marks "feed" and "starter" only.
 - The window: of every run of matches that fits in SNIPPET_CHARS, the one with the most distinct
@@ -18,14 +19,14 @@ SNIPPET_CHARS characters around the densest run of the query's words, with each 
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from typing import Any
+
+from ragweedd import keyterms
 
 SNIPPET_CHARS = 300
 WORD_SLACK = 24  # how far a cut end may move to keep a word whole
 ELLIPSIS_BEFORE, ELLIPSIS_AFTER = "… ", " …"
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 STOPWORDS = frozenset("""
 a about above after again against all also am an and any are as at be because been before being below
@@ -46,16 +47,21 @@ def fold(word: str) -> str:
 
 
 class QueryWords:
-    """The words of one query as a snippet matches them: folded forms and SQLite stems."""
+    """The words of one query as a snippet matches them: folded forms and index terms."""
 
-    def __init__(self, query: str) -> None:
-        words = list(dict.fromkeys(fold(w) for w in _WORD.findall(query or "")))
+    def __init__(self, query: str, lang: str | None = None) -> None:
+        words = list(dict.fromkeys(fold(w) for w in keyterms.words(query or "")))
         content = [w for w in words if w not in STOPWORDS]
         self.words = content or words
         self.folded = {w: w for w in self.words}
+        # the query's language (the search's, else detected) and English, as the snippets were
+        # stemmed before every language had its stemmer
+        if lang is None:
+            lang = keyterms.detect(query) if self.words else ""
+        self.langs = tuple(dict.fromkeys((lang, "en")))
         self.stems: dict[str, str] = {}  # stem -> the query word it stands for
         for w in self.words:
-            for s in _stems(w):
+            for s in self._stems(w):
                 self.stems.setdefault(s, w)
         # a stem is (nearly) a prefix of its word: only words sharing its first letters are stemmed
         self._prefixes = {s[:3] for s in self.stems if len(s) >= 3}
@@ -69,27 +75,23 @@ class QueryWords:
             pass
         f = fold(token)
         hit = self.folded.get(f)
-        if hit is None and f[:3] in self._prefixes:
-            hit = next((self.stems[s] for s in _stems(f) if s in self.stems), None)
+        if hit is None and (f[:3] in self._prefixes or keyterms.unspaced_in(f)):
+            hit = next((self.stems[s] for s in self._stems(f) if s in self.stems), None)
         if len(self._seen) < 50_000:
             self._seen[token] = hit
         return hit
 
 
-def _stems(word: str) -> tuple[str, ...]:
-    try:
-        from ragweedd.store.fts_reader import STEMMER
-
-        return STEMMER.terms(word)
-    except Exception:  # noqa: BLE001 - no stemming (an SQLite without FTS5): exact words still match
-        return ()
+    def _stems(self, word: str) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(t for lang in self.langs for t in keyterms.terms(word, lang)))
 
 
 def make_snippet(text: str, query: str | QueryWords, width: int = SNIPPET_CHARS) -> tuple[str, list[list[int]]]:
     """(snippet, marks): ``marks`` are [start, end) offsets of the matched words within ``snippet``."""
     qw = query if isinstance(query, QueryWords) else QueryWords(query)
     t = " ".join(str(text or "").split())
-    matches = [(m.start(), m.end(), key) for m in _WORD.finditer(t) if (key := qw.match(m.group())) is not None]
+    matches = [(m.start(), m.end(), key) for m in keyterms.word_pattern().finditer(t)
+               if (key := qw.match(m.group())) is not None]
     if not matches:
         lo, hi = 0, _cut_end(t, min(len(t), width), 0)
     else:
@@ -159,10 +161,11 @@ def _cut_end(t: str, hi: int, keep: int) -> int:
     return max(keep, back) if back > 0 else hi
 
 
-def add_snippets(hits: list[dict[str, Any]], query: str) -> list[dict[str, Any]]:
+def add_snippets(hits: list[dict[str, Any]], query: str, lang: str | None = None) -> list[dict[str, Any]]:
     """Copies of ``hits``, each with its ``snippet`` and ``snippet_marks`` for ``query`` (copies: a
-    search cache may hold the originals, found by a query of other words)."""
-    qw = QueryWords(query)
+    search cache may hold the originals, found by a query of other words); ``lang``: the language
+    the search read the query as."""
+    qw = QueryWords(query, lang)
     out = []
     for h in hits:
         snippet, marks = make_snippet(h.get("text") or "", qw)

@@ -1,9 +1,10 @@
-"""The keyword index as the query planner sees it: SQLite's stemming and document frequencies.
+"""The keyword index as the query planner sees it: index terms and document frequencies.
 
-Terms. fts_chunks is tokenised with ``porter unicode61``, so the index holds stems ("cells" ->
-"cell") with diacritics folded. A query word is turned into the exact term the index holds by
-SQLite itself: it is written into a private in-memory FTS5 table with the same tokenizer and read
-back through fts5vocab. No Python re-implementation of Porter can drift from SQLite's.
+Terms. fts_chunks indexes each chunk's index form (ragweedd/keyterms.py, store/rag_keywords.py):
+Snowball stems of the chunk's language, bigrams for scripts without spaces, accents folded. The
+query planner turns a query into the same form (``keyterms.query_terms``) and hands this module
+terms, never raw words: a term is looked up as it is, and a "word" of several terms (a WordNet
+synonym such as "heart attack") is the phrase of its terms.
 
 Document frequencies come from a TEMP ``fts5vocab`` table over fts_chunks (one indexed lookup,
 ~0.05 ms), or ``count(*) ... MATCH`` (~1.5 ms at 500k chunks) when fts5vocab cannot be created.
@@ -12,91 +13,38 @@ Document frequencies come from a TEMP ``fts5vocab`` table over fts_chunks (one i
 from __future__ import annotations
 
 import sqlite3
-import threading
+from collections import Counter
 from pathlib import Path
 
 from ragweedd.logging import get_logger
 from ragweedd.store.rag_db import _change_counts_after, keyword_match
+from ragweedd.store.rag_keywords import languages
 from ragweedd.store.sqlite import connect
 
 log = get_logger("ragweedd.query.idf")
 
 
 class Stemmer:
-    """query word -> the term(s) fts_chunks stores for it, via SQLite's own tokenizer."""
-
-    def __init__(self) -> None:
-        self._local = threading.local()
-        self._memo: dict[str, tuple[str, ...]] = {}
-        self._lock = threading.Lock()
-
-    def _conn(self) -> sqlite3.Connection:
-        # A private in-memory database per thread: no file, so no writer lock to take.
-        c = getattr(self._local, "conn", None)
-        if c is None:
-            c = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-            c.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize='porter unicode61')")
-            c.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
-            self._local.conn = c
-        return c
+    """An index form (terms joined by spaces) -> its terms. The form is made by ragweedd/keyterms.py
+    on both sides, so there is nothing left to stem here; the name stays for the callers."""
 
     def terms(self, word: str) -> tuple[str, ...]:
-        hit = self._memo.get(word)
-        if hit is not None:
-            return hit
-        c = self._conn()
-        c.execute("INSERT INTO t(rowid, x) VALUES (1, ?)", (word,))
-        try:
-            out = tuple(r[0] for r in c.execute("SELECT term FROM v ORDER BY offset"))
-        finally:
-            c.execute("DELETE FROM t")
-        with self._lock:
-            if len(self._memo) > 100_000:
-                self._memo.clear()
-            self._memo[word] = out
-        return out
+        return tuple(word.split())
 
 
 STEMMER = Stemmer()
 
 
-class _TermCounter:
-    """Occurrences of given index terms in given rows' text, counted by SQLite's own tokenizer: the
-    rows are written into a private in-memory FTS5 table with fts_chunks' tokenizer and read back
-    through fts5vocab, so a count is exactly the one FTS5 would see. One table per thread."""
-
-    def __init__(self) -> None:
-        self._local = threading.local()
-
-    def _conn(self) -> sqlite3.Connection:
-        c = getattr(self._local, "conn", None)
-        if c is None:
-            c = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-            # contentless: the text is only tokenised once, and 'delete-all' empties the table
-            # without reading it back (a delete of a stored row tokenises it again)
-            c.execute("CREATE VIRTUAL TABLE t USING fts5(content, context, content='', "
-                      "tokenize='porter unicode61')")
-            c.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
-            self._local.conn = c
-        return c
-
-    def counts(self, rows: list[tuple[int, str, str]], terms: list[str]) -> dict[int, dict[str, int]]:
-        c = self._conn()
-        out: dict[int, dict[str, int]] = {}
-        c.execute("BEGIN")
-        try:
-            c.executemany("INSERT INTO t(rowid, content, context) VALUES (?,?,?)", rows)
-            q = ",".join("?" * len(terms))
-            for term, doc, n in c.execute(f"SELECT term, doc, count(*) FROM v WHERE term IN ({q}) GROUP BY term, doc",
-                                          terms):
-                out.setdefault(int(doc), {})[term] = int(n)
-        finally:
-            c.execute("INSERT INTO t(t) VALUES ('delete-all')")
-            c.execute("COMMIT")
-        return out
-
-
-TERM_COUNTER = _TermCounter()
+def count_terms(rows: list[tuple[int, str, str]], terms: list[str]) -> dict[int, dict[str, int]]:
+    """{row: {term: occurrences}} in rows of (id, terms, context terms): the index form is split
+    at spaces by FTS5's ascii tokenizer, so splitting it here counts what FTS5 counts."""
+    want = set(terms)
+    out: dict[int, dict[str, int]] = {}
+    for rid, body, head in rows:
+        c = Counter(t for t in f"{body} {head}".split() if t in want)
+        if c:
+            out[rid] = dict(c)
+    return out
 
 
 def _varints(blob: bytes) -> list[int]:
@@ -130,9 +78,10 @@ class FtsReader:
         else:
             self.conn, self._owned = connect(source, readonly=True), True
         self.vocab: str | None = None
-        # Databases from before the context column (rag migration 4) score content alone.
+        # A database opened read-only before its writer migrated it (rag migration 8) has no index
+        # form columns yet: its rows count nothing until then.
         cols = {r[1] for r in self.conn.execute("PRAGMA table_info(fts_chunks)")}
-        self._context_col = "context" if "context" in cols else "''"
+        self._form_cols = "terms, context_terms" if "terms" in cols else "'', ''"
         # TEMP: no schema change to rag.sqlite3, and each reading connection gets its own. Creating
         # it is a write to the temp schema, which query_only forbids, so it is lifted for this.
         query_only = self.conn.execute("PRAGMA query_only").fetchone()[0]
@@ -197,8 +146,12 @@ class FtsReader:
                 lengths[int(rid)] = sum(_varints(bytes(sz)))
             if terms:
                 rows.extend((int(r[0]), r[1] or "", r[2] or "") for r in self.conn.execute(
-                    f"SELECT rowid, content, {self._context_col} FROM fts_chunks WHERE rowid IN ({q})", part))
-        return lengths, (TERM_COUNTER.counts(rows, terms) if rows else {})
+                    f"SELECT rowid, {self._form_cols} FROM fts_chunks WHERE rowid IN ({q})", part))
+        return lengths, (count_terms(rows, terms) if rows else {})
+
+    def languages(self) -> dict[str, int]:
+        """{language: chunks} the collection's keyword rows were written in."""
+        return languages(self.conn)
 
     def mean_row_tokens(self) -> float:
         """Tokens per row over the whole index, from FTS5's own totals record."""

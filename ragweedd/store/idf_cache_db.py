@@ -18,8 +18,11 @@ from typing import Iterable
 from ragweedd.errors import StorageError
 from ragweedd.store.sqlite import connect, transaction
 
-META_N = "\x00n"  # reserved rows: never a query term (terms are alphanumeric)
-META_SEQ = "\x00seq"
+# Reserved rows: never a query term (terms are alphanumeric). They name the index form of the
+# terms (ragweedd/keyterms.py): a cache of English-only Porter terms, from before the keyword index
+# read every language, has other names, so it is found missing and started again.
+META_N = "\x00n:form2"
+META_SEQ = "\x00seq:form2"
 
 
 class IdfCacheDB:

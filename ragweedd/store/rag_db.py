@@ -21,12 +21,16 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from ragweedd.errors import NotCreatedYetError
 from ragweedd.store.pathnames import from_db, to_db
+from ragweedd.logging import get_logger
+from ragweedd.store import rag_keywords
 from ragweedd.store.rag_hidden import HIDE_ABOVE, HiddenChunks, visible
 from ragweedd.store.rag_meta import _typed, hit_fields
 from ragweedd.store.rag_passes import PRIMARY, PassVectors
 from ragweedd.store.rag_swap import ModelSwap
 from ragweedd.store.rag_served import ServedText, text_sha256
-from ragweedd.store.sqlite import Migration, connect, migrate, transaction, write
+from ragweedd.store.sqlite import Migration, connect, migrate, recorded_migrations, transaction, write
+
+log = get_logger("ragweedd.store")
 
 MIGRATIONS: list[Migration] = [
     (1, "initial", """
@@ -175,6 +179,9 @@ CREATE TABLE hidden_chunks (
 );
 CREATE INDEX hidden_chunks_md5 ON hidden_chunks(md5);
 """),
+    # Keywords in any language: the index form of store/rag_keywords.py (issue 31), rebuilt from
+    # the stored chunk texts in the migration's one transaction.
+    (8, "multilingual_keywords", rag_keywords.MIGRATION_SQL),
 ]
 
 # Above this many chunks a document is published staged (store/rag_stage.py): written row by row
@@ -187,9 +194,11 @@ class RagDB(PassVectors, ModelSwap, ServedText, HiddenChunks):
         self.path = Path(path)
         self.collection = collection
         self.conn = connect(self.path, readonly=readonly)
+        rag_keywords.register(self.conn)
         # Opening a collection that is up to date only reads (the migration check too): a search
         # opening it never waits for the writer lock a long publish may hold.
         if not readonly:
+            self._say_keyword_rebuild()
             migrate(self.conn, MIGRATIONS, db_name=str(self.path))
         row = self._collection_row(collection)
         if row is None and not readonly:
@@ -200,6 +209,19 @@ class RagDB(PassVectors, ModelSwap, ServedText, HiddenChunks):
             raise NotCreatedYetError(f"{self.path} does not hold collection '{collection}' yet",
                                hint="it is still being created by the ingest side; this resolves itself")
         self.collection_id = row[0]
+
+    def _say_keyword_rebuild(self) -> None:
+        """Migration 8 rebuilds the keyword index from every chunk's text (about 1 ms a chunk): say
+        so before it starts, so a long first open after the upgrade is not taken for a hang."""
+        done = recorded_migrations(self.conn)
+        if 8 in done or 7 not in done:
+            return
+        n = int(self.conn.execute("SELECT count(*) FROM embeddings").fetchone()[0])
+        if n:
+            log.warning("keyword_index_rebuild", collection=self.collection, chunks=n,
+                        message=f"rebuilding the keyword index of '{self.collection}' for search in every "
+                                f"language ({n} chunks, about {max(1, n // 1000)} s); it is done once, "
+                                "searches meanwhile use the old index")
 
     def _collection_row(self, collection: str) -> Any:
         try:
@@ -393,6 +415,7 @@ class RagDB(PassVectors, ModelSwap, ServedText, HiddenChunks):
                 if self.embedder(space) is None:
                     self.set_embedder(eid, dim, space)
             ids = []
+            keyword_rows: list[tuple[int, str, str, str, str]] = []
             vec_iters = {space: iter(vecs) for space, vecs in vectors.items()}
             for c in chunks:
                 cur = self.conn.execute(
@@ -411,9 +434,7 @@ class RagDB(PassVectors, ModelSwap, ServedText, HiddenChunks):
                 self.conn.executemany(
                     "INSERT INTO embedding_metadata(id, key, string_value, int_value, float_value) VALUES (?,?,?,?,?)",
                     [(cid, k, *_typed(v)) for k, v in meta.items() if v is not None])
-                self.conn.execute(
-                    "INSERT INTO fts_chunks(rowid, embedding_id, content, source_file, context) VALUES (?,?,?,?,?)",
-                    (cid, f"{md5}:{c['chunk_idx']}", c["text"], stored, c.get("context") or ""))
+                keyword_rows.append((cid, f"{md5}:{c['chunk_idx']}", c["text"], stored, c.get("context") or ""))
                 pending = False
                 for space, vecs in vec_iters.items():
                     vec = next(vecs)
@@ -426,6 +447,7 @@ class RagDB(PassVectors, ModelSwap, ServedText, HiddenChunks):
                     self.conn.execute("INSERT INTO pending_vectors(id) VALUES (?)", (cid,))
                 else:
                     self.conn.execute("INSERT INTO changes(op, id, at) VALUES ('add', ?, ?)", (cid, now))
+            rag_keywords.insert_rows(self.conn, keyword_rows)
             self.conn.execute("UPDATE documents SET chunks=? WHERE md5=?", (len(ids), md5))
             return ids
 
@@ -676,22 +698,27 @@ def _change_counts_after(conn: sqlite3.Connection, seq: int) -> tuple[int, int]:
 def fts_rebuild(conn: sqlite3.Connection, batch: int = 1000) -> int:
     """Backfill fts_chunks from stored chunk text, in batches (safe while serving: each batch is
     its own short transaction). Returns the number of rows written."""
-    last, total = -1, 0
-    while True:
-        rows = conn.execute(
-            "SELECT e.id, e.embedding_id,"
-            " (SELECT string_value FROM embedding_metadata WHERE id=e.id AND key='chroma:document'),"
-            " (SELECT string_value FROM embedding_metadata WHERE id=e.id AND key='source_file_name'),"
-            " (SELECT string_value FROM embedding_metadata WHERE id=e.id AND key='context')"
-            " FROM embeddings e WHERE e.id > ? ORDER BY e.id LIMIT ?", (last, batch)).fetchall()
-        if not rows:
-            break
+    total = 0
+    md5s = [r[0] for r in conn.execute("SELECT DISTINCT md5 FROM embeddings ORDER BY md5")]
+    i = 0
+    while i < len(md5s):
+        # whole documents per transaction (a document's chunks share its language), ~batch chunks
+        group: dict[str, list[tuple[int, str, str, str, str]]] = {}
+        n = 0
+        while i < len(md5s) and (n < batch or not group):
+            rows = conn.execute(
+                "SELECT e.id, e.embedding_id,"
+                " (SELECT string_value FROM embedding_metadata WHERE id=e.id AND key='chroma:document'),"
+                " (SELECT string_value FROM embedding_metadata WHERE id=e.id AND key='source_file_name'),"
+                " (SELECT string_value FROM embedding_metadata WHERE id=e.id AND key='context')"
+                " FROM embeddings e WHERE e.md5 = ? ORDER BY e.id", (md5s[i],)).fetchall()
+            group[md5s[i]] = [(r[0], r[1], r[2] or "", r[3] or "", r[4] or "") for r in rows]
+            n += len(rows)
+            i += 1
         with transaction(conn):
-            conn.executemany(
-                "INSERT OR REPLACE INTO fts_chunks(rowid, embedding_id, content, source_file, context)"
-                " VALUES (?,?,?,?,?)", [(r[0], r[1], r[2] or "", r[3] or "", r[4] or "") for r in rows])
-        total += len(rows)
-        last = rows[-1][0]
+            for rows in group.values():
+                rag_keywords.insert_rows(conn, rows, replace=True)
+        total += n
     # Rows are replaced in place rather than the table emptied first, so searches keep finding
     # everything while the backfill runs; FTS rows of chunks that no longer exist go last.
     with transaction(conn):

@@ -32,6 +32,8 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ragweedd.errors import Interrupted, StorageError
+from ragweedd import keyterms
+from ragweedd.store import rag_keywords
 from ragweedd.store.pathnames import to_db
 from ragweedd.store.rag_hidden import Pace, new_owner, owner_done
 
@@ -219,10 +221,17 @@ def _slice(conn: Any, rag: RagDB, doc: dict[str, Any], base: int, lo: int, hi: i
         "INSERT INTO embedding_metadata(id, key, string_value, int_value, float_value)"
         " SELECT ? + seq, 'chroma:document', text, NULL, NULL FROM temp.stage_chunks WHERE seq BETWEEN ? AND ?",
         (base, *span))
+    # the index form through the SQL functions of store/rag_keywords.py, as every keyword row
+    if "lang" not in doc:  # one language per document, told from chunks spread over all of it
+        doc["lang"] = keyterms.detect_document([r[0] for r in conn.execute(
+            "SELECT text FROM temp.stage_chunks WHERE seq % max(1, (SELECT count(*) FROM temp.stage_chunks) / 40) = 0"
+            " ORDER BY seq LIMIT 40")])
     conn.execute(
-        "INSERT INTO fts_chunks(rowid, embedding_id, content, source_file, context)"
-        " SELECT ? + seq, ? || ':' || chunk_idx, text, ?, context FROM temp.stage_chunks"
-        " WHERE seq BETWEEN ? AND ? ORDER BY seq", (base, md5, stored, *span))
+        f"INSERT INTO fts_chunks({rag_keywords.FTS_COLUMNS})"
+        " SELECT ? + seq, ? || ':' || chunk_idx, text, ?, context, ?, kw_form(text, ?), kw_form(context, ?)"
+        " FROM temp.stage_chunks WHERE seq BETWEEN ? AND ? ORDER BY seq",
+        (base, md5, stored, doc["lang"], doc["lang"], doc["lang"], *span))
+    rag_keywords.count_languages(conn, {doc["lang"]: hi - lo + 1})
     if doc["primary_eid"] is not None:
         conn.execute("INSERT INTO vectors(id, space, embedder_id, vec) SELECT ? + seq, space, ?, vec"
                      " FROM temp.stage_vectors WHERE space = ? AND seq BETWEEN ? AND ? ORDER BY seq",

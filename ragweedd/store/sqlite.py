@@ -231,6 +231,11 @@ def migrate(conn: sqlite3.Connection, migrations: Sequence[Migration], *, db_nam
     return applied
 
 
+def recorded_migrations(conn: sqlite3.Connection) -> set[int]:
+    """The migration numbers a database has recorded (none before its first)."""
+    return _recorded(conn)
+
+
 def _recorded(conn: sqlite3.Connection) -> set[int]:
     try:
         return {r[0] for r in conn.execute("SELECT number FROM schema_migrations")}

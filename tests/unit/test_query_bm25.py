@@ -7,11 +7,12 @@ import sqlite3
 
 import pytest
 
+from ragweedd import keyterms
 from ragweedd.config import load_config
 from ragweedd.query.bm25 import Bm25Terms, fts5_idf
 from ragweedd.query.fts_plan import execute, fts_string, make_plan
 from ragweedd.store.fts_reader import STEMMER, FtsReader
-from tests.query_support import HIDDEN_DDL, idf_cache
+from tests.query_support import fts_db, idf_cache
 
 WORDS = ("cell cells protein membrane folding mitosis divides heart attack study onset elderly café "
          "Zürich running runs ran the of and in").split()
@@ -19,13 +20,7 @@ WORDS = ("cell cells protein membrane folding mitosis divides heart attack study
 
 def real_schema_db(texts: list[tuple[str, str]]) -> sqlite3.Connection:
     """fts_chunks as a collection has it: content and the context line both indexed."""
-    conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-    conn.execute(HIDDEN_DDL)
-    conn.execute("CREATE VIRTUAL TABLE fts_chunks USING fts5(embedding_id UNINDEXED, content, "
-                 "source_file UNINDEXED, context, tokenize='porter unicode61')")
-    conn.executemany("INSERT INTO fts_chunks(rowid, embedding_id, content, source_file, context) VALUES (?,?,?,?,?)",
-                     [(i + 1, f"x:{i}", t, f"/f{i}.txt", c) for i, (t, c) in enumerate(texts)])
-    return conn
+    return fts_db(texts)
 
 
 @pytest.fixture
@@ -38,8 +33,13 @@ def reader():
     c.close()
 
 
+def en(word: str) -> str:
+    """A word's index term, as an English chunk holds it (ragweedd/keyterms.py)."""
+    return keyterms.index_form(word, "en")
+
+
 def fts5_scores(reader: FtsReader, words: list[str]) -> dict[int, float]:
-    expr = " OR ".join(fts_string(w) for w in words)
+    expr = " OR ".join(fts_string(en(w)) for w in words)
     return {int(r[0]): -float(r[1]) for r in reader.conn.execute(
         "SELECT rowid, bm25(fts_chunks) FROM fts_chunks WHERE fts_chunks MATCH ?", (expr,))}
 
@@ -50,7 +50,7 @@ def n_rows(reader: FtsReader) -> int:
 
 def terms_for(reader: FtsReader, words: list[str]) -> Bm25Terms:
     n = n_rows(reader)
-    return Bm25Terms({STEMMER.terms(w)[0]: fts5_idf(reader.df_word(w), n) for w in words}, reader.mean_row_tokens())
+    return Bm25Terms({en(w): fts5_idf(reader.df_word(en(w)), n) for w in words}, reader.mean_row_tokens())
 
 
 @pytest.mark.parametrize("words", [["protein"], ["cells", "membrane"], ["the", "of", "running", "café"],
@@ -68,10 +68,10 @@ def test_row_stats_count_every_column_as_fts5_does(reader):
     for rid in (1, 2, 3):
         content, context = reader.conn.execute("SELECT content, context FROM fts_chunks WHERE rowid = ?",
                                                (rid,)).fetchone()
-        toks = STEMMER.terms(content) + STEMMER.terms(context) if context else STEMMER.terms(content)
+        toks = keyterms.terms(content, "en") + keyterms.terms(context, "en")
         assert lengths[rid] == len(toks)
         assert counts.get(rid, {}) == {t: toks.count(t) for t in ("cell", "run") if t in toks}
-    total = sum(len(STEMMER.terms(r[0])) + (len(STEMMER.terms(r[1])) if r[1] else 0)
+    total = sum(len(keyterms.terms(r[0], "en")) + len(keyterms.terms(r[1], "en"))
                 for r in reader.conn.execute("SELECT content, context FROM fts_chunks"))
     assert reader.mean_row_tokens() == pytest.approx(total / n_rows(reader))
 
@@ -98,12 +98,11 @@ def test_words_left_out_by_the_budget_still_count(reader):
     assert any(abs(partial[i] - s) > 1e-6 for i, s in hits)
 
 
-def test_a_database_without_the_context_column_scores_content(reader):
-    old = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-    old.execute(HIDDEN_DDL)
-    old.execute("CREATE VIRTUAL TABLE fts_chunks USING fts5(embedding_id UNINDEXED, content, "
-                "source_file UNINDEXED, tokenize='porter unicode61')")
-    old.executemany("INSERT INTO fts_chunks(rowid, embedding_id, content, source_file) VALUES (?,?,?,?)",
-                    [(1, "x:1", "protein cells cell", "/a"), (2, "x:2", "membrane", "/b")])
-    r = FtsReader(old)
-    assert terms_for(r, ["cells"]).score_rows(r, [1, 2]) == pytest.approx(fts5_scores(r, ["cells"]) | {2: 0.0})
+def test_row_stats_count_the_index_form_of_any_language():
+    """Rows in German and Chinese: the counts are those of their stems and bigrams, as FTS5 sees them."""
+    c = fts_db([("Die Häuser und das Haus", ""), ("北京大学在北京", "")], lang=None)
+    r = FtsReader(c)
+    lengths, counts = r.row_stats([1, 2], ["haus", "北京"])
+    assert counts == {1: {"haus": 2}, 2: {"北京": 2}}
+    assert lengths == {1: 5, 2: 6}
+

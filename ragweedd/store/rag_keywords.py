@@ -1,0 +1,116 @@
+"""The keyword rows of rag.sqlite3 in their index form (issue 31; ragweedd/keyterms.py).
+
+``fts_chunks`` keeps each chunk's text, file and context as they are (UNINDEXED: what briefs,
+snippets and the integrity check read) and indexes ``terms`` and ``context_terms``: the index form
+of the text and of the context, made in Python (Snowball stems, bigrams for scripts without
+spaces, accents folded) and tokenised by FTS5's ``ascii`` tokenizer, which splits them at the
+spaces and nothing else that can occur in them. ``lang`` is the language the chunk was read as:
+its document's (``keyterms.detect_document``), so a document's short chunks (a heading, a table
+row) are stemmed as the rest of it. ``keyword_languages`` counts chunks per language as they are
+written (never lowered on delete: it says which stemmers a query may need, and a language that
+was once here is a cheap candidate), so a query's language is chosen among the collection's.
+
+Every path that writes keyword rows makes them with ``insert_rows`` or with the SQL functions
+registered on the writing connection (``kw_doc_lang(chunk text)``, an aggregate, and
+``kw_form(text, lang)``), so the per-document insert, the staged copy of a large document, the
+backfill and the migration from the English-only table all make the same form.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ragweedd import keyterms
+
+FTS_COLUMNS = "rowid, embedding_id, content, source_file, context, lang, terms, context_terms"
+
+FTS_DDL = """CREATE VIRTUAL TABLE fts_chunks USING fts5(
+    embedding_id UNINDEXED, content UNINDEXED, source_file UNINDEXED, context UNINDEXED, lang UNINDEXED,
+    terms, context_terms, tokenize='ascii'
+)"""
+LANGUAGES_DDL = "CREATE TABLE keyword_languages (lang TEXT PRIMARY KEY, chunks INTEGER NOT NULL)"
+
+# Migration 8 of rag.sqlite3: the table is built again from the stored chunk texts (FTS5 tables
+# cannot change their tokenizer or gain columns). One transaction: an index is never half English.
+MIGRATION_SQL = f"""
+DROP TABLE fts_chunks;
+{FTS_DDL};
+{LANGUAGES_DDL};
+CREATE TEMP TABLE kw_doc_lang (md5 TEXT PRIMARY KEY, lang TEXT NOT NULL);
+INSERT INTO temp.kw_doc_lang(md5, lang)
+SELECT e.md5, kw_doc_lang(m.string_value) FROM embeddings e
+JOIN embedding_metadata m ON m.id = e.id AND m.key = 'chroma:document' GROUP BY e.md5;
+INSERT INTO fts_chunks({FTS_COLUMNS})
+SELECT id, embedding_id, content, source_file, context, l, kw_form(content, l), kw_form(context, l) FROM (
+    SELECT e.id, e.embedding_id,
+           coalesce((SELECT string_value FROM embedding_metadata m
+                     WHERE m.id = e.id AND m.key = 'chroma:document'), '') AS content,
+           coalesce((SELECT string_value FROM embedding_metadata m
+                     WHERE m.id = e.id AND m.key = 'source_file_name'), '') AS source_file,
+           coalesce((SELECT string_value FROM embedding_metadata m
+                     WHERE m.id = e.id AND m.key = 'context'), '') AS context,
+           coalesce((SELECT lang FROM temp.kw_doc_lang d WHERE d.md5 = e.md5), '') AS l
+    FROM embeddings e
+);
+DROP TABLE temp.kw_doc_lang;
+INSERT INTO keyword_languages(lang, chunks) SELECT lang, count(*) FROM fts_chunks GROUP BY lang;
+"""
+
+
+class _DocumentLanguage:
+    """SQL aggregate kw_doc_lang(chunk text): the language of a document from its chunks."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.n = 0
+
+    def step(self, text: str | None) -> None:
+        if text and self.n < 4 * keyterms.DOCUMENT_SAMPLE:
+            self.texts.append(text)
+            self.n += len(text)
+
+    def finalize(self) -> str:
+        return keyterms.detect_document(self.texts)
+
+
+def register(conn: sqlite3.Connection) -> None:
+    """The SQL functions every writer of keyword rows uses (deterministic: same text, same form)."""
+    conn.create_function("kw_form", 2, lambda t, lang: keyterms.index_form(t or "", lang or ""),
+                         deterministic=True)
+    conn.create_aggregate("kw_doc_lang", 1, _DocumentLanguage)  # type: ignore[arg-type]
+
+
+def insert_rows(conn: sqlite3.Connection, rows: list[tuple[int, str, str, str, str]], *, replace: bool = False,
+                lang: str | None = None) -> None:
+    """Keyword rows for the chunks of one document, (chunk id, embedding_id, text, source file,
+    context), in their index form in the document's language (``lang``, else detected), counted
+    per language. Inside the caller's transaction."""
+    if not rows:
+        return
+    if lang is None:
+        lang = keyterms.detect_document([r[2] for r in rows])
+    out = [(rid, eid, text, source, context, lang, keyterms.index_form(text, lang), keyterms.index_form(context, lang))
+           for rid, eid, text, source, context in rows]
+    langs = {lang: len(out)}
+    verb = "INSERT OR REPLACE" if replace else "INSERT"
+    conn.executemany(f"{verb} INTO fts_chunks({FTS_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)", out)
+    count_languages(conn, langs)
+
+
+def count_languages(conn: sqlite3.Connection, langs: dict[str, int]) -> None:
+    conn.executemany("INSERT INTO keyword_languages(lang, chunks) VALUES (?, ?)"
+                     " ON CONFLICT(lang) DO UPDATE SET chunks = chunks + excluded.chunks", list(langs.items()))
+
+
+def count_rows(conn: sqlite3.Connection, lo: int, hi: int) -> None:
+    """Count the languages of the keyword rows ``lo``..``hi`` just written by INSERT ... SELECT."""
+    count_languages(conn, {str(r[0]): int(r[1]) for r in conn.execute(
+        "SELECT lang, count(*) FROM fts_chunks WHERE rowid BETWEEN ? AND ? GROUP BY lang", (lo, hi))})
+
+
+def languages(conn: sqlite3.Connection) -> dict[str, int]:
+    """{language: chunks written in it} of a collection ({} before migration 8)."""
+    try:
+        return {str(r[0]): int(r[1]) for r in conn.execute("SELECT lang, chunks FROM keyword_languages")}
+    except sqlite3.OperationalError:
+        return {}

@@ -11,6 +11,8 @@ from __future__ import annotations
 import socket
 from typing import TYPE_CHECKING
 
+from ragweedd.logging import get_logger
+from ragweedd.store import pg_terms
 from ragweedd.store.pg import PgConn, migrate
 from ragweedd.store.pg_claims import hold, new_claimer
 from ragweedd.store.pg_history import PgHistory
@@ -19,6 +21,8 @@ from ragweedd.store.pg_ingest import PgIngest
 from ragweedd.store.pg_jobs import PgJobQueue
 from ragweedd.store.pg_rag import PgRag
 from ragweedd.store.pg_schema import MIGRATIONS
+
+log = get_logger("ragweedd.store")
 
 
 def default_source() -> str:
@@ -33,6 +37,9 @@ class PgBackend:
         # collections exist); each store gets its own.
         self._db = PgConn(dsn)
         migrate(self._db, MIGRATIONS)
+        # chunks from before migration 8 get their keyword index form (at once when there are none:
+        # a partial index lists the rows without)
+        pg_terms.backfill(self._db, log)
         # this process's claims of jobs and chunks are alive while this connection's session is
         # (store/pg_claims.py); its stores mark their claims with this number
         self.claimer = new_claimer()

@@ -1,17 +1,17 @@
-"""The keyword leg on PostgreSQL: full text search over ``chunks.tsv`` (GIN), ranked by ts_rank_cd.
+"""The keyword leg on PostgreSQL: full text search over ``chunks.tsv`` (GIN), ranked by BM25.
 
-The query planner (query/fts_plan.py) writes FTS5 expressions: quoted strings
-(a phrase when several words) joined by AND / OR, with parentheses. ``tsquery_sql`` turns such an
-expression into a tsquery built by PostgreSQL itself (``phraseto_tsquery('english', …)`` per quoted
-string, so the words are stemmed as the index was), with the strings passed as parameters: no
-text of a query ever becomes SQL. Anything else in an expression is refused.
+The query planner (query/fts_plan.py) writes FTS5 expressions: quoted strings of index terms (a
+phrase when several) joined by AND / OR, with parentheses. ``tsquery_sql`` turns such an
+expression into a tsquery of tsquery literals, one per quoted string (``'term'``, or
+``'a' <-> 'b'`` for a phrase: store/pg_terms.py), passed as parameters: no text of a query ever
+becomes SQL, and the terms are looked up as the index form holds them, without a PostgreSQL
+dictionary between. Anything else in an expression is refused.
 
 Ranking: BM25 as FTS5's bm25() computes it (query/bm25.py), in SQL over the tsvector: PostgreSQL's
 own ``ts_rank_cd`` knows no document frequencies and ranked SciFact far worse (docs/postgres.md).
 
-Terms given to ``df_term`` and ``row_stats`` are the Porter stems the SQLite index holds
-(store/fts_reader.py); PostgreSQL's 'english' Snowball stemmer agrees on nearly all English words,
-and they are looked up as lexemes as they are.
+Terms given to ``df_term`` and ``row_stats`` are index terms (ragweedd/keyterms.py), the lexemes
+``tsv`` holds, looked up as they are.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any
 
 from ragweedd.errors import RequestError
 from ragweedd.store.pg import PgConn
+from ragweedd.store.pg_terms import tsquery_literal
 
 # FTS5's bm25() constants, which query/bm25.py rescoring uses too: scores of both add up.
 K1 = 1.2
@@ -57,7 +58,7 @@ def tsquery_sql(expr: str) -> tuple[str, list[str]]:
         i += 1
         if kind == "S":
             params.append(val)
-            return "phraseto_tsquery('english', %s)"
+            return "%s::tsquery"
         if (kind, val) == ("P", "("):
             inner = disjunction()
             if i >= len(toks) or toks[i] != ("P", ")"):
@@ -91,7 +92,7 @@ def tsquery_sql(expr: str) -> tuple[str, list[str]]:
     sql = disjunction()
     if i != len(toks):
         raise RequestError(f"keyword expression {expr!r}: unexpected {toks[i][1]!r}")
-    return sql, params
+    return sql, [tsquery_literal(p) for p in params]
 
 
 class PgKeyword:
@@ -108,16 +109,16 @@ class PgKeyword:
         collection, each row's term counts from its tsvector positions and its token count. Every
         step is MATERIALIZED: inlined, the planner may count a term's rows once per candidate."""
         q, params = tsquery_sql(expr)
-        words = list(params)
+        words = [m.group(1).replace('""', '"') for m in _TOKEN.finditer(expr) if m.group(1) is not None]
         rows = self.db.all(
             f"""WITH t AS MATERIALIZED (SELECT {q} AS q),
-            terms AS MATERIALIZED (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', w))) AS lex
+            terms AS MATERIALIZED (SELECT DISTINCT unnest(string_to_array(w, ' ')) AS lex
                       FROM unnest(%s::text[]) AS w),
             stats AS MATERIALIZED (SELECT count(*)::float8 AS n, greatest(avg(tokens), 1)::float8 AS avgdl
                       FROM chunks WHERE collection_id = %s),
             df AS MATERIALIZED (SELECT terms.lex, greatest(ln((stats.n - d.n + 0.5) / (d.n + 0.5)), 1e-6) AS idf
                    FROM terms, stats, LATERAL (SELECT count(*)::float8 AS n FROM chunks c
-                        WHERE c.collection_id = %s AND c.tsv @@ to_tsquery('simple', quote_literal(terms.lex))) d),
+                        WHERE c.collection_id = %s AND c.tsv @@ quote_literal(terms.lex)::tsquery) d),
             cand AS MATERIALIZED (SELECT c.id, c.tsv, c.tokens FROM chunks c, t
                                   WHERE c.collection_id = %s AND c.tsv @@ t.q)
             SELECT cand.id, sum(df.idf * f.tf * {K1 + 1} / (f.tf + {K1} * (1 - {B} + {B} * cand.tokens / stats.avgdl)))
@@ -134,17 +135,26 @@ class PgKeyword:
 
     def df_term(self, term: str) -> int:
         """Rows holding the lexeme ``term`` as it is (not stemmed again)."""
-        return int(self.db.value(
-            "SELECT count(*) FROM chunks WHERE collection_id=%s AND tsv @@ to_tsquery('simple', quote_literal(%s))",
-            (self.collection_id, term)))
+        return int(self.db.value("SELECT count(*) FROM chunks WHERE collection_id=%s AND tsv @@ %s::tsquery",
+                                 (self.collection_id, tsquery_literal(term))))
 
     def df_match(self, term: str) -> int:
         """Rows holding the words of ``term`` as a phrase."""
-        return int(self.db.value("SELECT count(*) FROM chunks WHERE collection_id=%s"
-                                 " AND tsv @@ phraseto_tsquery('english', %s)", (self.collection_id, term)))
+        return int(self.db.value("SELECT count(*) FROM chunks WHERE collection_id=%s AND tsv @@ %s::tsquery",
+                                 (self.collection_id, tsquery_literal(term))))
 
     def df_word(self, word: str) -> int:
-        return self.df_match(word)
+        """df of an index form: a term's rows; a phrase's (a multi-word synonym) bounded by its
+        rarest term, as in SQLite (store/fts_reader.py)."""
+        terms = word.split()
+        if not terms:
+            return 0
+        return min(self.df_term(t) for t in terms)
+
+    def languages(self) -> dict[str, int]:
+        """{language: chunks} the collection's keyword rows were written in."""
+        return {str(r["lang"]): int(r["chunks"]) for r in self.db.all(
+            "SELECT lang, chunks FROM keyword_languages WHERE collection_id=%s", (self.collection_id,))}
 
     def row_stats(self, ids: list[int], terms: list[str]) -> tuple[dict[int, int], dict[int, dict[str, int]]]:
         lengths = {int(r["id"]): int(r["tokens"]) for r in self.db.all(

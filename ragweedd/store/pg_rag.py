@@ -16,7 +16,9 @@ import json
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
+from ragweedd import keyterms
 from ragweedd.errors import NotCreatedYetError
+from ragweedd.store import pg_terms
 from ragweedd.store.pg import PgConn, from_pg, maybe_from_pg, to_pg
 from ragweedd.store.pg_claims import LIVE_CLAIMERS, hold, new_claimer
 from ragweedd.store.pg_keyword import PgKeyword
@@ -83,6 +85,7 @@ class PgRag(PgKeyword):
                                      hint="it is still being created by the ingest side; this resolves itself")
         self.collection_id = int(cid)
         self._embedders_seen: set[str] = set()
+        self._doc_lang: tuple[str, str] = ("", "")  # (md5, language) of the document being written
 
     def close(self) -> None:
         self.db.close()
@@ -401,16 +404,22 @@ class PgRag(PgKeyword):
         if not rows:
             return []
         eids, idxs, shas, texts, contexts, metas = (list(col) for col in zip(*rows))
+        # the document's language, told from its first batch (pg_terms: the keyword index form)
+        if self._doc_lang[0] != md5:
+            self._doc_lang = (md5, keyterms.detect_document(texts))
+        lang = self._doc_lang[1]
+        _, tsvs, tokens = pg_terms.document_rows(zip(range(len(texts)), texts, contexts), lang)
         got = {r["embedding_id"]: int(r["id"]) for r in c.execute(
             "INSERT INTO chunks(collection_id, embedding_id, md5, chunk_idx, created_at, text_sha256, content,"
-            " context, source_file, source_rel_path, meta, tokens)"
-            " SELECT %s, u.eid, %s, u.idx, %s, u.sha, u.content, u.context, %s, %s, u.meta::jsonb,"
-            " (SELECT coalesce(sum(coalesce(array_length(positions, 1), 1)), 0)"
-            "  FROM unnest(to_tsvector('english', u.context || ' ' || u.content)))"
-            " FROM unnest(%s::text[], %s::int[], %s::text[], %s::text[], %s::text[], %s::text[])"
-            " WITH ORDINALITY AS u(eid, idx, sha, content, context, meta, n) ORDER BY u.n"
+            " context, source_file, source_rel_path, meta, tokens, tsv, lang)"
+            " SELECT %s, u.eid, %s, u.idx, %s, u.sha, u.content, u.context, %s, %s, u.meta::jsonb, u.tokens,"
+            " u.tsv::tsvector, %s"
+            " FROM unnest(%s::text[], %s::int[], %s::text[], %s::text[], %s::text[], %s::text[], %s::int[], %s::text[])"
+            " WITH ORDINALITY AS u(eid, idx, sha, content, context, meta, tokens, tsv, n) ORDER BY u.n"
             " RETURNING id, embedding_id",
-            (self.collection_id, md5, now, stored, stored_rel, eids, idxs, shas, texts, contexts, metas)).fetchall()}
+            (self.collection_id, md5, now, stored, stored_rel, lang, eids, idxs, shas, texts, contexts, metas,
+             tokens, tsvs)).fetchall()}
+        pg_terms.count_languages(c, self.collection_id, {lang: len(eids)})
         return [got[e] for e in eids]
 
     def _copy_vectors(self, c: Any, space: str, embedder_id: str, items: Sequence[tuple[int, Any]]) -> None:

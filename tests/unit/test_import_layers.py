@@ -13,8 +13,8 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
 
 # rank, packages (top-level modules or subpackages of ragweedd), whether they may import each other
 LAYERS: list[tuple[int, set[str], bool]] = [
-    (0, {"__init__", "errors", "text_stats", "keyterms", "periods", "statements", "procs", "contract", "logging", "config",
-         "paths", "checksums", "keyfile"}, True),
+    (0, {"__init__", "errors", "text_stats", "keyterms", "periods", "statements", "procs", "contract", "logging",
+         "config", "paths", "checksums", "keyfile"}, True),
     (1, {"store"}, False),
     (2, {"extract", "llm", "embed"}, False),
     (3, {"index", "chunk"}, False),

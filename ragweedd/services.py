@@ -384,6 +384,11 @@ def open_daemon(cfg: Config, *, embedder: Any = None, extract: Callable | None =
 
     paths = Paths.from_config(cfg).ensure()
     setup_for(paths)
+    # the language detector's model takes ~2 s to load: loaded beside the start-up, not in the
+    # first file's publish or the first search (ragweedd/keyterms.py)
+    from ragweedd import keyterms
+
+    threading.Thread(target=keyterms.warm, name="keyterms-warm", daemon=True).start()
     if is_postgres(cfg):
         return _open_server_daemon(cfg, paths, embedder=embedder, extract=extract, watcher_factory=watcher_factory)
     _adopt_unrecorded(cfg, paths)

@@ -27,13 +27,13 @@ def test_migrations_are_numbered_recorded_and_wal(tmp_path):
     rows = rag.conn.execute("SELECT number, name FROM schema_migrations").fetchall()
     assert [tuple(r) for r in rows] == [(1, "initial"), (2, "chunk_text_hash"), (3, "pending_vectors"),
                                         (4, "fts_context_column"), (5, "pass_changes"), (6, "path_version"),
-                                        (7, "hidden_chunks")]
+                                        (7, "hidden_chunks"), (8, "multilingual_keywords")]
     assert rag.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     names = {r[0] for r in rag.conn.execute("SELECT name FROM sqlite_master")}
     assert {"collections", "embeddings", "embedding_metadata", "fts_chunks", "vectors", "changes"} <= names
     rag.close()
     again = RagDB(tmp_path / "rag.sqlite3", "c")  # re-open applies nothing twice
-    assert again.conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == 7
+    assert again.conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == 8
     ing = IngestDB(tmp_path / "ingest_db.sqlite3")
     names = {r[0] for r in ing.conn.execute("SELECT name FROM sqlite_master")}
     assert {"ingest_files", "ingest_chunks", "collection_chunks", "fts_idf_cache", "embed_cache"} <= names

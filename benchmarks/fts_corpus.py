@@ -18,10 +18,8 @@ from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SCIFACT = Path("/work/shared/eval/scifact")
-_SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])")
-
-FTS_DDL = ("CREATE VIRTUAL TABLE fts_chunks USING fts5(embedding_id UNINDEXED, content, "
-           "source_file UNINDEXED, tokenize='porter unicode61')")
+XQUAD_ZH = Path("/work/shared/eval/xquad/zh")  # Chinese: sentences end in 。！？ without a space
+_SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])|(?<=[。！？])")
 
 
 def sentences(corpus_dir: Path = SCIFACT) -> list[str]:
@@ -45,8 +43,11 @@ def chunks(n: int, seed: int = 7, target_chars: int = 1500, corpus_dir: Path = S
         yield i + 1, " ".join(parts)[: target_chars + 200]
 
 
-def build_fts(path: Path, n: int, *, log=print) -> Path:
-    """An FTS5 table with the rag.sqlite3 schema holding n synthetic chunks."""
+def build_fts(path: Path, n: int, *, log=print, corpus_dir: Path = SCIFACT, lang: str = "en") -> Path:
+    """An FTS5 table with the rag.sqlite3 schema holding n synthetic chunks, written as a collection
+    writes them (store/rag_keywords.py: the index form in ``lang``)."""
+    from ragweedd.store import rag_keywords
+
     if path.exists():
         return path
     tmp = path.with_suffix(".tmp")
@@ -54,25 +55,25 @@ def build_fts(path: Path, n: int, *, log=print) -> Path:
     conn = sqlite3.connect(tmp, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=OFF")
-    conn.execute(FTS_DDL)
+    conn.execute(rag_keywords.FTS_DDL)
+    conn.execute(rag_keywords.LANGUAGES_DDL)
     # every keyword match leaves out the id ranges of documents in transit (store/rag_hidden.py)
     conn.execute("CREATE TABLE hidden_chunks (lo INTEGER NOT NULL, hi INTEGER NOT NULL, md5 TEXT NOT NULL,"
                  " state TEXT NOT NULL, owner TEXT)")
     t0 = time.monotonic()
     batch: list[tuple] = []
-    for rowid, text in chunks(n):
-        batch.append((rowid, f"bench:{rowid}", text, f"/bench/doc{rowid // 4}.txt"))
+    for rowid, text in chunks(n, corpus_dir=corpus_dir, target_chars=1500 if lang != "zh" else 500):
+        batch.append((rowid, f"bench:{rowid}", text, f"/bench/doc{rowid // 4}.txt", ""))
         if len(batch) == 5000:
             conn.execute("BEGIN")
-            conn.executemany("INSERT INTO fts_chunks(rowid, embedding_id, content, source_file) VALUES (?,?,?,?)",
-                             batch)
+            rag_keywords.insert_rows(conn, batch, lang=lang)
             conn.execute("COMMIT")
             batch.clear()
             if rowid % 50000 == 0:
                 log(f"  {rowid} chunks, {time.monotonic() - t0:.0f} s")
     if batch:
         conn.execute("BEGIN")
-        conn.executemany("INSERT INTO fts_chunks(rowid, embedding_id, content, source_file) VALUES (?,?,?,?)", batch)
+        rag_keywords.insert_rows(conn, batch, lang=lang)
         conn.execute("COMMIT")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
@@ -85,5 +86,5 @@ def build_fts(path: Path, n: int, *, log=print) -> Path:
 if __name__ == "__main__":
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 500_000
     RESULTS.mkdir(parents=True, exist_ok=True)
-    p = build_fts(RESULTS / f"fts_{n // 1000}k.sqlite3", n)
+    p = build_fts(RESULTS / f"fts2_{n // 1000}k.sqlite3", n)
     print("built", p, p.stat().st_size // 2**20, "MiB")

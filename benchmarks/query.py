@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fts_corpus import RESULTS, SCIFACT, build_fts  # noqa: E402
+from fts_corpus import RESULTS, SCIFACT, XQUAD_ZH, build_fts  # noqa: E402
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -38,8 +38,8 @@ def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
-def claims(n: int, seed: int = 3) -> list[str]:
-    rows = [json.loads(line)["text"] for line in open(SCIFACT / "queries.jsonl", encoding="utf-8")]
+def claims(n: int, seed: int = 3, corpus_dir: Path = SCIFACT) -> list[str]:
+    rows = [json.loads(line)["text"] for line in open(corpus_dir / "queries.jsonl", encoding="utf-8")]
     random.Random(seed).shuffle(rows)
     return rows[:n]
 
@@ -60,7 +60,11 @@ def keyword(args) -> dict:
     from ragweedd.query.wordnet import open_wordnet, wordnet_status
     from ragweedd.store.fts_reader import FtsReader
 
-    db = build_fts(RESULTS / f"fts_{args.chunks // 1000}k.sqlite3", args.chunks)
+    # the index form of issue 31 (fts2_*: databases of the English-only form are not reused)
+    zh = args.lang == "zh"
+    corpus = XQUAD_ZH if zh else SCIFACT
+    db = build_fts(RESULTS / f"fts2_{'zh_' if zh else ''}{args.chunks // 1000}k.sqlite3", args.chunks,
+                   corpus_dir=corpus, lang=args.lang)
     with open(db, "rb") as f:  # into the page cache: measure the plans, not the disk
         while f.read(1 << 24):
             pass
@@ -72,10 +76,10 @@ def keyword(args) -> dict:
     wn = open_wordnet(cfg)
     status = wordnet_status(cfg)
     k = cfg.fts_top_k  # the keyword leg's depth
-    qs = [q for q in claims(args.queries * 2) if len(query_words(q)) >= 6][: args.queries]
+    qs = [q for q in claims(args.queries * 2, corpus_dir=corpus) if len(query_words(q, args.lang)) >= 6][: args.queries]
     # Warm the page cache once so both plans are measured on a warm database.
     for q in qs[:20]:
-        stats.match(" OR ".join(fts_string(w) for w in query_words(q)[:6]), k)
+        stats.match(" OR ".join(fts_string(w) for w in query_words(q, args.lang)[:6]), k)
 
     def bm25_plain(expr):
         return conn.execute("SELECT rowid, bm25(fts_chunks) AS s FROM fts_chunks WHERE fts_chunks MATCH ? "
@@ -85,7 +89,7 @@ def keyword(args) -> dict:
             "df_vocab": [], "df_count": []}
     tiers = {1: 0, 2: 0, None: 0}
     for q in qs:
-        words = query_words(q)
+        words = query_words(q, args.lang)
         dfs = cache.df(words)
         present = [w for w in words if dfs[w] > 0]
         # AND: the two rarest words of the claim that occur (what tier 1 usually holds).
@@ -99,7 +103,7 @@ def keyword(args) -> dict:
         before = " OR ".join(fts_string(w) for w in six)
         if not args.skip_before:
             rows["or_before"].append(timed(lambda: bm25_plain(before)))
-        plan = make_plan(" ".join(six), cache, cfg, wn, status)
+        plan = make_plan(" ".join(six), cache, cfg, wn, status, lang=args.lang)
         terms = sorted(plan.or_terms(), key=lambda t: t[1])
         chosen, total = [], 0
         for s, df in terms:
@@ -112,7 +116,7 @@ def keyword(args) -> dict:
         t = time.perf_counter()
         from ragweedd.query.fts_plan import execute
 
-        p2 = make_plan(q, cache, cfg, wn, status)
+        p2 = make_plan(q, cache, cfg, wn, status)  # the language chosen as a search chooses it
         _, m = execute(stats, p2, k, max_postings=cfg.fts_or_max_postings)
         rows["plan_total"].append((time.perf_counter() - t) * 1000)
         tiers[m["tier"]] = tiers.get(m["tier"], 0) + 1
@@ -122,7 +126,7 @@ def keyword(args) -> dict:
         rows["df_count"].append(timed(lambda: stats.df_match(term), 1))
     out = {"chunks": n, "queries": len(qs), "fts_or_max_postings": cfg.fts_or_max_postings,
            "min_tier_hits": MIN_TIER_HITS, "tiers_fired": {str(a): b for a, b in tiers.items()}, "ms": {}}
-    print(f"keyword tiers over {n} chunks, {len(qs)} SciFact claims, LIMIT {k} (ms)")
+    print(f"keyword tiers over {n} chunks ({args.lang}), {len(qs)} queries, LIMIT {k} (ms)")
     print(f"{'case':<12s} {'n':>5s} {'p50':>8s} {'p90':>8s} {'p99':>8s} {'mean':>8s}")
     for name, xs in rows.items():
         if not xs:
@@ -133,7 +137,7 @@ def keyword(args) -> dict:
     print("tiers fired by the full plan:", out["tiers_fired"])
     out["load_avg"] = __import__("os").getloadavg()
     print("load average", out["load_avg"])
-    (RESULTS / f"query_keyword_{n // 1000}k.json").write_text(json.dumps(out, indent=1))
+    (RESULTS / f"query_keyword_{args.lang}_{n // 1000}k.json").write_text(json.dumps(out, indent=1))
     return out
 
 
@@ -144,6 +148,8 @@ def main(argv=None) -> int:
     k.add_argument("--chunks", type=int, default=500_000)
     k.add_argument("--queries", type=int, default=200)
     k.add_argument("--skip-before", action="store_true", help="skip plain FTS5 (the slow baseline)")
+    k.add_argument("--lang", choices=("en", "zh"), default="en",
+                   help="en: SciFact sentences and claims; zh: XQuAD Chinese paragraphs and questions")
     s = sub.add_parser("search")
     s.add_argument("--chunks", type=int, default=100_000)
     s.add_argument("--queries", type=int, default=200)

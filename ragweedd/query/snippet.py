@@ -81,6 +81,26 @@ class QueryWords:
             self._seen[token] = hit
         return hit
 
+    def spans(self, token: str) -> list[tuple[int, int, str]]:
+        """[start, end, query word) of the query words' bigrams inside a run of a script without
+        spaces: the run "北京大学是中国" marks "北京", not the whole sentence it is written in."""
+        low = token.lower()
+        found: list[tuple[int, int, str]] = []
+        for stem, w in self.stems.items():
+            if not keyterms.unspaced_in(stem):
+                continue
+            at = low.find(stem)
+            while at != -1:
+                found.append((at, at + len(stem), w))
+                at = low.find(stem, at + 1)
+        found.sort()
+        merged: list[tuple[int, int, str]] = []
+        for a, b, w in found:  # overlapping bigrams of one word ("北京大" + "京大学") are one mark
+            if merged and a <= merged[-1][1] and merged[-1][2] == w:
+                merged[-1] = (merged[-1][0], max(b, merged[-1][1]), w)
+            else:
+                merged.append((a, b, w))
+        return merged
 
     def _stems(self, word: str) -> tuple[str, ...]:
         return tuple(dict.fromkeys(t for lang in self.langs for t in keyterms.terms(word, lang)))
@@ -90,8 +110,15 @@ def make_snippet(text: str, query: str | QueryWords, width: int = SNIPPET_CHARS)
     """(snippet, marks): ``marks`` are [start, end) offsets of the matched words within ``snippet``."""
     qw = query if isinstance(query, QueryWords) else QueryWords(query)
     t = " ".join(str(text or "").split())
-    matches = [(m.start(), m.end(), key) for m in keyterms.word_pattern().finditer(t)
-               if (key := qw.match(m.group())) is not None]
+    matches: list[tuple[int, int, str]] = []
+    for m in keyterms.word_pattern().finditer(t):
+        key = qw.match(m.group())
+        if key is None:
+            continue
+        inner = qw.spans(m.group()) if keyterms.unspaced_in(m.group()) else []
+        matches.extend((m.start() + a, m.start() + b, w) for a, b, w in inner)
+        if not inner:
+            matches.append((m.start(), m.end(), key))
     if not matches:
         lo, hi = 0, _cut_end(t, min(len(t), width), 0)
     else:

@@ -51,3 +51,15 @@ def test_every_hit_gets_both_fields_on_a_copy():
     assert out[0]["snippet"] == "Green tea steeps." and out[0]["snippet_marks"] == [[6, 9]]
     assert out[1]["snippet"] == "" and out[1]["snippet_marks"] == []
     assert "snippet" not in hits[0]  # a cached result is not changed under the next query
+
+
+def test_words_of_other_languages_are_marked_by_their_stems_and_bigrams():
+    """German stems (issue 31): "Häusern" marks "Häuser"; Chinese: the query's two characters are
+    marked inside the run of Han characters they are written in, not the whole run."""
+    snippet, marks = make_snippet("Die Häuser der Altstadt wurden aus Holz gebaut.", "Häusern Holz")
+    assert [snippet[a:b] for a, b in marks] == ["Häuser", "Holz"]
+    text = "北京大学是中国最早的国立综合性大学，位于北京市海淀区。"
+    snippet, marks = make_snippet(text, "北京在哪里")
+    assert [snippet[a:b] for a, b in marks] == ["北京", "北京"]
+    snippet, marks = make_snippet(text, "北京大学")  # its bigrams 北京 京大 大学: one mark
+    assert [snippet[a:b] for a, b in marks][0] == "北京大学"

@@ -167,8 +167,7 @@ class Plan:
 def query_language(query: str, fts: KeywordReader) -> str:
     """The language ``query`` is read as in a collection: the likeliest of the languages its
     chunks are in (keyterms.detect)."""
-    langs = fts.languages()
-    return keyterms.detect(query, sorted((x for x in langs if x), key=lambda x: -langs[x]))
+    return keyterms.detect(query, fts.languages())
 
 
 def make_plan(query: str, idf_cache: IdfCache, cfg, wordnet=None, synonym_status: dict | None = None,

@@ -327,7 +327,7 @@ class Searcher:
             with c.fts_lock:
                 for lang, n in c.fts.languages().items():
                     langs[lang] = langs.get(lang, 0) + n
-        return keyterms.detect(query, sorted((x for x in langs if x), key=lambda x: -langs[x]))
+        return keyterms.detect(query, langs)
 
     def _fill_keyword_scores(self, cols, cands, plans, only: set | None = None) -> None:
         """BM25 of the query's words for the chunks only the vector search found, so score

@@ -239,7 +239,7 @@ def detect(text: str, candidates: Iterable[str] | dict[str, int] | None = None) 
     return max(scored)[1]
 
 
-DOCUMENT_SAMPLE = 4000  # characters of a document read to tell its language
+DOCUMENT_SAMPLE = 1500  # characters of a document read to tell its language (~5 ms of py3langid)
 
 
 def sample(texts: list[str], limit: int = DOCUMENT_SAMPLE) -> str:

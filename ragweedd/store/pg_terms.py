@@ -102,7 +102,7 @@ def backfill(db: Any, log: Any = None) -> int:
             n = db.value("SELECT count(*) FROM chunks WHERE tsv IS NULL")
             log.warning("keyword_index_rebuild", chunks=n,
                         message=f"writing the keyword index of {n} chunks for search in every language "
-                                f"(about {max(1, int(n) // 1000)} s); it is done once")
+                                f"(about {max(1, int(n) // 400)} s); it is done once")
         for d in docs:
             with db.tx() as c:
                 # another machine may have written this document meanwhile: only rows still without

@@ -211,7 +211,7 @@ class RagDB(PassVectors, ModelSwap, ServedText, HiddenChunks):
         self.collection_id = row[0]
 
     def _say_keyword_rebuild(self) -> None:
-        """Migration 8 rebuilds the keyword index from every chunk's text (about 1 ms a chunk): say
+        """Migration 8 rebuilds the keyword index from every chunk's text (2-3 ms a chunk): say
         so before it starts, so a long first open after the upgrade is not taken for a hang."""
         done = recorded_migrations(self.conn)
         if 8 in done or 7 not in done:
@@ -220,7 +220,7 @@ class RagDB(PassVectors, ModelSwap, ServedText, HiddenChunks):
         if n:
             log.warning("keyword_index_rebuild", collection=self.collection, chunks=n,
                         message=f"rebuilding the keyword index of '{self.collection}' for search in every "
-                                f"language ({n} chunks, about {max(1, n // 1000)} s); it is done once, "
+                                f"language ({n} chunks, about {max(1, n // 400)} s); it is done once, "
                                 "searches meanwhile use the old index")
 
     def _collection_row(self, collection: str) -> Any:

@@ -18,7 +18,7 @@ from ragweedd.errors import NotFoundError, RequestError
 from ragweedd.logging import get_logger
 from ragweedd.paths import Paths
 from ragweedd.query.filters import Filters
-from ragweedd.query.fts_plan import keyword_leg, known_item_rows
+from ragweedd.query.fts_plan import keyword_leg, known_item_rows, query_language
 from ragweedd.query.hyde import HyDE
 from ragweedd.query.idf import IdfCache
 from ragweedd.query.merge import FUSIONS, Candidate, FusionParams, finish, fuse
@@ -240,10 +240,13 @@ class Searcher:
             if collections and c.name not in collections:
                 continue
             with c.fts_lock:
-                got = c.idf.df(list(words)) if words else {}
+                # the index holds terms: each word in its index form, read in the collection's language
+                lang = query_language(" ".join(words), c.fts) if words else ""
+                forms = {w: keyterms.index_form(w, lang) for w in words}
+                got = c.idf.df([f for f in dict.fromkeys(forms.values()) if f]) if words else {}
                 n += c.idf.n_docs
-            for w, df in got.items():
-                dfs[w] = dfs.get(w, 0) + int(df)
+            for w, f in forms.items():
+                dfs[w] = dfs.get(w, 0) + int(got.get(f, 0))
         return dfs, n
 
     def _query_vector(self, query: str) -> Any:

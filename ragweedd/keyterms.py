@@ -58,7 +58,8 @@ _UNSPACED = ((0x0E00, 0x0EFF),  # Thai, Lao
              (0x20000, 0x3FFFF))  # Han, supplementary planes
 _UNSPACED_CLASS = "".join(f"{chr(a)}-{chr(b)}" for a, b in _UNSPACED)
 _UNSPACED_RUN = re.compile(f"[{_UNSPACED_CLASS}]+|[^{_UNSPACED_CLASS}]+")
-_MAX_WORD = 64  # longer runs are not words (hashes, base64): kept whole, never stemmed
+_MAX_WORD = 64  # longer runs are not words (hashes, base64): never stemmed...
+_MAX_TERM = 200  # ...and cut here: PostgreSQL refuses lexemes over 2,047 bytes, FTS5 gains nothing
 
 _lock = threading.Lock()
 _word_re: re.Pattern[str] | None = None
@@ -135,7 +136,7 @@ def _unspaced(ch: str) -> bool:
 
 def _stem(word: str, lang: str) -> str:
     if len(word) > _MAX_WORD or word.isdigit():
-        return word
+        return word[:_MAX_TERM]
     st = _stemmer(lang)
     if lang == "en":  # as porter unicode61: fold, then stem words of 3 letters or more
         word = fold(word)

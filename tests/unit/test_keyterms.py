@@ -71,3 +71,8 @@ def test_embedder_languages():
     assert keyterms.parse_languages("en, DE;fr") == frozenset({"en", "de", "fr"})
     assert keyterms.covered("de", None) and keyterms.covered("", frozenset({"en"}))
     assert not keyterms.covered("de", frozenset({"en"}))
+
+
+def test_a_run_too_long_to_be_a_word_is_cut_not_stemmed():
+    blob = "a" * 5000
+    assert keyterms.terms(f"key {blob} end", "en") == ["kei", "a" * 200, "end"]

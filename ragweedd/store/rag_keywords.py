@@ -21,6 +21,7 @@ from __future__ import annotations
 import sqlite3
 
 from ragweedd import keyterms
+from ragweedd.store.sqlite import transaction
 
 FTS_COLUMNS = "rowid, embedding_id, content, source_file, context, lang, terms, context_terms"
 
@@ -102,15 +103,40 @@ def count_languages(conn: sqlite3.Connection, langs: dict[str, int]) -> None:
                      " ON CONFLICT(lang) DO UPDATE SET chunks = chunks + excluded.chunks", list(langs.items()))
 
 
-def count_rows(conn: sqlite3.Connection, lo: int, hi: int) -> None:
-    """Count the languages of the keyword rows ``lo``..``hi`` just written by INSERT ... SELECT."""
-    count_languages(conn, {str(r[0]): int(r[1]) for r in conn.execute(
-        "SELECT lang, count(*) FROM fts_chunks WHERE rowid BETWEEN ? AND ? GROUP BY lang", (lo, hi))})
-
-
 def languages(conn: sqlite3.Connection) -> dict[str, int]:
     """{language: chunks written in it} of a collection ({} before migration 8)."""
     try:
         return {str(r[0]): int(r[1]) for r in conn.execute("SELECT lang, chunks FROM keyword_languages")}
     except sqlite3.OperationalError:
         return {}
+
+
+def rebuild(conn: sqlite3.Connection, batch: int = 1000) -> int:
+    """Backfill fts_chunks from stored chunk text, in batches (safe while serving: each batch is
+    its own short transaction). Returns the number of rows written."""
+    total = 0
+    md5s = [r[0] for r in conn.execute("SELECT DISTINCT md5 FROM embeddings ORDER BY md5")]
+    i = 0
+    while i < len(md5s):
+        # whole documents per transaction (a document's chunks share its language), ~batch chunks
+        group: dict[str, list[tuple[int, str, str, str, str]]] = {}
+        n = 0
+        while i < len(md5s) and (n < batch or not group):
+            rows = conn.execute(
+                "SELECT e.id, e.embedding_id,"
+                " (SELECT string_value FROM embedding_metadata WHERE id=e.id AND key='chroma:document'),"
+                " (SELECT string_value FROM embedding_metadata WHERE id=e.id AND key='source_file_name'),"
+                " (SELECT string_value FROM embedding_metadata WHERE id=e.id AND key='context')"
+                " FROM embeddings e WHERE e.md5 = ? ORDER BY e.id", (md5s[i],)).fetchall()
+            group[md5s[i]] = [(r[0], r[1], r[2] or "", r[3] or "", r[4] or "") for r in rows]
+            n += len(rows)
+            i += 1
+        with transaction(conn):
+            for rows in group.values():
+                insert_rows(conn, rows, replace=True)
+        total += n
+    # Rows are replaced in place rather than the table emptied first, so searches keep finding
+    # everything while the backfill runs; FTS rows of chunks that no longer exist go last.
+    with transaction(conn):
+        conn.execute("DELETE FROM fts_chunks WHERE rowid NOT IN (SELECT id FROM embeddings)")
+    return total

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from ragweedd.chunk.entropy import shannon_entropy, verdict, word_count
+from ragweedd.text_stats import LOGOGRAPHIC_EXTRA_BITS, logographic_share
 from ragweedd.chunk.splitter import chunk_chars_for, iter_spans
 from ragweedd.extract.base import ExtractedDoc, Region
 
@@ -334,7 +335,11 @@ def iter_chunks(pieces: Iterable[str], kind: str, regions: list[Region], params:
         end = start + len(body)
         h = shannon_entropy(body)
         words = word_count(body)
-        why = verdict(h, words, entropy_max=params.entropy_max, entropy_min=params.entropy_min)
+        # Chinese or Japanese prose has 5-7.5 bits a character (thousands of characters in use):
+        # under the alphabetic threshold a tenth of XQuAD's Chinese paragraphs were dropped as garbage
+        limit = params.entropy_max + LOGOGRAPHIC_EXTRA_BITS * logographic_share(body) if h > params.entropy_max \
+            else params.entropy_max
+        why = verdict(h, words, entropy_max=limit, entropy_min=params.entropy_min)
         if why:
             dropped[why] = dropped.get(why, 0) + 1
             continue

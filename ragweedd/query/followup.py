@@ -230,7 +230,7 @@ def rewrite(question: str, thread: list[ThreadTurn], stats: Stats) -> RuleRewrit
     elif opener and not shared_topic and not new_names and len(topic) <= VARIATION_WORDS:
         # an ellipsis ("and green?" after "how long should black tea steep?"): its words stand in
         # for the earlier phrase's first words, the rest of the earlier subject is what it asks about
-        swapped = _ellipsis_swapped(theirs, len(topic))
+        swapped = _ellipsis_swapped(theirs, len(topic), _determined(question, topic))
         replaced.extend(w for w in theirs if w.at in swapped)
         carried.extend(w for w in theirs if w.at not in swapped)
     else:
@@ -273,22 +273,37 @@ def _swapped(before: list[Word], own: list[Word], shared: list[Word]) -> set[int
     return out
 
 
-def _ellipsis_swapped(theirs: list[Word], k: int) -> set[int]:
-    """Positions of the earlier topic words the ``k`` words of an ellipsis take the place of, in the
-    earlier turn's first phrase of two or more topic words: one word stands in for its first word
-    and keeps the head ("and green?" after "black tea"), two or more are a phrase of their own
-    ("what about its operating margin?" after "capital expenditure"). Without such a phrase, the
-    first topic word ("caffeine" of "how does caffeine affect sleep?" for "and alcohol?")."""
+def _ellipsis_swapped(theirs: list[Word], k: int, determined: bool) -> set[int]:
+    """Positions of the earlier topic words the ``k`` words of an ellipsis take the place of.
+
+    A noun phrase with its determiner ("and the brake pads?") stands in for the earlier turn's last
+    phrase, its object ("chain" of "how often should I lubricate the chain?"). Otherwise, in the
+    earlier turn's first phrase of two or more topic words, one word stands in for its first word
+    and keeps the head ("and green?" after "black tea"), two or more for the whole phrase ("what
+    about its operating margin?" after "capital expenditure"); with no such phrase, one stands in
+    for the first topic word ("caffeine" of "how does caffeine affect sleep?" for "and alcohol?")."""
     runs: list[list[Word]] = []
     for w in theirs:
         if runs and w.at == runs[-1][-1].at + 1:
             runs[-1].append(w)
         else:
             runs.append([w])
+    if not runs:
+        return set()
+    if determined:
+        return {w.at for w in runs[-1]}
     phrase = next((r for r in runs if len(r) >= 2), None)
     if phrase is not None:
         return {w.at for w in (phrase[:1] if k == 1 else phrase)}
-    return {runs[0][0].at} if runs else set()
+    return {runs[0][0].at}
+
+
+def _determined(question: str, topic: list[Word]) -> bool:
+    """Whether the question's own words open with an article ("and the brake pads?"): a noun
+    phrase of its own, not a modifier of the earlier one."""
+    words = _TOKEN.findall(question.lower())
+    first = topic[0].at if topic else 0
+    return first > 0 and words[first - 1] in ("the", "a", "an")
 
 
 def carried_filters(given: dict[str, Any], thread: list[ThreadTurn]) -> tuple[dict[str, Any], bool]:

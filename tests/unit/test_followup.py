@@ -24,7 +24,7 @@ DF = {"green": 2, "tea": 5, "steep": 3, "long": 400, "black": 4, "3m": 30, "capi
       "fy2018": 10, "operating": 300, "margin": 150, "pfizer": 25, "revenue": 400, "aldh1": 3,
       "expression": 200, "prognosis": 20, "breast": 90, "cancer": 400, "sourdough": 2, "starter": 5, "feed": 9,
       "amd": 20, "quick": 40, "ratio": 100, "liquidity": 60, "healthy": 30, "oolong": 2, "caffeine": 12,
-      "sleep": 30, "alcohol": 15, "net": 90}
+      "sleep": 30, "alcohol": 15, "net": 90, "lubricate": 3, "chain": 8, "brake": 4, "pads": 5}
 
 
 def stats(words):
@@ -96,6 +96,8 @@ def test_the_previous_turn_searched_query_carries_the_subject_down_a_chain():
     (CAPEX, "and net?", "and net? 3M expenditure FY2018"),
     # no phrase of two topic words: the first one, the subject, is what it replaces
     ("How does caffeine affect sleep?", "and alcohol?", "and alcohol? sleep"),
+    # a noun phrase with its article stands in for the earlier object
+    ("How often should I lubricate the chain?", "and the brake pads?", "and the brake pads? lubricate"),
 ])
 def test_an_ellipsis_replaces_the_first_words_of_the_earlier_subject(before, question, query):
     r = rewrite(question, [turn(before)], stats)

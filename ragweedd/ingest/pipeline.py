@@ -83,15 +83,6 @@ def _renamed(e: ExtractionError, copy: str, src: str) -> ExtractionError:
     return out
 
 
-def extract_settings(cfg: Config, paths: Paths) -> ExtractSettings:
-    return ExtractSettings(
-        tess_bin=cfg.tess_bin, whisper_model=cfg.whisper_model,
-        zip_max_depth=cfg.zip_max_depth, zip_max_members=cfg.zip_max_members,
-        zip_max_total_bytes=cfg.zip_max_total_mb * 1024 * 1024, zip_max_ratio=cfg.zip_max_ratio,
-        scratch_dir=str(paths.scratch), max_text_chars=cfg.ingest_max_text_mb << 20,
-    )
-
-
 def in_process_extract(path: Path, settings: ExtractSettings) -> ExtractedDoc:
     from ragweedd.extract.registry import extract_file
 
@@ -136,7 +127,7 @@ class Pipeline:
         self.paths = paths.ensure()
         self.embedder = embedder
         self.extract = extract or in_process_extract
-        self.settings = extract_settings(cfg, paths)
+        self.settings = ExtractSettings.from_config(cfg, self.paths.scratch)
         self.stores = stores
         self.db = stores.open_ingest() if stores is not None else IngestDB(paths.ingest_db)
         self._rags: dict[str, RagDB] = {}

@@ -29,7 +29,7 @@ from ragweedd.extract.base import ExtractedDoc, ExtractSettings
 from ragweedd.ingest.safe_open import NotRegularFile, fd_md5, open_regular, private_copy
 from ragweedd.ingest.vectorize import fill_vectors
 from ragweedd.logging import get_logger
-from ragweedd.paths import Paths
+from ragweedd.paths import Paths, within
 from ragweedd.store.ingest_db import IngestDB
 from ragweedd.store.rag_db import PRIMARY, RagDB
 from ragweedd.watch.skipped import cap_lifted, skip_reason, stat_unchanged
@@ -315,7 +315,7 @@ class Pipeline:
         """The paths ``_take_again`` took hold the new chunks."""
         n = rag.chunks_of(md5) if held else 0
         for path, row in held:
-            under = root is not None and path.startswith(str(root).rstrip(os.sep) + os.sep)
+            under = root is not None and within(path, str(root), strictly=True)
             rag.link_path(md5, path, os.path.relpath(path, root) if under else os.path.basename(path))
             self.db.set_file(collection, path, md5=md5, size=row["size_bytes"], mtime_ns=row["mtime_ns"],
                              inode=row["inode"], status="done", chunks=n)

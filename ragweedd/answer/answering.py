@@ -102,7 +102,7 @@ def passages_answer(hits: list[dict], limit: int = PASSAGES_SHOWN, *, query: str
     seen: set[tuple] = set()
     numbered: list[dict] = []
     parts = [NO_LLM_LABEL + ":"]
-    for i in Q.kept(scores):
+    for i in Q.kept(scores, rels=[h.get("rel_score") for h in ordered]):
         if len(numbered) >= limit:
             break
         # overlapping passages of one document hold the same sentence: it is quoted once, first

@@ -7,7 +7,9 @@ questions (``ragweedd eval questions``), beside a plain BM25 over the filings' p
 1. ``ragweedd ingest`` (the real one-shot path: sandboxed extraction, chunking, embedding, index
    files) of ``docs/`` into a scratch data dir (``--workdir``, default under /tmp; ``--reuse`` keeps
    an existing one and skips this step), timed: files/s, pages/s, chunks/s.
-2. The questions through the search the daemon serves, in the hybrid, keyword and dense modes.
+2. The questions through the search the daemon serves, in the hybrid, keyword and dense modes;
+   then the answer without an LLM: its numbered sources judged like hits (is its first source the
+   right filing, is one of them an evidence page), and the figure questions' column.
 3. The baseline the retrieval targets are set against: bm25s with an English stemmer (PyStemmer)
    over every page of every filing (page text from poppler's ``pdftotext``), every query word kept;
    a page hit is the evidence page itself, a document hit any page of the filing.
@@ -126,6 +128,19 @@ def figure_answers(services, questions: list[tuple[str, set[str]]], embedder) ->
             "sources_have_figure": round(in_sources / n, 3) if n else 0.0, "rows": rows}
 
 
+def answer_sources(services, questions, evaluate) -> dict:
+    """The no-LLM answer's numbered sources (``passages_answer`` over the hybrid search's top 10, at
+    most five), judged as the search's hits are: doc_hit@1 is whether the answer's first source is
+    the right filing, page_hit@5 whether one of its sources is an evidence page."""
+    from ragweedd.answer import passages_answer
+
+    def sources(q: str) -> list:
+        hits = list(services.search(q, ["fb"], 10, mode="hybrid")["results"])
+        return passages_answer(hits, query=q, embedder=services.embedder)[1] if hits else []
+
+    return evaluate(questions, sources)
+
+
 def bm25_pages(docs: Path, questions) -> dict:
     import bm25s
     import Stemmer
@@ -197,6 +212,9 @@ def main() -> int:
             res = evaluate(questions, search)
             result[mode] = res
             rows.append({"run": f"ragweedd {mode}", **{k: round(v["mean"], 3) for k, v in res["metrics"].items()}})
+        result["answer_sources"] = answer_sources(services, questions, evaluate)
+        rows.append({"run": "no-LLM answer's sources", **{k: round(v["mean"], 3)
+                                                         for k, v in result["answer_sources"]["metrics"].items()}})
         result["figures"] = figure_answers(services, figure_questions(data / "questions.jsonl"), services.embedder)
     finally:
         services.close()

@@ -8,6 +8,7 @@ import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # not typing.TYPE_CHECKING: ragweedctl loads this module and never typing
@@ -157,3 +158,18 @@ class Paths:
     @property
     def managed_uploads(self) -> Path:
         return self.data / "uploads"
+
+
+def within(path: str, root: str, *, strictly: bool = False) -> bool:
+    """Whether ``path`` is ``root`` (unless ``strictly``) or below it, by name: no link is followed,
+    and "/data/notes2" is not below "/data/notes"."""
+    return (path == root and not strictly) or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def deepest_root(path: str, roots: Iterable[str | os.PathLike[str]]) -> str | None:
+    """The root among ``roots`` that holds ``path`` most closely (roots may nest), or None."""
+    best: str | None = None
+    for r in map(str, roots):
+        if within(path, r) and (best is None or len(r) > len(best)):
+            best = r
+    return best

@@ -26,6 +26,7 @@ from ragweedd.answer.history import HistoryStore
 from ragweedd.config import Config
 from ragweedd.contract import Rewrite, SearchResult, ThreadTurn
 from ragweedd.errors import RequestError
+from ragweedd.logging import get_logger
 from ragweedd.paths import Paths
 from ragweedd.query.hyde import HyDE, make_hyde
 from ragweedd.query.rerank import Reranker, make_reranker, rerank_result
@@ -47,6 +48,8 @@ SHARED_TTL_S = 5.0
 # back to the ones asked for, so a preferred hit just below the cut can move up.
 PREFER_FETCH = 30
 
+
+log = get_logger("ragweedd.services")
 
 class Services:
     def __init__(self, cfg: Config, paths: Paths, *, embedder: Any = None, indexes: IndexLookup | None = None,
@@ -170,15 +173,26 @@ class Services:
         worker thread."""
         from ragweedd.query.filters import Filters
 
-        names = self.searchable(collections)
-        if not names and self._registry and self._names():
-            raise RequestError(f"nothing is indexed yet in {', '.join(sorted(self._names()))}",
-                               action="wait_for_indexing")
-        if not names:
-            raise RequestError(f"nothing is indexed yet in {self._where()}", action="add_collection")
-        f = Filters.make(collections=names, path_glob=path_glob, file_types=[file_type] if file_type else None,
-                         doc_ids=[doc_id] if doc_id else None)
-        res: SearchResult = self.searcher(names).search(query, filters=f, limit=limit, mode=mode)  # type: ignore[assignment]
+        for attempt in (1, 2):
+            seen = self._collection_set()
+            names = self.searchable(collections)
+            if not names and self._registry and self._names():
+                raise RequestError(f"nothing is indexed yet in {', '.join(sorted(self._names()))}",
+                                   action="wait_for_indexing")
+            if not names:
+                raise RequestError(f"nothing is indexed yet in {self._where()}", action="add_collection")
+            f = Filters.make(collections=names, path_glob=path_glob, file_types=[file_type] if file_type else None,
+                             doc_ids=[doc_id] if doc_id else None)
+            try:
+                res: SearchResult = self.searcher(names).search(query, filters=f, limit=limit, mode=mode)  # type: ignore[assignment]
+                break
+            except Exception as e:
+                # A collection removed (its index closed, its files deleted) or added while this
+                # search opened or read it: asked again over the collections there are now, which
+                # answers, or says the named collection does not exist. Any other failure stands.
+                if attempt == 2 or self._collection_set() == seen:
+                    raise
+                log.info("search_retried_after_collection_change", error=f"{type(e).__name__}: {e}"[:300])
         # every face (API, MCP, ragweedctl, one-shot ragweedd) shows the same snippet with the same
         # words marked; worked out here, after the cache (whose result may come from other words)
         from ragweedd.query.snippet import add_snippets
@@ -325,12 +339,19 @@ class Services:
         """A removed collection: every thread's searcher is replaced at its next search (one still
         searching finishes first), so none keeps the removed database open or serves it again
         should a collection of the same name come back."""
-        self.vectors.forget(name)
-        if self.search_cache is not None:
-            self.search_cache.clear()  # a new collection of that name starts its sequences again
+        # the generation moves before anything is closed: a search that then fails on the closed
+        # index sees that the collections changed under it and is asked again (search())
         with self._lock:
             self._generation += 1
             self._shared_at = float("-inf")  # read again: the name may now be another machine's
+        self.vectors.forget(name)
+        if self.search_cache is not None:
+            self.search_cache.clear()  # a new collection of that name starts its sequences again
+
+    def _collection_set(self) -> tuple[int, tuple[str, ...]]:
+        """What a search's searcher depends on: the removal generation and the collections with
+        an index."""
+        return self._generation, tuple(sorted(n for n in self._known() if self.stores.has_rag(n)))
 
     def close(self) -> None:
         with self._lock:

@@ -6,6 +6,7 @@ the ones US GAAP and IFRS filings use (docs/retrieval.md, "Named years and state
 from __future__ import annotations
 
 import re
+from typing import Iterator
 
 # A heading is a statement's title when the name opens it or follows "Consolidated" (or
 # "Condensed", "Combined"), after the company's name if any: "Consolidated Balance Sheets", "The
@@ -44,20 +45,25 @@ def named_statements(query: str) -> set[str]:
 _REFERS = re.compile(r"\b(?:our|the|in|into|to|of|from|within|on|see|its|their)\W*$", re.I)
 
 
+def _headed(text: str) -> Iterator[tuple[str, re.Match[str]]]:
+    """(statement kind, match) for each statement heading in ``text`` that is not a reference to
+    one ("see the Consolidated Statements of Cash Flows")."""
+    for kind, (_, heads) in _STATEMENTS.items():
+        for m in heads.finditer(text):
+            if not _REFERS.search(text[:m.start()]):
+                yield kind, m
+
+
 def headed_statements(heading: str) -> set[str]:
     """The statements a chunk's heading or table title says it is part of."""
-    text = heading or ""
-    return {kind for kind, (_, heads) in _STATEMENTS.items()
-            if any(not _REFERS.search(text[:m.start()]) for m in heads.finditer(text))}
+    return {kind for kind, _ in _headed(heading or "")}
 
 
 def statement_title(heading: str) -> str | None:
     """The statement's own title in a table title or heading that is one ("Consolidated Statements
     of Financial Position" of "Table of Contents The Boeing Company and Subsidiaries Consolidated
     Statements of Financial Position (Dollars in millions)"), else None."""
-    text = heading or ""
-    found = [m for _, heads in _STATEMENTS.values() for m in heads.finditer(text)
-             if not _REFERS.search(text[:m.start()])]
+    found = [m for _, m in _headed(heading or "")]
     if not found:
         return None
     first = min(found, key=lambda m: m.start())

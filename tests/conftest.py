@@ -4,10 +4,21 @@ Every daemon and CLI subprocess the tests start shares one numba cache, so the H
 compiled once per checkout instead of once per test (each test has its own cache_dir).
 """
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(__file__).resolve().parent.parent / ".pytest_cache" / "numba"))
+
+# A test (or a command it runs) that names no data_dir, state_dir or config would otherwise read and
+# write the real user's ~/.local/state/ragweedd/history.sqlite3 and config: a clone of an older commit
+# then fails on the newer history database a later commit left there. Each test process gets its own.
+_HOME_DIRS = tempfile.mkdtemp(prefix="ragweed-test-xdg-")
+atexit.register(shutil.rmtree, _HOME_DIRS, True)
+for _var in ("XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME"):
+    os.environ[_var] = os.path.join(_HOME_DIRS, _var.lower())
 
 # A real PostgreSQL with pgvector (session-wide), a fresh database per test that asks for one, and
 # ``store``: each backend in turn.

@@ -27,6 +27,7 @@ from ragweedd.answer.packing import SAFETY_TOKENS, estimate_tokens, pack_sources
 from ragweedd.answer.prompts import CONTINUE_PROMPT, NO_LLM_LABEL, REFUSAL, Prompts, fill, load_prompts
 from ragweedd.answer.thread import fit_thread, thread_budget
 from ragweedd.contract import ThreadTurn
+from ragweedd.llm.base import StreamTally
 from ragweedd.logging import get_logger
 
 log = get_logger(__name__)
@@ -101,7 +102,7 @@ def passages_answer(hits: list[dict], limit: int = PASSAGES_SHOWN, *, query: str
     seen: set[tuple] = set()
     numbered: list[dict] = []
     parts = [NO_LLM_LABEL + ":"]
-    for i in Q.kept(scores):
+    for i in Q.kept(scores, rels=[h.get("rel_score") for h in ordered]):
         if len(numbered) >= limit:
             break
         # overlapping passages of one document hold the same sentence: it is quoted once, first
@@ -239,23 +240,17 @@ async def answer_question(query: str, hits: list[dict], cfg, *, annotator=None, 
         messages = synthesis_messages(query, packed, prompts, earlier)
         t0 = time.perf_counter()
         calls0 = synthesizer.calls
-        parts: list[str] = []
-        stop, model = "end", synthesizer.model
+        tally = StreamTally(synthesizer.model, usage_by["synthesis"])
         async for c in synthesizer.stream(messages, max_tokens=cfg.max_tokens,
                                           temperature=cfg.llm_synthesis_temperature):
+            tally.add(c)
             if c.text:
-                parts.append(c.text)
                 yield {"type": "token", "text": c.text}
-            if c.stop_reason:
-                stop = c.stop_reason
-            if c.usage:
-                usage_by["synthesis"] = c.usage
-            if c.model:
-                model = c.model
+        usage_by["synthesis"] = tally.usage
         synth_ms = (time.perf_counter() - t0) * 1000
-        verified = await verify_citations("".join(parts), packed, cfg, entailer)
-        yield _done(base, mode="llm", answer="".join(parts), context=packed, stop_reason=stop, usage_by=usage_by,
-                    provider=synthesizer.spec, model=model, llm_calls=outcome.calls + synthesizer.calls - calls0,
+        verified = await verify_citations(tally.text, packed, cfg, entailer)
+        yield _done(base, mode="llm", answer=tally.text, context=packed, stop_reason=tally.stop, usage_by=usage_by,
+                    provider=synthesizer.spec, model=tally.model, llm_calls=outcome.calls + synthesizer.calls - calls0,
                     annotate_ms=outcome.ms, synth_ms=synth_ms, t_start=t_start, messages=messages, cfg=cfg,
                     quote_ms=quote_ms, verified=verified)
     finally:
@@ -384,34 +379,24 @@ async def continue_answer(state: dict, cfg, *, synthesizer=None) -> AsyncIterato
         messages = list(state["messages"]) + [{"role": "assistant", "content": state["answer"]},
                                               {"role": "user", "content": CONTINUE_PROMPT}]
         calls0 = synthesizer.calls
-        parts: list[str] = []
-        stop, model, usage = "end", synthesizer.model, None
+        tally = StreamTally(synthesizer.model)
         t0 = time.perf_counter()
-        sep = ""
         prev = state["answer"]
         async for c in synthesizer.stream(messages, max_tokens=state.get("max_tokens", cfg.max_tokens),
                                           temperature=state.get("temperature", cfg.llm_synthesis_temperature)):
-            if c.text:
-                if (not parts and prev and not prev[-1].isspace() and not c.text[0].isspace()
-                        and _needs_space(prev, c.text)):
-                    sep = " "
-                    c_text = sep + c.text
-                else:
-                    c_text = c.text
-                parts.append(c_text)
-                yield {"type": "token", "text": c_text}
-            if c.stop_reason:
-                stop = c.stop_reason
-            if c.usage:
-                usage = c.usage
-            if c.model:
-                model = c.model
+            text = c.text
+            if (text and not tally.parts and prev and not prev[-1].isspace() and not text[0].isspace()
+                    and _needs_space(prev, text)):
+                text = " " + text
+            tally.add(c, text)
+            if text:
+                yield {"type": "token", "text": text}
         usage_by = dict(state["usage_by"])
-        usage_by["synthesis"] = _usage_add(usage_by["synthesis"], usage)
+        usage_by["synthesis"] = _usage_add(usage_by["synthesis"], tally.usage)
         synth_ms = state.get("synthesize_ms", 0.0) + (time.perf_counter() - t0) * 1000
-        verified = await verify_citations(prev + "".join(parts), state["context"], cfg)
-        yield _done(state["base"], mode="llm", answer=prev + "".join(parts), context=state["context"],
-                    stop_reason=stop, usage_by=usage_by, provider=synthesizer.spec, model=model,
+        verified = await verify_citations(prev + tally.text, state["context"], cfg)
+        yield _done(state["base"], mode="llm", answer=prev + tally.text, context=state["context"],
+                    stop_reason=tally.stop, usage_by=usage_by, provider=synthesizer.spec, model=tally.model,
                     llm_calls=state.get("llm_calls", 0) + synthesizer.calls - calls0,
                     annotate_ms=state.get("annotate_ms", 0.0), synth_ms=synth_ms, t_start=t_start,
                     messages=state["messages"], cfg=cfg, continuations=state.get("continuations", 0) + 1,

@@ -60,8 +60,9 @@ class AskFlow:
         if tree is not None:
             from ragweedd.answer.tree_ask import tree_answer
 
-            # the sections are chosen for the standalone query: "and in 2016?" routes nowhere
-            events = tree_answer(searched or query, dict(res), self.cfg, tree, embedder=embedder)
+            # the sections are chosen for the standalone query ("and in 2016?" routes nowhere); the
+            # answer reads the thread as the ordinary mode's does
+            events = tree_answer(query, dict(res), self.cfg, tree, embedder=embedder, thread=thread, searched=searched)
         else:
             events = answer_question(query, hits, self.cfg, embedder=embedder, thread=thread, searched=searched)
         return self._recorded(events, hid, body, res.get("retrieval_meta") or {}, record_errors=True, turn=turn)

@@ -36,6 +36,11 @@ log = get_logger(__name__)
 SEM_WEIGHT = 0.5
 KEEP_RATIO = 0.6  # passages whose best sentence scores below this share of the best one's are dropped
 RANK_PRIOR = 0.1  # the search's first passage counts 10% more, its second 5%, ... (``kept``)
+# How much the search's own relevance (``rel_score``, 1 for its best hit) weighs in the order and
+# the keep rule of the passages: the search saw what one sentence cannot (the company and the year
+# a question names, both legs, the statement); a passage the search ranks at rel r counts
+# (1 - REL_WEIGHT + REL_WEIGHT * r) of its sentences' score.
+REL_WEIGHT = 0.5
 # A passage whose best sentence scores below this answers nothing, whatever the others score; with
 # none above it the answer says the documents do not answer (docs/answers.md has the measurement).
 ANSWER_FLOOR = 0.25
@@ -234,13 +239,17 @@ def rank_passages(query: str, hits: Sequence[dict], embedder: Any = None) -> tup
     return best, cands
 
 
-def kept(scores: Sequence[float], ratio: float = KEEP_RATIO) -> list[int]:
+def kept(scores: Sequence[float], ratio: float = KEEP_RATIO, rels: Sequence[float | None] | None = None) -> list[int]:
     """Indices of the passages within ``ratio`` of the best, best first. ``scores`` are in the
     search's order, and that order counts a little (RANK_PRIOR): the search weighed what the
     sentences cannot show (both legs, the year a file is named for, the statement a question
-    names), so of passages the sentences score about alike the search's first comes first."""
+    names), so of passages the sentences score about alike the search's first comes first.
+    ``rels``, the search's relevance of each (``rel_score``), weighs as REL_WEIGHT says."""
     if not scores:
         return []
+    if rels is not None and REL_WEIGHT:
+        scores = [s * (1 - REL_WEIGHT + REL_WEIGHT * (1.0 if r is None else max(0.0, min(1.0, r))))
+                  for s, r in zip(scores, rels)]
     top = max(scores)
     order = sorted(range(len(scores)), key=lambda i: -scores[i] * (1 + RANK_PRIOR / (1 + i)))
     # nothing scored at all (no shared word, no embedder): the retrieval order stands, all kept

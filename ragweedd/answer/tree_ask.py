@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
 from ragweedd.answer import tree as T
+from ragweedd.answer.thread import fit_thread, thread_budget
+from ragweedd.contract import ThreadTurn
 from ragweedd.errors import PickError, RequestError
 from ragweedd.logging import get_logger
 
@@ -98,15 +100,13 @@ def parse_pick(text: str, key: str, known: set[str], limit: int) -> list[str]:
 
 def _load_trees(scope: TreeScope, hits: list[dict], shown: int) -> tuple[list[T.DocTree], int]:
     """The candidate documents' trees, and how many documents the collections hold."""
-    from ragweedd.store import tree_db
-
     docs: list[tuple[str, dict]] = []
     rags = {}
     try:
         for name in scope.collections:
             rags[name] = scope.open_rag(name)
             allowed = scope.filters.allowed_documents(rags[name]) if scope.filters is not None else None
-            docs.extend((name, d) for d in tree_db.documents(rags[name]) if allowed is None or d["md5"] in allowed)
+            docs.extend((name, d) for d in rags[name].tree_documents() if allowed is None or d["md5"] in allowed)
         total = len(docs)
         if total > shown:
             order: list[tuple[str, str]] = []
@@ -117,7 +117,7 @@ def _load_trees(scope: TreeScope, hits: list[dict], shown: int) -> tuple[list[T.
             rank = {k: i for i, k in enumerate(order)}
             docs = sorted((d for d in docs if (d[0], d[1]["md5"]) in rank), key=lambda d: rank[(d[0], d[1]["md5"])])
             docs = docs[:shown]
-        trees = [T.build(name, d, tree_db.section_rows(rags[name], d["md5"])) for name, d in docs]
+        trees = [T.build(name, d, rags[name].tree_sections(d["md5"])) for name, d in docs]
     finally:
         for r in rags.values():
             r.close()
@@ -222,9 +222,12 @@ async def _complete(provider, prompt: str, steps: dict) -> str:
 
 
 async def tree_answer(query: str, res: dict, cfg, scope: TreeScope, *, synthesizer=None, summarizer=None,
-                      embedder=None) -> AsyncIterator[dict]:
+                      embedder=None, thread: list[ThreadTurn] | None = None,
+                      searched: str | None = None) -> AsyncIterator[dict]:
     """The events of a tree-mode answer (the events of answering.answer_question, whose done event
-    carries ``tree``)."""
+    carries ``tree``). A turn of a conversation passes the earlier turns (``thread``) and the
+    standalone query it was searched as (``searched``): the sections are chosen for that query, and
+    the synthesis prompt reads the earlier turns within the same budget as the ordinary mode's."""
     from ragweedd.answer.answering import (_config_dir_of, _merged_prompts, _overhead, _provider_from,
                                            answer_question)
     from ragweedd.answer.packing import SAFETY_TOKENS
@@ -239,14 +242,20 @@ async def tree_answer(query: str, res: dict, cfg, scope: TreeScope, *, synthesiz
         steps: dict[str, Any] = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "documents": [],
                                  "sections": [], "fallback": None}
         hits = list(res.get("results") or [])
-        groups = await _choose(query, hits, cfg, scope, synthesizer, summarizer, steps)
+        wanted = searched or query
+        groups = await _choose(wanted, hits, cfg, scope, synthesizer, summarizer, steps)
         # the sections were chosen by reading: annotation would only re-judge what was picked
         quiet = dataclasses.replace(cfg, llm_annotation="")
         prompts = _merged_prompts(_config_dir_of(cfg), None, synthesizer)
         sources = hits
         if any(groups):
-            budget = (cfg.llm_context_tokens - cfg.max_tokens - _overhead(query, prompts) - SAFETY_TOKENS)
-            sources, left = fit_sections(query, groups, budget)
+            overhead = _overhead(query, prompts)
+            budget = cfg.llm_context_tokens - cfg.max_tokens - overhead - SAFETY_TOKENS
+            if thread:  # the earlier turns take their share first, as answer_question counts them
+                _, used = fit_thread(thread, thread_budget(cfg.llm_context_tokens, cfg.max_tokens, overhead,
+                                                           SAFETY_TOKENS))
+                budget -= used["thread_tokens"]
+            sources, left = fit_sections(wanted, groups, budget)
             for sec, n_left in zip(steps["sections"], left):
                 sec["chunks_read"] = sec["chunks"] - n_left
                 sec["chunks_left_out"] = n_left
@@ -255,7 +264,7 @@ async def tree_answer(query: str, res: dict, cfg, scope: TreeScope, *, synthesiz
             quiet = dataclasses.replace(quiet, context_chunks=max(len(sources), 1))
         steps["ms"] = round((time.perf_counter() - t0) * 1000, 1)
         async for ev in answer_question(query, sources, quiet, synthesizer=synthesizer, embedder=embedder,
-                                        prompts=prompts):
+                                        prompts=prompts, thread=thread, searched=searched):
             if ev["type"] == "done":
                 ev["tree"] = steps
                 ev["llm_calls"] = ev.get("llm_calls", 0) + steps["calls"] + steps.get("summaries", {}).get("calls", 0)

@@ -32,6 +32,7 @@ from ragweedd.api.routes import read_body
 from ragweedd.api.security import LOGIN_CODE_TTL_S, STATE_KEY, error_response
 from ragweedd.contract import LoginCode, WebSession
 from ragweedd.errors import NotFoundError, RequestError, SignInRefused
+from ragweedd.paths import within
 
 MAX_LOGIN_BODY = 4096
 # favicon.svg: a browser asks for an icon on every page load (at /favicon.ico when the page names
@@ -116,10 +117,6 @@ async def login_code(request: web.Request) -> web.Response:
     return web.json_response(out, dumps=dumps)
 
 
-def _inside(path: str, root: str) -> bool:
-    return path.startswith(root.rstrip(os.sep) + os.sep)
-
-
 def open_served(path: str, roots: list[str]) -> int:
     """A read-only fd of the file to serve for ``path``, or ``PermissionError`` saying why not: the
     path must be absolute and without ``..``, lie inside one of ``roots`` both as written and with
@@ -133,7 +130,8 @@ def open_served(path: str, roots: list[str]) -> int:
     if not roots:
         raise PermissionError("its collection has no folders any more")
     real = os.path.realpath(path)
-    root = next((r for r in roots if _inside(path, r) and _inside(real, os.path.realpath(r))), None)
+    root = next((r for r in roots
+                 if within(path, r, strictly=True) and within(real, os.path.realpath(r), strictly=True)), None)
     if root is None:
         raise PermissionError("it lies outside every folder of its collection (a symlink may point elsewhere)")
     try:

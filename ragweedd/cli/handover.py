@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ragweedd.errors import RequestError
+from ragweedd.paths import within
 
 POLL_S = 0.5
 
@@ -27,10 +28,6 @@ def is_idle(status: dict[str, Any]) -> bool:
         return bool(status["idle"])
     return (not status["queue_depth"] and not status["queue"].get("debouncing")
             and not status["ingest"]["running"] and not status["vectors"]["pending_chunks"])
-
-
-def _inside(path: str, roots: list[str]) -> bool:
-    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
 def hand_over(daemon: dict[str, Any], state_dir: str, name: str, inputs: list[Path], force: bool,
@@ -48,7 +45,7 @@ def hand_over(daemon: dict[str, Any], state_dir: str, name: str, inputs: list[Pa
     before = None
     if name in known:
         roots = [os.path.realpath(r) for r in known[name].get("paths", [])]
-        outside = [p for p in paths if not _inside(os.path.realpath(p), roots)]
+        outside = [p for p in paths if not any(within(os.path.realpath(p), r) for r in roots)]
         if outside:
             shown = ", ".join(roots) or "no folder"
             raise RequestError(

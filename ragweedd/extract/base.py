@@ -119,9 +119,11 @@ class ExtractSettings:
     max_text_chars: int = 0  # extracted text longer than this is skipped (ingest_max_text_mb); 0 = no cap
 
     @classmethod
-    def from_config(cls, cfg: Any) -> "ExtractSettings":
-        scratch = ""
-        if getattr(cfg, "cache_dir", ""):
+    def from_config(cls, cfg: Any, scratch_dir: str | Path | None = None) -> "ExtractSettings":
+        """The settings the daemon extracts with (``scratch_dir``: its Paths' scratch folder) and
+        the doctor checks: one place, so both see the same tools, caps and timeouts."""
+        scratch = str(scratch_dir) if scratch_dir is not None else ""
+        if scratch_dir is None and getattr(cfg, "cache_dir", ""):
             scratch = str(Path(cfg.cache_dir).expanduser() / "scratch")
         return cls(
             tess_bin=cfg.tess_bin,

@@ -29,6 +29,7 @@ import os
 import re
 import struct
 import sys
+import threading
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -213,8 +214,37 @@ def _data_path(directory: Path, base: str, suffix: str, gen: int) -> Path:
     return directory / f"{_name(base, suffix)}.g{gen}"
 
 
+_DIR_LOCKS: dict[str, threading.RLock] = {}
+_DIR_LOCKS_GUARD = threading.Lock()
+
+
+def directory_lock(directory) -> threading.RLock:
+    """The lock every write of index files in ``directory`` holds, and their removal: files of
+    a space being dropped (a finished change of model) are removed only after a flush still under
+    way there (an abandoned manager's) has finished, never in the middle of it."""
+    key = os.path.realpath(directory)
+    with _DIR_LOCKS_GUARD:
+        return _DIR_LOCKS.setdefault(key, threading.RLock())
+
+
+def remove_index_files(directory, suffix: str) -> None:
+    """Remove every file of the index of ``suffix`` (an extra space's: never the primary's, whose
+    files have no suffix) in ``directory``."""
+    _check_suffix(suffix)
+    if not suffix:
+        raise ValueError("the primary index's files are not removed by suffix")
+    with directory_lock(directory):
+        for p in Path(directory).glob(f"*{suffix}.*"):
+            p.unlink(missing_ok=True)
+
+
 def write_index(directory, d: IndexData, applied_seq: int, suffix: str = "") -> int:
     """Flush ``d`` crash-safely; returns the new generation number."""
+    with directory_lock(directory):
+        return _write_index(directory, d, applied_seq, suffix)
+
+
+def _write_index(directory, d: IndexData, applied_seq: int, suffix: str = "") -> int:
     _check_suffix(suffix)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -71,6 +71,7 @@ class IndexManager:
         self._first_dirty = 0.0
         self._last_change = 0.0
         self._stop = False
+        self._abandoned = False  # set by abandon(): nothing more is written to these files
         self._pool = ThreadPoolExecutor(max_workers=max(len(self.dims), 1), thread_name_prefix="ann")
         for suffix, dim in self.dims.items():
             self._load(suffix, dim)
@@ -280,10 +281,13 @@ class IndexManager:
                 with self._lock:
                     idx, seq = self.indexes[suffix], self.applied_seq[suffix]
                     snap = idx.snapshot()
-                from ragweedd.index.fileformat import write_index
+                from ragweedd.index.fileformat import directory_lock, write_index
 
                 t0 = time.monotonic()
-                write_index(self.directory, snap, seq, file_suffix(suffix))
+                with directory_lock(self.directory):
+                    if self._abandoned:  # abandoned while it snapshotted: its files may be gone already
+                        return
+                    write_index(self.directory, snap, seq, file_suffix(suffix))
                 self.last_flush[suffix] = time.monotonic() - t0
                 self.flushed_at[suffix] = time.time()
                 log.debug("index_flushed", directory=str(self.directory), suffix=suffix, applied_seq=seq,
@@ -321,6 +325,9 @@ class IndexManager:
         thread still applying changes; the next start replays them from the change log."""
         with self._cv:
             self._stop = True
+            # a write already under way finishes (files removed meanwhile wait for it: they take
+            # the directory's lock); none starts after this
+            self._abandoned = True
             self._cv.notify_all()
 
     def close(self, *, flush: bool = True) -> None:

@@ -357,8 +357,8 @@ def _switch(cfg: Config, paths: Paths, stores: SqliteBackend, name: str) -> None
 
 
 def _drop_index_files(paths: Paths, name: str) -> None:
+    from ragweedd.index.fileformat import remove_index_files
     from ragweedd.index.manager import file_suffix
     from ragweedd.store.rag_swap import MIGRATION
 
-    for p in paths.collection_dir(name).glob(f"*{file_suffix(MIGRATION)}.*"):
-        p.unlink(missing_ok=True)
+    remove_index_files(paths.collection_dir(name), file_suffix(MIGRATION))

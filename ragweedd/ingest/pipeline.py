@@ -29,7 +29,7 @@ from ragweedd.extract.base import ExtractedDoc, ExtractSettings
 from ragweedd.ingest.safe_open import NotRegularFile, fd_md5, open_regular, private_copy
 from ragweedd.ingest.vectorize import fill_vectors
 from ragweedd.logging import get_logger
-from ragweedd.paths import Paths
+from ragweedd.paths import Paths, within
 from ragweedd.store.ingest_db import IngestDB
 from ragweedd.store.rag_db import PRIMARY, RagDB
 from ragweedd.watch.skipped import cap_lifted, skip_reason, stat_unchanged
@@ -83,15 +83,6 @@ def _renamed(e: ExtractionError, copy: str, src: str) -> ExtractionError:
     return out
 
 
-def extract_settings(cfg: Config, paths: Paths) -> ExtractSettings:
-    return ExtractSettings(
-        tess_bin=cfg.tess_bin, whisper_model=cfg.whisper_model,
-        zip_max_depth=cfg.zip_max_depth, zip_max_members=cfg.zip_max_members,
-        zip_max_total_bytes=cfg.zip_max_total_mb * 1024 * 1024, zip_max_ratio=cfg.zip_max_ratio,
-        scratch_dir=str(paths.scratch), max_text_chars=cfg.ingest_max_text_mb << 20,
-    )
-
-
 def in_process_extract(path: Path, settings: ExtractSettings) -> ExtractedDoc:
     from ragweedd.extract.registry import extract_file
 
@@ -136,7 +127,7 @@ class Pipeline:
         self.paths = paths.ensure()
         self.embedder = embedder
         self.extract = extract or in_process_extract
-        self.settings = extract_settings(cfg, paths)
+        self.settings = ExtractSettings.from_config(cfg, self.paths.scratch)
         self.stores = stores
         self.db = stores.open_ingest() if stores is not None else IngestDB(paths.ingest_db)
         self._rags: dict[str, RagDB] = {}
@@ -236,11 +227,14 @@ class Pipeline:
             self.db.set_file(collection, src, md5=md5, status="failed", error=row["error"], tries=row["tries"],
                              **stat_kw)
             return self._done(FileOutcome(src, "failed", md5=md5, error=row["error"]), t0, collection)
+        again: list[str] | None = None
         if rag.has_document(md5):
-            rag.link_path(md5, src, rel)
-            n = rag.chunks_of(md5)
-            self.db.set_file(collection, src, md5=md5, status="done", chunks=n, **stat_kw)
-            return self._done(FileOutcome(src, "linked", md5=md5, chunks=n), t0, collection)
+            if not force:
+                rag.link_path(md5, src, rel)
+                n = rag.chunks_of(md5)
+                self.db.set_file(collection, src, md5=md5, status="done", chunks=n, **stat_kw)
+                return self._done(FileOutcome(src, "linked", md5=md5, chunks=n), t0, collection)
+            again = rag.paths_of(md5)  # extracted again: its chunks are replaced for every path
 
         tries = (row["tries"] if row is not None and row["md5"] == md5 else 0) + 1
         self.db.set_file(collection, src, md5=md5, status="extracting", tries=tries, **stat_kw)
@@ -254,8 +248,10 @@ class Pipeline:
                     raise err
                 try:
                     if streamed:
-                        return self._ingest_streamed(collection, src, rel, copy, md5, tries, st.st_size,
-                                                     stat_kw, t0)
+                        held = self._take_again(rag, collection, md5, again, src)
+                        out = self._ingest_streamed(collection, src, rel, copy, md5, tries, st.st_size, stat_kw, t0)
+                        self._give_back(rag, collection, md5, held, root)
+                        return out
                     doc = self.extract(copy, self.settings)
                 except ExtractionError as e:
                     raise _renamed(e, str(copy), src) from None
@@ -282,15 +278,47 @@ class Pipeline:
 
         result.chunks = list(self.add_context(result.chunks, src, doc.title))
         vectors = self._cached(result.chunks)
+        held = self._take_again(rag, collection, md5, again, src)
         rag.publish(md5=md5, source_file=src, rel_path=rel, kind=doc.kind, extractor=doc.extractor,
                     ocr_type=doc.ocr_type, title=doc.title, size_bytes=st.st_size, chunks=result.chunks,
                     vectors={PRIMARY: vectors}, embedders={PRIMARY: (self.index_id, self.embedder.dim)})
+        self._give_back(rag, collection, md5, held, root)
         self.db.record_collection_chunks(collection, md5, len(result.chunks))
         self.db.set_file(collection, src, md5=md5, status="done", chunks=len(result.chunks), tries=tries, **stat_kw)
         out = FileOutcome(src, "indexed", md5=md5, chunks=len(result.chunks), dropped=result.dropped,
                           pending=sum(v is None for v in vectors))
         out.embedded = self._fill_now(collection)
         return self._done(out, t0, collection)
+
+    def _take_again(self, rag: Any, collection: str, md5: str, again: list[str] | None,
+                    src: str) -> list[tuple[str, Any]]:
+        """Content extracted again (``ingest --force``): its old chunks leave, with every path
+        that held them, just before the new ones are published; the other paths' rows are marked
+        unread first, so a crash before ``_give_back`` has them read again at the next start.
+        Returns those paths but ``src`` (the one being published) with their rows."""
+        if again is None:
+            return []
+        held = []
+        for path in again:
+            row = None if path == src else self.db.live_file(collection, path)
+            if row is not None and row["md5"] == md5 and row["extract_status"] == "done":
+                held.append((path, row))
+        for path, row in held:
+            self.db.set_file(collection, path, md5=md5, size=row["size_bytes"], mtime_ns=row["mtime_ns"],
+                             inode=row["inode"], status="extracting", chunks=row["chunks"])
+        for path in again:
+            rag.remove_path(path)
+        return held
+
+    def _give_back(self, rag: Any, collection: str, md5: str, held: list[tuple[str, Any]],
+                   root: Path | str | None) -> None:
+        """The paths ``_take_again`` took hold the new chunks."""
+        n = rag.chunks_of(md5) if held else 0
+        for path, row in held:
+            under = root is not None and within(path, str(root), strictly=True)
+            rag.link_path(md5, path, os.path.relpath(path, root) if under else os.path.basename(path))
+            self.db.set_file(collection, path, md5=md5, size=row["size_bytes"], mtime_ns=row["mtime_ns"],
+                             inode=row["inode"], status="done", chunks=n)
 
     def add_context(self, chunks: Iterable[dict], src: str, title: str | None) -> Iterator[dict]:
         """Each chunk, as it is given its context line (when enabled) and the hash of what is

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ragweedd.errors import NotRegularFile
+from ragweedd.paths import within
 
 _BUF = 1 << 20
 _FILE_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
@@ -36,7 +37,7 @@ def open_regular(path: str, root: str | None) -> int:
     """An fd of the regular file at ``path``, no symlink followed at or below ``root`` (the root
     itself may be a link: it is the user's choice of folder). Raises NotRegularFile or OSError."""
     path = os.path.abspath(path)
-    if root and (path.startswith(root.rstrip(os.sep) + os.sep)):
+    if root and within(path, root, strictly=True):
         base, rel = root, os.path.relpath(path, root)
     else:
         base, rel = os.path.dirname(path), os.path.basename(path)

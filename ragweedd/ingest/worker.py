@@ -35,6 +35,7 @@ from ragweedd.store.job_queue import Job
 from ragweedd.store.pg import server_unreachable
 from ragweedd.store.protocols import JobStore
 from ragweedd.store.sqlite import is_disk_full
+from ragweedd.paths import deepest_root
 
 if TYPE_CHECKING:
     from ragweedd.config import Config
@@ -437,7 +438,7 @@ class Workers:
             self.queue.done(job)
             return
         roots, ignore, _available = info
-        root = _root_of(job.path, roots)
+        root = deepest_root(job.path, roots)
         t0 = time.monotonic()
         try:
             gone_file_root = root == job.path and root_state(os.path.dirname(job.path)) == "ok"
@@ -484,13 +485,3 @@ class Workers:
         else:
             self.queue.done(job)
             self.progress.record(out.chunks if out.status == "indexed" else 0, out.embedded, False)
-
-
-def _root_of(path: str, roots) -> str | None:
-    best = None
-    for r in roots:
-        r = str(r)
-        if path == r or path.startswith(r.rstrip(os.sep) + os.sep):
-            if best is None or len(r) > len(best):
-                best = r
-    return best

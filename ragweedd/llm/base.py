@@ -42,6 +42,32 @@ class Chunk:
     model: str | None = None
 
 
+@dataclass
+class StreamTally:
+    """What a streamed reply adds up to as its chunks arrive: the text, the stop reason, the
+    usage and the model (the last chunk that says each)."""
+
+    model: str
+    usage: dict | None = None
+    stop: str = "end"
+    parts: list[str] = field(default_factory=list)
+
+    def add(self, c: Chunk, text: str | None = None) -> None:
+        """Count ``c``; ``text`` replaces its text where the caller changes it (a joining space)."""
+        if c.text:
+            self.parts.append(c.text if text is None else text)
+        if c.stop_reason:
+            self.stop = c.stop_reason
+        if c.usage:
+            self.usage = c.usage
+        if c.model:
+            self.model = c.model
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
 @dataclass(frozen=True)
 class ChatResult:
     text: str
@@ -190,17 +216,11 @@ class BaseProvider:
                 raise err from None
 
     async def complete(self, messages: list[dict], *, max_tokens: int, temperature: float) -> ChatResult:
-        parts: list[str] = []
-        stop, usage, model = "end", usage_dict(0, 0), self.model
+        tally = StreamTally(self.model, usage_dict(0, 0))
         async for c in self.stream(messages, max_tokens=max_tokens, temperature=temperature):
-            parts.append(c.text)
-            if c.stop_reason:
-                stop = c.stop_reason
-            if c.usage:
-                usage = c.usage
-            if c.model:
-                model = c.model
-        return ChatResult(text="".join(parts), stop_reason=stop, usage=usage, model=model)
+            tally.add(c)
+        return ChatResult(text=tally.text, stop_reason=tally.stop, usage=tally.usage or usage_dict(0, 0),
+                          model=tally.model)
 
     async def aclose(self) -> None:
         return None

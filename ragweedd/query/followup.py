@@ -15,7 +15,8 @@ year is replaced and its names and topic are carried; "what about its operating 
 topic and points back ("its"), so the names and the period are carried; "and Pfizer?" (an opener
 and a new name) replaces the name. A question that varies the earlier topic ("and black tea?":
 it shares "tea" and adds one or two words) keeps the earlier topic but for the word its own took
-the place of ("green", the word before the shared "tea"). The words carried are appended to the
+the place of ("green", the word before the shared "tea"); an ellipsis ("and green?", no shared word)
+stands in for the start of the earlier phrase (``_ellipsis_swapped``). The words carried are appended to the
 question as asked, so the keyword leg and the embedding both see them.
 
 A question that stands alone is left alone: one that names a new subject without pointing back (a
@@ -41,6 +42,9 @@ from ragweedd.contract import ThreadTurn
 RARE_DF = 0.05
 NAME_DF = 0.5
 RARE_MIN_DF = 3  # a word of at most this many chunks (and a third of them) is rare in any collection
+# Below this many chunks document frequencies say nothing (two notes about tea both hold "tea"):
+# every word that is no stop word and is held by some chunk counts as the subject's.
+SMALL_COLLECTION = 30
 MAX_CARRY = 6
 # A short question whose own new topic words are at most this many, beside a word it shares with
 # the earlier turn, varies that turn's topic rather than replacing it ("and black tea?").
@@ -173,7 +177,8 @@ def rewrite(question: str, thread: list[ThreadTurn], stats: Stats) -> RuleRewrit
     for w in own + before:
         w.df = int(dfs.get(w.word, 0))
         # in a collection of a few chunks a word of one, two or three of them still tells them apart
-        w.rare = 0 < w.df <= max((NAME_DF if w.kind == "name" else RARE_DF) * n, min(RARE_MIN_DF, n / 3))
+        w.rare = 0 < w.df and (n < SMALL_COLLECTION or
+                               w.df <= max((NAME_DF if w.kind == "name" else RARE_DF) * n, min(RARE_MIN_DF, n / 3)))
     earlier = {stem(w.word) for t in thread for w in words_of(f"{t['question']} {t['query']}")
                if w.kind in ("name", "topic", "period")}
     names = [w for w in own if w.kind == "name"]
@@ -222,6 +227,12 @@ def rewrite(question: str, thread: list[ThreadTurn], stats: Stats) -> RuleRewrit
         swapped = _swapped(before, own, shared_topic)
         replaced.extend(w for w in theirs if w.at in swapped)
         carried.extend(w for w in theirs if w.at not in swapped)
+    elif opener and not shared_topic and not new_names and len(topic) <= VARIATION_WORDS:
+        # an ellipsis ("and green?" after "how long should black tea steep?"): its words stand in
+        # for the earlier phrase's first words, the rest of the earlier subject is what it asks about
+        swapped = _ellipsis_swapped(theirs, len(topic), _determined(question, topic))
+        replaced.extend(w for w in theirs if w.at in swapped)
+        carried.extend(w for w in theirs if w.at not in swapped)
     else:
         replaced.extend(w for w in theirs if stem(w.word) not in {stem(t.word) for t in topic})
     mine = {stem(w.word) for w in own}
@@ -260,6 +271,39 @@ def _swapped(before: list[Word], own: list[Word], shared: list[Word]) -> set[int
         if mine.kind in ("topic", "name") and stem(mine.word) != stem(theirs.word):
             out.add(theirs.at)
     return out
+
+
+def _ellipsis_swapped(theirs: list[Word], k: int, determined: bool) -> set[int]:
+    """Positions of the earlier topic words the ``k`` words of an ellipsis take the place of.
+
+    A noun phrase with its determiner ("and the brake pads?") stands in for the earlier turn's last
+    phrase, its object ("chain" of "how often should I lubricate the chain?"). Otherwise, in the
+    earlier turn's first phrase of two or more topic words, one word stands in for its first word
+    and keeps the head ("and green?" after "black tea"), two or more for the whole phrase ("what
+    about its operating margin?" after "capital expenditure"); with no such phrase, one stands in
+    for the first topic word ("caffeine" of "how does caffeine affect sleep?" for "and alcohol?")."""
+    runs: list[list[Word]] = []
+    for w in theirs:
+        if runs and w.at == runs[-1][-1].at + 1:
+            runs[-1].append(w)
+        else:
+            runs.append([w])
+    if not runs:
+        return set()
+    if determined:
+        return {w.at for w in runs[-1]}
+    phrase = next((r for r in runs if len(r) >= 2), None)
+    if phrase is not None:
+        return {w.at for w in (phrase[:1] if k == 1 else phrase)}
+    return {runs[0][0].at}
+
+
+def _determined(question: str, topic: list[Word]) -> bool:
+    """Whether the question's own words open with an article ("and the brake pads?"): a noun
+    phrase of its own, not a modifier of the earlier one."""
+    words = _TOKEN.findall(question.lower())
+    first = topic[0].at if topic else 0
+    return first > 0 and words[first - 1] in ("the", "a", "an")
 
 
 def carried_filters(given: dict[str, Any], thread: list[ThreadTurn]) -> tuple[dict[str, Any], bool]:

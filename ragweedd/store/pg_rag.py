@@ -22,6 +22,7 @@ from ragweedd.store import pg_terms
 from ragweedd.store.pg import PgConn, from_pg, maybe_from_pg, to_pg
 from ragweedd.store.pg_claims import LIVE_CLAIMERS, hold, new_claimer
 from ragweedd.store.pg_keyword import PgKeyword
+from ragweedd.store.pg_tree import PgTreeRows
 from ragweedd.store.rag_meta import hit_fields
 from ragweedd.store.rag_served import text_sha256
 from ragweedd.store.rag_passes import PRIMARY
@@ -67,7 +68,7 @@ def vec_bytes(text: str) -> bytes:
     return np.array(text.strip("[]").split(","), dtype=np.float32).tobytes() if text != "[]" else b""
 
 
-class PgRag(PgKeyword):
+class PgRag(PgTreeRows, PgKeyword):
     def __init__(self, db: PgConn, collection: str, *, source: str, topic: str = "", readonly: bool = False,
                  claimer: int | None = None) -> None:
         """``claimer``: the process's (store/pg_claims.py), held by its backend; a store opened

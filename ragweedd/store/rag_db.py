@@ -29,6 +29,7 @@ from ragweedd.store.rag_passes import PRIMARY, PassVectors
 from ragweedd.store.rag_swap import ModelSwap
 from ragweedd.store.rag_served import ServedText, text_sha256
 from ragweedd.store.sqlite import Migration, connect, migrate, recorded_migrations, transaction, write
+from ragweedd.store.tree_db import TreeRows
 
 log = get_logger("ragweedd.store")
 
@@ -189,7 +190,7 @@ CREATE INDEX hidden_chunks_md5 ON hidden_chunks(md5);
 STAGE_ABOVE = 500
 
 
-class RagDB(PassVectors, ModelSwap, ServedText, HiddenChunks):
+class RagDB(PassVectors, ModelSwap, ServedText, HiddenChunks, TreeRows):
     def __init__(self, path: Path | str, collection: str, *, topic: str = "", readonly: bool = False) -> None:
         self.path = Path(path)
         self.collection = collection

@@ -44,23 +44,18 @@ def documents(rag: Any) -> list[dict[str, Any]]:
 def section_rows(rag: Any, md5: str) -> list[dict[str, Any]]:
     """A document's chunks in reading order with what places them in its outline: (chunk id,
     section, section_path, pages)."""
-    out = []
-    for r in rag.conn.execute(
+    return [section_row(*r) for r in rag.conn.execute(
             "SELECT e.id,"
             " (SELECT string_value FROM embedding_metadata WHERE id=e.id AND key='section'),"
             " (SELECT string_value FROM embedding_metadata WHERE id=e.id AND key='section_path'),"
             " (SELECT string_value FROM embedding_metadata WHERE id=e.id AND key='pages'),"
             " (SELECT string_value FROM embedding_metadata WHERE id=e.id AND key='chroma:document')"
-            " FROM embeddings e WHERE e.md5 = ? ORDER BY e.chunk_idx", (md5,)):
-        path = _json_list(r[2])
-        if not path and r[1]:
-            path = [r[1]]
-        out.append({"id": int(r[0]), "section_path": [str(p) for p in path], "pages": _json_list(r[3]),
-                    "text": r[4] or ""})
-    return out
+            " FROM embeddings e WHERE e.md5 = ? ORDER BY e.chunk_idx", (md5,))]
 
 
-def _json_list(v: str | None) -> list:
+def _json_list(v: str | list | None) -> list:
+    if isinstance(v, list):  # PostgreSQL's jsonb comes back parsed
+        return v
     if not v:
         return []
     try:
@@ -68,6 +63,24 @@ def _json_list(v: str | None) -> list:
     except ValueError:
         return []
     return got if isinstance(got, list) else []
+
+
+class TreeRows:
+    """The section-tree reads of a collection database (RagDB)."""
+
+    def tree_documents(self) -> list[dict[str, Any]]:
+        return documents(self)
+
+    def tree_sections(self, md5: str) -> list[dict[str, Any]]:
+        return section_rows(self, md5)
+
+
+def section_row(chunk_id: int, section: str | None, section_path: Any, pages: Any, text: str | None) -> dict[str, Any]:
+    """One chunk's row as ``section_rows`` gives it, from its stored metadata on either backend."""
+    path = _json_list(section_path)
+    if not path and section:
+        path = [section]
+    return {"id": int(chunk_id), "section_path": [str(p) for p in path], "pages": _json_list(pages), "text": text or ""}
 
 
 class SummaryCache:

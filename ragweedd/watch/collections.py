@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Callable, Protocol
 from ragweedd.config import CollectionConfig
 from ragweedd.errors import ConfigError, NotFoundError, RequestError
 from ragweedd.logging import get_logger
-from ragweedd.paths import valid_collection_name
+from ragweedd.paths import deepest_root, valid_collection_name, within
 from ragweedd.store.ingest_db import IngestDB, SkippedFile
 from ragweedd.store.protocols import IngestStore
 from ragweedd.watch import skipped
@@ -137,7 +137,7 @@ class Collections:
         for rt in roots:
             r = os.path.realpath(rt)
             for d in self.own:
-                if d.startswith(r.rstrip(os.sep) + os.sep):
+                if within(d, r, strictly=True):
                     extra.append("/" + os.path.relpath(d, r))
         return tuple(st.conf.ignore) + tuple(dict.fromkeys(extra))
 
@@ -277,7 +277,7 @@ class Collections:
                    cfg=self.cfg, progress=walked)
         # what it found is being queued, and the rows of skipped files written (status: busy)
         self.scan_progress[name] = {"state": "recording", "files_seen": res.files_seen}
-        root_of = {p: _root(p, roots) for p in res.upserts + res.deletes}
+        root_of = {p: deepest_root(p, roots) for p in res.upserts + res.deletes}
         with self._life:
             if gone():
                 # The collection was removed during the walk: its scan is cancelled, nothing queued.
@@ -286,8 +286,8 @@ class Collections:
             self.queue.put_many([(name, p, "upsert", root_of[p]) for p in res.upserts]
                                 + [(name, p, "delete", root_of[p]) for p in res.deletes])
         self._settle_skipped(self._scan_db, name, gone,
-                             [f._replace(root=_root(f.path, roots)) for f in res.skipped],
-                             [(p, _root(p, roots)) for p in res.skipped_gone])
+                             [f._replace(root=deepest_root(f.path, roots)) for f in res.skipped],
+                             [(p, deepest_root(p, roots)) for p in res.skipped_gone])
         st.last_scan = {**res.summary(), "at": time.time()}
         log.info("scan_done", **res.summary())
         return st.last_scan
@@ -328,7 +328,7 @@ class Collections:
                 rs = roots.get(name)
                 if rs is None:
                     rs = roots[name] = self.roots_of(name)
-                root = _root(path, rs)
+                root = deepest_root(path, rs)
                 if root is not None and state.setdefault(root, root_state(root)) != "ok":
                     root = None  # nothing is settled under a root that is not there: the worker decides
             if root is not None and op == "upsert":
@@ -465,11 +465,3 @@ def own_log_files() -> list[str]:
         except OSError:
             continue
     return [p for p in found if os.path.isabs(p)]
-
-
-def _root(path: str, roots: list[str]) -> str | None:
-    best = None
-    for r in roots:
-        if path.startswith(r.rstrip(os.sep) + os.sep) and (best is None or len(r) > len(best)):
-            best = r
-    return best

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from ragweedd.store.ingest_db import SkippedFile
 from ragweedd.watch.ignore import walk_files
 from ragweedd.watch.skipped import cap_lifted, skipped_file, stat_unchanged
+from ragweedd.paths import within
 
 if TYPE_CHECKING:
     from ragweedd.config import Config
@@ -64,10 +65,6 @@ class ScanResult:
                 "skipped": len(self.skipped), "deletes": len(self.deletes),
                 "skipped_gone": len(self.skipped_gone), "unavailable_roots": self.unavailable_roots,
                 "seconds": round(self.seconds, 3)}
-
-
-def _under(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def scan(db: IngestStore, collection: str, roots: Iterable[str], ignore: Iterable[str] = (), *,
@@ -124,7 +121,7 @@ def scan(db: IngestStore, collection: str, roots: Iterable[str], ignore: Iterabl
             elif cfg is not None and cap_lifted(row, p, st.st_size, cfg):
                 res.upserts.append(p)
     for p in rows:
-        if any(_under(p, r) for r in res.unavailable_roots):
+        if any(within(p, r) for r in res.unavailable_roots):
             continue  # never delete what an absent root holds
         # Gone, or present but no longer walked (now ignored, a symlink, outside every root): the
         # worker removes it unless it finds an indexable file there when the job runs. A skipped

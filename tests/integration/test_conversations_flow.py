@@ -208,6 +208,20 @@ def test_with_an_llm_one_call_rewrites_the_follow_up_and_the_answer_reads_the_th
     assert follow["usage"]["by_stage"]["synthesis"]["input_tokens"] > 0
 
 
+def test_a_tree_mode_follow_up_is_chosen_for_its_rewrite_and_its_answer_reads_the_thread(llm_api, llm):
+    first = ask(llm_api, TEA)
+    llm.requests.clear()
+    follow = ask(llm_api, "and black tea?", conversation_id=first["conversation_id"], mode="tree")
+    assert follow["rewrite"]["query"] == "How long should black tea steep?"
+    assert "tree" in follow and follow["turn"] == 2
+    answer_req = llm.requests[-1]
+    roles = [m["role"] for m in answer_req["messages"]]
+    assert roles == ["system", "user", "assistant", "user"], roles
+    assert answer_req["messages"][1]["content"] == TEA
+    assert "QUESTION: and black tea?" in answer_req["messages"][3]["content"]
+    assert follow["budget"]["thread_turns"] == 1 and follow["budget"]["thread_tokens"] > 0
+
+
 def test_a_failed_llm_rewrite_searches_the_question_as_asked_and_says_why(llm_api, llm):
     first = ask(llm_api, TEA)
     llm.push({"status": 500, "message": "the model is overloaded"})

@@ -148,6 +148,62 @@ def test_delete_removes_unless_a_copy_holds_the_bytes(env):
     assert dense_search(rags, HashEmbedder(64), "marmalade Seville oranges", 5) == []
 
 
+def _upgraded(real):
+    """What a better extractor reads in the same bytes (same length: the regions stay valid)."""
+    def extract(path, settings):
+        doc = real(path, settings)
+        doc.text = doc.text.replace("Quince", "Medlar")
+        return doc
+    return extract
+
+
+def test_force_extracts_content_already_indexed_again_for_every_path_that_holds_it(env, probe):
+    pipe, emb, docs, _ = env
+    a, b = docs / "a.txt", docs / "sub" / "b.txt"
+    b.parent.mkdir()
+    a.write_text("Quince jelly sets with the pectin of the fruit itself. " * 4)
+    b.write_bytes(a.read_bytes())
+    first = pipe.ingest_file("c", a, docs)
+    assert pipe.ingest_file("c", b, docs).status == "linked"
+    real, pipe.extract = pipe.extract, _upgraded(pipe.extract)
+    # without --force the same content is neither read nor linked again
+    assert pipe.ingest_file("c", a, docs).status == "unchanged"
+    out = pipe.ingest_file("c", a, docs, force=True)
+    assert out.status == "indexed" and out.md5 == first.md5
+    rags = searchable(pipe)
+    assert keyword_search(rags, '"quince"', 10) == []
+    assert {h["source_file"] for h in keyword_search(rags, '"medlar"', 10)} <= {str(a), str(b)}
+    assert sorted(pipe.rag("c").paths_of(out.md5)) == sorted([str(a), str(b)])
+    assert probe.chunks("c") == len(probe.keyword_texts("c")) == out.chunks  # the old chunks are gone
+    rows = probe.live_rows("c")
+    assert {rows[p]["extract_status"] for p in (str(a), str(b))} == {"done"}
+    pipe.extract = real
+    assert pipe.ingest_file("c", b, docs).status == "unchanged"
+
+
+def test_a_forced_publish_that_fails_leaves_the_other_paths_to_be_read_again(env, probe, monkeypatch):
+    pipe, emb, docs, _ = env
+    a, b = docs / "a.txt", docs / "b.txt"
+    a.write_text("Quince jelly sets with the pectin of the fruit itself. " * 4)
+    b.write_bytes(a.read_bytes())
+    pipe.ingest_file("c", a, docs)
+    pipe.ingest_file("c", b, docs)
+    pipe.extract = _upgraded(pipe.extract)
+    rag = pipe.rag("c")
+
+    def crash(**kw):
+        raise OSError("the disk went away")
+
+    monkeypatch.setattr(rag, "publish", crash)
+    with pytest.raises(OSError):
+        pipe.ingest_file("c", a, docs, force=True)
+    monkeypatch.undo()
+    rows = probe.live_rows("c")
+    assert rows[str(b)]["extract_status"] == "extracting"  # not "done" over content that left
+    assert pipe.ingest_file("c", b, docs).status == "indexed"  # read again, as the next start does
+    assert [h["source_file"] for h in keyword_search(searchable(pipe), '"medlar"', 10)] == [str(b)]
+
+
 @pytest.mark.parametrize("name,data,status,reason", [
     ("empty.txt", b"", "skipped", "empty"),
     ("binary.txt", bytes(range(256)) * 40, "skipped", "binary"),

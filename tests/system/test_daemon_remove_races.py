@@ -49,7 +49,8 @@ def test_searches_during_add_and_remove_get_200_or_404_never_500(daemon, tmp_pat
         stop.set()
         for t in threads:
             t.join(30)
-    assert codes and set(codes) <= {200, 404}, sorted(set(codes))
+    assert codes and set(codes) <= {200, 404}, (sorted(set(codes)),
+                                                [e for e in d.events() if e.get("level") == "error"])
 
 
 def test_removing_a_collection_during_its_scan_leaves_no_orphans(daemon, tmp_path):

@@ -224,6 +224,16 @@ def test_kept_is_relative_to_the_best():
     assert Q.kept([]) == [] and Q.kept([0.0, 0.0]) == [0, 1]
 
 
+def test_the_search_relevance_weighs_in_the_order_and_the_keep_rule():
+    """A passage whose sentences score a little higher but that the search put far below (another
+    company's table) comes after the search's best, and one the search all but dropped is no source."""
+    assert Q.REL_WEIGHT == 0.5
+    assert Q.kept([0.30, 0.33], rels=[1.0, 0.2]) == [0, 1]  # 0.30 x 1.1 against 0.33 x 0.6 x 1.05
+    assert Q.kept([0.30, 0.33]) == [1, 0]  # on the sentences alone
+    assert Q.kept([0.40, 0.30], rels=[1.0, 0.0]) == [0]  # 0.30 x 0.5 < 0.6 x 0.44
+    assert Q.kept([0.40, 0.30], rels=[None, None]) == [0, 1]  # no search score: the sentences decide
+
+
 def test_a_passage_without_span_or_lines_still_quotes_with_the_file_uri():
     h = hit(SOURDOUGH, 0, uri="file:///n/f0.docx")
     h["span"], h["lines"] = [None, None], None

@@ -49,6 +49,11 @@ def api(tmp_path_factory, llm):
     with running_api(tmp_path_factory.mktemp("ctl"), files=FILES, expect=set(DOCS), extra_toml=API_KEY_LLM_TOML(llm),
                      top_toml="max_tokens = 16") as a:
         wait_until(lambda: a.ok("GET", "/v1/documents?state=failed")["total"] == 1, 30, what="broken.pdf failed")
+        # recorded is not idle: the new vectors still go into the search index after, which under
+        # load outlasts the first status a test reads
+        from ragweedd.cli.handover import is_idle
+
+        wait_until(lambda: is_idle(a.ok("GET", "/v1/status")), 240, what="the daemon to be idle")
         yield a
 
 

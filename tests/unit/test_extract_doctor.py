@@ -116,3 +116,23 @@ def test_markdown_and_rst_sections_edge_cases():
     assert markdown_sections("- item\n---\n") == []  # a list item above a rule is not a setext title
     rst = "Title\n=====\n\nbody\n\n=====\n"
     assert [r.meta["section"] for r in rst_sections(rst)] == ["Title"]
+
+
+def test_the_doctor_and_the_daemon_extract_with_the_same_settings(tmp_path):
+    """One place makes the extraction settings: the doctor checks what the pipeline runs with, and
+    the configured extraction time caps the external tools' runs in both."""
+    from ragweedd.config import load_config
+    from ragweedd.embed.hashing import HashEmbedder
+    from ragweedd.ingest.pipeline import Pipeline
+    from ragweedd.paths import Paths
+
+    cfg = load_config(text=f'cache_dir = "{tmp_path / "cache"}"\nextract_timeout_s = 42\ntess_bin = "tess-x"\n'
+                           "zip_max_depth = 2\n[embed]\nmodel = 'hash:64'\n", env={})
+    paths = Paths.resolve(str(tmp_path / "data"), str(tmp_path / "state"), str(tmp_path / "cache"))
+    pipe = Pipeline(cfg, paths, HashEmbedder(64))
+    try:
+        assert pipe.settings == ExtractSettings.from_config(cfg)
+        assert pipe.settings.tool_timeout_s == 42 and pipe.settings.tess_bin == "tess-x"
+        assert pipe.settings.zip_max_depth == 2 and pipe.settings.scratch_dir == str(paths.scratch)
+    finally:
+        pipe.close()

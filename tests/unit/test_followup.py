@@ -23,7 +23,8 @@ N = 2000  # chunks in the made-up collection
 DF = {"green": 2, "tea": 5, "steep": 3, "long": 400, "black": 4, "3m": 30, "capital": 60, "expenditure": 40,
       "fy2018": 10, "operating": 300, "margin": 150, "pfizer": 25, "revenue": 400, "aldh1": 3,
       "expression": 200, "prognosis": 20, "breast": 90, "cancer": 400, "sourdough": 2, "starter": 5, "feed": 9,
-      "amd": 20, "quick": 40, "ratio": 100, "liquidity": 60, "healthy": 30}
+      "amd": 20, "quick": 40, "ratio": 100, "liquidity": 60, "healthy": 30, "oolong": 2, "caffeine": 12,
+      "sleep": 30, "alcohol": 15, "net": 90, "lubricate": 3, "chain": 8, "brake": 4, "pads": 5}
 
 
 def stats(words):
@@ -86,6 +87,35 @@ def test_the_previous_turn_searched_query_carries_the_subject_down_a_chain():
     second = rewrite("and in 2016?", [turn(CAPEX)], stats)
     third = rewrite("and in 2015?", [turn(CAPEX), turn("and in 2016?", query=second.query)], stats)
     assert third.query == "and in 2015? 3M capital expenditure" and third.replaced == ["2016"]
+
+
+@pytest.mark.parametrize("before,question,query", [
+    # the new word stands in for the modifier; the head and the rest of the subject are carried
+    ("How long should black tea steep?", "and green?", "and green? tea steep"),
+    (TEA, "What about oolong?", "What about oolong? tea steep"),
+    (CAPEX, "and net?", "and net? 3M expenditure FY2018"),
+    # no phrase of two topic words: the first one, the subject, is what it replaces
+    ("How does caffeine affect sleep?", "and alcohol?", "and alcohol? sleep"),
+    # a noun phrase with its article stands in for the earlier object
+    ("How often should I lubricate the chain?", "and the brake pads?", "and the brake pads? lubricate"),
+])
+def test_an_ellipsis_replaces_the_first_words_of_the_earlier_subject(before, question, query):
+    r = rewrite(question, [turn(before)], stats)
+    assert r.rewritten and r.query == query, r
+
+
+def test_in_a_small_collection_every_word_of_the_subject_is_carried():
+    """Two notes both about tea: "tea" is in every chunk, yet it is the subject of the thread."""
+    two = {"green": 1, "tea": 2, "steep": 2, "black": 1}
+
+    def small(ws):
+        return {w: two.get(w, 0) for w in ws}, 2
+
+    first = rewrite("and black tea?", [turn(TEA)], small)
+    assert first.query == "and black tea? steep", first
+    assert rewrite("and green?", [turn("and black tea?", query=first.query)], small).query == "and green? tea steep"
+    it = rewrite("how long should it steep?", [turn("What is green tea?")], small)
+    assert it.query == "how long should it steep? green tea", it
 
 
 def test_a_collection_of_a_few_chunks_still_has_rare_words():
@@ -228,3 +258,4 @@ def test_annotation_and_quotes_judge_by_the_searched_query():
 
 def test_module_constants_are_what_the_docs_say():
     assert (followup.RARE_DF, followup.NAME_DF, followup.RARE_MIN_DF, followup.MAX_CARRY) == (0.05, 0.5, 3, 6)
+    assert followup.SMALL_COLLECTION == 30

@@ -32,6 +32,22 @@ BALANCE = [
 ]
 
 
+def _rows(pdf, rows) -> None:
+    """A label and two figures a row, set right in their columns as filings set them."""
+    for label, a, b in rows:
+        pdf.cell(120, 5, label)
+        pdf.cell(35, 5, a, align="R")
+        pdf.cell(35, 5, b, align="R", new_x="LMARGIN", new_y="NEXT")
+
+
+def _two_year_rows(pdf, rows) -> None:
+    """A header of two years over ``_rows``."""
+    pdf.cell(120, 5, "")
+    pdf.cell(35, 5, "2015", align="R")
+    pdf.cell(35, 5, "2014", align="R", new_x="LMARGIN", new_y="NEXT")
+    _rows(pdf, rows)
+
+
 def _statements_pdf(path: Path) -> Path:
     from fpdf import FPDF
 
@@ -68,10 +84,7 @@ def _statements_pdf(path: Path) -> Path:
     pdf.cell(120, 5, "")
     pdf.cell(35, 5, "December 31, 2015", align="R")
     pdf.cell(35, 5, "December 31, 2014", align="R", new_x="LMARGIN", new_y="NEXT")
-    for label, a, b in BALANCE:
-        pdf.cell(120, 5, label)
-        pdf.cell(35, 5, a, align="R")
-        pdf.cell(35, 5, b, align="R", new_x="LMARGIN", new_y="NEXT")
+    _rows(pdf, BALANCE)
     pdf.output(str(path))
     return path
 
@@ -174,13 +187,7 @@ def test_a_statement_set_in_body_type_is_the_section_of_its_rows(tmp_path):
     for title, rows in (("Selected financial data (in millions)", CASH_FLOWS[:3]),
                         ("Acme Industries Inc. Consolidated Balance Sheets (in millions)", BALANCE)):
         pdf.cell(0, 5, title, new_x="LMARGIN", new_y="NEXT")
-        pdf.cell(120, 5, "")
-        pdf.cell(35, 5, "2015", align="R")
-        pdf.cell(35, 5, "2014", align="R", new_x="LMARGIN", new_y="NEXT")
-        for label, a, b in rows:
-            pdf.cell(120, 5, label)
-            pdf.cell(35, 5, a, align="R")
-            pdf.cell(35, 5, b, align="R", new_x="LMARGIN", new_y="NEXT")
+        _two_year_rows(pdf, rows)
         pdf.ln(4)
         pdf.multi_cell(0, 5, AFTER)
         pdf.ln(4)
@@ -204,13 +211,7 @@ def test_the_link_to_the_contents_atop_a_page_is_no_part_of_a_table_title(tmp_pa
     pdf.cell(0, 5, "Table of Contents", new_x="LMARGIN", new_y="NEXT")
     pdf.set_font("Helvetica", size=9)
     pdf.cell(0, 5, "Acme Industries Inc. Consolidated Balance Sheets (in millions)", new_x="LMARGIN", new_y="NEXT")
-    pdf.cell(120, 5, "")
-    pdf.cell(35, 5, "2015", align="R")
-    pdf.cell(35, 5, "2014", align="R", new_x="LMARGIN", new_y="NEXT")
-    for label, a, b in BALANCE:
-        pdf.cell(120, 5, label)
-        pdf.cell(35, 5, a, align="R")
-        pdf.cell(35, 5, b, align="R", new_x="LMARGIN", new_y="NEXT")
+    _two_year_rows(pdf, BALANCE)
     pdf.output(str(tmp_path / "page.pdf"))
     doc = extract_file(tmp_path / "page.pdf", ExtractSettings(ocr_enabled=False))
     table = next(r for r in doc.regions if "table" in r.meta and "row_start" not in r.meta)

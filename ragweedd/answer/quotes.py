@@ -27,6 +27,7 @@ from typing import Any, Sequence
 from urllib.parse import quote as pct
 
 from ragweedd.answer.sentences import split_sentences
+from ragweedd.keyterms import terms, unspaced_in
 from ragweedd.logging import get_logger
 from ragweedd.periods import spell_periods
 from ragweedd.statements import headed_statements, named_statements
@@ -73,8 +74,23 @@ any all some each every more most other such only own same both few much many ou
 
 
 def words(text: str) -> list[str]:
-    """Lower-cased, stemmed content words; a period such as "FY2015" counts as "fiscal" and "2015"."""
-    return [_stem(w) for w in _WORD.findall(spell_periods(text.lower())) if w not in _STOP]
+    """Lower-cased, stemmed content words; a period such as "FY2015" counts as "fiscal" and "2015".
+    A run of a script written without spaces (Chinese, Japanese, Thai) gives its character bigrams,
+    as the keyword index does (keyterms.terms): one "word" per run would match nothing."""
+    out = []
+    for w in _WORD.findall(spell_periods(text.lower())):
+        if w in _STOP:
+            continue
+        if unspaced_in(w):
+            out.extend(terms(w))
+        else:
+            out.append(_stem(w))
+    return out
+
+
+def word_count(text: str) -> int:
+    """Words of ``text``, a run without spaces counted as its characters over two (about its words)."""
+    return sum(max(1, len(w) // 2) if unspaced_in(w) else 1 for w in _WORD.findall(text))
 
 
 def statement_terms(kinds: set[str]) -> set[str]:
@@ -131,7 +147,6 @@ def candidates(hits: Sequence[dict]) -> list[Sentence]:
         titled = set(words(str(h.get("table_title") or ""))) | {"sheet"}
         for k, (a, b) in enumerate(spans):
             seg = text[a:b]
-            toks = _WORD.findall(seg)
             partial = not rows and ((k == 0 and _starts_mid_sentence(h, text, a)) or
                                     (k == len(spans) - 1 and k > 0 and _ends_mid_sentence(text, a, b)))
             lead = _lead(text, spans, k) if not partial else -1
@@ -140,7 +155,7 @@ def candidates(hits: Sequence[dict]) -> list[Sentence]:
             own = set(words(text[lead if lead >= 0 and not rows else a:b]))
             # a line of a table's passage that only repeats its title answers nothing a row does not
             title = rows and "|" not in seg and set(words(seg)) <= titled
-            mine.append(Sentence(i, a, b, own | around, len(toks), partial, lead, own=own,
+            mine.append(Sentence(i, a, b, own | around, word_count(seg), partial, lead, own=own,
                                  row=rows, title=title))
         full = [c for c in mine if c.words >= MIN_WORDS and not c.partial and not c.title]
         out.extend(full or mine)
@@ -182,12 +197,14 @@ def _starts_mid_sentence(hit: dict, text: str, a: int) -> bool:
     or closing punctuation began inside a sentence ("6 Notes, the ...", '"Board"), each ...')."""
     if not hit.get("chunk_idx") or text[:a].strip():
         return False
-    return not (_OPENS.match(text, a) or not text[a:a + 1].isascii() and text[a:a + 1].isupper())
+    # a letter of a script without case (Chinese, Arabic, Hindi) cannot tell: it counts as a start
+    c = text[a:a + 1]
+    return not (_OPENS.match(text, a) or not c.isascii() and (c.isupper() or c.isalpha() and not c.islower()))
 
 
 def _ends_mid_sentence(text: str, a: int, b: int) -> bool:
     """The last piece of a passage that stops without a sentence's end, where the chunk was cut."""
-    return not text[b:].strip() and not re.search(r"[.!?…:;)\]\"”'’]\s*$", text[a:b])
+    return not text[b:].strip() and not re.search(r"[.!?…:;)\]\"”'’。！？؟।」』）]\s*$", text[a:b])
 
 
 def score(query: str, hits: Sequence[dict], cands: list[Sentence], embedder: Any = None) -> None:

@@ -9,10 +9,12 @@ the passage's span moved by ``start``. Rules, in order:
   punctuation (a title), and a line indented otherwise than the sentence that ends above it (a new
   paragraph, a definition list's next term) each start anew;
 - any other line break is soft: PDF text and hard-wrapped prose break lines mid-sentence;
-- inside that, a sentence ends at ``.``, ``!`` or ``?`` (closing quotes and brackets included) when
-  whitespace and then a capital, digit, quote, bracket or bullet follow, unless the word before the
-  full stop is a known abbreviation ("e.g.", "Dr.", "Fig.", "et al.") or a single capital (an
-  initial). "3.5 mg" never ends one: no whitespace follows its point;
+- inside that, a sentence ends at ``.``, ``!`` or ``?`` (and Arabic's ``؟``, Devanagari's ``।``;
+  closing quotes and brackets included) when whitespace and then a capital of any script (or a
+  letter of a script without case), digit, quote, bracket or bullet follow, unless the word before
+  the full stop is a known abbreviation ("e.g.", "Dr.", "Fig.", "et al.") or a single capital (an
+  initial). "3.5 mg" never ends one: no whitespace follows its point. Chinese and Japanese end one at
+  ``。``, ``！`` or ``？`` whatever follows: they put no space after it;
 - a sentence longer than ``MAX_CHARS`` (a table cell dump, a run-on list) is cut at a space.
 """
 
@@ -30,8 +32,8 @@ jan feb mar apr jun jul aug sep sept oct nov dec
 _BULLET = re.compile(r"[ \t]*(?:[-*+•‣◦▪–—]\s|\(?\d{1,3}[.)]\s|\(?[a-zA-Z][.)]\s|\[[ xX]\]\s)")
 _HEADING = re.compile(r"[ \t]*#{1,6}\s")
 _TABLE = re.compile(r"\|.*\||\t|\S {3,}\S.* {3,}\S")
-_END = re.compile(r"""[.!?]+['"”’)\]]*(?=\s)""")
-_NEXT_STARTS = re.compile(r"""\s+(?=[A-Z0-9"'“‘(\[•\-*À-ÖØ-Þ])""")
+_END = re.compile(r"""[.!?؟।]+['"”’)\]]*(?=\s)|[。！？]+['"”’」』)）]*""")
+_NEXT_STARTS = re.compile(r"""\s*(?=[\w"'“‘(\[•\-*「『（])""")
 _WORD_BEFORE = re.compile(r"([A-Za-z][A-Za-z.]*)\.$")
 _LIST_NUMBER = re.compile(r"\(?(?:\d{1,3}|[a-zA-Z]|[ivxIVX]{1,4})[.)]")
 _BLANK = re.compile(r"\n[ \t\r\f\v]*\n|\r[ \t\f\v]*\r|\f")
@@ -121,7 +123,7 @@ def _sentences(text: str, a: int, b: int):
     for m in _END.finditer(seg):
         end = a + m.end()
         nxt = _NEXT_STARTS.match(text, end, b)
-        if nxt is None:
+        if nxt is None or not _opens(text, nxt.end(), b, spaced=m.group(0)[0] not in "。！？"):
             continue
         if m.group(0).startswith(".") and (_abbreviation(text[start:a + m.start() + 1])
                                            or _LIST_NUMBER.fullmatch(text[start:a + m.end()].strip())):
@@ -133,6 +135,20 @@ def _sentences(text: str, a: int, b: int):
     s, e = _trim(text, start, b)
     if e > s:
         yield s, e
+
+
+def _opens(text: str, i: int, b: int, *, spaced: bool) -> bool:
+    """Whether a sentence can start at ``text[i]``: after a Western full stop (``spaced``) whitespace
+    must come first, then no lower-case letter ("3.5 mg" and "e.g. the" go on); after a CJK one,
+    anything."""
+    if i >= b:
+        return False
+    if not spaced:
+        return True
+    if i == 0 or not text[i - 1].isspace():
+        return False
+    c = text[i]
+    return not c.islower() and c != "_"
 
 
 def _abbreviation(before: str) -> bool:

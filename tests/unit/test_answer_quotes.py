@@ -36,13 +36,15 @@ def test_sentences_end_as_each_script_ends_them():
     # no space after a CJK full stop
     assert sents("绿茶应该冲泡两到三分钟，水太热会让茶变苦。乌龙茶可以反复冲泡多次！真的吗？是的。") == [
         "绿茶应该冲泡两到三分钟，水太热会让茶变苦。", "乌龙茶可以反复冲泡多次！", "真的吗？", "是的。"]
-    assert sents("हरी चाय तीन मिनट तक भिगोएँ। काली चाय पाँच मिनट।") == ["हरी चाय तीन मिनट तक भिगोएँ।", "काली चाय पाँच मिनट।"]
+    assert sents("हरी चाय तीन मिनट तक भिगोएँ। काली चाय पाँच मिनट।") == [
+        "हरी चाय तीन मिनट तक भिगोएँ।", "काली चाय पाँच मिनट।"]
     assert sents("هل هذا سؤال؟ نعم هذا جواب.") == ["هل هذا سؤال؟", "نعم هذا جواب."]
     assert sents("Ελληνικά κείμενα εδώ. Δεύτερη πρόταση.") == ["Ελληνικά κείμενα εδώ.", "Δεύτερη πρόταση."]
 
 
 def test_a_chinese_answer_quotes_the_sentence_that_answers_not_the_heading_and_the_rest():
-    text = "# 泡茶\n\n绿茶应该用八十度左右的水冲泡两到三分钟，水太热会让茶变苦。乌龙茶可以反复冲泡多次，每次三到四分钟。"
+    text = ("# 泡茶\n\n绿茶应该用八十度左右的水冲泡两到三分钟，水太热会让茶变苦。"
+            "乌龙茶可以反复冲泡多次，每次三到四分钟。")
     assert Q.words("乌龙茶") == ["乌龙", "龙茶"] and Q.word_count("乌龙茶可以反复冲泡多次") == 5
     _, numbered = passages_answer([hit(text, 0)], query="乌龙茶泡几分钟？")  # by its words: bigrams
     assert [q["text"] for q in numbered[0]["quotes"]] == ["乌龙茶可以反复冲泡多次，每次三到四分钟。"]

@@ -72,23 +72,42 @@ def connect(path: Path | str, *, readonly: bool = False, timeout_s: float = 30.0
     except sqlite3.Error as e:
         raise StorageError(f"cannot open database {path}: {e}", hint="check the path and its permissions") from e
     conn.row_factory = sqlite3.Row
-    try:
-        conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
-        if not readonly:
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if mode.lower() != "wal":
-                raise StorageError(f"database {path} could not switch to WAL mode (got {mode})")
-            conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        if readonly:
-            conn.execute("PRAGMA query_only = ON")
-    except sqlite3.DatabaseError as e:
-        conn.close()
-        raise StorageError(f"{path} is not a usable SQLite database: {e}",
-                           hint="restart ragweedd: at start it checks its databases, moves a damaged one "
-                                "aside and rebuilds it from your files") from e
-    return conn
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            _set_up(conn, path, readonly, timeout_s)
+            return conn
+        except sqlite3.DatabaseError as e:
+            # Two connections switching a new database to WAL at once both hold its shared lock and
+            # want the exclusive one: SQLite answers one of them "locked" at once, without waiting.
+            # That is a moment's contention, not damage: the set-up is tried again.
+            if _locked(e) and time.monotonic() < deadline:
+                time.sleep(0.05)
+                continue
+            conn.close()
+            if _locked(e):
+                raise StorageError(f"database {path} stayed locked for {timeout_s:.0f} s: {e}",
+                                   hint="another process holds it; stop it or wait, then try again") from e
+            raise StorageError(f"{path} is not a usable SQLite database: {e}",
+                               hint="restart ragweedd: at start it checks its databases, moves a damaged one "
+                                    "aside and rebuilds it from your files") from e
+
+
+def _locked(e: sqlite3.DatabaseError) -> bool:
+    return isinstance(e, sqlite3.OperationalError) and ("locked" in str(e) or "busy" in str(e))
+
+
+def _set_up(conn: sqlite3.Connection, path: Path, readonly: bool, timeout_s: float) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+    if not readonly:
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if mode.lower() != "wal":
+            raise StorageError(f"database {path} could not switch to WAL mode (got {mode})")
+        conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    if readonly:
+        conn.execute("PRAGMA query_only = ON")
 
 
 def _create_private(path: Path) -> None:

@@ -392,3 +392,33 @@ def test_a_large_document_is_staged_then_swapped_in_whole(tmp_path):
     assert rag.hits([ids[7]])[ids[7]]["text"] == "new text 7"
     for c in (other, reader, rag):
         c.close()
+
+
+def test_connections_opening_a_new_database_at_once_all_get_it(tmp_path):
+    """Two connections switching a new database to WAL at once: SQLite answers one "locked" without
+    waiting. That is contention, not damage: a one-shot ingest failed with "not a usable SQLite
+    database: database is locked" when its stages opened a new collection together."""
+    import threading
+
+    from ragweedd.store.sqlite import connect
+
+    errors: list[Exception] = []
+    for k in range(10):
+        path = tmp_path / f"new{k}.sqlite3"
+        barrier = threading.Barrier(4)
+
+        def open_it() -> None:
+            barrier.wait()
+            try:
+                conn = connect(path)
+                conn.execute("CREATE TABLE IF NOT EXISTS t(x)")
+                conn.close()
+            except Exception as e:  # noqa: BLE001 - every failure is the test's finding
+                errors.append(e)
+
+        threads = [threading.Thread(target=open_it) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors, errors[:3]

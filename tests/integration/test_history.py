@@ -274,7 +274,8 @@ def test_no_llm_answer_record_is_labelled_passages(db):
         e = s.show(hid)
     assert e["status"] == "done" and e["mode"] == "passages" and e["label"] == NO_LLM_LABEL
     assert e["answer"].startswith(NO_LLM_LABEL) and "[1] notes/f0.md [p.1]" in e["answer"]
-    assert e["cited_numbers"] == [1, 2, 3] and e["provider"] is None and e["state"] is None
+    # the third passage, which the search scored lowest (rel_score 0), is no source (answer/quotes.py REL_WEIGHT)
+    assert e["cited_numbers"] == [1, 2] and e["provider"] is None and e["state"] is None
     assert e["timings"]["embed_ms"] == 12.5 and e["timings"]["retrieve_ms"] == 7.5
     assert e["timings"]["synthesize_ms"] == 0.0 and "total_ms" in e["timings"]
     assert e["finish_reason"] == "stop" and e["retrieval_meta"]["mode"] == "hybrid"

@@ -55,7 +55,7 @@ def test_history_written_before_migration_6_gets_the_empty_source(pg_dsn):
     try:
         migrate(db, [m for m in MIGRATIONS if m[0] <= 5])
         db.run("INSERT INTO history(id, kind, query, created_at, body_json) VALUES ('old', 'ask', 'q', 1.0, '{}')")
-        assert migrate(db, MIGRATIONS) == [6, 7]
+        assert migrate(db, MIGRATIONS) == [n for n, *_ in MIGRATIONS if n >= 6]
     finally:
         db.close()
     with psycopg.connect(pg_dsn) as c:

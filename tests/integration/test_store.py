@@ -407,7 +407,7 @@ def test_connections_opening_a_new_database_at_once_all_get_it(tmp_path):
         path = tmp_path / f"new{k}.sqlite3"
         barrier = threading.Barrier(4)
 
-        def open_it() -> None:
+        def open_it(path=path, barrier=barrier) -> None:
             barrier.wait()
             try:
                 conn = connect(path)

@@ -45,9 +45,9 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (10, ("ragweedd.api", "ragweedd.web", "ragweedd.eval")),
     (11, ("ragweedd.cli", "ragweedd.daemon", "ragweedd.__main__")),
 ]
-CONCRETE_STORE = re.compile(r"^ragweedd\.store\.(?!protocols$|types$|backends$|__init__$)")
+CONCRETE_STORE = re.compile(r"^ragweedd\.store\.(?!protocols$|types$|backends$|failures$|served_rot$|__init__$)")
 STORE_CONSTRUCTORS = ("RagDB", "IngestDB", "JobQueue", "HistoryDB", "TreeDB", "IdfCacheDB", "DiskIndexes",
-                      "SqliteBackend", "PgBackend", "open_backend")
+                      "SqliteBackend", "PgBackend", "open_backend", "open_data_dir", "open_store")
 
 
 def module_name(p: Path) -> str:

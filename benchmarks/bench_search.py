@@ -22,7 +22,7 @@ from fts_corpus import RESULTS, chunks
 def build(path: Path, n: int, dim: int = 384) -> Path:
     import numpy as np
 
-    from ragweedd.store.rag_db import RagDB
+    from ragweedd.store.sqlite.rag_db import RagDB
 
     done = path.with_suffix(".done")
     if done.exists():

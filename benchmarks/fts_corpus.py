@@ -45,8 +45,8 @@ def chunks(n: int, seed: int = 7, target_chars: int = 1500, corpus_dir: Path = S
 
 def build_fts(path: Path, n: int, *, log=print, corpus_dir: Path = SCIFACT, lang: str = "en") -> Path:
     """An FTS5 table with the rag.sqlite3 schema holding n synthetic chunks, written as a collection
-    writes them (store/rag_keywords.py: the index form in ``lang``)."""
-    from ragweedd.store import rag_keywords
+    writes them (store/sqlite/rag_keywords.py: the index form in ``lang``)."""
+    from ragweedd.store.sqlite import rag_keywords
 
     if path.exists():
         return path
@@ -57,7 +57,7 @@ def build_fts(path: Path, n: int, *, log=print, corpus_dir: Path = SCIFACT, lang
     conn.execute("PRAGMA synchronous=OFF")
     conn.execute(rag_keywords.FTS_DDL)
     conn.execute(rag_keywords.LANGUAGES_DDL)
-    # every keyword match leaves out the id ranges of documents in transit (store/rag_hidden.py)
+    # every keyword match leaves out the id ranges of documents in transit (store/sqlite/rag_hidden.py)
     conn.execute("CREATE TABLE hidden_chunks (lo INTEGER NOT NULL, hi INTEGER NOT NULL, md5 TEXT NOT NULL,"
                  " state TEXT NOT NULL, owner TEXT)")
     t0 = time.monotonic()

@@ -67,7 +67,8 @@ def rm3(c, kw: list[tuple[int, float]], meta: dict, plan, feedback: int = 10, te
     score; terms in more than a tenth of the chunks left out) join the query's OR, whose own terms
     are repeated ``query_weight`` times (FTS5's bm25() sums over the expression's terms, so a repeat
     is a weight)."""
-    from ragweedd.store.fts_reader import STEMMER
+    from ragweedd.store.sqlite.fts_reader import STEMMER
+    from ragweedd.store.types import AnyOf, Terms
 
     tiers = meta.get("tiers") or []
     if plan.skipped or not kw or not tiers:
@@ -86,8 +87,8 @@ def rm3(c, kw: list[tuple[int, float]], meta: dict, plan, feedback: int = 10, te
               if 0 < c.fts.df_term(t) <= n / 10][:terms]
     if not chosen:
         return kw
-    expr = " OR ".join([tiers[-1]["match"]] * query_weight + [f'"{t}"' for t in chosen])
-    return c.fts.match(expr, DEPTH)
+    own_terms = tuple(s for s, _ in plan.or_terms())
+    return c.fts.match(AnyOf(own_terms * query_weight + tuple(Terms((t,)) for t in chosen)), DEPTH)
 
 
 def fused(legs: dict, params, *, dense_depth: int = 64, kw_depth: int = 128, full: bool = True,

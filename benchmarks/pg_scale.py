@@ -83,7 +83,7 @@ def _docs(first_doc: int, n_docs: int, dim: int, seed: int = 7):
 
 
 def _publish_all(rag, first_doc: int, n_docs: int, dim: int) -> None:
-    from ragweedd.store.rag_passes import PRIMARY
+    from ragweedd.store.types import PRIMARY
 
     for md5, path, texts, vecs in _docs(first_doc, n_docs, dim):
         rag.publish(md5=md5, source_file=path, rel_path=path.rsplit("/", 1)[-1], kind="text", extractor="text",
@@ -94,7 +94,7 @@ def _publish_all(rag, first_doc: int, n_docs: int, dim: int) -> None:
 
 
 def _pg_worker(dsn: str, source: str, first_doc: int, n_docs: int, dim: int, go, times) -> None:
-    from ragweedd.store.pg_backend import PgBackend
+    from ragweedd.store.postgres.backend import PgBackend
 
     rag = PgBackend(dsn, source=source).open_rag("bench")
     backend = rag.db.conn.info.backend_pid
@@ -219,8 +219,8 @@ def _search_figures(vs, rag, queries, n_docs: int) -> dict:
 
 def run_pg(dsn: str | None, n_docs: int, dim: int, cfg, work: Path, bulk: bool) -> dict:
     from ragweedd.query.vectors import VectorSearch
-    from ragweedd.store.pg_backend import PgBackend
-    from ragweedd.store.rag_passes import PRIMARY
+    from ragweedd.store.postgres.backend import PgBackend
+    from ragweedd.store.types import PRIMARY
 
     server = None
     out: dict = {}
@@ -291,7 +291,7 @@ def run_sqlite(n_docs: int, dim: int, cfg, work: Path) -> dict:
     from ragweedd.ingest.index_sync import IndexSync
     from ragweedd.paths import Paths
     from ragweedd.query.vectors import VectorSearch
-    from ragweedd.store.sqlite_backend import SqliteBackend
+    from ragweedd.store.sqlite.backend import SqliteBackend
 
     paths = Paths.from_config(cfg).ensure()
     backend = SqliteBackend(paths)

@@ -4,7 +4,7 @@ Writes a text file of ``--mb`` MiB (random words, 12 per line), ingests it with 
 (no model: the numbers are the store's own) at ``chunk_size = 256`` with the vectors left to the
 embedding stage (as the daemon does), then ingests an edited version of it (one line changed), so
 the second publish also removes the first version. Every hold of rag.sqlite3's writer lock is
-timed (the lock object of ragweedd/store/sqlite.py is wrapped; nothing in ragweedd changes) and
+timed (the lock object of ragweedd/store/sqlite/connection.py is wrapped; nothing in ragweedd changes) and
 the longest, the 90th percentile, the median, the hold of the transaction that shows the new
 document and how many there were are printed per publish, with the publish's wall time. The
 longest hold is what a small file's publish may wait for. Writes JSON
@@ -76,7 +76,7 @@ def main() -> int:
     from ragweedd.embed.hashing import HashEmbedder
     from ragweedd.ingest.pipeline import Pipeline
     from ragweedd.paths import Paths
-    from ragweedd.store import sqlite as store_sqlite
+    from ragweedd.store.sqlite import connection as store_sqlite
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="ragweed-publock-") as tmp:
@@ -93,7 +93,7 @@ def main() -> int:
         db.parent.mkdir(parents=True, exist_ok=True)
         db.touch(mode=0o600)
         store_sqlite._WRITER_LOCKS[os.path.realpath(db)] = lock  # type: ignore[assignment]
-        from ragweedd.store import rag_stage
+        from ragweedd.store.sqlite import rag_stage
 
         # The transaction that shows the new document (the whole copy, in the single-swap
         # version): its hold is reported apart.

@@ -55,10 +55,12 @@ def keyword(args) -> dict:
     import sqlite3
 
     from ragweedd.config import load_config
-    from ragweedd.query.fts_plan import MIN_TIER_HITS, fts_string, make_plan, query_words
+    from ragweedd.query.fts_plan import MIN_TIER_HITS, make_plan, query_words
+    from ragweedd.store.sqlite.rag_keywords import fts5_match
+    from ragweedd.store.types import AllOf, Terms, any_of
     from ragweedd.query.idf import IdfCache
     from ragweedd.query.wordnet import open_wordnet, wordnet_status
-    from ragweedd.store.fts_reader import FtsReader
+    from ragweedd.store.sqlite.fts_reader import FtsReader
 
     # the index form of issue 31 (fts2_*: databases of the English-only form are not reused)
     zh = args.lang == "zh"
@@ -79,7 +81,7 @@ def keyword(args) -> dict:
     qs = [q for q in claims(args.queries * 2, corpus_dir=corpus) if len(query_words(q, args.lang)) >= 6][: args.queries]
     # Warm the page cache once so both plans are measured on a warm database.
     for q in qs[:20]:
-        stats.match(" OR ".join(fts_string(w) for w in query_words(q, args.lang)[:6]), k)
+        stats.match(any_of([Terms((w,)) for w in query_words(q, args.lang)[:6]]), k)
 
     def bm25_plain(expr):
         return conn.execute("SELECT rowid, bm25(fts_chunks) AS s FROM fts_chunks WHERE fts_chunks MATCH ? "
@@ -95,14 +97,14 @@ def keyword(args) -> dict:
         # AND: the two rarest words of the claim that occur (what tier 1 usually holds).
         two = sorted(present, key=lambda w: dfs[w])[:2]
         if len(two) == 2:
-            expr = f"{fts_string(two[0])} AND {fts_string(two[1])}"
+            expr = AllOf((Terms((two[0],)), Terms((two[1],))))
             if not args.skip_before:
-                rows["and_before"].append(timed(lambda: bm25_plain(expr)))
+                rows["and_before"].append(timed(lambda: bm25_plain(fts5_match(expr))))
             rows["and_after"].append(timed(lambda: stats.match(expr, k)))
         six = words[:6]
-        before = " OR ".join(fts_string(w) for w in six)
+        before = any_of([Terms((w,)) for w in six])
         if not args.skip_before:
-            rows["or_before"].append(timed(lambda: bm25_plain(before)))
+            rows["or_before"].append(timed(lambda: bm25_plain(fts5_match(before))))
         plan = make_plan(" ".join(six), cache, cfg, wn, status, lang=args.lang)
         terms = sorted(plan.or_terms(), key=lambda t: t[1])
         chosen, total = [], 0
@@ -111,7 +113,7 @@ def keyword(args) -> dict:
                 chosen.append(s)
                 total += df
         if chosen:
-            after = " OR ".join(chosen)
+            after = any_of(chosen)
             rows["or_after"].append(timed(lambda: stats.match(after, k)))
         t = time.perf_counter()
         from ragweedd.query.fts_plan import execute

@@ -1,5 +1,5 @@
-"""Cost of the databases' check at start (ragweedd/jobs/repair.py) and of the integrity job
-(ragweedd/jobs/integrity.py) on a large collection.
+"""Cost of the databases' check at start (ragweedd/store/sqlite/repair.py) and of the integrity job
+(ragweedd/store/sqlite/integrity_check.py) on a large collection.
 
 Copies a data directory (default: the one ``benchmarks/bench_search.py`` builds for 100k chunks,
 benchmarks/results/search_100k) to a scratch dir, then times the start-up check (first run: it
@@ -41,8 +41,8 @@ def main() -> int:
     ap.add_argument("--data", default=str(Path(__file__).parent / "results" / "search_100k" / "data"))
     ap.add_argument("--out", default="startup_check")
     a = ap.parse_args()
-    from ragweedd.store.integrity import collection_counts, quick_check
-    from ragweedd.store.rag_db import RagDB
+    from ragweedd.store.sqlite.checks import collection_counts, quick_check
+    from ragweedd.store.sqlite.rag_db import RagDB
 
     src = Path(a.data)
     if not (src / "ingest_db.sqlite3").exists():

@@ -14,7 +14,7 @@ changed or was left unfinished.
 
 When the scheduled integrity check finds a damaged database, the daemon repairs it without a
 restart: the API answers 503 "repairing" for those seconds, the core stops, the start-up repair
-(ragweedd/jobs/repair.py) runs, and a new core starts and re-ingests what was lost.
+(ragweedd/store/sqlite/repair.py) runs, and a new core starts and re-ingests what was lost.
 """
 
 from __future__ import annotations
@@ -89,9 +89,7 @@ def run_daemon(cfg: Config, allow_remote: bool = False, *, embedder=None, extrac
     ``watcher_factory`` replace the configured parts (see ragweedd.services.open_daemon);
     ``banner_json`` prints the start-up line as one JSON object on stdout (``ragweedd --json run``)."""
     from ragweedd.api.server import ensure_token, token_file_mode
-    from ragweedd.jobs.repair import check_and_repair
     from ragweedd.services import open_daemon
-    from ragweedd.store.backends import is_postgres
 
     # Everything the daemon creates (databases and their -wal/-shm, index files, port file, uploads,
     # scratch) is private whatever umask it was started with; what an older version left looser
@@ -108,10 +106,13 @@ def run_daemon(cfg: Config, allow_remote: bool = False, *, embedder=None, extrac
     writer = data_writer_lock(paths)
     cores: list = []  # the running core; a live repair replaces it
 
-    def open_core(repairs: dict, model: Any = None) -> Any:
-        core = open_daemon(cfg, embedder=model or embedder, extract=extract, watcher_factory=watcher_factory)
+    def open_core(check: list[str] | None, model: Any = None) -> Any:
+        """A new core; ``check``: the collections the start-up repair looks at first (None: none)."""
+        core = open_daemon(cfg, embedder=model or embedder, extract=extract, watcher_factory=watcher_factory,
+                           repair=check)
         cores[:] = [core]
-        core.repaired = repairs  # status shows it (degraded while those collections are re-ingested)
+        # status shows what was repaired (degraded while those collections are re-ingested)
+        repairs = core.repaired
         notes = _repair_notes(repairs)
         if notes:
             # status keeps the record after the re-ingest is done, as the integrity report of the
@@ -130,12 +131,11 @@ def run_daemon(cfg: Config, allow_remote: bool = False, *, embedder=None, extrac
         reads, so they come back too."""
         old.stop()
         cores.clear()
-        repairs = check_and_repair(paths, sorted(set(cfg.collections) | set(old.collections.items)))
-        log.error("daemon_repaired_live", repairs=repairs)
-        new = open_core(repairs)
+        new = open_core(sorted(set(cfg.collections) | set(old.collections.items)))
+        log.error("daemon_repaired_live", repairs=new.repaired)
         # the check that found the damage stays visible, with what was done about it
         new.last_integrity = {**(old.last_integrity or {}),
-                              "repaired": _repair_notes(repairs) or ["nothing needed repair"]}
+                              "repaired": _repair_notes(new.repaired) or ["nothing needed repair"]}
         return new
 
     def switch_model(old: Any) -> Any:
@@ -149,15 +149,16 @@ def run_daemon(cfg: Config, allow_remote: bool = False, *, embedder=None, extrac
             m.owned, model = False, m.embedder
         old.stop()
         cores.clear()
-        new = open_core({}, model)
+        new = open_core(None, model)
         log.info("model_switched", embedder=new.index_embedder_id, still_moving=new.migration is not None)
         return new
 
     try:
         writer.acquire()
         token = ensure_token(paths.token_file, exposed=token_mode if token_mode & 0o077 else 0)
-        # a database server keeps its own files sound; the periodic check mends the rest live
-        core = open_core({} if is_postgres(cfg) else check_and_repair(paths, sorted(cfg.collections)))
+        # the stores are checked, and mended, before the core opens them; a database server keeps
+        # its own files sound, and the periodic check mends the rest live
+        core = open_core(sorted(cfg.collections))
         log.info("daemon_started", pid=os.getpid(), collections=sorted(core.collections.items),
                  embedder=core.embedder.id, data_dir=str(paths.data), state_dir=str(paths.state))
         _check_keys_file()

@@ -19,7 +19,6 @@ from ragweedd.errors import RagweedError
 from ragweedd.logging import get_logger
 from ragweedd.paths import Paths
 from ragweedd.services import Services
-from ragweedd.store.backends import is_postgres
 
 log = get_logger("ragweedd.daemon")
 ROOT_CHECK_S = 5.0  # how often roots are stat-ed to notice an unmount or a return (one stat each)
@@ -29,7 +28,6 @@ class Core:
     def __init__(self, cfg: Config, paths: Paths, embedder: Any, index: Any, *, extract: Callable | None = None,
                  watcher_factory: Callable | None = None, passes: Any = None, migration: Any = None,
                  stores: Any = None) -> None:
-        from ragweedd.store.job_queue import JobQueue
         from ragweedd.ingest.worker import Workers
         from ragweedd.watch.collections import Collections
         from ragweedd.watch.debounce import Debouncer
@@ -47,21 +45,17 @@ class Core:
         self.services = Services(cfg, paths, embedder=embedder, indexes=index,
                                  collection_names=lambda: list(self.collections.items), passes=self.passes,
                                  stores=stores)
-        # A database server (PostgreSQL) holds the queue, the ingest state and the chunks, shared
-        # with the other machines' daemons; else the data directory's SQLite files do.
-        self.server = self.services.stores if is_postgres(cfg) else None
-        from ragweedd.jobs.integrity import ServedRot
+        # The queue, the ingest state and the chunks: the data directory's files, or a database
+        # server's shared with the other machines' daemons (``server``, which has more to do).
+        self.stores = self.services.stores
+        self.server = self.stores.shared
+        from ragweedd.store.served_rot import ServedRot
 
         # A read that meets a chunk text changed on disk since it was indexed leaves it out and has
         # the integrity check, and so the live repair, run now instead of hours later.
         self.rot = ServedRot(lambda: self.jobs.run_now("integrity_check") if self.jobs is not None else None)
-        if self.server is None:
-            sqlite_stores: Any = self.services.stores
-            sqlite_stores.on_rot = self.rot
-        if self.server is not None:
-            self.queue: Any = self.server.open_jobs(max_tries=cfg.extract_max_tries)
-        else:
-            self.queue = JobQueue(paths.ingest_db, max_tries=cfg.extract_max_tries)
+        self.stores.on_rot = self.rot
+        self.queue: Any = self.stores.open_jobs(max_tries=cfg.extract_max_tries)
         # Events go to the collections, which queue what needs the pipeline and write the rows of
         # files skipped from their stat themselves (watch/skipped.py).
         self.debouncer = Debouncer(lambda items: self.collections.take_events(items), debounce_s=cfg.debounce_s,
@@ -98,13 +92,13 @@ class Core:
         self.vectorizer = Vectorizer(cfg, paths, embedder, self.index_embedder_id,
                                      collections=lambda: list(self.collections.items), on_changes=self.index.notify,
                                      passes=self.passes, migration=migration, on_migrated=self._migrated,
-                                     stores=self.server)
+                                     stores=self.stores)
         self.workers = Workers(cfg, paths, self.queue, embedder, resolve=self.collections.resolve,
                                on_changes=self.index.notify, on_root_missing=self.collections.on_root_missing,
-                               extract=extract, vectorizer=self.vectorizer, stores=self.server)
+                               extract=extract, vectorizer=self.vectorizer, stores=self.stores)
         self.jobs: Any = None
         self.last_integrity: dict[str, Any] | None = None
-        self.repaired: dict[str, Any] = {}  # what the start-up check repaired (ragweedd/jobs/repair.py)
+        self.repaired: dict[str, Any] = {}  # what the start-up check repaired (ragweedd/store/sqlite/repair.py)
         # Called (from the scheduler's thread) when the integrity check finds damage only the
         # start-up repair can mend; the daemon then replaces this core (ragweedd/daemon.py).
         self.on_damage: Callable[[dict[str, Any]], None] | None = None
@@ -115,11 +109,7 @@ class Core:
         self._started = False
 
     def _open_ingest(self, readonly: bool = False) -> Any:
-        from ragweedd.store.ingest_db import IngestDB
-
-        if self.server is not None:
-            return self.server.open_ingest(readonly=readonly)
-        return IngestDB(self.paths.ingest_db, readonly=readonly)
+        return self.stores.open_ingest(readonly=readonly)
 
     # --- life cycle --------------------------------------------------------------------------------
     def start(self, *, scheduler: bool = True) -> None:
@@ -234,9 +224,8 @@ class Core:
                 back = self.collections.check_roots()
                 back += self.collections.watcher.check()  # dead observer threads, overflowing roots
                 back += self._store_back()
-                keep = getattr(self.server, "keep_claim", None)
-                if keep is not None:
-                    keep()  # a dropped connection loses the claimer's lock: take it again now
+                if self.server is not None:
+                    self.server.keep_claim()  # a dropped connection loses the claimer's lock: take it again now
                 if back:
                     self.scan_async(*back)
             except Exception as e:
@@ -249,7 +238,7 @@ class Core:
         if self.server is None or not (self.debouncer.dropped or self._unscanned):
             return []
         try:
-            self.server.indexed_collections()
+            self.stores.indexed_collections()
         except Exception:  # noqa: BLE001 - still away: asked again at the next check
             return []
         names = list(self.collections.items)
@@ -292,18 +281,11 @@ class Core:
 
     # --- jobs --------------------------------------------------------------------------------------
     def integrity_check(self) -> dict[str, Any]:
-        from ragweedd.jobs.integrity import integrity_check
-
         self.index.wait_idle(60)
-        if self.server is not None:
-            from ragweedd.jobs.server_check import server_integrity
-
-            res = server_integrity(self.server, list(self.collections.items))
-            for name in res["mended"]:
-                self.vectorizer.notify(name)  # chunks put back in the embedding queue
-            self.scan_async(*res["mended"])  # the files it forgot are ingested again
-        else:
-            res = integrity_check(self.paths, list(self.collections.items), self.index.count)
+        res = self.stores.integrity_check(list(self.collections.items), self.index.count)
+        for name in res["mended"]:
+            self.vectorizer.notify(name)  # chunks put back in the embedding queue
+        self.scan_async(*res["mended"])  # the files it forgot are ingested again
         self.last_integrity = {**res, "at": time.time()}
         if not res["ok"]:
             log.warning("integrity_problems", result=res)
@@ -352,9 +334,9 @@ class Core:
         res = self.collections.remove(name)
         self.vectorizer.forget(name)
         self.workers.forget(name)
-        if self.server is not None and self.server.has_rag(name):
+        if self.server is not None and self.stores.has_rag(name):
             # shared by every machine: only this machine's paths leave it (docs/postgres.md)
-            rag: Any = self.server.open_rag(name)
+            rag: Any = self.stores.open_rag(name)
             try:
                 rag.forget_source()
             finally:
@@ -444,7 +426,7 @@ class Core:
             raise self._mismatch(name, stored, RequestError)
 
     def _stored_embedder(self, name: str) -> str | None:
-        from ragweedd.store.rag_db import PRIMARY
+        from ragweedd.store.types import PRIMARY
 
         stores = self.services.stores
         if not stores.has_rag(name):

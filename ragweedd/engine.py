@@ -50,7 +50,7 @@ from ragweedd.contract import (
 )
 from ragweedd.daemon_core import Core
 from ragweedd.errors import NotFoundError, RepairingError, RequestError
-from ragweedd.store.sqlite import damage_in
+from ragweedd.store.failures import damage_in
 from ragweedd.logging import get_logger
 from ragweedd.status import build_status, collection_of, missing_tools, shared_collections
 
@@ -249,7 +249,7 @@ class DaemonEngine:
                 rag.close()
             for i in ids:
                 h = hits.get(i)
-                if h is None:  # its text failed its hash: not shown (store/rag_served.py)
+                if h is None:  # its text failed its hash: not shown (store/sqlite/rag_served.py)
                     continue
                 detail.append({"chunk_idx": h["chunk_idx"], "text": h["text"], "page_label": h["page_label"],
                                "section": h["section"], "span": h["span"], "lines": h["lines"],

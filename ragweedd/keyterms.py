@@ -24,7 +24,7 @@ query is short, so its language is chosen among the languages the collection's c
 to be in (``detect(query, candidates)``): a query in a one-language collection is read as that
 language, and a misread query cannot pick a stemmer no chunk was indexed with.
 
-``FORM_VERSION`` names this form; an index built with another form is rebuilt (store/rag_db.py).
+``FORM_VERSION`` names this form; an index built with another form is rebuilt (store/sqlite/rag_db.py).
 Imports of PyStemmer and py3langid are lazy: ``ragweedctl`` imports ``ragweedd`` and must start fast.
 """
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Callable, Literal, cast
 
 from ragweedd.answer.ask_flow import AskFlow
@@ -32,7 +33,7 @@ from ragweedd.query.hyde import HyDE, make_hyde
 from ragweedd.query.rerank import Reranker, make_reranker, rerank_result
 from ragweedd.query.semantic_cache import SemanticCache
 from ragweedd.query.vectors import VectorSearch
-from ragweedd.store.backends import is_postgres, open_backend
+from ragweedd.store.backends import open_backend
 from ragweedd.store.protocols import StoreBackend
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ class Services:
         self._names = collection_names or self.stores.indexed_collections
         # On a database server every machine's collections are searchable (docs/team.md), also
         # those this machine does not declare.
-        self._shared_db = self._registry and is_postgres(cfg)
+        self._shared_db = self._registry and self.stores.shared is not None
         self._shared: dict[str, int] = {}  # shared_collections' last answer, and when
         self._shared_at = float("-inf")
         self._local = threading.local()
@@ -108,16 +109,12 @@ class Services:
         from ragweedd.ingest.worker import make_extract
 
         return Pipeline(self.cfg, self.paths, self.embedder, extract=extract or make_extract(self.cfg),
-                        defer_vectors=defer_vectors, stores=self.stores if is_postgres(self.cfg) else None)
+                        defer_vectors=defer_vectors, stores=self.stores)
 
     # --- search -----------------------------------------------------------------------------------
     def _where(self) -> str:
         """Where the indexes are, as a person reading an error knows it."""
-        if is_postgres(self.cfg):
-            from ragweedd.config import redact_dsn
-
-            return f"the PostgreSQL database {redact_dsn(self.cfg.store)}"
-        return str(self.paths.collections)
+        return self.stores.where
 
     def _known(self) -> list[str]:
         """The collections a search may name: this machine's, and on a database server every
@@ -363,9 +360,7 @@ class Services:
             self._disk.close()
         self.vectors.close()
         self.history.close()
-        close_stores = getattr(self.stores, "close", None)  # a server backend's own connection
-        if close_stores is not None:
-            close_stores()
+        self.stores.close()
         emb = self._embedder
         if emb is not None and hasattr(emb, "close"):
             emb.close()
@@ -397,10 +392,10 @@ def open_oneshot(cfg: Config, *, embedder: Any = None) -> Services:
 
 
 def open_daemon(cfg: Config, *, embedder: Any = None, extract: Callable | None = None,
-                watcher_factory: Callable | None = None) -> Core:
+                watcher_factory: Callable | None = None, repair: Sequence[str] | None = None) -> Core:
     """The daemon's services, not yet started (``core.start()``; ``core.stop()`` stops and closes
-    everything it holds)."""
-    from ragweedd.daemon_core import Core
+    everything it holds). ``repair``: the collections whose stores are checked, and mended, before
+    anything opens them (the start-up repair); what it did is the core's ``repaired``."""
     from ragweedd.index.numba_env import setup_for
 
     paths = Paths.from_config(cfg).ensure()
@@ -410,9 +405,25 @@ def open_daemon(cfg: Config, *, embedder: Any = None, extract: Callable | None =
     from ragweedd import keyterms
 
     threading.Thread(target=keyterms.warm, name="keyterms-warm", daemon=True).start()
-    if is_postgres(cfg):
-        return _open_server_daemon(cfg, paths, embedder=embedder, extract=extract, watcher_factory=watcher_factory)
-    _adopt_unrecorded(cfg, paths)
+    stores = open_backend(cfg, paths)
+    try:
+        repaired = stores.repair_at_start(repair) if repair is not None else {}
+        opener = _open_server_daemon if stores.shared is not None else _open_local_daemon
+        core = opener(cfg, paths, stores, embedder=embedder, extract=extract, watcher_factory=watcher_factory)
+    except BaseException:
+        stores.close()  # the core that would have closed it was never made
+        raise
+    core.repaired = repaired
+    return core
+
+
+def _open_local_daemon(cfg: Config, paths: Paths, stores: StoreBackend, *, embedder: Any, extract: Callable | None,
+                       watcher_factory: Callable | None) -> Core:
+    """The daemon on the data directory's own files, with an index of its own to keep in step and
+    a change of embed.model made beside the serving one (ragweedd/ingest/model_swap.py)."""
+    from ragweedd.daemon_core import Core
+
+    _adopt_unrecorded(cfg, stores)
     from ragweedd.ingest.index_sync import IndexSync
     from ragweedd.ingest.model_swap import blocked, daemon_collections, prepare
     from ragweedd.ingest.vectorize import open_passes
@@ -443,18 +454,17 @@ def open_daemon(cfg: Config, *, embedder: Any = None, extract: Callable | None =
     passes = open_passes(cfg, embedder)  # a pass whose model is missing is skipped, never fatal
     # the new model's vectors get their index beside the old one while they are made
     building = {migration.space: migration.dim} if migration is not None and not migration.blocked else {}
-    index = IndexSync(cfg, paths, embedder.dim, {**passes.dims(), **building})
+    index = IndexSync(cfg, paths, embedder.dim, {**passes.dims(), **building}, stores=stores)
     return Core(cfg, paths, embedder, index, extract=extract, watcher_factory=watcher_factory, passes=passes,
-                migration=migration)
+                migration=migration, stores=stores)
 
 
-def _adopt_unrecorded(cfg: Config, paths: Paths) -> None:
+def _adopt_unrecorded(cfg: Config, stores: StoreBackend) -> None:
     """Serve every collection of the data directory: one made by a one-shot ingest of an older
     version (which did not record it) is listed, searched and answered from like the others. Its
     folders are not known, so it is not watched until it is ingested again or added by name."""
     from ragweedd.logging import get_logger
 
-    stores = open_backend(cfg, paths)
     db = stores.open_ingest()
     try:
         known = set(cfg.collections) | {name for name, *_ in db.run_time_collections()}
@@ -467,7 +477,7 @@ def _adopt_unrecorded(cfg: Config, paths: Paths) -> None:
         db.close()
 
 
-def _open_server_daemon(cfg: Config, paths: Paths, *, embedder: Any, extract: Callable | None,
+def _open_server_daemon(cfg: Config, paths: Paths, stores: StoreBackend, *, embedder: Any, extract: Callable | None,
                         watcher_factory: Callable | None) -> Core:
     """The daemon on a database server that indexes its vectors itself (PostgreSQL + pgvector):
     no index files to keep in step, and the collections' embedder is shared by every machine, so a
@@ -476,7 +486,6 @@ def _open_server_daemon(cfg: Config, paths: Paths, *, embedder: Any, extract: Ca
     from ragweedd.index.server_index import ServerIndexes
     from ragweedd.ingest.vectorize import open_passes
 
-    stores = open_backend(cfg, paths)
     if embedder is None:
         from ragweedd.embed.factory import make_embedder
 

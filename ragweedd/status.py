@@ -227,7 +227,7 @@ def _build_status(core: Core, tools: list[MissingTool]) -> Status:
             degraded.append(f"collection '{name}' is being indexed again: it was embedded with {before} and "
                             f"embed.model is now {core.index_embedder_id}; its search results fill up as files "
                             f"are re-ingested")
-    # Databases repaired at start (ragweedd/jobs/repair.py): said while the files are re-ingested.
+    # Databases repaired at start (ragweedd/store/sqlite/repair.py): said while the files are re-ingested.
     repaired = core.repaired
     busy = any(d for d in (depth.get("queued", 0), depth.get("running", 0))) or any(
         core.scan_pending(n) for n in core.collections.items)

@@ -14,13 +14,14 @@ import pytest
 
 from ragweedd.query.exact import load_matrix, top_k
 from ragweedd.query.filters import Filters
-from ragweedd.query.fts_plan import fts_string, keyword_leg, query_words
+from ragweedd.query.fts_plan import keyword_leg, phrase_of, query_words
 from ragweedd.query.hybrid import Searcher
 from ragweedd.query.idf import IdfCache
-from ragweedd.store import rag_keywords
-from ragweedd.store.fts_reader import FtsReader
-from ragweedd.store.idf_cache_db import IdfCacheDB
+from ragweedd.store.sqlite import rag_keywords
+from ragweedd.store.sqlite.fts_reader import FtsReader
+from ragweedd.store.sqlite.idf_cache_db import IdfCacheDB
 from ragweedd.store.protocols import RagStore
+from ragweedd.store.types import all_of, any_of
 
 WORDNET_DIR = "/usr/share/wordnet"
 
@@ -35,7 +36,7 @@ def require_wordnet(directory: str = WORDNET_DIR) -> str:
 
 
 # a collection's database also holds the id ranges of documents in transit, which every keyword
-# match leaves out (ragweedd/store/rag_hidden.py)
+# match leaves out (ragweedd/store/sqlite/rag_hidden.py)
 HIDDEN_DDL = ("CREATE TABLE hidden_chunks (lo INTEGER NOT NULL, hi INTEGER NOT NULL, md5 TEXT NOT NULL,"
               " state TEXT NOT NULL, owner TEXT)")
 
@@ -93,7 +94,8 @@ def bm25_search(rag: RagStore, query: str, k: int, *, mode: str = "OR") -> list[
     words = query_words(query)
     if not words:
         return []
-    return rag.keyword_match(f" {mode} ".join(fts_string(w) for w in words), k)
+    parts = [p for p in (phrase_of(w) for w in words) if p is not None]
+    return rag.keyword_match(all_of(parts) if mode == "AND" else any_of(parts), k)
 
 
 def keyword_search(rags: list[RagStore], query: str, k: int) -> list[dict[str, Any]]:
@@ -108,7 +110,7 @@ def _ranked(rags: list[RagStore], score, k: int) -> list[dict[str, Any]]:
         rows = rag.hits([i for i, _ in scored])
         for i, s in scored:
             h = rows.get(i)
-            if h is None:  # its text failed its hash: left out (store/rag_served.py)
+            if h is None:  # its text failed its hash: left out (store/sqlite/rag_served.py)
                 continue
             h["score"] = s
             hits.append(h)

@@ -1,5 +1,5 @@
 """The history of searches and answers (DESIGN §8 and §10): what a record holds and how entries are
-listed. The rows live in $STATE/history.sqlite3 (store/history_db.py).
+listed. The rows live in $STATE/history.sqlite3 (store/sqlite/history_db.py).
 
 A record holds retrieval_meta, results or sources, annotations, filtered set, answer, provider,
 model, timings, token usage and, for an answer cut at max_tokens, the continuation ``state``.
@@ -14,13 +14,11 @@ import json
 import re
 import time
 import uuid
-from pathlib import Path
 from typing import Any, List
 
 from ragweedd.contract import CONVERSATION_ID_PATTERN, ThreadTurn, iso, without_marks
 from ragweedd.errors import NotFoundError, RequestError, StorageError
 from ragweedd.logging import get_logger
-from ragweedd.store.history_db import HistoryDB
 from ragweedd.store.protocols import HistoryRows
 
 log = get_logger(__name__)
@@ -56,11 +54,10 @@ class HistoryStore:
     """Searches and answers, newest first. ``max_entries`` > 0 bounds the table: each insert drops
     the oldest rows beyond it (0 keeps everything)."""
 
-    def __init__(self, rows: HistoryRows | Path | str, *, max_entries: int = 0) -> None:
-        """``rows``: the store's history rows (``StoreBackend.open_history()``), or the path of a
-        history.sqlite3 to open."""
+    def __init__(self, rows: HistoryRows, *, max_entries: int = 0) -> None:
+        """``rows``: the store's history rows (``StoreBackend.open_history()``)."""
         self.max_entries = int(max_entries or 0)
-        self.db: HistoryRows = HistoryDB(Path(rows)) if isinstance(rows, (str, Path)) else rows
+        self.db: HistoryRows = rows
 
     # --- writing ----------------------------------------------------------------------------------
     def add(self, kind: str, query: str, body: dict[str, Any], *, created_at: float | None = None) -> str:

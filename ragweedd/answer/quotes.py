@@ -99,7 +99,7 @@ def statement_terms(kinds: set[str]) -> set[str]:
 
 
 def _stem(w: str) -> str:
-    # A light suffix stripper rather than the index's porter stemmer (store/fts_reader.py): the keep
+    # A light suffix stripper rather than the index's porter stemmer (store/sqlite/fts_reader.py): the keep
     # ratio was measured with it, and porter listed one more wrong passage on the paragraph set.
     if len(w) <= 3:
         return w

@@ -5,7 +5,7 @@ A document's tree is built on demand from its chunks' ``section_path`` and ``pag
 outline or detected headings, markdown and docx headings), so it always matches the index. A
 document without headings is one node. Summaries are extractive (the section's leading
 sentences) unless an LLM writes them; LLM summaries are cached per content hash, section and model
-(ragweedd/store/tree_db.py), so each is written once.
+(ragweedd/store/sqlite/tree_db.py), so each is written once.
 """
 
 from __future__ import annotations

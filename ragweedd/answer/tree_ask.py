@@ -290,9 +290,9 @@ async def _choose(query: str, hits: list[dict], cfg, scope: TreeScope, llm, summ
         return []
     cache = None
     if summarizer is not None:
-        from ragweedd.store.tree_db import SummaryCache
+        from ragweedd.store.backends import open_summary_cache
 
-        cache = await asyncio.to_thread(SummaryCache, scope.summary_cache)
+        cache = await asyncio.to_thread(open_summary_cache, scope.summary_cache)
     try:
         if cache is not None:
             steps["summaries"] = await T.summarise(trees, summarizer, cache, concurrency=cfg.annotation_concurrency,

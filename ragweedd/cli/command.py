@@ -474,8 +474,8 @@ def _ingest_files(services, args, roots, ignore) -> int:
     waiting = sum(v[0] for v in vectorizer.summary.values())
     # Keep the collection's HNSW files in step with what was just stored, as the daemon does (a
     # server store indexes its vectors itself).
-    if pipe.stores is None:
-        sync = IndexSync(services.cfg, services.paths, pipe.embedder.dim, passes.dims())
+    if pipe.stores.shared is None:
+        sync = IndexSync(services.cfg, services.paths, pipe.embedder.dim, passes.dims(), stores=pipe.stores)
         try:
             sync.sync(args.collection)
         finally:
@@ -508,7 +508,7 @@ def _refuse_other_embedder(services, embedder, collection: str, cfg) -> None:
     anything is written."""
     from ragweedd.chunk.context import index_embedder_id
     from ragweedd.errors import RequestError
-    from ragweedd.store.rag_db import PRIMARY
+    from ragweedd.store.types import PRIMARY
 
     if not services.stores.has_rag(collection):
         return

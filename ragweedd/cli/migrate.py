@@ -8,7 +8,6 @@ it runs is picked up by running the command again (it copies nothing twice). Aft
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from typing import Any
@@ -30,22 +29,20 @@ def add_parser(sub: Any) -> None:
 
 def run(cfg: Any, args: Any) -> int:
     from ragweedd.paths import Paths
-    from ragweedd.store.backends import is_postgres
-    from ragweedd.store.pg_backend import PgBackend
-    from ragweedd.store.pg_copy import copy_to_postgres
-    from ragweedd.store.sqlite_backend import SqliteBackend
+    from ragweedd.store.backends import POSTGRES, SCHEMES, copy_between, open_data_dir, open_store
 
     target = args.to
-    if not is_postgres(argparse.Namespace(store=target)):
+    if "://" not in target or SCHEMES.get(target.split("://", 1)[0].lower()) is not POSTGRES:
         raise ConfigError(f"migrate --to {redact_dsn(target)!r} is not a PostgreSQL URI",
                           hint="give postgresql://USER@HOST:PORT/DBNAME (see docs/postgres.md)")
     bad = _source_name(args.source_name or "")
     if bad:
         raise ConfigError(f"migrate --source-name {args.source_name!r} is not a source name", hint=f"give {bad}")
-    src = SqliteBackend(Paths.from_config(cfg))
-    dst = PgBackend(target, source=args.source_name or cfg.source_name)
+    paths = Paths.from_config(cfg)
+    src = open_data_dir(paths)
+    dst: Any = open_store(target, paths, source=args.source_name or cfg.source_name)
     try:
-        report = copy_to_postgres(src, dst, progress=lambda m: print(m, file=sys.stderr, flush=True))
+        report = copy_between(src, dst, progress=lambda m: print(m, file=sys.stderr, flush=True))
     finally:
         dst.close()
     doc = {"to": redact_dsn(target), "source": dst.source, **report.as_dict()}

@@ -31,10 +31,10 @@ def run(cfg: Any, args: Any) -> int:
     from ragweedd.chunk.context import index_embedder_id
     from ragweedd.embed.factory import make_embedder
     from ragweedd.paths import Paths
-    from ragweedd.store.backends import is_postgres, open_backend
-    from ragweedd.store.rag_passes import PRIMARY
+    from ragweedd.store.backends import is_shared, open_backend
+    from ragweedd.store.types import PRIMARY
 
-    if not is_postgres(cfg):
+    if not is_shared(cfg):
         raise ConfigError("reembed is for a shared PostgreSQL store; this configuration's store is the SQLite files",
                           hint="on SQLite the daemon moves to a changed [embed] model by itself: set it and "
                                "restart ragweedd (docs/embedders.md)")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from ragweedd.logging import get_logger
 from ragweedd.store.protocols import RagStore
-from ragweedd.store.rag_db import PRIMARY
+from ragweedd.store.types import PRIMARY
 
 if TYPE_CHECKING:
     import numpy as np

@@ -27,7 +27,7 @@ import numpy as np
 from ragweedd.errors import CorruptIndexError, InvalidVectorError
 from ragweedd.index.hnsw import HnswIndex
 from ragweedd.logging import get_logger
-from ragweedd.store.rag_db import PRIMARY
+from ragweedd.store.types import PRIMARY
 
 if TYPE_CHECKING:
     from ragweedd.config import Config

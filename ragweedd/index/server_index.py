@@ -1,5 +1,5 @@
 """The daemon's index side when the database server indexes the vectors itself (PostgreSQL +
-pgvector, ragweedd/store/pg_rag.py): there are no index files to load, replay or flush, because
+pgvector, ragweedd/store/postgres/pg_rag.py): there are no index files to load, replay or flush, because
 the HNSW index is part of the database and is updated in the transaction that writes the vector.
 
 It answers the calls the daemon makes of ``IndexSync`` (ragweedd/ingest/index_sync.py) so the

@@ -14,7 +14,6 @@ indexes through ``index_for``.
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from ragweedd.errors import Interrupted, NotCreatedYetError, NotFoundError
@@ -23,7 +22,8 @@ from ragweedd.index.managed import ManagedIndex
 from ragweedd.index.passes import prepare_pass, sync_pass
 from ragweedd.ingest.supervise import Supervisor
 from ragweedd.logging import get_logger
-from ragweedd.store.rag_db import PRIMARY
+from ragweedd.store.backends import open_data_dir
+from ragweedd.store.types import PRIMARY
 
 if TYPE_CHECKING:
     import numpy as np
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from ragweedd.config import Config
     from ragweedd.index.manager import IndexManager
     from ragweedd.paths import Paths
-    from ragweedd.store.protocols import RagStore
+    from ragweedd.store.protocols import RagStore, StoreBackend
 
 log = get_logger("ragweedd.index")
 APPLY_BATCH = 5000
@@ -54,8 +54,11 @@ class _Dropped(NotFoundError):
 
 
 class IndexSync:
-    def __init__(self, cfg: Config, paths: Paths, dim: int, pass_dims: dict[str, int] | None = None) -> None:
+    def __init__(self, cfg: Config, paths: Paths, dim: int, pass_dims: dict[str, int] | None = None, *,
+                 stores: StoreBackend | None = None) -> None:
+        """``stores``: the data directory's stores whose change logs the index files follow."""
         self.cfg, self.paths, self.dim = cfg, paths, dim
+        self.stores = stores if stores is not None else open_data_dir(paths)
         self.pass_dims = dict(pass_dims or {})  # the working extra passes (ragweedd/index/passes.py)
         self.managers: dict[str, IndexManager] = {}
         self.errors: dict[str, str] = {}
@@ -259,13 +262,10 @@ class IndexSync:
         """Apply every logged change newer than the index; returns how many were applied."""
         import numpy as np
 
-        from ragweedd.store.rag_db import RagDB
-
-        db = self.paths.rag_db(name)
-        if not Path(db).exists():
+        if not self.stores.has_rag(name):
             return 0
         try:
-            rag = RagDB(db, name, readonly=True)
+            rag = self.stores.open_rag(name, readonly=True)
         except NotCreatedYetError:
             return 0  # its writer is creating it; the change that follows notifies this again
         try:

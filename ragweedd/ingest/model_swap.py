@@ -3,7 +3,7 @@
 When the configured model differs from the one a collection's vectors were made by, the daemon
 does not drop the collection: it keeps serving with the old model -- its primary vectors, their
 index, and the old model to embed queries -- while the embedding stage gives every stored chunk a
-vector of the new model beside them (the space ``MIGRATION``, ragweedd/store/rag_swap.py). New
+vector of the new model beside them (the space ``MIGRATION``, ragweedd/store/sqlite/rag_swap.py). New
 files get both. When every collection has all its new vectors the daemon switches, all collections
 at once: the running core stops, ``prepare`` puts each collection's new vectors in place of the
 old ones (one transaction each; the indexes are rebuilt from them), and a core on the new model
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ragweedd.config import Config
     from ragweedd.embed.base import Embedder
     from ragweedd.paths import Paths
-    from ragweedd.store.sqlite_backend import SqliteBackend
+    from ragweedd.store.protocols import DataDirStores
 
 log = get_logger("ragweedd.ingest")
 
@@ -103,9 +103,9 @@ def daemon_collections(cfg: Config, paths: Paths) -> list[str]:
     """The collections a daemon core serves (those of the config and those added at run time),
     as ragweedd.watch.collections builds them: a folder of a collection no longer served is no
     part of a move."""
-    from ragweedd.store.ingest_db import IngestDB
+    from ragweedd.store.backends import open_data_dir
 
-    db = IngestDB(paths.ingest_db)
+    db = open_data_dir(paths).open_ingest()
     try:
         return sorted(set(cfg.collections) | {row[0] for row in db.run_time_collections()})
     finally:
@@ -120,12 +120,11 @@ def prepare(cfg: Config, paths: Paths, embedder: Embedder,
     for a migration it cannot do: the collections are then indexed again from their files, as
     without this feature."""
     from ragweedd.chunk.context import index_embedder_id
-    from ragweedd.store.rag_db import PRIMARY
-    from ragweedd.store.rag_swap import MIGRATION
-    from ragweedd.store.sqlite_backend import SqliteBackend
+    from ragweedd.store.backends import open_data_dir
+    from ragweedd.store.types import MIGRATION, PRIMARY
 
     want = index_embedder_id(embedder.id, cfg.chunk_context)
-    stores = SqliteBackend(paths)
+    stores = open_data_dir(paths)
     state: dict[str, tuple[str | None, str | None]] = {}
     fresh: set[str] = set()  # collections whose move starts now
     for name in stores.indexed_collections():
@@ -199,11 +198,10 @@ def blocked(cfg: Config, paths: Paths, error: Exception,
     Reads only: what a move needs is recorded once the new model loads (``prepare``)."""
     from ragweedd.chunk.context import index_embedder_id
     from ragweedd.embed.factory import make_embedder
-    from ragweedd.store.rag_db import PRIMARY
-    from ragweedd.store.rag_swap import MIGRATION
-    from ragweedd.store.sqlite_backend import SqliteBackend
+    from ragweedd.store.backends import open_data_dir
+    from ragweedd.store.types import MIGRATION, PRIMARY
 
-    stores = SqliteBackend(paths)
+    stores = open_data_dir(paths)
     state: dict[str, tuple[str, tuple[str, int] | None]] = {}
     for name in stores.indexed_collections():
         if names is not None and name not in names:
@@ -282,7 +280,7 @@ def _refusal(cfg: Config, moving: dict[str, tuple[str, str | None]],
     return None
 
 
-def _complete(stores: SqliteBackend, name: str) -> bool:
+def _complete(stores: DataDirStores, name: str) -> bool:
     rag = stores.open_rag(name, readonly=True)
     try:
         done, total = rag.swap_progress()
@@ -297,11 +295,10 @@ def serving_spec(paths: Paths) -> str | None:
     model of the vectors they search and its ingest adds vectors of that model (the daemon gives
     them new-model vectors too). None when no move is under way. Reads only."""
     from ragweedd.errors import NotCreatedYetError
-    from ragweedd.store.rag_db import PRIMARY
-    from ragweedd.store.rag_swap import MIGRATION
-    from ragweedd.store.sqlite_backend import SqliteBackend
+    from ragweedd.store.backends import open_data_dir
+    from ragweedd.store.types import MIGRATION, PRIMARY
 
-    stores = SqliteBackend(paths)
+    stores = open_data_dir(paths)
     olds: set[str] = set()
     moving = False
     for name in stores.indexed_collections():
@@ -319,17 +316,17 @@ def serving_spec(paths: Paths) -> str | None:
     return spec_of(next(iter(olds))) if moving and len(olds) == 1 else None
 
 
-def _switch(cfg: Config, paths: Paths, stores: SqliteBackend, name: str) -> None:
+def _switch(cfg: Config, paths: Paths, stores: DataDirStores, name: str) -> None:
     """Put the new vectors of a complete collection in place, and the index built from them while
     they were made (its own files, ``*_next.*``) in the place of the old index: caught up with the
     last new vectors, then written as the primary index at the change log's new end, so the new
     core searches a complete index at once. Were the index files unusable, or the process killed
     before they are written, the old index is rebuilt from the new vectors instead (its log no
-    longer reaches it: ragweedd/store/rag_swap.py)."""
+    longer reaches it: ragweedd/store/sqlite/rag_swap.py)."""
     from ragweedd.index.fileformat import write_index
     from ragweedd.index.manager import IndexManager
     from ragweedd.index.passes import prepare_pass, sync_pass
-    from ragweedd.store.rag_swap import MIGRATION
+    from ragweedd.store.types import MIGRATION
 
     directory = paths.collection_dir(name)
     rag = stores.open_rag(name)
@@ -359,6 +356,6 @@ def _switch(cfg: Config, paths: Paths, stores: SqliteBackend, name: str) -> None
 def _drop_index_files(paths: Paths, name: str) -> None:
     from ragweedd.index.fileformat import remove_index_files
     from ragweedd.index.manager import file_suffix
-    from ragweedd.store.rag_swap import MIGRATION
+    from ragweedd.store.types import MIGRATION
 
     remove_index_files(paths.collection_dir(name), file_suffix(MIGRATION))

@@ -18,6 +18,7 @@ import itertools
 import os
 import time
 from collections import deque
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, TypedDict
@@ -30,14 +31,15 @@ from ragweedd.ingest.safe_open import NotRegularFile, fd_md5, open_regular, priv
 from ragweedd.ingest.vectorize import fill_vectors
 from ragweedd.logging import get_logger
 from ragweedd.paths import Paths, within
-from ragweedd.store.ingest_db import IngestDB
-from ragweedd.store.rag_db import PRIMARY, RagDB
+from ragweedd.store.backends import open_backend
+from ragweedd.store.types import PRIMARY
 from ragweedd.watch.skipped import cap_lifted, skip_reason, stat_unchanged
 
 if TYPE_CHECKING:
     from ragweedd.config import Config
     from ragweedd.embed.base import Embedder
-    from ragweedd.store.protocols import Row
+    from ragweedd.store.protocols import RagStore, StoreBackend
+    from ragweedd.store.types import Row
 
 log = get_logger("ragweedd.ingest")
 
@@ -99,18 +101,6 @@ def _streams(src: str, size: int) -> bool:
     return size > STREAM_ABOVE_BYTES and isinstance(extractor_for(Path(src)), TextExtractor)
 
 
-def _file_id(path: Path) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
-def _same_file(path: Path, known: tuple[int, int] | None) -> bool:
-    return known is not None and _file_id(path) == known
-
-
 class Pipeline:
     """Ingests files of any collection. One Pipeline is the single writer of its databases."""
 
@@ -120,7 +110,7 @@ class Pipeline:
         """``should_stop()`` is asked between embedding batches; when it says True the ingest
         raises :class:`Interrupted`.
         ``defer_vectors``: leave the vectors missing from the embed cache to the embedding stage.
-        ``stores``: a server backend (PostgreSQL) to write to instead of the data directory's files."""
+        ``stores``: the backend to write to (default: the one the configuration names)."""
         self.defer_vectors = defer_vectors
         self.should_stop = should_stop
         self.cfg = cfg
@@ -128,10 +118,10 @@ class Pipeline:
         self.embedder = embedder
         self.extract = extract or in_process_extract
         self.settings = ExtractSettings.from_config(cfg, self.paths.scratch)
-        self.stores = stores
-        self.db = stores.open_ingest() if stores is not None else IngestDB(paths.ingest_db)
-        self._rags: dict[str, RagDB] = {}
-        self._rag_ids: dict[str, tuple[int, int] | None] = {}  # (device, inode) of each open rag.sqlite3
+        self.stores: StoreBackend = stores if stores is not None else open_backend(cfg, paths)
+        self.db = self.stores.open_ingest()
+        self._rags: dict[str, RagStore] = {}
+        self._rag_ids: dict[str, Hashable] = {}  # what each open store was opened on (rag_identity)
         self.params = ChunkParams.for_embedder(cfg, embedder)
         self.with_context = bool(getattr(cfg, "chunk_context", False))
         # The id a collection's vectors are recorded under: the model and what it was given to read.
@@ -150,21 +140,17 @@ class Pipeline:
         if r is not None:
             r.close()
 
-    def rag(self, collection: str) -> RagDB:
+    def rag(self, collection: str) -> RagStore:
         r = self._rags.get(collection)
-        if self.stores is not None:  # a server store: no file to be removed under the handle
-            if r is None:
-                r = self._rags[collection] = self.stores.open_rag(collection)
-                self._check_embedder(collection, r)
-            return r
-        if r is not None and not _same_file(self.paths.rag_db(collection), self._rag_ids.get(collection)):
+        now = self.stores.rag_identity(collection)
+        if r is not None and (now is None or now != self._rag_ids.get(collection)):
             # the collection was removed (its database deleted), maybe added again under the same
-            # name: this handle points at the deleted file
+            # name: this handle points at the store that was removed
             r.close()
             r = None
         if r is None:
-            r = self._rags[collection] = RagDB(self.paths.rag_db(collection), collection)
-            self._rag_ids[collection] = _file_id(self.paths.rag_db(collection))
+            r = self._rags[collection] = self.stores.open_rag(collection)
+            self._rag_ids[collection] = self.stores.rag_identity(collection)
             self._check_embedder(collection, r)
         return r
 
@@ -367,7 +353,7 @@ class Pipeline:
                 yield c
 
         chunks, vectors = self._cached_pairs(counted(), counts)
-        # Staged batch by batch and swapped in whole (store/rag_stage.py): other files' publishes
+        # Staged batch by batch and swapped in whole (store/sqlite/rag_stage.py): other files' publishes
         # and searches go on meanwhile.
         log.info("publish_staging", collection=collection, path=src, size=size)
         self.rag(collection).publish(

@@ -58,7 +58,7 @@ class Supervisor:
                 loop()
                 return
             except BaseException as e:  # noqa: BLE001 - SystemExit too: a thread must not end silently
-                from ragweedd.store.pg import server_unreachable
+                from ragweedd.store.failures import server_unreachable
 
                 error = f"{type(e).__name__}: {e}"
                 away = server_unreachable(e)

@@ -30,6 +30,7 @@ from ragweedd.chunk.chunker import text_hash
 from ragweedd.errors import Interrupted
 from ragweedd.chunk.context import embed_input
 from ragweedd.logging import get_logger
+from ragweedd.store.backends import open_backend
 
 log = get_logger("ragweedd.ingest")
 BATCHES_PER_READ = 1  # embedding batches per round: each round is cached and written at once, so a
@@ -139,7 +140,7 @@ class Vectorizer:
         from ragweedd.ingest.supervise import Supervisor
 
         self.cfg, self.paths, self.embedder = cfg, paths, embedder
-        self.stores = stores  # a server backend (PostgreSQL) instead of the data directory's files
+        self.stores: Any = stores if stores is not None else open_backend(cfg, paths)
         # extra embedding passes, filled after the primary vectors of each collection
         self.passes = passes if passes is not None else Passes.none()
         self.index_embedder_id = index_embedder_id
@@ -220,10 +221,9 @@ class Vectorizer:
     def _run(self) -> None:
         from ragweedd.errors import EmbedderMismatchError
         from ragweedd.ingest.priority import lower_priority
-        from ragweedd.store.ingest_db import IngestDB
 
         lower_priority(self.cfg.ingest_nice)
-        cache = self.stores.open_ingest() if self.stores is not None else IngestDB(self.paths.ingest_db)
+        cache = self.stores.open_ingest()
         try:
             while not self._stop.is_set():
                 with self._cv:
@@ -271,21 +271,19 @@ class Vectorizer:
 
     def _fill(self, name: str, cache: Any) -> None:
         from ragweedd.errors import NotCreatedYetError
-        from ragweedd.store.rag_db import RagDB
 
-        exists = self.stores.has_rag(name) if self.stores is not None else self.paths.rag_db(name).exists()
+        exists = self.stores.has_rag(name)
         if name not in self.collections() or not exists:
             self.summary.pop(name, None)
             return
         try:
-            rag = self.stores.open_rag(name) if self.stores is not None else RagDB(self.paths.rag_db(name), name)
+            rag = self.stores.open_rag(name)
         except NotCreatedYetError:
             return
         try:
             self._refresh(name, rag)
-            check = getattr(rag, "check_embedder", None)
-            if check is not None:  # a shared store: a collection moved to another model is left to
-                check(self.index_embedder_id)  # the daemons that run it, before any chunk is taken
+            # a shared store: a collection moved to another model is left to the daemons that run
+            rag.check_embedder(self.index_embedder_id)  # it, before any chunk is taken
             if self.summary.get(name, (0, 0, 0))[0]:
                 self._fill_primary(name, rag, cache)
             for p in self.passes.working():
@@ -294,12 +292,10 @@ class Vectorizer:
             if m is not None and m.problem is None:
                 self._fill_pass(name, rag, cache, m, fail=self._migration_failed)
         except BaseException:
-            release = getattr(rag, "release_claims", None)
-            if release is not None:
-                try:  # a shared store: chunks taken and not embedded go to whoever can embed them
-                    release()
-                except Exception as e:  # noqa: BLE001 - the server away: they go when this process does
-                    log.warning("claims_not_released", collection=name, error=str(e))
+            try:  # a shared store: chunks taken and not embedded go to whoever can embed them
+                rag.release_claims()
+            except Exception as e:  # noqa: BLE001 - the server away: they go when this process does
+                log.warning("claims_not_released", collection=name, error=str(e))
             raise
         finally:
             rag.close()

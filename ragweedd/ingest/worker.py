@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Any, Callable
 from ragweedd.ingest.priority import lower_priority
 from ragweedd.ingest.supervise import Supervisor
 from ragweedd.logging import get_logger
-from ragweedd.store.job_queue import Job
-from ragweedd.store.pg import server_unreachable
+from ragweedd.store.types import Job
+from ragweedd.store.failures import server_unreachable
 from ragweedd.store.protocols import JobStore
-from ragweedd.store.sqlite import is_disk_full
+from ragweedd.store.failures import is_disk_full
 from ragweedd.paths import deepest_root
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ them, for a few hundred rows at a time, with FTS5's formula and inputs, so its s
 with k1 = 1.2, b = 0.75, f = occurrences of t in the row (all columns, weight 1), D = the row's
 tokens, avgdl = tokens per row over the index, idf(t) = ln((N - n + 0.5) / (n + 0.5)) with n = rows
 holding t (1e-6 when that is not positive: FTS5's floor for words in more than half the rows).
-Row sizes and term counts come from the keyword reader (store/fts_reader.py: row_stats).
+Row sizes and term counts come from the keyword reader (store/sqlite/fts_reader.py: row_stats).
 """
 
 from __future__ import annotations

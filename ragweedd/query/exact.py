@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ragweedd.store.protocols import RagStore
-from ragweedd.store.rag_db import PRIMARY
+from ragweedd.store.types import PRIMARY
 
 if TYPE_CHECKING:
     import numpy as np

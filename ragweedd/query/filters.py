@@ -81,8 +81,7 @@ class Filters:
             ok: set[str] = set()
             # On PostgreSQL a collection holds every machine's paths and document_paths() gives this
             # machine's; a search finds them all, so its filters match them all.
-            every = getattr(rag, "every_document_path", None)
-            for src, rel, md5 in (every() if every is not None else rag.document_paths()):
+            for src, rel, md5 in rag.every_document_path():
                 # as the documents listing does: a name is matched as it is shown (bytes that are
                 # not UTF-8 as \xNN, the only way a client can write them)
                 if self.path_glob and not (fnmatch.fnmatchcase(shown_path(src), self.path_glob)

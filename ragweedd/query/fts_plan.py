@@ -22,8 +22,10 @@
    collection, which is plain BM25 whenever the postings budget below leaves no word out. The OR
    tier is the answer when it has at least MIN_TIER_HITS rows or more rows than the AND tier.
 
-Safety: every word and synonym is reduced to alphanumeric runs and written as a quoted FTS5 string,
-so no operator (quotes, NEAR, *, ^, -, :, parentheses, AND/OR/NOT) can reach MATCH from a query.
+Safety: every word and synonym is reduced to alphanumeric runs and becomes a word or phrase of a
+keyword query tree (store/types.py), which each backend renders itself (FTS5 quoted strings, tsquery
+literals), so no operator (quotes, NEAR, *, ^, -, :, parentheses, AND/OR/NOT) can reach the index
+from a query.
 
 Speed (the OR tier): FTS5 scores every row that matches an OR, so its cost grows with the summed
 document frequency of its terms (~250 ms for 6 common words at 500k chunks; measured here ~5 us per
@@ -46,8 +48,8 @@ from ragweedd.logging import get_logger
 from ragweedd.query.bm25 import Bm25Terms, fts5_idf
 from ragweedd.periods import spell_periods
 from ragweedd.query.idf import CACHE_MAX_DF_FRACTION, IdfCache
-from ragweedd.store.fts_reader import STEMMER
 from ragweedd.store.protocols import KeywordReader
+from ragweedd.store.types import KeywordQuery, Terms, all_of, any_of, describe
 
 log = get_logger("ragweedd.query.fts")
 
@@ -81,13 +83,13 @@ def query_words(query: str, lang: str = "en") -> list[str]:
     return [t for t, _ in plan_words(query, lang)]
 
 
-def fts_string(text: str) -> str | None:
-    """A quoted FTS5 string (a phrase when several terms) made only of word characters (letters,
-    digits, marks): nothing in it can be an FTS5 operator."""
+def phrase_of(text: str) -> Terms | None:
+    """The word or phrase of an index form (terms joined by spaces, as ragweedd/keyterms.py makes
+    them), made only of word characters (letters, digits, marks)."""
     words = keyterms.word_pattern().findall(text.lower())
     if not words:
         return None
-    return '"' + " ".join(words) + '"'
+    return Terms(tuple(words))
 
 
 @dataclass
@@ -120,21 +122,20 @@ class Plan:
     def kept(self) -> list[WordInfo]:
         return [w for w in self.words if w.kept]
 
-    def and_expr(self) -> str | None:
-        parts = [fts_string(w.word) for w in self.kept if w.df > 0]
-        parts = [p for p in parts if p]
-        return " AND ".join(parts) if parts else None
+    def and_expr(self) -> KeywordQuery | None:
+        parts = [p for p in (phrase_of(w.word) for w in self.kept if w.df > 0) if p is not None]
+        return all_of(parts) if parts else None
 
-    def or_terms(self) -> list[tuple[str, int]]:
-        """(fts string, df) of kept words and synonyms that occur, without repeats."""
-        out: dict[str, int] = {}
+    def or_terms(self) -> list[tuple[Terms, int]]:
+        """(word or phrase, df) of kept words and synonyms that occur, without repeats."""
+        out: dict[Terms, int] = {}
         for w in self.kept:
             if w.df > 0:
-                s = fts_string(w.word)
+                s = phrase_of(w.word)
                 if s:
                     out.setdefault(s, w.df)
             for syn, df in w.synonyms_df:
-                s = fts_string(syn)
+                s = phrase_of(syn)
                 if s and df > 0:
                     out.setdefault(s, df)
         return list(out.items())
@@ -147,11 +148,8 @@ class Plan:
             return self._scorer
         idf: dict[str, float] = {}
         for s, df in self.or_terms():
-            if " " in s:
-                continue
-            terms = STEMMER.terms(s.strip('"'))
-            if len(terms) == 1:
-                idf.setdefault(terms[0], fts5_idf(df, self.n_docs))
+            if len(s.terms) == 1:
+                idf.setdefault(s.terms[0], fts5_idf(df, self.n_docs))
         self._scorer = Bm25Terms(idf, fts.mean_row_tokens() if idf else 0.0)
         return self._scorer
 
@@ -229,12 +227,12 @@ def _add_synonyms(plan: Plan, idf_cache: IdfCache, wordnet) -> None:
     if not flat:
         return
     dfs = idf_cache.df(flat)
-    query_strings = {fts_string(w.word) for w in plan.words}
+    query_strings = {phrase_of(w.word) for w in plan.words}
     for i in plan.words:
         for s, f in asked.get(i.word, []):
             if len(i.synonyms) >= i.budget:
                 break
-            if dfs.get(f, 0) > 0 and fts_string(f) not in query_strings and (f, dfs[f]) not in i.synonyms_df:
+            if dfs.get(f, 0) > 0 and phrase_of(f) not in query_strings and (f, dfs[f]) not in i.synonyms_df:
                 i.synonyms.append(s)
                 i.synonyms_df.append((f, dfs[f]))
 
@@ -252,14 +250,14 @@ def execute(fts: KeywordReader, plan: Plan, limit: int, *, max_postings: int,
     if plan.skipped:
         return [], meta
 
-    def run(tier: int, expr: str, want: int, extra: dict | None = None) -> list[tuple[int, float]]:
+    def run(tier: int, query: KeywordQuery, want: int, extra: dict | None = None) -> list[tuple[int, float]]:
         t0 = time.perf_counter()
         # With a filter the rows outside it are dropped after MATCH, so ask for more of them.
-        hits = fts.match(expr, want if allowed is None else max(want * 8, 256))
+        hits = fts.match(query, want if allowed is None else max(want * 8, 256))
         if allowed is not None:
             hits = [h for h in hits if h[0] in allowed]
         hits = hits[:want]
-        meta["tiers"].append({"tier": tier, "match": expr, "hits": len(hits),
+        meta["tiers"].append({"tier": tier, "match": describe(query), "hits": len(hits),
                               "ms": round((time.perf_counter() - t0) * 1000, 3), **(extra or {})})
         return hits
 
@@ -281,22 +279,24 @@ def execute(fts: KeywordReader, plan: Plan, limit: int, *, max_postings: int,
     if not terms:
         meta["tier"] = 1 if hits else None
         return hits, meta
-    chosen, left_out, total = [], [], 0
+    chosen: list[KeywordQuery] = []
+    left_out: list[Terms] = []
+    total = 0
     for s, df in terms:
         if not chosen or total + df <= max_postings:
             chosen.append(s)
             total += df
         else:
             left_out.append(s)
-    if " OR ".join(chosen) == expr and (hits or rarest >= limit):
+    if any_of(chosen) == expr and (hits or rarest >= limit):
         meta["tier"] = 1 if hits else None  # one word and no synonyms: the OR tier is the AND tier
         return hits, meta
     # The words left out still count: the rows MATCH found get their BM25 share added (FTS5's
     # scores are sums over terms), which can reorder them, so at least RESCORE_MIN_ROWS rows are fetched.
-    left_terms = [STEMMER.terms(s.strip('"'))[0] for s in left_out
-                  if " " not in s and len(STEMMER.terms(s.strip('"'))) == 1]
-    or_hits = run(2, " OR ".join(chosen), max(limit, RESCORE_MIN_ROWS) if left_terms else limit,
-                  {"postings": total, "left_out_for_budget": left_out, "left_out_scored": left_terms})
+    left_terms = [s.terms[0] for s in left_out if len(s.terms) == 1]
+    or_hits = run(2, any_of(chosen), max(limit, RESCORE_MIN_ROWS) if left_terms else limit,
+                  {"postings": total, "left_out_for_budget": [describe(s) for s in left_out],
+                   "left_out_scored": left_terms})
     if left_terms and or_hits:
         t0 = time.perf_counter()
         extra = plan.scorer(fts).score_rows(fts, [i for i, _ in or_hits], left_terms)
@@ -341,7 +341,7 @@ def known_item_rows(fts: KeywordReader, plan: Plan, allowed: Iterable[int] | Non
     keep = set(allowed) if allowed is not None else None
     out: dict[int, None] = {}
     for w in plan.kept:
-        expr = fts_string(w.word)
+        expr = phrase_of(w.word)
         if not expr or not 0 < w.df <= KNOWN_ITEM_MAX_DF:
             continue
         rows = fts.match(expr, KNOWN_ITEM_MAX_DF + 1)

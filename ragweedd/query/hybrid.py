@@ -492,12 +492,12 @@ def _open_cache(stores: StoreBackend) -> IdfCacheStore | None:
 
 
 def backend_of(stores: StoreBackend | Paths) -> StoreBackend:
-    """The store backend to open collections through (a data directory's SQLite files when given
+    """The store backend to open collections through (a data directory's own files when given
     its Paths)."""
     if isinstance(stores, Paths):
-        from ragweedd.store.sqlite_backend import SqliteBackend
+        from ragweedd.store.backends import open_data_dir
 
-        return SqliteBackend(stores)
+        return open_data_dir(stores)
     return stores
 
 

@@ -1,6 +1,6 @@
 """Document frequencies and IDF of query words, with the lazy cache of DESIGN §8.
 
-Query words become index terms through SQLite's own tokenizer (store/fts_reader.py: Stemmer).
+Query words become index terms as chunks do, through ragweedd/keyterms.py (one form on every backend).
 
 Where a df comes from, fastest first:
 

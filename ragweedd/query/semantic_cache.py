@@ -2,7 +2,7 @@
 (cosine) of a cached query's, with the same options, answers with the cached result.
 
 Why it can never serve a stale result: an entry holds the ``search_version`` of every collection it
-searched, read *before* that search ran (ragweedd/store/rag_db.py: the change sequence, the newest
+searched, read *before* that search ran (ragweedd/store/sqlite/rag_db.py: the change sequence, the newest
 chunk id, the extra passes' change sequence and the count of path writes -- together they move with
 every add, delete, re-embed, rename and path removal). A lookup compares them with the versions read
 now; any difference and the entry is dropped, never served. A write that lands while the search

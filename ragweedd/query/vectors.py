@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Iterable
 
 from ragweedd.store.protocols import RagStore
-from ragweedd.store.rag_db import PRIMARY
+from ragweedd.store.types import PRIMARY
 
 if TYPE_CHECKING:
     import numpy as np
@@ -60,10 +60,10 @@ class VectorSearch:
         if k <= 0:
             return []
         q = np.asarray(qvec, dtype=np.float32).reshape(-1)
-        nearest = getattr(rag, "nearest", None)
-        if nearest is not None:
-            # a store that searches its vectors itself (pgvector): no index files, no matrices
-            return nearest(q, k, space=space, allowed=allowed, ef=max(self.cfg.hnsw_ef, k))
+        # a store that searches its vectors itself (pgvector): no index files, no matrices
+        ranked = rag.nearest(q, k, space=space, allowed=allowed, ef=max(self.cfg.hnsw_ef, k))
+        if ranked is not None:
+            return ranked
         if allowed is not None:
             ids, mat = _stacked(rag.vectors_for(sorted(set(allowed)), space))
             if len(ids) == 0:

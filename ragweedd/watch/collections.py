@@ -17,13 +17,14 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Callable
 
 from ragweedd.config import CollectionConfig
 from ragweedd.errors import ConfigError, NotFoundError, RequestError
 from ragweedd.logging import get_logger
 from ragweedd.paths import deepest_root, valid_collection_name, within
-from ragweedd.store.ingest_db import IngestDB, SkippedFile
+from ragweedd.store.types import SkippedFile
+from ragweedd.store.backends import open_data_dir
 from ragweedd.store.protocols import IngestStore
 from ragweedd.watch import skipped
 from ragweedd.watch.reconcile import root_state, scan
@@ -55,12 +56,7 @@ def _system_root(path: str) -> str | None:
     return None
 
 
-class CollectionsDB(IngestStore, Protocol):
-    """The ingest state as the collections use it: IngestStore, and forgetting a removed run-time
-    collection, which both backends do but IngestStore does not declare."""
-
-    def forget_removed_collection(self, collection: str) -> None: ...
-
+CollectionsDB = IngestStore  # the ingest state, as the collections use it
 
 @dataclass
 class CollectionState:
@@ -79,10 +75,10 @@ class Collections:
     def __init__(self, cfg: Config, paths: Paths, queue: JobStore, debouncer: Debouncer,
                  watcher_factory: Callable[[Collections], Watcher],
                  open_db: Callable[[], CollectionsDB] | None = None) -> None:
-        """``open_db``: opens a connection to the ingest state (the data directory's ingest_db,
-        or a database server's)."""
+        """``open_db``: opens a connection to the ingest state (the daemon gives its backend's;
+        default: the data directory's own)."""
         self.cfg, self.paths, self.queue, self.debouncer = cfg, paths, queue, debouncer
-        opener: Callable[[], CollectionsDB] = open_db or (lambda: IngestDB(paths.ingest_db))
+        opener: Callable[[], CollectionsDB] = open_db or (lambda: open_data_dir(paths).open_ingest())
         # Lookups, describe() and writes share one connection, each holding _lock for one short
         # statement. A scan reads through a connection of its own and holds no lock of theirs
         # while it walks the disk (minutes on a large folder; a listing must not wait for it).

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from ragweedd.store.ingest_db import SkippedFile
+from ragweedd.store.types import SkippedFile
 from ragweedd.watch.ignore import walk_files
 from ragweedd.watch.skipped import cap_lifted, skipped_file, stat_unchanged
 from ragweedd.paths import within

@@ -1,5 +1,5 @@
-"""Conversations in the history store (ragweedd/answer/history.py over store/history_db.py and
-store/pg_history.py): turns numbered in order, listed and reopened as threads, deleted as a whole,
+"""Conversations in the history store (ragweedd/answer/history.py over store/sqlite/history_db.py and
+store/postgres/pg_history.py): turns numbered in order, listed and reopened as threads, deleted as a whole,
 bad ids refused without writing anything, the keep bound, concurrent turns, the migrations that
 add them to an existing history, and threads recovered from the records when only the history's
 five columns were copied (a salvaged file, ``ragweedd migrate``). Each test runs on a real SQLite
@@ -12,7 +12,8 @@ import threading
 
 import pytest
 
-from ragweedd.answer.history import HistoryStore, check_conversation_id, thread_turn
+from ragweedd.answer.history import check_conversation_id, thread_turn
+from tests.history_support import open_history
 from ragweedd.errors import NotFoundError, RequestError
 from tests.integration.test_history import _PgRows, db, sqlite_db  # noqa: F401 - the same fixtures
 
@@ -24,7 +25,7 @@ def answered(text: str, cited: list[str], *, query: str | None = None, filters: 
 
 
 def test_turns_are_numbered_listed_and_reopened_as_a_thread(db):
-    with HistoryStore(db) as s:
+    with open_history(db) as s:
         h1, cid, t1 = s.add_turn("How long should green tea steep?", {"status": "streaming"}, conversation_id=None)
         s.update(h1, answered("Two minutes [1].", ["a" * 32]))
         h2, same, t2 = s.add_turn("and black tea?", {"status": "streaming"}, conversation_id=cid)
@@ -67,7 +68,7 @@ def test_a_failed_turn_reads_as_a_question_without_answer():
     (7, RequestError, "is not one"),
 ])
 def test_unknown_and_misshapen_ids_are_refused_and_nothing_is_written(db, cid, exc, words):
-    with HistoryStore(db) as s:
+    with open_history(db) as s:
         s.add_turn("kept", {}, conversation_id=None)
         for call in (lambda: s.add_turn("q", {}, conversation_id=cid), lambda: s.conversation(cid),
                      lambda: s.thread(cid), lambda: s.delete_conversation(cid)):
@@ -77,7 +78,7 @@ def test_unknown_and_misshapen_ids_are_refused_and_nothing_is_written(db, cid, e
 
 
 def test_a_deleted_conversation_goes_with_its_turns_and_is_not_found_after(db):
-    with HistoryStore(db) as s:
+    with open_history(db) as s:
         _, cid, _ = s.add_turn("first", {}, conversation_id=None)
         s.add_turn("second", {}, conversation_id=cid)
         _, kept, _ = s.add_turn("another thread", {}, conversation_id=None)
@@ -93,7 +94,7 @@ def test_a_deleted_conversation_goes_with_its_turns_and_is_not_found_after(db):
 
 
 def test_a_conversation_whose_last_turn_goes_goes_with_it(db):
-    with HistoryStore(db) as s:
+    with open_history(db) as s:
         hid, cid, _ = s.add_turn("only turn", {}, conversation_id=None)
         assert s.delete(hid)
         assert s.conversations()["total"] == 0
@@ -102,7 +103,7 @@ def test_a_conversation_whose_last_turn_goes_goes_with_it(db):
 
 
 def test_the_keep_bound_drops_the_oldest_turns_and_emptied_conversations(db):
-    with HistoryStore(db, max_entries=3) as s:
+    with open_history(db, max_entries=3) as s:
         _, old, _ = s.add_turn("old 1", {}, conversation_id=None)
         s.add_turn("old 2", {}, conversation_id=old)
         _, new, _ = s.add_turn("new 1", {}, conversation_id=None)
@@ -115,7 +116,7 @@ def test_the_keep_bound_drops_the_oldest_turns_and_emptied_conversations(db):
 
 
 def test_turns_written_at_once_get_one_number_each(db):
-    with HistoryStore(db) as s:
+    with open_history(db) as s:
         _, cid, _ = s.add_turn("start", {}, conversation_id=None)
         errors: list[Exception] = []
 
@@ -136,7 +137,7 @@ def test_turns_written_at_once_get_one_number_each(db):
 
 
 def test_a_history_file_of_the_last_version_gains_conversations_and_keeps_its_rows(sqlite_db):
-    from ragweedd.store import history_db
+    from ragweedd.store.sqlite import history_db
 
     sqlite_db.parent.mkdir(parents=True)
     c = history_db.connect(sqlite_db)
@@ -145,7 +146,7 @@ def test_a_history_file_of_the_last_version_gains_conversations_and_keeps_its_ro
               " ('0123456789abcdef', 'ask', 'an old answer', 10.0, '{\"answer\": \"yes\"}')")
     c.commit()
     c.close()
-    with HistoryStore(sqlite_db) as s:
+    with open_history(sqlite_db) as s:
         assert [r[0] for r in s.db.conn.execute("SELECT number FROM schema_migrations ORDER BY 1")] == [1, 2, 3]
         e = s.show("0123456789abcdef")
         assert e["answer"] == "yes" and e["conversation_id"] is None and e["turn"] is None
@@ -156,7 +157,7 @@ def test_a_history_file_of_the_last_version_gains_conversations_and_keeps_its_ro
 def test_postgresql_records_the_conversations_migration(pg_dsn):
     import psycopg
 
-    from ragweedd.store.pg_backend import PgBackend
+    from ragweedd.store.postgres.backend import PgBackend
 
     PgBackend(pg_dsn).close()
     with psycopg.connect(pg_dsn) as c:
@@ -165,27 +166,27 @@ def test_postgresql_records_the_conversations_migration(pg_dsn):
 
 
 def test_a_salvaged_history_gets_its_threads_back_from_the_records(sqlite_db, tmp_path):
-    with HistoryStore(sqlite_db) as s:
+    with open_history(sqlite_db) as s:
         h1, cid, _ = s.add_turn("first", {"status": "streaming"}, conversation_id=None)
         s.update(h1, {**s.show(h1), "status": "done", "answer": "A"})
         s.add_turn("second", {}, conversation_id=cid)
         s.add("search", "a search", {})
-    from ragweedd.store.history_db import HistoryDB
+    from ragweedd.store.sqlite.history_db import HistoryDB
 
     fresh = HistoryDB(tmp_path / "new.sqlite3")
     try:
         assert fresh.copy_salvageable_from(sqlite_db) == 3
     finally:
         fresh.close()
-    with HistoryStore(tmp_path / "new.sqlite3") as s:
+    with open_history(tmp_path / "new.sqlite3") as s:
         c = s.conversation(cid)
         assert c["title"] == "first" and [(t["turn"], t["query"]) for t in c["turns"]] == [(1, "first"), (2, "second")]
         assert s.add_turn("third", {}, conversation_id=cid)[2] == 3
 
 
 def test_postgresql_adopts_threads_copied_as_plain_rows(pg_dsn):
-    from ragweedd.store.pg_backend import PgBackend
-    from ragweedd.store.pg_history import PgHistory
+    from ragweedd.store.postgres.backend import PgBackend
+    from ragweedd.store.postgres.pg_history import PgHistory
 
     PgBackend(pg_dsn).close()
     rows = PgHistory(pg_dsn, source="this-machine")
@@ -198,14 +199,14 @@ def test_postgresql_adopts_threads_copied_as_plain_rows(pg_dsn):
         assert rows.adopt_conversations() == 0, "done once"
     finally:
         rows.close()
-    with HistoryStore(_PgRows(pg_dsn)) as s:
+    with open_history(_PgRows(pg_dsn)) as s:
         c = s.conversation("c1111111111111111")
         assert c["title"] == "first" and [t["turn"] for t in c["turns"]] == [1, 2]
 
 
 def test_the_pre_conversation_columns_stay_readable_by_raw_sql(sqlite_db):
     """The five columns other tools (ragweedd migrate, salvage) read are unchanged."""
-    with HistoryStore(sqlite_db) as s:
+    with open_history(sqlite_db) as s:
         s.add_turn("q", {}, conversation_id=None)
     c = sqlite3.connect(sqlite_db)
     try:

@@ -15,7 +15,7 @@ import pytest
 
 from ragweedd.answer import NO_LLM_LABEL
 from ragweedd.answer import history as hist
-from ragweedd.answer.history import HistoryStore
+from tests.history_support import open_history
 from ragweedd.answer.answering import answer_question, continue_answer
 from ragweedd.config import default_config
 from ragweedd.errors import NotFoundError, RequestError, StorageError
@@ -55,7 +55,7 @@ class _PgRows:
         self.dsn, self.rows = dsn, None
 
     def __getattr__(self, name):
-        from ragweedd.store.pg_history import PgHistory
+        from ragweedd.store.postgres.pg_history import PgHistory
 
         if self.rows is None:
             self.rows = PgHistory(self.dsn, source="this-machine")
@@ -71,7 +71,7 @@ class _PgRows:
 def db(request, tmp_path):
     if request.param == "sqlite":
         return tmp_path / "state" / "history.sqlite3"
-    from ragweedd.store.pg_backend import PgBackend
+    from ragweedd.store.postgres.backend import PgBackend
 
     dsn = request.getfixturevalue("pg_dsn")
     PgBackend(dsn).close()  # the schema
@@ -79,12 +79,12 @@ def db(request, tmp_path):
 
 
 def test_round_trip_through_a_reopened_file(db):
-    with HistoryStore(db) as s:
+    with open_history(db) as s:
         sid = s.add("search", "cats", hist.search_record({"results": hits(2), "retrieval_meta": HYBRID_META}),
                     created_at=1000.0)
         aid = s.add("ask", "do cats purr?", {"answer": "Yes [1].", "sources": hits(1)}, created_at=2000.0)
     assert not isinstance(db, Path) or db.exists()
-    with HistoryStore(db) as s:
+    with open_history(db) as s:
         listing = s.list()
         assert listing["total"] == 2
         assert [i["id"] for i in listing["items"]] == [aid, sid], "newest first"
@@ -99,7 +99,7 @@ def test_round_trip_through_a_reopened_file(db):
 
 
 def test_paging_and_kind_filter(db):
-    with HistoryStore(db) as s:
+    with open_history(db) as s:
         ids = [s.add("search" if i % 2 else "ask", f"q{i}", {}, created_at=float(i)) for i in range(7)]
         page = s.list(offset=2, limit=3)
         assert page["total"] == 7 and [i["query"] for i in page["items"]] == ["q4", "q3", "q2"]
@@ -109,14 +109,14 @@ def test_paging_and_kind_filter(db):
 
 
 def test_same_timestamp_keeps_insertion_order(db):
-    with HistoryStore(db) as s:
+    with open_history(db) as s:
         a = s.add("search", "first", {}, created_at=5.0)
         b = s.add("search", "second", {}, created_at=5.0)
         assert [i["id"] for i in s.list()["items"]] == [b, a]
 
 
 def test_update_replaces_the_record_and_keeps_the_columns(db):
-    with HistoryStore(db) as s:
+    with open_history(db) as s:
         hid = s.add("ask", "q", {"status": "streaming", "sources": []})
         # a record read back with show() carries id/kind/query: writing it back must not duplicate or change them
         entry = s.show(hid)
@@ -142,7 +142,7 @@ def test_update_replaces_the_record_and_keeps_the_columns(db):
     (lambda s: s.update("0123456789abcdef", {}), NotFoundError, "does not exist"),
 ])
 def test_bad_input(db, call, exc, words):
-    with HistoryStore(db) as s:
+    with open_history(db) as s:
         s.add("search", "kept", {})
         with pytest.raises(exc, match=words.replace("(", r"\(").replace(")", r"\)")):
             call(s)
@@ -150,14 +150,14 @@ def test_bad_input(db, call, exc, words):
 
 
 def test_values_json_cannot_encode_are_stored_as_text(db):
-    with HistoryStore(db) as s:
+    with open_history(db) as s:
         hid = s.add("search", "q", {"path": Path("/x/y"), "tags": {7}})
         e = s.show(hid)
         assert e["path"] == "/x/y" and e["tags"] == "{7}"
 
 
 def test_damaged_entry_is_a_storage_error_naming_the_file(sqlite_db):
-    with HistoryStore(sqlite_db) as s:
+    with open_history(sqlite_db) as s:
         good = s.add("search", "ok", {"a": 1})
         bad = s.add("search", "bad", {"a": 2})
         s.db.conn.execute("UPDATE history SET body_json='{not json' WHERE id=?", (bad,))
@@ -170,20 +170,20 @@ def test_damaged_entry_is_a_storage_error_naming_the_file(sqlite_db):
 
 
 def test_file_from_a_newer_ragweedd_is_refused(sqlite_db):
-    HistoryStore(sqlite_db).close()
+    open_history(sqlite_db).close()
     c = sqlite3.connect(sqlite_db)
     c.execute("INSERT INTO schema_migrations VALUES (99, 'future', 0)")
     c.commit()
     c.close()
     with pytest.raises(StorageError, match=r"written by a newer ragweedd \(migrations \[99\]"):
-        HistoryStore(sqlite_db)
+        open_history(sqlite_db)
 
 
 def test_not_a_database_is_a_storage_error(sqlite_db):
     sqlite_db.parent.mkdir(parents=True)
     sqlite_db.write_bytes(b"this is not sqlite " * 100)
     with pytest.raises(StorageError, match="history.sqlite3"):
-        HistoryStore(sqlite_db)
+        open_history(sqlite_db)
 
 
 def test_pre_migration_table_keeps_its_rows_and_gains_indexes(sqlite_db):
@@ -195,7 +195,7 @@ def test_pre_migration_table_keeps_its_rows_and_gains_indexes(sqlite_db):
     c.execute("INSERT INTO history VALUES ('old1', 'search', 'old query', 10.0, '{\"results\": []}')")
     c.commit()
     c.close()
-    with HistoryStore(sqlite_db) as s:
+    with open_history(sqlite_db) as s:
         assert s.show("old1")["query"] == "old query"
         idx = {r[0] for r in s.db.conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
         assert {"history_created", "history_kind_created"} <= idx
@@ -209,21 +209,21 @@ def test_pre_migration_table_keeps_its_rows_and_gains_indexes(sqlite_db):
 
 
 def test_bounded_growth_drops_the_oldest(db):
-    with HistoryStore(db, max_entries=3) as s:
+    with open_history(db, max_entries=3) as s:
         ids = [s.add("search", f"q{i}", {}, created_at=float(i % 2 * 10 + i)) for i in range(6)]
         assert s.count() == 3
         # created_at: 0, 11, 2, 13, 4, 15 -> the three newest are q5, q3, q1
         assert [i["query"] for i in s.list()["items"]] == ["q5", "q3", "q1"]
         with pytest.raises(NotFoundError):
             s.show(ids[0])
-    with HistoryStore(db) as s:  # 0 = unbounded
+    with open_history(db) as s:  # 0 = unbounded
         for i in range(5):
             s.add("search", f"more{i}", {})
         assert s.count() == 8
 
 
 def test_threads_share_one_store(db):
-    with HistoryStore(db) as s:
+    with open_history(db) as s:
         errors = []
 
         def writer(k):
@@ -246,15 +246,15 @@ def test_threads_share_one_store(db):
 
 
 def test_two_processes_write_the_same_file(sqlite_db):
-    HistoryStore(sqlite_db).close()
-    code = ("import sys; from ragweedd.answer.history import HistoryStore\n"
-            "s = HistoryStore(sys.argv[1])\n"
+    open_history(sqlite_db).close()
+    code = ("import sys; from tests.history_support import open_history\n"
+            "s = open_history(sys.argv[1])\n"
             "for i in range(40): s.add('search', f'{sys.argv[2]}{i}', {'i': i})\n")
     procs = [subprocess.Popen([sys.executable, "-c", code, str(sqlite_db), tag], cwd=ROOT, stderr=subprocess.PIPE)
              for tag in ("a", "b")]
     for p in procs:
         assert p.wait(60) == 0, p.stderr.read().decode()
-    with HistoryStore(sqlite_db) as s:
+    with open_history(sqlite_db) as s:
         assert s.count() == 80
 
 
@@ -266,7 +266,7 @@ def test_stage_timings_from_retrieval_meta():
 
 def test_no_llm_answer_record_is_labelled_passages(db):
     res = {"results": hits(3), "retrieval_meta": HYBRID_META}
-    with HistoryStore(db) as s:
+    with open_history(db) as s:
         hid = s.add("ask", "do cats purr?", hist.pending_answer(res))
         assert s.show(hid)["status"] == "streaming"
         done = run_answer("do cats purr?", res["results"])[-1]
@@ -287,7 +287,7 @@ def test_annotated_answer_keeps_filtered_set_usage_and_model(db):
     syn = FakeChatProvider("syn", default="Cats purr when content [1].")
     res = {"results": hits(3), "retrieval_meta": HYBRID_META}
     done = run_answer("do cats purr?", res["results"], annotator=ann, synthesizer=syn)[-1]
-    with HistoryStore(db) as s:
+    with open_history(db) as s:
         hid = s.add("ask", "do cats purr?", hist.pending_answer(res))
         s.update(hid, hist.answer_record(done, res["retrieval_meta"]))
         e = s.show(hid)
@@ -303,13 +303,13 @@ def test_continuation_state_survives_a_reopen(db):
     res = {"results": hits(2), "retrieval_meta": HYBRID_META}
     done = run_answer("do cats purr?", res["results"], synthesizer=syn)[-1]
     assert done["continuable"]
-    with HistoryStore(db) as s:
+    with open_history(db) as s:
         hid = s.add("ask", "do cats purr?", hist.pending_answer(res))
         rec = hist.answer_record(done, res["retrieval_meta"])
         assert rec["finish_reason"] == "max_tokens"
         s.update(hid, rec)
     # "restart": a new store on the same file, a new provider object
-    with HistoryStore(db) as s:
+    with open_history(db) as s:
         e = s.show(hid)
         assert e["continuable"] and e["state"]["answer"] == "Cats purr when"
         syn2 = FakeChatProvider("syn", replies=[" content [1]."])
@@ -328,7 +328,7 @@ def test_continuation_state_survives_a_reopen(db):
 
 def test_failed_answer_keeps_partial_text(db):
     res = {"results": hits(1), "retrieval_meta": HYBRID_META}
-    with HistoryStore(db) as s:
+    with open_history(db) as s:
         body = hist.pending_answer(res)
         hid = s.add("ask", "q", body)
         s.update(hid, hist.failed_answer(body, {"code": "provider_timeout", "message": "slow"}, "Cats pu"))

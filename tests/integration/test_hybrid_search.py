@@ -91,7 +91,7 @@ def test_keyword_only_chunk_gets_similarity_from_its_stored_vector(world, tmp_pa
     kw_only = [h for h in hits if h["fts"] and h["dense_rank"] is None]
     assert kw_only, hits
     from ragweedd.embed.long import embed_texts
-    from ragweedd.store.rag_db import RagDB
+    from ragweedd.store.sqlite.rag_db import RagDB
 
     q = embed_texts(emb, ["ribosomes translate messenger protein cardiac"])[0]
     rag = RagDB(paths.rag_db("papers"), "papers")
@@ -187,7 +187,7 @@ def test_idf_cache_persists_in_ingest_db(world):
     # keyed by index term (ragweedd/keyterms.py): Porter stems in an English collection
     assert rows.get("mitochondria") == 1 and rows.get("oxid") == 1
     assert "the" not in rows  # df > 50 % of chunks: not cached
-    from ragweedd.store.idf_cache_db import META_N
+    from ragweedd.store.sqlite.idf_cache_db import META_N
 
     assert rows[META_N] >= 4
 
@@ -211,9 +211,9 @@ def test_fts_rebuild_is_safe_while_searching(tmp_path):
     """A thread searching during ``fts_rebuild`` (batches of 1,000) always finds every row."""
     from tests.query_support import fts_search
     from ragweedd.query.idf import IdfCache
-    from ragweedd.store.fts_reader import FtsReader
-    from ragweedd.store.rag_db import RagDB, fts_rebuild
-    from ragweedd.store.sqlite import connect
+    from ragweedd.store.sqlite.fts_reader import FtsReader
+    from ragweedd.store.sqlite.rag_db import RagDB, fts_rebuild
+    from ragweedd.store.sqlite.connection import connect
 
     rag = RagDB(tmp_path / "rag.sqlite3", "c")
     n = 2500
@@ -293,7 +293,7 @@ def test_score_fusion_weighs_every_candidate_on_both_legs(tmp_path):
         from ragweedd.embed.long import embed_texts
 
         q = embed_texts(emb, ["protein membrane"])[0]
-        from ragweedd.store.rag_db import RagDB
+        from ragweedd.store.sqlite.rag_db import RagDB
 
         rag = RagDB(paths.rag_db("c"), "c")
         try:

@@ -1,13 +1,13 @@
 """Issue 12 item 4, the scheduled integrity job: on damaged databases it reports (never crashes),
-names the file, and hints at a step that repairs (a restart runs ragweedd/jobs/repair.py)."""
+names the file, and hints at a step that repairs (a restart runs ragweedd/store/sqlite/repair.py)."""
 
 from __future__ import annotations
 
 import sqlite3
 
 from ragweedd.config import load_config
-from ragweedd.jobs.integrity import integrity_check
-from ragweedd.jobs.repair import check_and_repair
+from ragweedd.store.sqlite.integrity_check import integrity_check
+from ragweedd.store.sqlite.repair import check_and_repair
 from ragweedd.paths import Paths
 
 
@@ -84,7 +84,7 @@ def test_integrity_job_reports_changed_chunk_text_and_a_missing_rag_db(tmp_path)
 
 
 def test_integrity_job_finds_a_damaged_history_and_the_repair_keeps_what_it_can(tmp_path):
-    from ragweedd.store.history_db import HistoryDB
+    from ragweedd.store.sqlite.history_db import HistoryDB
 
     paths, _ = _setup(tmp_path)
     h = HistoryDB(paths.history_db)
@@ -108,8 +108,8 @@ def test_integrity_job_finds_a_damaged_history_and_the_repair_keeps_what_it_can(
 
 
 def test_a_chunk_whose_text_fails_its_hash_is_never_read_out_and_asks_for_the_check_once(tmp_path):
-    from ragweedd.jobs.integrity import ServedRot
-    from ragweedd.store.sqlite_backend import SqliteBackend
+    from ragweedd.store.served_rot import ServedRot
+    from ragweedd.store.sqlite.backend import SqliteBackend
 
     paths, root = _setup(tmp_path)
     stores = SqliteBackend(paths)

@@ -13,8 +13,8 @@ from ragweedd.config import load_config
 from ragweedd.paths import Paths
 from ragweedd.query.fts_plan import keyword_leg
 from ragweedd.query.idf import IdfCache
-from ragweedd.store.rag_passes import PRIMARY
-from ragweedd.store.sqlite_backend import SqliteBackend
+from ragweedd.store.types import PRIMARY
+from ragweedd.store.sqlite.backend import SqliteBackend
 
 DOCS = {
     "de": ("Die Häuser der Altstadt wurden im Mittelalter aus Holz gebaut. Später bauten die Bürger "
@@ -41,7 +41,7 @@ QUERIES = {
 def backend(request, tmp_path):
     if request.param == "sqlite":
         return SqliteBackend(Paths(data=tmp_path / "data", state=tmp_path / "state", cache=tmp_path / "cache"))
-    from ragweedd.store.pg_backend import PgBackend
+    from ragweedd.store.postgres.backend import PgBackend
 
     return PgBackend(request.getfixturevalue("pg_dsn"), source="laptop")
 
@@ -93,8 +93,8 @@ def test_a_query_is_read_in_the_collection_language(backend):
 def test_an_english_only_sqlite_index_is_migrated(tmp_path):
     """A rag.sqlite3 written before migration 8 (porter unicode61: the German word and the Chinese
     run as they were) is rebuilt on opening, and then finds what the new code finds."""
-    from ragweedd.store.rag_db import MIGRATIONS, RagDB
-    from ragweedd.store.sqlite import connect, migrate
+    from ragweedd.store.sqlite.rag_db import MIGRATIONS, RagDB
+    from ragweedd.store.sqlite.connection import connect, migrate
 
     path = tmp_path / "rag.sqlite3"
     old = connect(path)
@@ -116,7 +116,7 @@ def test_an_english_only_sqlite_index_is_migrated(tmp_path):
         cols = {r[1] for r in rag.conn.execute("PRAGMA table_info(fts_chunks)")}
         assert {"terms", "context_terms", "lang"} <= cols
         assert rag.conn.execute("SELECT number FROM schema_migrations WHERE number = 8").fetchone()
-        from ragweedd.store.fts_reader import FtsReader
+        from ragweedd.store.sqlite.fts_reader import FtsReader
 
         reader = FtsReader(rag.conn)
         assert set(reader.languages()) == set(DOCS)
@@ -135,9 +135,9 @@ def test_an_english_only_postgresql_index_is_migrated(pg_dsn):
     form when a backend first opens the database, and are then found in their languages."""
     import psycopg
 
-    from ragweedd.store.pg import PgConn, migrate
-    from ragweedd.store.pg_backend import PgBackend
-    from ragweedd.store.pg_schema import MIGRATIONS
+    from ragweedd.store.postgres.connection import PgConn, migrate
+    from ragweedd.store.postgres.backend import PgBackend
+    from ragweedd.store.postgres.pg_schema import MIGRATIONS
 
     db = PgConn(pg_dsn)
     migrate(db, [m for m in MIGRATIONS if m[0] < 8])

@@ -17,8 +17,9 @@ from ragweedd.ingest.model_swap import prepare, spec_of
 from ragweedd.ingest.pipeline import Pipeline
 from ragweedd.ingest.vectorize import Vectorizer
 from ragweedd.paths import Paths
-from ragweedd.store.rag_db import PRIMARY, RagDB
-from ragweedd.store.rag_swap import MIGRATION
+from ragweedd.store.types import PRIMARY
+from ragweedd.store.sqlite.rag_db import RagDB
+from ragweedd.store.types import MIGRATION
 
 
 def _cfg(model: str = "hash:64", extra: str = ""):

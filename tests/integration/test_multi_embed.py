@@ -19,7 +19,8 @@ from ragweedd.paths import Paths
 from ragweedd.query.filters import Filters
 from ragweedd.query.hybrid import Searcher
 from ragweedd.query.vectors import VectorSearch
-from ragweedd.store.rag_db import PRIMARY, RagDB
+from ragweedd.store.types import PRIMARY
+from ragweedd.store.sqlite.rag_db import RagDB
 from tests.fakes.llm_server import FakeLLMServer
 
 PRIMARY_DIM = 64

@@ -1,4 +1,4 @@
-"""Claims in a shared PostgreSQL store (store/pg_claims.py): machines that log in as different
+"""Claims in a shared PostgreSQL store (store/postgres/pg_claims.py): machines that log in as different
 roles, as a team's usually do, never take each other's running jobs or the chunks another is
 embedding, and take them as soon as that process is gone; a daemon claims only the jobs of the
 collections it serves."""
@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from ragweedd.store.rag_passes import PRIMARY
+from ragweedd.store.types import PRIMARY
 from tests.tools import wait_until
 
 
@@ -45,7 +45,7 @@ def two_roles(pg_server):
 
 
 def test_a_running_job_of_another_role_is_not_taken_until_its_process_is_gone(two_roles):
-    from ragweedd.store.pg_backend import PgBackend
+    from ragweedd.store.postgres.backend import PgBackend
 
     a_dsn, b_dsn = two_roles
     a, b = PgBackend(a_dsn, source="nas"), PgBackend(b_dsn, source="nas")
@@ -69,7 +69,7 @@ def test_a_running_job_of_another_role_is_not_taken_until_its_process_is_gone(tw
 
 
 def test_chunks_another_role_is_embedding_are_skipped_until_its_process_is_gone(two_roles):
-    from ragweedd.store.pg_backend import PgBackend
+    from ragweedd.store.postgres.backend import PgBackend
 
     a_dsn, b_dsn = two_roles
     a, b = PgBackend(a_dsn, source="x"), PgBackend(b_dsn, source="y")
@@ -95,7 +95,7 @@ def test_chunks_another_role_is_embedding_are_skipped_until_its_process_is_gone(
 
 
 def test_a_daemon_claims_only_jobs_of_the_collections_it_serves(pg_dsn):
-    from ragweedd.store.pg_backend import PgBackend
+    from ragweedd.store.postgres.backend import PgBackend
 
     backend = PgBackend(pg_dsn, source="nas")
     q = backend.open_jobs(max_tries=3)
@@ -117,7 +117,7 @@ def test_a_process_whose_connection_dropped_finishes_only_what_is_still_its_clai
     first one's done() must leave the second one's claim alone; keep_claim() takes the lock back."""
     import psycopg
 
-    from ragweedd.store.pg_backend import PgBackend
+    from ragweedd.store.postgres.backend import PgBackend
 
     a, b = PgBackend(pg_dsn, source="nas"), PgBackend(pg_dsn, source="nas")
     qa, qb = a.open_jobs(max_tries=3), b.open_jobs(max_tries=3)
@@ -148,7 +148,7 @@ def test_a_process_whose_connection_dropped_finishes_only_what_is_still_its_clai
 
 
 def test_chunks_taken_and_not_embedded_are_given_back(pg_dsn):
-    from ragweedd.store.pg_backend import PgBackend
+    from ragweedd.store.postgres.backend import PgBackend
 
     a, b = PgBackend(pg_dsn, source="x"), PgBackend(pg_dsn, source="y")
     ra, rb = a.open_rag("notes"), b.open_rag("notes")
@@ -173,7 +173,7 @@ def test_an_embedding_stage_takes_up_chunks_another_process_took_without_being_t
     from ragweedd.embed.hashing import HashEmbedder
     from ragweedd.ingest.vectorize import Vectorizer
     from ragweedd.paths import Paths
-    from ragweedd.store.pg_backend import PgBackend
+    from ragweedd.store.postgres.backend import PgBackend
 
     cfg = load_config(text="", env={})
     emb = HashEmbedder(8)

@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 
 from ragweedd.paths import Paths
-from ragweedd.store.history_db import HistoryDB
-from ragweedd.store.pg_backend import PgBackend
-from ragweedd.store.pg_copy import copy_to_postgres
-from ragweedd.store.rag_passes import PRIMARY
-from ragweedd.store.sqlite_backend import SqliteBackend
+from ragweedd.store.sqlite.history_db import HistoryDB
+from ragweedd.store.postgres.backend import PgBackend
+from ragweedd.store.postgres.pg_copy import copy_to_postgres
+from ragweedd.store.types import PRIMARY, Terms
+from ragweedd.store.sqlite.backend import SqliteBackend
 
 
 def _vec(*xs):
@@ -66,7 +66,7 @@ def test_a_sqlite_directory_arrives_whole_and_a_second_run_copies_nothing(tmp_pa
         assert list(a.vectors_for(ids_a, "384").values()) == list(b.vectors_for(ids_b, "384").values())
         assert b.embedder() == ("hash:4", 4) and b.embedder("384") == ("pass:2", 2)
         assert b.pending_summary() == (1, 1) and b.change_counts_after(0) == (2, 0)
-        assert [c for c, _ in b.keyword_match('"keeper"', 5)] == ids_b[:1]  # the context line is indexed too
+        assert [c for c, _ in b.keyword_match(Terms(("keeper",)), 5)] == ids_b[:1]  # the context line is indexed too
     finally:
         a.close()
         b.close()

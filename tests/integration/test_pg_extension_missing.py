@@ -33,7 +33,7 @@ def bare_db(pg_server):
 def test_a_user_who_may_not_create_the_extension_is_told_what_a_superuser_must_run(bare_db):
     import psycopg
 
-    from ragweedd.store.pg_backend import PgBackend
+    from ragweedd.store.postgres.backend import PgBackend
 
     dsn, db = bare_db
     with pytest.raises(StorageError) as e:
@@ -48,7 +48,7 @@ def test_a_user_who_may_not_create_the_extension_is_told_what_a_superuser_must_r
 
 def test_an_extension_the_server_lacks_is_named_as_not_installed(bare_db):
     # pgserver has pgvector, so a missing extension is shown with one it has not got
-    from ragweedd.store.pg import PgConn, migrate
+    from ragweedd.store.postgres.connection import PgConn, migrate
 
     dsn, db = bare_db
     conn = PgConn(dsn)

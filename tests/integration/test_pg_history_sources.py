@@ -3,7 +3,7 @@ only their own searches and answers, and an id of another machine's entry is not
 
 import pytest
 
-from ragweedd.store.pg_backend import PgBackend
+from ragweedd.store.postgres.backend import PgBackend
 
 
 @pytest.fixture
@@ -48,8 +48,8 @@ def test_one_id_under_two_sources_is_two_entries(histories):
 def test_history_written_before_migration_6_gets_the_empty_source(pg_dsn):
     import psycopg
 
-    from ragweedd.store.pg import PgConn, migrate
-    from ragweedd.store.pg_schema import MIGRATIONS
+    from ragweedd.store.postgres.connection import PgConn, migrate
+    from ragweedd.store.postgres.pg_schema import MIGRATIONS
 
     db = PgConn(pg_dsn)
     try:

@@ -15,13 +15,14 @@ from ragweedd.embed.hashing import HashEmbedder
 from ragweedd.ingest.pipeline import Pipeline
 from ragweedd.paths import Paths
 from ragweedd.query.hybrid import open_collections
+from ragweedd.store.types import Terms
 from tests.query_support import dense_search, keyword_search
 from tests.system.state_probe import PgProbe, SqliteProbe
 
 SOURCE = "laptop"  # the machine name the PostgreSQL rows are written under
 # A keyword expression as the query planner writes it (quoted words): the only form the PostgreSQL
 # store takes, where FTS5 would also take a bare word.
-ZANZIBAR = '"zanzibar"'
+ZANZIBAR = Terms(("zanzibar",))
 
 
 class CountingEmbedder(HashEmbedder):
@@ -37,7 +38,7 @@ class CountingEmbedder(HashEmbedder):
 @pytest.fixture
 def make_pipe(tmp_path, store):
     """``make_pipe(cfg_text, embedder)``: a Pipeline writing to this test's backend, closed after it."""
-    from ragweedd.store.pg_backend import PgBackend
+    from ragweedd.store.postgres.backend import PgBackend
 
     opened = []
 
@@ -258,7 +259,7 @@ RESUME_SCRIPT = textwrap.dedent("""
     paths = Paths.resolve(root + "/data", root + "/state", root + "/cache")
     stores = None
     if sys.argv[5]:  # a PostgreSQL database to write to
-        from ragweedd.store.pg_backend import PgBackend
+        from ragweedd.store.postgres.backend import PgBackend
         stores = PgBackend(sys.argv[5], source=sys.argv[6])
     out = Pipeline(cfg, paths, Logged(64), stores=stores).ingest_file("c", sys.argv[2], root)
     print(out.status, out.chunks, out.embedded)

@@ -19,7 +19,7 @@ from ragweedd.paths import Paths
 @pytest.fixture
 def env(tmp_path, store):
     """A pipeline on each backend in turn (``store``: None for the SQLite files, else PostgreSQL)."""
-    from ragweedd.store.pg_backend import PgBackend
+    from ragweedd.store.postgres.backend import PgBackend
 
     cfg = load_config(text="chunk_size = 64\n[embed]\nmodel = 'hash:64'\n", env={})
     paths = Paths.resolve(str(tmp_path / "data"), str(tmp_path / "state"), str(tmp_path / "cache"))

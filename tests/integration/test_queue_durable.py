@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from ragweedd.store.job_queue import JobQueue
+from ragweedd.store.sqlite.job_queue import JobQueue
 from tests.tools import wait_until
 
 
@@ -22,7 +22,7 @@ def make_queue(request, tmp_path):
         if request.param == "sqlite":
             q = JobQueue(tmp_path / "ingest_db.sqlite3", max_tries=max_tries)
         else:
-            from ragweedd.store.pg_backend import PgBackend
+            from ragweedd.store.postgres.backend import PgBackend
 
             backend = PgBackend(request.getfixturevalue("pg_dsn"), source="host")
             q = backend.open_jobs(max_tries=max_tries)
@@ -101,7 +101,7 @@ def test_an_event_during_a_run_makes_the_job_run_again(make_queue):
 
 
 def test_failures_back_off_then_fail_after_max_tries(make_queue, monkeypatch):
-    import ragweedd.store.job_queue as qmod
+    import ragweedd.store.sqlite.job_queue as qmod
 
     monkeypatch.setattr(qmod, "BACKOFF_BASE_S", 0.2)
     q = make_queue(max_tries=3)
@@ -154,7 +154,7 @@ def test_close_waiters_releases_blocked_claims(make_queue):
 
 
 def test_a_claim_walks_the_claim_index_instead_of_sorting_the_queue(tmp_path):
-    from ragweedd.store.job_queue import CLAIM_SQL
+    from ragweedd.store.sqlite.job_queue import CLAIM_SQL
 
     q = JobQueue(tmp_path / "ingest_db.sqlite3")
     q.put_many([("c", f"/r/f{i}", "delete" if i % 3 else "upsert", "/r") for i in range(3000)])

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ragweedd.config import load_config
-from ragweedd.store.rag_passes import PRIMARY
+from ragweedd.store.types import PRIMARY
 
 
 def _config(tmp_path: Path, store: str):
@@ -29,7 +29,7 @@ def test_one_shot_search_and_history_on_postgresql(tmp_path, pg_dsn):
     from ragweedd.chunk.context import index_embedder_id
     from ragweedd.embed.long import embed_texts
     from ragweedd.services import open_oneshot
-    from ragweedd.store.pg_backend import PgBackend
+    from ragweedd.store.postgres.backend import PgBackend
 
     cfg = _config(tmp_path, pg_dsn)
     services = open_oneshot(cfg)
@@ -60,7 +60,7 @@ def test_one_shot_search_and_history_on_postgresql(tmp_path, pg_dsn):
         texts_found = [h["text"] if isinstance(h, dict) else h.text for h in res["results"]]
         assert "Total assets | 2023: 1,000" in texts_found, texts_found
         assert res["retrieval_meta"]["named"]["statements"] == ["balance"]
-        from ragweedd.store.pg_history import PgHistory
+        from ragweedd.store.postgres.pg_history import PgHistory
 
         assert isinstance(services.history.db, PgHistory)  # the history lives in PostgreSQL too
     finally:
@@ -82,7 +82,7 @@ def test_one_shot_ingest_and_search_on_postgresql(tmp_path, pg_dsn, capsys):
     import json
 
     from ragweedd.cli.command import main
-    from ragweedd.store.pg_backend import PgBackend
+    from ragweedd.store.postgres.backend import PgBackend
 
     docs = tmp_path / "docs"
     docs.mkdir()

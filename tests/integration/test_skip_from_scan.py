@@ -21,8 +21,9 @@ from ragweedd.embed.hashing import HashEmbedder
 from ragweedd.ingest.pipeline import Pipeline
 from ragweedd.ingest.worker import Workers
 from ragweedd.paths import Paths
-from ragweedd.store.ingest_db import IngestDB, SkippedFile
-from ragweedd.store.job_queue import JobQueue
+from ragweedd.store.types import SkippedFile
+from ragweedd.store.sqlite.ingest_db import IngestDB
+from ragweedd.store.sqlite.job_queue import JobQueue
 from ragweedd.watch.collections import Collections
 from ragweedd.watch.debounce import Debouncer
 from ragweedd.watch.watcher import Watcher
@@ -311,8 +312,9 @@ _CRASHER = r"""
 import sys, time
 from ragweedd.config import load_config
 from ragweedd.paths import Paths
-from ragweedd.store.ingest_db import IngestDB, SkippedFile
-from ragweedd.store.job_queue import JobQueue
+from ragweedd.store.types import SkippedFile
+from ragweedd.store.sqlite.ingest_db import IngestDB
+from ragweedd.store.sqlite.job_queue import JobQueue
 from ragweedd.watch import skipped
 from ragweedd.watch.collections import Collections
 

@@ -5,9 +5,10 @@ import sqlite3
 import pytest
 
 from ragweedd.errors import StorageError
-from ragweedd.store.ingest_db import IngestDB
-from ragweedd.store.rag_db import PRIMARY, RagDB, fts_rebuild
-from ragweedd.store.sqlite import connect, migrate
+from ragweedd.store.sqlite.ingest_db import IngestDB
+from ragweedd.store.types import PRIMARY, Terms
+from ragweedd.store.sqlite.rag_db import RagDB, fts_rebuild
+from ragweedd.store.sqlite.connection import connect, migrate
 
 
 def _chunks(texts):
@@ -171,7 +172,7 @@ def test_one_thread_writes_a_database_at_a_time(tmp_path):
     import threading
     import time
 
-    from ragweedd.store.sqlite import transaction, writer_lock
+    from ragweedd.store.sqlite.connection import transaction, writer_lock
 
     path = tmp_path / "i.sqlite3"
     IngestDB(path).close()
@@ -213,7 +214,7 @@ def test_opening_a_collection_never_waits_for_a_write_under_way(tmp_path):
     migrate, opening only reads, so it neither waits for the lock nor fails on it."""
     import threading
 
-    from ragweedd.store.sqlite import transaction
+    from ragweedd.store.sqlite.connection import transaction
 
     path = tmp_path / "rag.sqlite3"
     writer = RagDB(path, "c")
@@ -223,7 +224,7 @@ def test_opening_a_collection_never_waits_for_a_write_under_way(tmp_path):
     def open_and_search():
         try:
             rag = RagDB(path, "c")  # what a search thread does
-            opened.append(rag.keyword_match("sourdough", 5))
+            opened.append(rag.keyword_match(Terms(("sourdough",)), 5))
             rag.close()
         except Exception as e:  # noqa: BLE001 - reported below
             opened.append(e)
@@ -239,7 +240,7 @@ def test_opening_a_collection_never_waits_for_a_write_under_way(tmp_path):
 
 
 def _try_write(conn):
-    from ragweedd.store.sqlite import transaction
+    from ragweedd.store.sqlite.connection import transaction
 
     try:
         with transaction(conn):
@@ -250,7 +251,7 @@ def _try_write(conn):
 
 
 def test_a_store_method_inside_a_larger_write_joins_it(tmp_path):
-    from ragweedd.store.sqlite import transaction
+    from ragweedd.store.sqlite.connection import transaction
 
     db = IngestDB(tmp_path / "i.sqlite3")
     with pytest.raises(RuntimeError):
@@ -276,7 +277,7 @@ def test_named_reads_for_the_daemon_and_engine(tmp_path):
     assert sorted(rag.document_paths()) == [("/d/a.txt", "a.txt", "a" * 32), ("/d/b.txt", "b.txt", "b" * 32)]
     assert {(e, w) for _, e, w in rag.entropy_rows()} == {(4.0, 2), (4.0, 1)}
     assert rag.change_counts_after(0) == (4, 0)
-    assert [i for i, _ in rag.keyword_match('"three"', 5)] == [ids[1]]
+    assert [i for i, _ in rag.keyword_match(Terms(("three",)), 5)] == [ids[1]]
     assert rag.rebuild_fts() == 4
     rag.close()
 
@@ -322,7 +323,7 @@ def test_document_keys_are_never_reused_after_a_collection_is_removed(tmp_path):
 
 def test_an_older_ingest_db_keeps_its_keys_and_stops_reusing_them(tmp_path):
     """A database written before ids were AUTOINCREMENT is rebuilt with its rows, ids and indexes."""
-    from ragweedd.store.ingest_db import MIGRATIONS
+    from ragweedd.store.sqlite.ingest_db import MIGRATIONS
 
     path = tmp_path / "ingest.sqlite3"
     old = sqlite3.connect(path)
@@ -347,8 +348,8 @@ def test_a_large_document_is_staged_then_swapped_in_whole(tmp_path):
     """While a large document is drawn (chunked), the collection shows the path's old content only
     and another writer gets in; after the swap only the new content; a failure while drawing
     leaves the old content as it was."""
-    from ragweedd.store.rag_db import STAGE_ABOVE
-    from ragweedd.store.sqlite import transaction
+    from ragweedd.store.sqlite.rag_db import STAGE_ABOVE
+    from ragweedd.store.sqlite.connection import transaction
 
     path = tmp_path / "rag.sqlite3"
     rag = RagDB(path, "c")
@@ -362,7 +363,7 @@ def test_a_large_document_is_staged_then_swapped_in_whole(tmp_path):
         for i, c in enumerate(_chunks([f"new text {i}" for i in range(n)])):
             if i == n // 2:
                 seen.append((reader.md5_of_path("/r/big.txt"), reader.chunk_count(),
-                              reader.keyword_match("new", 5)))
+                              reader.keyword_match(Terms(("new",)), 5)))
                 with transaction(other):  # a small file's publish gets in between the batches
                     other.execute("INSERT INTO collections(name) VALUES (?)", (f"x{len(seen)}",))
             if i == fail_at:
@@ -400,7 +401,7 @@ def test_connections_opening_a_new_database_at_once_all_get_it(tmp_path):
     database: database is locked" when its stages opened a new collection together."""
     import threading
 
-    from ragweedd.store.sqlite import connect
+    from ragweedd.store.sqlite.connection import connect
 
     errors: list[Exception] = []
     for k in range(10):

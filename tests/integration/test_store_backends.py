@@ -1,7 +1,7 @@
-"""The storage seam, run on both backends: the same tests on SQLite files and on a real PostgreSQL
-with pgvector (tests/pg_fixture.py). What a store promises through protocols.py -- chunks and their
-change log, content shared by paths, keyword and vector search, the job queue, the history, the IDF
-cache -- holds on each."""
+"""The storage seam, run on every backend: the same tests on SQLite files, on a real PostgreSQL
+with pgvector (tests/pg_fixture.py) and on the in-memory backend of tests/memory_backend.py. What a
+store promises through protocols.py -- chunks and their change log, content shared by paths, keyword
+and vector search, the job queue, the history, the IDF cache -- holds on each."""
 
 from __future__ import annotations
 
@@ -11,15 +11,20 @@ import numpy as np
 import pytest
 
 from ragweedd.paths import Paths
-from ragweedd.store.rag_passes import PRIMARY
-from ragweedd.store.sqlite_backend import SqliteBackend
+from ragweedd.store.types import PRIMARY, AllOf, AnyOf, Terms
+from ragweedd.store.sqlite.backend import SqliteBackend
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", "postgresql", "memory"])
 def backend(request, tmp_path):
     if request.param == "sqlite":
         return SqliteBackend(Paths(data=tmp_path / "data", state=tmp_path / "state", cache=tmp_path / "cache"))
-    from ragweedd.store.pg_backend import PgBackend
+    if request.param == "memory":
+        # the third backend, in tests/: proof that the Protocols are all a backend implements
+        from tests.memory_backend import MemoryBackend
+
+        return MemoryBackend()
+    from ragweedd.store.postgres.backend import PgBackend
 
     return PgBackend(request.getfixturevalue("pg_dsn"), source="laptop")
 
@@ -145,14 +150,14 @@ def test_keyword_match_ranks_and_takes_no_operator_from_a_query(backend):
     ids = _publish(rag, "1" * 32, "/r/k.txt", ["the cells divide quickly", "cell walls of plants",
                                                  "nothing relevant here"])
     # expressions are of index terms (ragweedd/keyterms.py: the planner turns words into them)
-    got = rag.keyword_match('"cell"', 10)
+    got = rag.keyword_match(Terms(("cell",)), 10)
     assert {cid for cid, _ in got} == {ids[0], ids[1]} and all(s > 0 for _, s in got)  # "cells" and "cell"
-    assert [cid for cid, _ in rag.keyword_match('"cell" AND "plant"', 10)] == [ids[1]]
-    assert {cid for cid, _ in rag.keyword_match('"divid" OR "wall"', 10)} == {ids[0], ids[1]}
-    assert rag.keyword_match('"cell divid"', 10)[0][0] == ids[0]  # a phrase
+    assert [cid for cid, _ in rag.keyword_match(AllOf((Terms(("cell",)), Terms(("plant",)))), 10)] == [ids[1]]
+    assert {cid for cid, _ in rag.keyword_match(AnyOf((Terms(("divid",)), Terms(("wall",)))), 10)} == {ids[0], ids[1]}
+    assert rag.keyword_match(Terms(("cell", "divid")), 10)[0][0] == ids[0]  # a phrase
     reader = backend.open_keyword_reader("c")
     try:
-        assert [c for c, _ in reader.match('"plant"', 5)] == [ids[1]]
+        assert [c for c, _ in reader.match(Terms(("plant",)), 5)] == [ids[1]]
         assert reader.chunk_count() == 3 and reader.max_seq() == rag.max_seq()
         assert reader.version()[1] == max(ids)
         assert reader.df_word("cell") == 2 and reader.df_match("cell wall") == 1
@@ -221,7 +226,7 @@ def test_a_failed_job_is_kept_with_its_error(backend):
 
 def test_two_queues_never_claim_the_same_job(pg_dsn):
     # PostgreSQL only: a SQLite data directory has one queue and one daemon (its writer lock)
-    from ragweedd.store.pg_backend import PgBackend
+    from ragweedd.store.postgres.backend import PgBackend
 
     backend = PgBackend(pg_dsn, source="laptop")
     a, b = backend.open_jobs(max_tries=3), backend.open_jobs(max_tries=3)
@@ -248,14 +253,14 @@ def test_two_queues_never_claim_the_same_job(pg_dsn):
 
 def test_running_jobs_of_a_dead_process_go_back_but_a_live_ones_stay(backend):
     # the first process: on PostgreSQL a backend of its own, whose connection holds its claimer
-    first = backend if isinstance(backend, SqliteBackend) else type(backend)(backend.dsn, source=backend.source)
+    first = backend if backend.shared is None else type(backend)(backend.dsn, source=backend.source)
     q1 = first.open_jobs(max_tries=3)
     q1.put_many([("c", "/r/1", "upsert", "/r"), ("c", "/r/2", "upsert", "/r")])
     held = q1.claim(0)
     assert held is not None
     q2 = backend.open_jobs(max_tries=3)
     try:
-        if isinstance(backend, SqliteBackend):
+        if backend.shared is None:
             # one process per data directory: opening the queue is the restart, which requeues
             assert q2.depth() == {"queued": 2}
             return
@@ -302,7 +307,7 @@ def test_idf_cache(backend):
 
 
 def test_pgvector_search_uses_the_hnsw_index_unfiltered_and_is_exact_filtered(pg_dsn):
-    from ragweedd.store.pg_backend import PgBackend
+    from ragweedd.store.postgres.backend import PgBackend
 
     rag = PgBackend(pg_dsn, source="laptop").open_rag("c")
     rng = np.random.default_rng(7)
@@ -325,7 +330,7 @@ def test_pgvector_search_uses_the_hnsw_index_unfiltered_and_is_exact_filtered(pg
 
 
 def test_two_machines_same_path_do_not_collide_and_share_content(pg_dsn):
-    from ragweedd.store.pg_backend import PgBackend
+    from ragweedd.store.postgres.backend import PgBackend
 
     laptop = PgBackend(pg_dsn, source="laptop").open_rag("notes")
     desktop = PgBackend(pg_dsn, source="desktop").open_rag("notes")
@@ -348,8 +353,8 @@ def test_two_machines_same_path_do_not_collide_and_share_content(pg_dsn):
 
 
 def test_odd_file_names_round_trip_on_postgresql(pg_dsn):
-    from ragweedd.store.pg import from_pg, to_pg
-    from ragweedd.store.pg_backend import PgBackend
+    from ragweedd.store.postgres.connection import from_pg, to_pg
+    from ragweedd.store.postgres.backend import PgBackend
 
     latin1 = b"/r/caf\xe9 \xee\x80\x80.txt".decode("utf-8", "surrogateescape")  # a Latin-1 byte and U+E000
     for name in (latin1, "/r/plain.txt", "/r/\ue000x", "/r/\udce9\ue000"):
@@ -406,7 +411,7 @@ def test_ingest_files_supersede_list_and_count(backend):
 
 
 def test_skipped_files_are_recorded_unless_a_job_or_real_state_holds_them(backend):
-    from ragweedd.store.ingest_db import SkippedFile
+    from ragweedd.store.types import SkippedFile
 
     db = backend.open_ingest()
     q = backend.open_jobs(max_tries=3)
@@ -427,7 +432,7 @@ def test_skipped_files_are_recorded_unless_a_job_or_real_state_holds_them(backen
 
 
 def test_two_machines_publishing_the_same_new_content_at_once_store_it_once(pg_dsn):
-    from ragweedd.store.pg_backend import PgBackend
+    from ragweedd.store.postgres.backend import PgBackend
 
     rags = [PgBackend(pg_dsn, source=s).open_rag("c") for s in ("laptop", "desktop")]
     start = threading.Barrier(2)
@@ -455,7 +460,7 @@ def test_a_reader_following_the_change_log_never_misses_an_entry_of_concurrent_w
     # collection's lock, a writer that commits late would leave a gap the reader has moved past.
     import time
 
-    from ragweedd.store.pg_backend import PgBackend
+    from ragweedd.store.postgres.backend import PgBackend
 
     backend = PgBackend(pg_dsn, source="host")
     slow, fast, reader = backend.open_rag("c"), backend.open_rag("c"), backend.open_rag("c")
@@ -498,7 +503,7 @@ def test_a_reader_following_the_change_log_never_misses_an_entry_of_concurrent_w
 def test_a_store_outlives_a_dropped_connection(pg_dsn):
     import psycopg
 
-    from ragweedd.store.pg_backend import PgBackend
+    from ragweedd.store.postgres.backend import PgBackend
 
     from tests.tools import wait_until
 
@@ -547,7 +552,7 @@ def test_a_claim_whose_answer_was_lost_does_not_stay_running_under_the_live_clai
     # row; the claimer's lock is alive again (taken on reconnecting), so it is no one's orphan
     import psycopg
 
-    from ragweedd.store.pg_backend import PgBackend
+    from ragweedd.store.postgres.backend import PgBackend
 
     backend = PgBackend(pg_dsn, source="laptop")
     q = backend.open_jobs(max_tries=3)

@@ -1,5 +1,5 @@
 """A large document is copied in and its old version deleted in short transactions, out of sight
-(store/rag_stage.py, store/rag_hidden.py): other writers get in between, and no search -- keyword,
+(store/sqlite/rag_stage.py, store/sqlite/rag_hidden.py): other writers get in between, and no search -- keyword,
 exact vectors, the change log the vector indexes replay, hits -- ever sees part of it or both
 versions; a crash between the slices leaves nothing visible and the next start cleans up.
 
@@ -19,10 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from ragweedd.store import sqlite as store_sqlite
-from ragweedd.store.integrity import collection_counts
-from ragweedd.store.rag_db import PRIMARY, RagDB
-from ragweedd.store.rag_hidden import SLICE
+from ragweedd.store.sqlite import connection as store_sqlite
+from ragweedd.store.sqlite.checks import collection_counts
+from ragweedd.store.types import PRIMARY, Terms
+from ragweedd.store.sqlite.rag_db import RagDB
+from ragweedd.store.sqlite.rag_hidden import SLICE
 
 PATH = "/r/big.txt"
 DEADLINE = 120
@@ -93,7 +94,7 @@ def _raw(rag: RagDB, md5: str) -> int:
 def _seen(reader: RagDB) -> dict:
     """Everything the search paths read, in the form: {path's md5, keyword hits, vectors, index}."""
     # '"share"': the index term of "shared" in these English chunks (ragweedd/keyterms.py)
-    kw = {cid for cid, _ in reader.keyword_match('"share"', 10 ** 6)}
+    kw = {cid for cid, _ in reader.keyword_match(Terms(("share",)), 10 ** 6)}
     vec = {i for ids, _ in reader.iter_vectors(PRIMARY) for i in ids}
     return {"md5": reader.md5_of_path(PATH), "kw": kw, "vec": vec, "index": _replayed(reader)}
 
@@ -155,12 +156,12 @@ def test_a_small_publish_and_every_search_see_a_large_switch_whole(gated):
         if seen["md5"] == "old":
             assert seen["kw"] - others == old_ids and seen["vec"] - others == old_ids, "part of the new file is seen"
             assert seen["index"] - others == old_ids
-            assert reader.keyword_match("newword", 10) == [] and not reader.hits(sorted(new_ids))
+            assert reader.keyword_match(Terms(("newword",)), 10) == [] and not reader.hits(sorted(new_ids))
         else:
             assert seen["md5"] == "new" and new_rows == n_new
             assert seen["kw"] - others == new_ids and seen["vec"] - others == new_ids, "the old version is seen"
             assert seen["index"] - others == new_ids
-            assert reader.keyword_match("oldword", 10) == [] and not reader.hits(sorted(old_ids))
+            assert reader.keyword_match(Terms(("oldword",)), 10) == [] and not reader.hits(sorted(old_ids))
         counts = collection_counts(path)
         assert counts.chunks == counts.fts_rows == counts.vectors == len(seen["kw"])
         states.append((seen["md5"], new_rows, old_rows))
@@ -168,7 +169,7 @@ def test_a_small_publish_and_every_search_see_a_large_switch_whole(gated):
             # mid-copy: a small file's publish goes through now, and is found at once
             name = f"small{small_while_copying}"
             _publish(writer2, name, f"quokka{small_while_copying}", 3, path=f"/r/{name}.txt")
-            assert reader.keyword_match(f"quokka{small_while_copying}", 10)
+            assert reader.keyword_match(Terms((f"quokka{small_while_copying}",)), 10)
             small_while_copying += 1
         lock.step()
     t.join(DEADLINE)
@@ -206,8 +207,8 @@ def test_a_large_file_removed_goes_slice_by_slice_out_of_sight(gated):
 
 _CRASH = r"""
 import os, sys, threading
-from ragweedd.store import sqlite as store_sqlite
-from ragweedd.store.rag_db import RagDB
+from ragweedd.store.sqlite import connection as store_sqlite
+from ragweedd.store.sqlite.rag_db import RagDB
 sys.path.insert(0, sys.argv[2])
 from tests.integration.test_store_hidden import GatedLock, _publish
 path = sys.argv[1]
@@ -234,9 +235,9 @@ def test_a_crash_between_slices_leaves_nothing_visible_and_the_file_is_indexed_o
     """kill -9 of the writing process between two transactions: no search sees any of it, the
     integrity counts agree, and the start-up repair's purge plus the publish done again leave the
     file indexed exactly once."""
-    from ragweedd.jobs.repair import _check_collection  # the start-up repair of one collection
+    from ragweedd.store.sqlite.repair import _check_collection  # the start-up repair of one collection
     from ragweedd.paths import Paths
-    from ragweedd.store.ingest_db import IngestDB
+    from ragweedd.store.sqlite.ingest_db import IngestDB
 
     paths = Paths.resolve(str(tmp_path / "data"), str(tmp_path / "state"), str(tmp_path / "cache"))
     db = paths.rag_db("c")
@@ -284,7 +285,7 @@ def test_a_crash_between_slices_leaves_nothing_visible_and_the_file_is_indexed_o
     adds = rag.conn.execute("SELECT count(*), count(DISTINCT id) FROM changes WHERE op='add'").fetchone()
     assert n == distinct == n_new and _raw(rag, "old") == 0 and rag.md5_of_path(PATH) == "new"
     assert _replayed(rag) == set(rag.chunk_ids_of("new")) and adds[0] >= adds[1]
-    assert len(rag.keyword_match('"share"', 10 ** 6)) == n_new
+    assert len(rag.keyword_match(Terms(("share",)), 10 ** 6)) == n_new
     rag.close()
 
 

@@ -8,10 +8,10 @@ import os
 
 from ragweedd.api.jsontext import dumps
 from ragweedd.contract import shown_hit, shown_path
-from ragweedd.store.ingest_db import IngestDB
-from ragweedd.store.job_queue import JobQueue
+from ragweedd.store.sqlite.ingest_db import IngestDB
+from ragweedd.store.sqlite.job_queue import JobQueue
 from ragweedd.store.pathnames import from_db, to_db
-from ragweedd.store.rag_db import RagDB
+from ragweedd.store.sqlite.rag_db import RagDB
 from tests.integration.test_store import _publish
 
 LATIN = os.fsdecode(b"/d/caf\xe9.txt")
@@ -58,7 +58,7 @@ def test_ingest_db_rows_of_an_odd_name(tmp_path):
 
 
 def test_skipped_rows_of_odd_names_written_and_forgotten_without_a_job(tmp_path):
-    from ragweedd.store.ingest_db import SkippedFile
+    from ragweedd.store.types import SkippedFile
 
     db = IngestDB(tmp_path / "ingest_db.sqlite3")
     q = JobQueue(tmp_path / "ingest_db.sqlite3", max_tries=1)

@@ -132,7 +132,7 @@ def test_the_asks_filters_bound_the_documents_offered(world, server, filters):
     if filters.get("doc_id") == "NOTES":
         rag = services.stores.open_rag("lab", readonly=True)
         try:
-            from ragweedd.store import tree_db
+            from ragweedd.store.sqlite import tree_db
 
             filters = {"doc_id": next(d["md5"] for d in tree_db.documents(rag) if d["source_file"].endswith(".md"))}
         finally:

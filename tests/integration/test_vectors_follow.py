@@ -9,7 +9,7 @@ from ragweedd.config import load_config
 from ragweedd.embed.hashing import HashEmbedder
 from ragweedd.ingest.pipeline import Pipeline
 from ragweedd.ingest.vectorize import fill_vectors
-from ragweedd.jobs.integrity import check_collection
+from ragweedd.store.sqlite.integrity_check import check_collection
 from ragweedd.paths import Paths
 
 
@@ -65,7 +65,7 @@ def test_integrity_counts_agree_while_vectors_are_written(tmp_path, monkeypatch)
     """Chunks, vectors and pending rows are counted in one snapshot: a batch of vectors committed
     between two of the counts (here forced to land right after the chunk count) must not look like
     damage, which would start a repair."""
-    import ragweedd.store.integrity as integrity
+    import ragweedd.store.sqlite.checks as integrity
 
     pipe = _pipe(tmp_path)
     _f, _docs, rag, pending, vecs = _published(pipe, tmp_path, "v")

@@ -13,8 +13,8 @@ from ragweedd.paths import Paths
 from ragweedd.index.managed import DiskIndexes, ManagedIndex
 from ragweedd.query.vectors import VectorSearch
 from ragweedd.query.exact import load_matrix, top_k
-from ragweedd.store.rag_db import RagDB
-from ragweedd.store.rag_db import PRIMARY
+from ragweedd.store.sqlite.rag_db import RagDB
+from ragweedd.store.types import PRIMARY
 
 
 def _setup(tmp_path, n_files=120):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ragweedd.config import load_config
 from ragweedd.paths import Paths
-from ragweedd.store.job_queue import JobQueue
+from ragweedd.store.sqlite.job_queue import JobQueue
 from ragweedd.watch.collections import Collections
 from ragweedd.watch.debounce import Debouncer
 from ragweedd.watch.watcher import Watcher

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ragweedd.config import load_config
-from ragweedd.jobs.integrity import integrity_check
+from ragweedd.store.sqlite.integrity_check import integrity_check
 from ragweedd.jobs.scheduler import MISFIRE_GRACE_S, Jobs
 from ragweedd.paths import Paths
 
@@ -45,7 +45,7 @@ def test_scan_job_is_off_when_interval_is_zero(tmp_path):
 def test_integrity_check_finds_a_missing_fts_row(tmp_path):
     from ragweedd.embed.hashing import HashEmbedder
     from ragweedd.ingest.pipeline import Pipeline
-    from ragweedd.store.sqlite import connect
+    from ragweedd.store.sqlite.connection import connect
 
     cfg = _cfg(tmp_path)
     paths = Paths.from_config(cfg)

@@ -106,7 +106,7 @@ class PgProbe:
     _CID = "(SELECT id FROM collections WHERE name=%s)"
 
     def live_rows(self, collection: str) -> dict[str, Any]:
-        from ragweedd.store.pg import from_pg
+        from ragweedd.store.postgres.connection import from_pg
 
         return {from_pg(r["source_file"]): r for r in self._all(
             "SELECT * FROM ingest_files WHERE source=%s AND collection=%s AND superseded=0",
@@ -128,7 +128,7 @@ class PgProbe:
                            (collection, op))
 
     def paths(self, collection: str) -> dict[str, str]:
-        from ragweedd.store.pg import from_pg
+        from ragweedd.store.postgres.connection import from_pg
 
         return {from_pg(r["source_file"]): r["md5"] for r in self._all(
             f"SELECT source_file, md5 FROM document_paths WHERE collection_id={self._CID} AND source=%s",

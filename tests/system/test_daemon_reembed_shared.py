@@ -81,8 +81,8 @@ def test_vectors_of_the_model_a_collection_was_moved_away_from_are_refused(pg_ds
     import pytest
 
     from ragweedd.errors import EmbedderError
-    from ragweedd.store.pg_backend import PgBackend
-    from ragweedd.store.rag_passes import PRIMARY
+    from ragweedd.store.postgres.backend import PgBackend
+    from ragweedd.store.types import PRIMARY
 
     backend = PgBackend(pg_dsn, source="a")
     rag = backend.open_rag("notes")

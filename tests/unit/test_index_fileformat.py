@@ -15,7 +15,7 @@ from ragweedd.errors import CorruptIndexError
 from ragweedd.index import fileformat as ff
 from exact_index import ExactIndex
 from ragweedd.index.hnsw import HnswIndex
-from ragweedd.store.rag_db import PRIMARY
+from ragweedd.store.types import PRIMARY
 
 
 def unit(n, dim, seed=0):

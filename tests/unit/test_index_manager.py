@@ -13,7 +13,7 @@ from ragweedd.errors import InvalidVectorError
 from ragweedd.index.fileformat import read_header
 from ragweedd.index.hnsw import HnswIndex
 from ragweedd.index.manager import IndexManager
-from ragweedd.store.rag_db import PRIMARY
+from ragweedd.store.types import PRIMARY
 
 
 def unit(n, dim, seed=0):

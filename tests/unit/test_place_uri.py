@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ragweedd.contract import place_uri
-from ragweedd.store.rag_db import hit_fields
+from ragweedd.store.sqlite.rag_db import hit_fields
 
 
 def test_line_anchors_are_githubs():

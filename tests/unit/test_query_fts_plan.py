@@ -7,10 +7,12 @@ import pytest
 
 
 from ragweedd.config import load_config
-from ragweedd.query.fts_plan import (MIN_TIER_HITS, execute, fts_string, known_item_rows, make_plan,
+from ragweedd.query.fts_plan import (MIN_TIER_HITS, execute, known_item_rows, make_plan, phrase_of,
                                      query_words)
 from ragweedd.query.wordnet import WordNet
-from ragweedd.store.fts_reader import FtsReader
+from ragweedd.errors import RequestError
+from ragweedd.store.sqlite.fts_reader import FtsReader
+from ragweedd.store.types import Terms, all_of, any_of, describe
 from tests.query_support import fts_db, fts_search, idf_cache, require_wordnet
 
 CORPUS = (
@@ -65,10 +67,25 @@ def test_a_one_word_period_finds_the_rows_that_write_it_out():
         rows.close()
 
 
-def test_fts_string_quotes_only_alphanumerics():
-    assert fts_string('he"art') == '"he art"'
-    assert fts_string("heart attack") == '"heart attack"'
-    assert fts_string("*^-:()") is None
+def test_a_word_becomes_a_phrase_of_alphanumerics_only():
+    assert phrase_of('he"art') == Terms(("he", "art"))
+    assert phrase_of("heart attack") == Terms(("heart", "attack"))
+    assert phrase_of("*^-:()") is None
+
+
+def test_each_backend_renders_the_query_tree_with_no_operator_from_a_word():
+    from ragweedd.store.postgres.pg_keyword import tsquery_sql
+    from ragweedd.store.sqlite.rag_keywords import fts5_match
+
+    q = any_of([Terms(("heart", "attack")), all_of([Terms(("cell",)), Terms(('di"vid',))])])
+    assert fts5_match(q) == '("heart attack" OR ("cell" AND "di""vid"))'
+    assert describe(q) == '"heart attack" OR ("cell" AND "di""vid")'
+    sql, params = tsquery_sql(q)
+    assert sql == "(%s::tsquery || (%s::tsquery && %s::tsquery))"
+    assert params == ["'heart' <-> 'attack'", "'cell'", "'di\"vid'"]
+    assert all_of([Terms(("x",))]) == Terms(("x",)) == any_of([Terms(("x",))])
+    with pytest.raises(RequestError):
+        any_of([])
 
 
 HOSTILE = ['"', '""', '"unbalanced', "NEAR(cell membrane, 2)", "cell*", "^cell", "-cell", "content:cell",

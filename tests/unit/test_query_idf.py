@@ -9,9 +9,9 @@ import pytest
 
 from ragweedd import keyterms
 from ragweedd.query.idf import IdfCache, idf  # noqa: E402
-from ragweedd.store.fts_reader import STEMMER, FtsReader  # noqa: E402
-from ragweedd.store.idf_cache_db import META_N, META_SEQ, IdfCacheDB  # noqa: E402
-from ragweedd.store.ingest_db import IngestDB  # noqa: E402
+from ragweedd.store.sqlite.fts_reader import STEMMER, FtsReader  # noqa: E402
+from ragweedd.store.sqlite.idf_cache_db import META_N, META_SEQ, IdfCacheDB  # noqa: E402
+from ragweedd.store.sqlite.ingest_db import IngestDB  # noqa: E402
 from tests.query_support import fts_db  # noqa: E402
 
 TEXTS = ["cells divide", "the cell", "the running dogs", "a café in Zürich", "the the", "the heart attack risk"]

@@ -1,0 +1,1 @@
+"""The PostgreSQL backend: one shared database with pgvector (docs/postgres.md)."""

@@ -1,0 +1,1 @@
+"""The SQLite backend: one data directory of SQLite files (docs/architecture.md)."""

@@ -12,22 +12,24 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from ragweedd.config import Config
 from ragweedd.errors import RagweedError
 from ragweedd.logging import get_logger
-from ragweedd.paths import Paths
-from ragweedd.services import Services
+
+if TYPE_CHECKING:
+    from ragweedd.services import Services
 
 log = get_logger("ragweedd.daemon")
 ROOT_CHECK_S = 5.0  # how often roots are stat-ed to notice an unmount or a return (one stat each)
 
 
 class Core:
-    def __init__(self, cfg: Config, paths: Paths, embedder: Any, index: Any, *, extract: Callable | None = None,
-                 watcher_factory: Callable | None = None, passes: Any = None, migration: Any = None,
-                 stores: Any = None) -> None:
+    def __init__(self, services: Services, embedder: Any, index: Any, passes: Any, *, extract: Callable | None = None,
+                 watcher_factory: Callable | None = None, migration: Any = None) -> None:
+        """``services``: what the faces use, built by the composition root around the same
+        ``embedder``, ``index``, extra embedding ``passes`` and stores; the core runs the ingest
+        side beside them."""
         from ragweedd.ingest.worker import Workers
         from ragweedd.watch.collections import Collections
         from ragweedd.watch.debounce import Debouncer
@@ -35,16 +37,13 @@ class Core:
 
         from ragweedd.chunk.context import index_embedder_id
 
+        self.services = services
+        cfg, paths = services.cfg, services.paths
         self.cfg, self.paths, self.embedder, self.index = cfg, paths, embedder, index
         # What a collection's vectors are recorded as made by: the model and its input format.
         self.index_embedder_id = index_embedder_id(embedder.id, cfg.chunk_context)
         self.started_at = time.time()
-        from ragweedd.embed.passes import Passes
-
-        self.passes = passes if passes is not None else Passes.none()  # extra embedding passes
-        self.services = Services(cfg, paths, embedder=embedder, indexes=index,
-                                 collection_names=lambda: list(self.collections.items), passes=self.passes,
-                                 stores=stores)
+        self.passes = passes  # extra embedding passes
         # The queue, the ingest state and the chunks: the data directory's files, or a database
         # server's shared with the other machines' daemons (``server``, which has more to do).
         self.stores = self.services.stores

@@ -421,8 +421,6 @@ def _open_local_daemon(cfg: Config, paths: Paths, stores: StoreBackend, *, embed
                        watcher_factory: Callable | None) -> Core:
     """The daemon on the data directory's own files, with an index of its own to keep in step and
     a change of embed.model made beside the serving one (ragweedd/ingest/model_swap.py)."""
-    from ragweedd.daemon_core import Core
-
     _adopt_unrecorded(cfg, stores)
     from ragweedd.ingest.index_sync import IndexSync
     from ragweedd.ingest.model_swap import blocked, daemon_collections, prepare
@@ -455,8 +453,8 @@ def _open_local_daemon(cfg: Config, paths: Paths, stores: StoreBackend, *, embed
     # the new model's vectors get their index beside the old one while they are made
     building = {migration.space: migration.dim} if migration is not None and not migration.blocked else {}
     index = IndexSync(cfg, paths, embedder.dim, {**passes.dims(), **building}, stores=stores)
-    return Core(cfg, paths, embedder, index, extract=extract, watcher_factory=watcher_factory, passes=passes,
-                migration=migration, stores=stores)
+    return _core(cfg, paths, stores, embedder, index, passes, extract=extract, watcher_factory=watcher_factory,
+                 migration=migration)
 
 
 def _adopt_unrecorded(cfg: Config, stores: StoreBackend) -> None:
@@ -482,7 +480,6 @@ def _open_server_daemon(cfg: Config, paths: Paths, stores: StoreBackend, *, embe
     """The daemon on a database server that indexes its vectors itself (PostgreSQL + pgvector):
     no index files to keep in step, and the collections' embedder is shared by every machine, so a
     change of model is not made by one daemon on its own (docs/postgres.md)."""
-    from ragweedd.daemon_core import Core
     from ragweedd.index.server_index import ServerIndexes
     from ragweedd.ingest.vectorize import open_passes
 
@@ -492,5 +489,20 @@ def _open_server_daemon(cfg: Config, paths: Paths, stores: StoreBackend, *, embe
         embedder = make_embedder(cfg.embed_model, cfg)
     int(embedder.dim), embedder.id  # an Ollama model's server is first asked here
     passes = open_passes(cfg, embedder)
-    return Core(cfg, paths, embedder, ServerIndexes(stores), extract=extract, watcher_factory=watcher_factory,
-                passes=passes, stores=stores)
+    return _core(cfg, paths, stores, embedder, ServerIndexes(stores), passes, extract=extract,
+                 watcher_factory=watcher_factory)
+
+
+def _core(cfg: Config, paths: Paths, stores: StoreBackend, embedder: Any, index: Any, passes: Any, *,
+          extract: Callable | None, watcher_factory: Callable | None, migration: Any = None) -> Core:
+    """The services the faces use and the core that runs the ingest side, on the same parts. A
+    search names the collections the core's registry holds, which exists once the core does."""
+    from ragweedd.daemon_core import Core
+
+    registry: list[Core] = []
+    services = Services(cfg, paths, embedder=embedder, indexes=index, passes=passes, stores=stores,
+                        collection_names=lambda: list(registry[0].collections.items))
+    core = Core(services, embedder, index, passes, extract=extract, watcher_factory=watcher_factory,
+                migration=migration)
+    registry.append(core)
+    return core

@@ -16,6 +16,7 @@ import json
 import sys
 from typing import Any, TextIO
 
+from ragweedd.cli.ctl_text import print_citation_checks, print_tree, say_rewrite
 from ragweedd.errors import RagweedError, RequestError
 
 
@@ -76,13 +77,6 @@ def _conversation(services, args) -> str | None:
     if not items:
         raise RequestError("there is no conversation to follow up yet: ask a first question without --follow-up")
     return str(items[0]["id"])
-
-
-def say_rewrite(rw: dict | None, err: TextIO) -> None:
-    """Before the answer, on stderr: what a follow-up was searched as (the same words as ragweedctl)."""
-    from ragweedd.cli.ctl_threads import say_rewrite as say
-
-    say(rw, err)
 
 
 async def _print(services, events, as_json: bool, out: TextIO, err: TextIO) -> int:
@@ -151,66 +145,3 @@ def print_sources(rec: dict, out: TextIO) -> None:
     if filtered:
         out.write(f"({len(filtered)} passage{'s' if len(filtered) != 1 else ''} judged irrelevant by annotation "
                   "were left out)\n")
-
-
-def print_tree(rec: dict, out: TextIO) -> None:
-    """What a tree-mode answer read: the documents chosen, the sections opened with their pages, or
-    why it fell back to ordinary retrieval. Shared by ``ragweedd ask`` and ``ragweedctl ask``."""
-    from ragweedd.cli.ctl_text import safe
-
-    tree = rec.get("tree")
-    if not tree:
-        return
-    if tree.get("fallback"):
-        fb = tree["fallback"]
-        out.write(f"\nTree mode fell back to ordinary retrieval at the {fb.get('stage')} step: "
-                  f"{safe(_clip(fb.get('reason', '')))}\n")
-        return
-    docs = ", ".join(safe(d.get("title") or d.get("source_file") or "") for d in tree.get("documents") or [])
-    out.write(f"\nTree mode: {len(tree.get('documents') or [])} of {tree.get('candidates', '?')} documents "
-              f"chosen ({docs}); sections opened:\n")
-    for s in tree.get("sections") or []:
-        pages = s.get("pages")
-        where = "" if not pages else f"  (p. {pages[0]})" if pages[0] == pages[1] else f"  (pp. {pages[0]}-{pages[1]})"
-        cut = s.get("chunks_left_out") or 0
-        read = "" if not cut else f"; read {s.get('chunks_read')} of {s.get('chunks')} chunks, the rest did not fit"
-        out.write(f"  {s.get('id')} {safe(' > '.join(s.get('path') or [s.get('title', '')]))}{where}{read}\n")
-
-
-CLAIM_CHARS = 160
-
-
-def _clip(text: str, n: int = CLAIM_CHARS) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= n else text[:n].rsplit(" ", 1)[0] + " …"
-
-
-def print_citation_checks(rec: dict, out: TextIO) -> None:
-    """The verdict of the citation check (ragweedd/answer/verify.py): a count, then every claim
-    whose cited source does not hold it, marked UNSUPPORTED, with what the source lacks and the
-    source's closest sentence. Shared by ``ragweedd ask`` and ``ragweedctl ask``."""
-    from ragweedd.cli.ctl_text import safe
-
-    summary = rec.get("citations_verified")
-    checks = rec.get("citation_checks") or []
-    if not summary or not checks:
-        return
-    bad = [c for c in checks if not c.get("supported")]
-    how = "terms and an entailment model" if summary.get("method") == "terms+llm" else "terms"
-    out.write(f"\nCitation check ({how}): {len(checks) - len(bad)} of {len(checks)} citations supported"
-              + ("." if not bad else f", {len(bad)} UNSUPPORTED:") + "\n")
-    for c in bad:
-        out.write(f"  UNSUPPORTED [{c.get('n')}] {safe(_clip(c.get('claim', '')))}\n")
-        why = [m for m in c.get("missing") or []][:8]
-        if why:
-            out.write(f"      not in source {c.get('n')}: {safe(', '.join(why))}\n")
-        elif c.get("no_source"):
-            out.write(f"      there is no source {c.get('n')}: the answer cites a number it was not given\n")
-        elif c.get("entailed") is False:
-            out.write(f"      the entailment model says source {c.get('n')} does not support it\n")
-        best = c.get("source_sentence") or {}
-        if best.get("text"):  # its character offsets are in --json
-            out.write(f"      closest in [{c.get('n')}]: {safe(_clip(best['text']))}\n")
-    err = (summary.get("entailment") or {}).get("error")
-    if err:
-        out.write(f"(the entailment check failed, terms only: {safe(_clip(err, 200))})\n")

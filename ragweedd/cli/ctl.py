@@ -19,7 +19,8 @@ import sys
 from ragweedd import __version__
 from ragweedd.cli.exits import (EXIT_ERROR, EXIT_OK, EXIT_USAGE, UsageError, argv_wants_json, print_json_error,
                                  quiet_broken_pipe, usage_error_raiser)
-from ragweedd.cli.ctl_http import Client, CtlError, api_error, bad_reply, parse_json, sse_events
+from ragweedd.cli.ctl_http import (Client, CtlError, api_error, bad_reply, parse_json, path_segment, query_string,
+                                   sse_events)
 from ragweedd.cli.ctl_text import (SafeWriter, _duration, _print_json, _print_sources, _where, ingest_line,
                                     print_hit_list, safe, safe_text, use_color, vectors_line)
 from ragweedd.cli.open_ui import add_open_parser, cmd_open
@@ -49,19 +50,6 @@ def _state_dir(arg: str | None) -> str:
 
 
 # --------------------------------------------------------------------------- output helpers
-def _q(params: dict) -> str:
-    from urllib.parse import urlencode  # light: no email/ssl
-
-    items = {k: v for k, v in params.items() if v is not None}
-    return ("?" + urlencode(items)) if items else ""
-
-
-def _seg(s: str) -> str:
-    from urllib.parse import quote
-
-    return quote(s, safe="")
-
-
 # --------------------------------------------------------------------------- commands
 def cmd_status(c: Client, a, out) -> int:
     if a.watch:
@@ -133,7 +121,7 @@ def cmd_ask(c: Client, a, out) -> int:
             from ragweedd.cli.ctl_threads import conversation_to_continue
 
             conversation_to_continue(c, a)  # says why the two do not go together
-        path, body = f"/v1/ask/{_seg(a.continue_id)}/continue", None
+        path, body = f"/v1/ask/{path_segment(a.continue_id)}/continue", None
         if not a.json:
             path += "?stream=true"
     else:
@@ -165,7 +153,7 @@ def cmd_ask(c: Client, a, out) -> int:
         if event == "sources":
             sources = ev.get("sources", [])
             if ev.get("rewrite"):  # what a follow-up was searched as, before its answer
-                from ragweedd.cli.ctl_threads import say_rewrite
+                from ragweedd.cli.ctl_text import say_rewrite
 
                 say_rewrite(ev["rewrite"])
         elif event == "token":
@@ -185,7 +173,7 @@ def cmd_ask(c: Client, a, out) -> int:
     # the done event's sources are the numbered ones the answer's [N] refer to (the first event lists
     # everything retrieved, before annotation and packing)
     _print_sources(done.get("sources") or sources, out)
-    from ragweedd.cli.ask import print_citation_checks, print_tree
+    from ragweedd.cli.ctl_text import print_citation_checks, print_tree
 
     print_citation_checks(done, out)
     print_tree(done, out)
@@ -195,7 +183,7 @@ def cmd_ask(c: Client, a, out) -> int:
         out.write("\n(the answer was cut at max_tokens; continue with: "
                   f"ragweedctl ask --continue {safe(done.get('history_id'))})\n")
     if done.get("conversation_id"):
-        from ragweedd.cli.ctl_threads import say_turn
+        from ragweedd.cli.ctl_text import say_turn
 
         say_turn(done)
     return EXIT_OK
@@ -222,7 +210,7 @@ def cmd_add(c: Client, a, out) -> int:
 
 def _simple(method: str, suffix: str, done_msg: str):
     def run(c: Client, a, out) -> int:
-        res = c.call(method, f"/v1/collections/{_seg(a.name)}{suffix}")
+        res = c.call(method, f"/v1/collections/{path_segment(a.name)}{suffix}")
         _print_json(res, out) if a.json else out.write(done_msg.format(name=safe(a.name)) + "\n")
         return EXIT_OK
     return run
@@ -241,7 +229,8 @@ def cmd_upload(c: Client, a, out) -> int:
     except OSError as e:
         raise CtlError(f"cannot read {a.file}: {e.strerror}", EXIT_USAGE) from None
     name = a.name_as or os.path.basename(a.file)
-    res = c.call("POST", f"/v1/collections/{_seg(a.collection)}/documents" + _q({"filename": name}), raw=data)
+    res = c.call("POST", f"/v1/collections/{path_segment(a.collection)}/documents" + query_string({"filename": name}),
+                 raw=data)
     if not a.json:
         out.write(f"uploaded {safe(name)} to {safe(a.collection)} ({len(data)} bytes)\n")
         return EXIT_OK
@@ -251,7 +240,7 @@ def cmd_upload(c: Client, a, out) -> int:
 
 def cmd_docs(c: Client, a, out) -> int:
     if a.doc_key:
-        d = c.call("GET", f"/v1/documents/{_seg(a.doc_key)}")
+        d = c.call("GET", f"/v1/documents/{path_segment(a.doc_key)}")
         if a.json:
             _print_json(d, out)
             return EXIT_OK
@@ -263,7 +252,7 @@ def cmd_docs(c: Client, a, out) -> int:
             place = _where({**ch, 'collection': d.get('collection'), 'filename': d.get('filename')})
             out.write(f"  #{safe(ch.get('chunk_idx'))} {place}: {safe(text[:160])}\n")
         return EXIT_OK
-    res = c.call("GET", "/v1/documents" + _q({"collection": a.collection, "state": a.state,
+    res = c.call("GET", "/v1/documents" + query_string({"collection": a.collection, "state": a.state,
                                                 "path_glob": a.path_glob, "offset": a.offset, "limit": a.limit}))
     if a.json:
         _print_json(res, out)

@@ -38,6 +38,21 @@ MAX_EVENT = 16 * 2**20  # one SSE event
 MAX_JSON_DEPTH = 64  # the contract's shapes nest about 6 deep
 
 
+def query_string(params: dict) -> str:
+    """``?a=1&b=2`` of the parameters that are set ('' when none is)."""
+    from urllib.parse import urlencode  # light: no email/ssl
+
+    items = {k: v for k, v in params.items() if v is not None}
+    return ("?" + urlencode(items)) if items else ""
+
+
+def path_segment(s: str) -> str:
+    """``s`` as one segment of a route's path (a '/' in a name does not open another)."""
+    from urllib.parse import quote
+
+    return quote(s, safe="")
+
+
 class CtlError(RagweedError):
     """An error as ragweedctl shows it: ``message`` (what went wrong), and what to do as ``hint``
     or as an ``action`` of ragweedd.errors.FIXES, which each face words itself (``say``);

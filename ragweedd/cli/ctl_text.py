@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -295,3 +296,86 @@ def _duration(s: float) -> str:
     if s < 5400:
         return f"{round(s / 60)} min"
     return f"{s // 3600} h {s // 60 % 60:02d} min"
+
+
+def say_rewrite(rw: dict | None, err=None) -> None:
+    """On stderr, before the answer: the query a follow-up was searched as, never hidden."""
+    err = err or sys.stderr
+    if not isinstance(rw, dict) or rw.get("method") == "none":
+        return
+    if rw.get("rewritten"):
+        how = f"rewritten by {rw['llm']['provider']}" if rw.get("llm") else \
+            "carried from the earlier turns: " + ", ".join(safe(w) for w in rw.get("carried") or [])
+        err.write(f"searched for: {safe(rw.get('query'))}  ({how})\n")
+    elif rw.get("llm", {}).get("error"):
+        err.write(f"note: {safe(rw.get('reason'))}\n")
+    if rw.get("filters_carried"):
+        shown = ", ".join(f"{k} {safe(v)}" for k, v in (rw.get("filters") or {}).items())
+        err.write(f"filters of the earlier turn: {shown}\n")
+
+
+def say_turn(done: dict, err=None) -> None:
+    """On stderr, after the answer: which conversation and turn it is, and how to follow it up."""
+    err = err or sys.stderr
+    if done.get("conversation_id"):
+        err.write(f"conversation {safe(done['conversation_id'])}, turn {safe(done.get('turn'))} "
+                  f"(follow up with: ragweedctl ask -f QUESTION)\n")
+
+
+def print_tree(rec: dict, out) -> None:
+    """What a tree-mode answer read: the documents chosen, the sections opened with their pages, or
+    why it fell back to ordinary retrieval. Shared by ``ragweedd ask`` and ``ragweedctl ask``."""
+    tree = rec.get("tree")
+    if not tree:
+        return
+    if tree.get("fallback"):
+        fb = tree["fallback"]
+        out.write(f"\nTree mode fell back to ordinary retrieval at the {fb.get('stage')} step: "
+                  f"{safe(clip(fb.get('reason', '')))}\n")
+        return
+    docs = ", ".join(safe(d.get("title") or d.get("source_file") or "") for d in tree.get("documents") or [])
+    out.write(f"\nTree mode: {len(tree.get('documents') or [])} of {tree.get('candidates', '?')} documents "
+              f"chosen ({docs}); sections opened:\n")
+    for s in tree.get("sections") or []:
+        pages = s.get("pages")
+        where = "" if not pages else f"  (p. {pages[0]})" if pages[0] == pages[1] else f"  (pp. {pages[0]}-{pages[1]})"
+        cut = s.get("chunks_left_out") or 0
+        read = "" if not cut else f"; read {s.get('chunks_read')} of {s.get('chunks')} chunks, the rest did not fit"
+        out.write(f"  {s.get('id')} {safe(' > '.join(s.get('path') or [s.get('title', '')]))}{where}{read}\n")
+
+
+CLAIM_CHARS = 160
+
+
+def clip(text: str, n: int = CLAIM_CHARS) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[:n].rsplit(" ", 1)[0] + " …"
+
+
+def print_citation_checks(rec: dict, out) -> None:
+    """The verdict of the citation check (ragweedd/answer/verify.py): a count, then every claim
+    whose cited source does not hold it, marked UNSUPPORTED, with what the source lacks and the
+    source's closest sentence. Shared by ``ragweedd ask`` and ``ragweedctl ask``."""
+    summary = rec.get("citations_verified")
+    checks = rec.get("citation_checks") or []
+    if not summary or not checks:
+        return
+    bad = [c for c in checks if not c.get("supported")]
+    how = "terms and an entailment model" if summary.get("method") == "terms+llm" else "terms"
+    out.write(f"\nCitation check ({how}): {len(checks) - len(bad)} of {len(checks)} citations supported"
+              + ("." if not bad else f", {len(bad)} UNSUPPORTED:") + "\n")
+    for c in bad:
+        out.write(f"  UNSUPPORTED [{c.get('n')}] {safe(clip(c.get('claim', '')))}\n")
+        why = [m for m in c.get("missing") or []][:8]
+        if why:
+            out.write(f"      not in source {c.get('n')}: {safe(', '.join(why))}\n")
+        elif c.get("no_source"):
+            out.write(f"      there is no source {c.get('n')}: the answer cites a number it was not given\n")
+        elif c.get("entailed") is False:
+            out.write(f"      the entailment model says source {c.get('n')} does not support it\n")
+        best = c.get("source_sentence") or {}
+        if best.get("text"):  # its character offsets are in --json
+            out.write(f"      closest in [{c.get('n')}]: {safe(clip(best['text']))}\n")
+    err = (summary.get("entailment") or {}).get("error")
+    if err:
+        out.write(f"(the entailment check failed, terms only: {safe(clip(err, 200))})\n")

@@ -6,11 +6,10 @@ so ragweedctl's start-up stays what it was."""
 from __future__ import annotations
 
 import re
-import sys
 from typing import Any
 
-from ragweedd.cli.ctl_http import Client, CtlError
-from ragweedd.cli.ctl_text import _print_json, _print_sources, safe, safe_text
+from ragweedd.cli.ctl_http import Client, CtlError, path_segment, query_string
+from ragweedd.cli.ctl_text import _print_json, _print_sources, print_citation_checks, print_tree, safe, safe_text
 from ragweedd.cli.exits import EXIT_OK, EXIT_USAGE
 from ragweedd.contract import CONVERSATION_ID_PATTERN
 
@@ -19,12 +18,6 @@ _CONVERSATION = re.compile(CONVERSATION_ID_PATTERN.replace("$", r"\Z"))
 
 def is_conversation_id(text: str) -> bool:
     return bool(_CONVERSATION.match(text or ""))
-
-
-def _seg(s: str) -> str:
-    from urllib.parse import quote
-
-    return quote(s, safe="")
 
 
 def conversation_to_continue(c: Client, a) -> str | None:
@@ -46,30 +39,6 @@ def conversation_to_continue(c: Client, a) -> str | None:
     return str(items[0]["id"])
 
 
-def say_rewrite(rw: dict | None, err=None) -> None:
-    """On stderr, before the answer: the query a follow-up was searched as, never hidden."""
-    err = err or sys.stderr
-    if not isinstance(rw, dict) or rw.get("method") == "none":
-        return
-    if rw.get("rewritten"):
-        how = f"rewritten by {rw['llm']['provider']}" if rw.get("llm") else \
-            "carried from the earlier turns: " + ", ".join(safe(w) for w in rw.get("carried") or [])
-        err.write(f"searched for: {safe(rw.get('query'))}  ({how})\n")
-    elif rw.get("llm", {}).get("error"):
-        err.write(f"note: {safe(rw.get('reason'))}\n")
-    if rw.get("filters_carried"):
-        shown = ", ".join(f"{k} {safe(v)}" for k, v in (rw.get("filters") or {}).items())
-        err.write(f"filters of the earlier turn: {shown}\n")
-
-
-def say_turn(done: dict, err=None) -> None:
-    """On stderr, after the answer: which conversation and turn it is, and how to follow it up."""
-    err = err or sys.stderr
-    if done.get("conversation_id"):
-        err.write(f"conversation {safe(done['conversation_id'])}, turn {safe(done.get('turn'))} "
-                  f"(follow up with: ragweedctl ask -f QUESTION)\n")
-
-
 # --------------------------------------------------------------------------- history
 def cmd_history(c: Client, a, out) -> int:
     if a.delete:
@@ -82,9 +51,7 @@ def cmd_history(c: Client, a, out) -> int:
         return _entry(c, a, out)
     if a.threads:
         return _threads(c, a, out)
-    from ragweedd.cli.ctl import _q
-
-    res = c.call("GET", "/v1/history" + _q({"offset": a.offset, "limit": a.limit}))
+    res = c.call("GET", "/v1/history" + query_string({"offset": a.offset, "limit": a.limit}))
     if a.json:
         _print_json(res, out)
         return EXIT_OK
@@ -96,9 +63,7 @@ def cmd_history(c: Client, a, out) -> int:
 
 
 def _threads(c: Client, a, out) -> int:
-    from ragweedd.cli.ctl import _q
-
-    res = c.call("GET", "/v1/conversations" + _q({"offset": a.offset, "limit": a.limit}))
+    res = c.call("GET", "/v1/conversations" + query_string({"offset": a.offset, "limit": a.limit}))
     if a.json:
         _print_json(res, out)
         return EXIT_OK
@@ -112,7 +77,7 @@ def _threads(c: Client, a, out) -> int:
 
 
 def _thread(c: Client, a, out) -> int:
-    t = c.call("GET", f"/v1/conversations/{_seg(a.history_id)}")
+    t = c.call("GET", f"/v1/conversations/{path_segment(a.history_id)}")
     if a.json:
         _print_json(t, out)
         return EXIT_OK
@@ -126,7 +91,7 @@ def _thread(c: Client, a, out) -> int:
 
 
 def _entry(c: Client, a, out) -> int:
-    h = c.call("GET", f"/v1/history/{_seg(a.history_id)}")
+    h = c.call("GET", f"/v1/history/{path_segment(a.history_id)}")
     if a.json:
         _print_json(h, out)
         return EXIT_OK
@@ -149,14 +114,12 @@ def _print_answer(h: dict[str, Any], out) -> None:
     if h.get("answer"):
         out.write(f"\n{safe_text(h['answer'])}\n")
     _print_sources(h.get("sources") or h.get("results") or [], out)
-    from ragweedd.cli.ask import print_citation_checks, print_tree
-
     print_citation_checks(h, out)  # as ragweedctl ask printed them when it answered
     print_tree(h, out)
 
 
 def _delete(c: Client, a, out) -> int:
-    res = c.call("DELETE", f"/v1/conversations/{_seg(a.delete)}")
+    res = c.call("DELETE", f"/v1/conversations/{path_segment(a.delete)}")
     if a.json:
         _print_json(res, out)
         return EXIT_OK

@@ -13,7 +13,8 @@ import pytest
 
 
 from ragweedd.answer import answer_question  # noqa: E402
-from ragweedd.cli.ask import print_citation_checks, print_sources  # noqa: E402
+from ragweedd.cli.ask import print_sources  # noqa: E402
+from ragweedd.cli.ctl_text import print_citation_checks  # noqa: E402
 from ragweedd.config import default_config  # noqa: E402
 from tests.hashed_world import llm_server_fixtures, provider_for  # noqa: E402
 

@@ -10,7 +10,8 @@ import re
 
 import pytest
 
-from ragweedd.cli.ask import print_citation_checks, print_sources
+from ragweedd.cli.ask import print_sources
+from ragweedd.cli.ctl_text import print_citation_checks
 from ragweedd.cli.ctl_text import (BOLD, NORMAL, SafeWriter, _print_sources, marked_snippet, place, print_hit_list,
                                    strength, use_color)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ragweedd.answer import NO_LLM_LABEL
-from ragweedd.answer.history import HistoryStore
+from tests.history_support import open_history
 from tests.fakes.llm_server import API_KEY, FakeLLMServer
 from tests.system.conftest import ROOT, Daemon, serving, wait_indexed
 
@@ -283,7 +283,7 @@ def test_oneshot_without_llm_prints_labelled_passages_with_citations(plain):
     assert "> Cats purr when they are content." in passages
     assert "    > Cats purr when they are content.\n      file://" in sources and "/cats.md#L3\n" in sources
     hid = entry_id(p.stderr)
-    with HistoryStore(plain.parent / "state" / "history.sqlite3") as s:
+    with open_history(plain.parent / "state" / "history.sqlite3") as s:
         e = s.show(hid)
     assert e["kind"] == "ask" and e["mode"] == "passages" and e["label"] == NO_LLM_LABEL
     assert e["provider"] is None and e["llm_calls"] == 0 and e["answer"] == passages.rstrip("\n")

@@ -276,7 +276,7 @@ def test_printed_quotes_escape_control_characters():
 
 def test_the_ask_flow_hands_the_embedder_to_the_answer_and_the_history_keeps_quotes(tmp_path):
     from ragweedd.answer.ask_flow import AskFlow
-    from ragweedd.answer.history import HistoryStore
+    from tests.history_support import open_history
 
     made = []
 
@@ -292,7 +292,7 @@ def test_the_ask_flow_hands_the_embedder_to_the_answer_and_the_history_keeps_quo
         return Counting()
 
     async def go():
-        with HistoryStore(tmp_path / "h.sqlite3") as hs:
+        with open_history(tmp_path / "h.sqlite3") as hs:
             flow = AskFlow(default_config(), hs, embedder=embedder)
             res = {"results": [hit(LIGHTHOUSE, 0), hit(SOURDOUGH, 1)], "retrieval_meta": {}}
             evs = [e async for e in await flow.ask("how often do I feed the starter?", res)]

@@ -19,7 +19,7 @@ def store_tables() -> set[str]:
     """Every table the store's migrations create (plus the bookkeeping table of migrate())."""
     names = {"schema_migrations"}
     create = re.compile(r"CREATE\s+(?:VIRTUAL\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.I)
-    for f in STORE.glob("*.py"):
+    for f in STORE.rglob("*.py"):  # every backend's subpackage
         names.update(create.findall(f.read_text(encoding="utf-8")))
     return names
 

@@ -48,6 +48,10 @@ class FakeLLMServer:
         self.requests: list[dict] = []
         self.in_flight = 0
         self.max_in_flight = 0
+        # Embedding requests still answered (each takes one); None: every one. At 0 a request waits,
+        # already recorded, until the test allows more: a client's progress then stops where the
+        # test wants it, however busy the machine.
+        self.embed_budget: int | None = None
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_evt: asyncio.Event | None = None
@@ -274,6 +278,20 @@ class FakeLLMServer:
             {"name": f"{n}:latest", "model": f"{n}:latest", "digest": hashlib.sha256(n.encode()).hexdigest(),
              "size": 1} for n in self.embed_dims]})
 
+    def allow_embeds(self, n: int | None) -> None:
+        """Answer ``n`` more embedding requests, then hold the rest (None: answer every one)."""
+        with self._lock:
+            self.embed_budget = n
+
+    def _take_embed(self, texts: list) -> bool:
+        with self._lock:
+            if self.embed_budget is None or texts == ["dimension probe"]:  # a model's load is never held
+                return True
+            if self.embed_budget > 0:
+                self.embed_budget -= 1
+                return True
+            return False
+
     async def _ollama_embed(self, request: web.Request):
         body = await request.json()
         model = str(body.get("model", "")).removesuffix(":latest")
@@ -284,6 +302,8 @@ class FakeLLMServer:
                                   "time": time.monotonic()})
         if model not in self.embed_dims:
             return web.json_response({"error": f'model "{model}" not found, try pulling it first'}, status=404)
+        while not self._take_embed(texts):
+            await asyncio.sleep(0.02)
         if self.embed_fn is not None:
             rows = [list(self.embed_fn(model, t)) for t in texts]
         else:

@@ -79,6 +79,9 @@ def test_a_changed_model_is_built_beside_the_old_one_resumes_after_kill9_and_swi
         d.stop(30)
         d.env["RAGWEED_EMBED_MODEL"] = "ollama:swapmodel"
         d.launcher_args = ["--slow-embed", "0.4"]
+        # The new model answers two batches (4 chunks), then holds the next until the test lets it go
+        # on: the migration is half done at each check below, however slow the machine is.
+        srv.allow_embeds(2)
         d.start()
         m = wait_until(lambda: (lambda m: m if m and m["vectors"] >= 4 else None)(_migration(d)), 60, 0.1,
                        "the migration to be under way")
@@ -104,12 +107,16 @@ def test_a_changed_model_is_built_beside_the_old_one_resumes_after_kill9_and_swi
         # A file added meanwhile gets a vector of the old model at once (searchable now) and one
         # of the new model with the rest.
         (root / "n99.txt").write_text("Note 99 arrives during the migration; codeword mz99k.\n")
+        wait_until(lambda: _spaces(d)["chunks"] == N + 1, 60, 0.1, "the new file's chunk")
+        # the held batch and one more: the new file's old-model vector goes before the second
+        srv.allow_embeds(2)
         wait_until(lambda: _spaces(d)["primary"] == N + 1, 60, 0.1, "the new file's old-model vector")
         assert _top(d, "mz99k") == "n99.txt"
 
-        # kill -9 in the middle
+        # kill -9 in the middle, a batch of the new model held at the server
         wait_until(lambda: _spaces(d).get("next", 0) >= 8, 60, 0.1, "more new vectors")
         d.kill9()
+        srv.allow_embeds(None)
         at_kill = _spaces(d).get("next", 0)
         sent_before = len(_texts_embedded(srv))
         assert at_kill < N + 1, "the test must kill the daemon mid-migration"

@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, 
 from typing import TYPE_CHECKING, Any
 
 from ragweedd import keyterms
-from ragweedd.store.types import PRIMARY, AllOf, Job, KeywordQuery, SkippedFile, Terms
+from ragweedd.store.types import PRIMARY, AllOf, Job, KeywordQuery, SkippedFile, Terms, leaves
 
 K1, B = 1.2, 0.75  # FTS5's bm25() constants
 
@@ -301,12 +301,13 @@ class MemoryRag:
             n = max(len(self._c.chunks), 1)
             avgdl = max(sum(len(ch["terms"]) for ch in self._c.chunks.values()) / n, 1.0)
             scored = []
-            phrases = [t for t in _leaves(query)]
+            phrases = leaves(query)  # a phrase given twice weighs twice, as in FTS5's bm25()
+            dfs = {p: len(self._rows(p)) for p in phrases}  # each phrase's rows counted once per query
             for cid in rows:
                 terms = self._c.chunks[cid]["terms"]
                 s = 0.0
                 for p in phrases:
-                    df = len(self._rows(p))
+                    df = dfs[p]
                     tf = _count(terms, p.terms)
                     if tf:
                         idf = max(math.log((n - df + 0.5) / (df + 0.5)), 1e-6)
@@ -338,10 +339,6 @@ class MemoryRag:
         chunks = {cid: self._c.chunks[cid]["terms"] for cid in ids if cid in self._c.chunks}
         return ({cid: len(t) for cid, t in chunks.items()},
                 {cid: {w: t.count(w) for w in terms if w in t} for cid, t in chunks.items()})
-
-
-def _leaves(q: KeywordQuery) -> list[Terms]:
-    return [q] if isinstance(q, Terms) else [t for p in q.parts for t in _leaves(p)]
 
 
 def _count(terms: list[str], phrase: tuple[str, ...]) -> int:

@@ -239,12 +239,22 @@ class LLMReranker:
 
     async def _each(self, provider, query, hits, out: RerankOutcome) -> list[float]:
         sem = asyncio.Semaphore(self.concurrency)
+        failed = asyncio.Event()
 
         async def one(hit) -> float:
             async with sem:
-                r = await provider.complete(each_messages(query, hit), max_tokens=EACH_MAX_TOKENS, temperature=0.0)
-            _count(out, r.usage)
-            return parse_yes_no(r.text)
+                # Set before the slot is given up: a call waiting for the slot of a failed one is
+                # never started (it would only add cost to a result that is not used).
+                if failed.is_set():
+                    return 0.0
+                try:
+                    r = await provider.complete(each_messages(query, hit), max_tokens=EACH_MAX_TOKENS,
+                                                temperature=0.0)
+                    _count(out, r.usage)
+                    return parse_yes_no(r.text)
+                except BaseException:
+                    failed.set()
+                    raise
 
         tasks = [asyncio.ensure_future(one(h)) for h in hits]
         try:

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from ragweedd.cli.ctl_http import CtlError
-from ragweedd.errors import KeyFileError
+from ragweedd.errors import ConfigError, KeyFileError
 from ragweedd.keyfile import KEY_PROVIDERS, keys_file, read_keys, unknown_provider, write_keys
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
@@ -108,8 +108,11 @@ def _offer_synthesis(provider: str, todo: str, target: Path | None, model: str, 
         return
     try:
         set_synthesis(target, model)
-    except (OSError, ValueError) as e:
+    except OSError as e:
         out.write(f"not changed: {e}\n")
+        return
+    except ConfigError as e:
+        out.write(f"not changed: {e.message}\n")
         return
     out.write(f"set in {target}; restart the daemon to use it (Ctrl-C and start it again, or "
               "`systemctl --user restart ragweedd` for the service)\n")
@@ -142,7 +145,7 @@ def set_synthesis(path: Path, model: str) -> None:
     try:
         load_config(text=new, env={})
     except RagweedError as e:
-        raise ValueError(f"{path} would not be a valid configuration ({e}); edit it by hand") from None
+        raise ConfigError(f"{path} would not be a valid configuration ({e})", hint="edit it by hand") from None
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(new, encoding="utf-8")

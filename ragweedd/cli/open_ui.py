@@ -17,6 +17,8 @@ import html
 import json  # ragweedctl has imported it already
 import os
 
+from ragweedd.cli.ctl_http import bad_reply
+
 SIGN_IN_FILE = "open.html"
 
 
@@ -59,7 +61,7 @@ def cmd_open(c, a, out) -> int:
         return 0
     url = res["url"]
     if not isinstance(url, str) or not url.startswith("http://"):
-        raise ValueError("the login URL is not an http:// URL")
+        raise bad_reply(f"the login URL is not an http:// URL: {str(url)[:80]!r}")
     out.write(f"{url}\n")
     if a.print_only:
         out.write("(the link works once, within the next minute)\n")

@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
-from ragweedd.errors import JudgeError
+from ragweedd.errors import JudgeError, RequestError
 
 if TYPE_CHECKING:
     from ragweedd.llm.base import ChatProvider
@@ -109,26 +109,26 @@ def load(path: str | os.PathLike) -> list[Item]:
 
 def _item(obj: Any, n: int) -> Item:
     if not isinstance(obj, dict):
-        raise ValueError(f"a line must be a JSON object, not {type(obj).__name__}")
+        raise RequestError(f"a line must be a JSON object, not {type(obj).__name__}")
     q = obj.get("question")
     if not isinstance(q, str) or not q.strip():
-        raise ValueError("'question' must be a non-empty string")
+        raise RequestError("'question' must be a non-empty string")
     ref = obj.get("reference")
     if ref is not None and (not isinstance(ref, str) or not ref.strip()):
-        raise ValueError("'reference' must be a non-empty string when given")
+        raise RequestError("'reference' must be a non-empty string when given")
     rel = obj.get("relevant")
     files: list[str] = []
     if rel is not None:
         if not isinstance(rel, list):
-            raise ValueError("'relevant' must be a list of file names (or {\"file\": ...} objects)")
+            raise RequestError("'relevant' must be a list of file names (or {\"file\": ...} objects)")
         for r in rel:
             f = r.get("file") if isinstance(r, dict) else r
             if not isinstance(f, str) or not f.strip():
-                raise ValueError(f"'relevant' holds {r!r}; each must be a file name or {{\"file\": \"...\"}}")
+                raise RequestError(f"'relevant' holds {r!r}; each must be a file name or {{\"file\": \"...\"}}")
             files.append(f)
     unknown = set(obj) - {"id", "question", "reference", "relevant"}
     if unknown:
-        raise ValueError(f"unknown field(s) {', '.join(sorted(unknown))}")
+        raise RequestError(f"unknown field(s) {', '.join(sorted(unknown))}")
     return Item(str(obj.get("id") or n), q.strip(), ref.strip() if ref else None, files)
 
 

@@ -78,8 +78,10 @@ def read_lines(path: str | os.PathLike, parse: Callable[[Any, int], T], hint: st
             raise RequestError(f"{p}, line {n}: not JSON ({e})", hint=hint) from None
         try:
             out.append(parse(obj, n))
-        except (ValueError, TypeError, KeyError) as e:
-            raise RequestError(f"{p}, line {n}: {e}", hint=hint) from None
+        except RequestError as e:  # what the line lacks, said by the parser
+            raise RequestError(f"{p}, line {n}: {e.message}", hint=hint) from None
+        except (ValueError, TypeError, KeyError) as e:  # a FinanceBench field of the wrong kind
+            raise RequestError(f"{p}, line {n}: {type(e).__name__}: {e}", hint=hint) from None
     if not out:
         raise RequestError(f"{p} holds no questions", hint=hint)
     return out
@@ -92,7 +94,7 @@ def load(path: str | os.PathLike) -> list[Question]:
 
 def _question(obj: Any, n: int) -> Question:
     if not isinstance(obj, dict):
-        raise ValueError("not a JSON object")
+        raise RequestError("not a JSON object")
     if "question" in obj and "doc_name" in obj:  # FinanceBench's layout; its pages are 0-based
         rel = [Relevant(str(e["doc_name"]), int(e["evidence_page_num"]) + 1)
                for e in obj.get("evidence") or [] if e.get("evidence_page_num") is not None]
@@ -101,7 +103,7 @@ def _question(obj: Any, n: int) -> Question:
     query = _text(obj.get("query"), "query")
     relevant = obj.get("relevant")
     if not isinstance(relevant, list) or not relevant:
-        raise ValueError("'relevant' must be a non-empty list of {\"file\", \"page\"?}")
+        raise RequestError("'relevant' must be a non-empty list of {\"file\", \"page\"?}")
     rel = []
     for r in relevant:
         if isinstance(r, str):
@@ -109,14 +111,14 @@ def _question(obj: Any, n: int) -> Question:
             continue
         page = r.get("page")
         if page is not None and (not isinstance(page, int) or isinstance(page, bool) or page < 1):
-            raise ValueError(f"'page' must be a whole number from 1, not {page!r}")
+            raise RequestError(f"'page' must be a whole number from 1, not {page!r}")
         rel.append(Relevant(_text(r.get("file"), "relevant[].file"), page))
     return Question(str(obj.get("id") or n), query, rel)
 
 
 def _text(v: Any, name: str) -> str:
     if not isinstance(v, str) or not v.strip():
-        raise ValueError(f"'{name}' must be a non-empty string")
+        raise RequestError(f"'{name}' must be a non-empty string")
     return v
 
 

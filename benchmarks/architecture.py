@@ -41,13 +41,17 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (6, ("ragweedd.llm",)),
     (7, ("ragweedd.query",)),
     (8, ("ragweedd.answer",)),
-    (9, ("ragweedd.status", "ragweedd.engine", "ragweedd.services", "ragweedd.daemon_core")),
+    (9, ("ragweedd.status", "ragweedd.engine", "ragweedd.services", "ragweedd.ingest_line", "ragweedd.daemon_core")),
     (10, ("ragweedd.api", "ragweedd.web", "ragweedd.eval")),
     (11, ("ragweedd.cli", "ragweedd.daemon", "ragweedd.__main__")),
 ]
 CONCRETE_STORE = re.compile(r"^ragweedd\.store\.(?!protocols$|types$|backends$|failures$|served_rot$|__init__$)")
 STORE_CONSTRUCTORS = ("RagDB", "IngestDB", "JobQueue", "HistoryDB", "TreeDB", "IdfCacheDB", "DiskIndexes",
                       "SqliteBackend", "PgBackend", "open_backend", "open_data_dir", "open_store")
+# the stages of the ingest and search lines: built by the composition root and nowhere else
+STAGE_CONSTRUCTORS = ("Pipeline", "Vectorizer", "IndexSync", "Workers", "Collections", "Debouncer", "Searcher",
+                      "ServerIndexes", "VectorSearch", "Core")
+ROOTS = ("ragweedd.services", "ragweedd.ingest_line")
 
 
 def module_name(p: Path) -> str:
@@ -176,14 +180,19 @@ def measure(run_mypy: bool) -> dict:
             if ra != rb:
                 pkg_graph[ra].add(rb)
     room_cycles = sccs(pkg_graph)
-    builders = defaultdict(int)
-    pat = re.compile(r"\b(" + "|".join(STORE_CONSTRUCTORS) + r")\(")
+    builders: dict[str, int] = defaultdict(int)
+    stage_builders: dict[str, int] = defaultdict(int)
+    pat = re.compile(r"(?<![\w.])(" + "|".join(STORE_CONSTRUCTORS) + r")\(")
+    stage_pat = re.compile(r"(?<![\w.])(" + "|".join(STAGE_CONSTRUCTORS) + r")\(")
     for mod, p in mods.items():
-        if mod.startswith("ragweedd.store") or mod == "ragweedd.services":
+        if mod in ROOTS:
             continue
-        n = len(pat.findall(p.read_text()))
-        if n:
-            builders[mod] += n
+        code = "\n".join(line.split("#", 1)[0] for line in p.read_text().splitlines())
+        if not mod.startswith("ragweedd.store"):
+            builders[mod] += len(pat.findall(code))
+        stage_builders[mod] += len(stage_pat.findall(code))
+    builders = {k: v for k, v in builders.items() if v}
+    stage_builders = {k: v for k, v in stage_builders.items() if v}
     out = {
         "files": len(files), "lines": lines,
         "module_cycles": len(module_cycles), "module_cycle_members": module_cycles,
@@ -192,6 +201,7 @@ def measure(run_mypy: bool) -> dict:
         "sibling_stage_imports": sorted(f"{a} -> {b}" for a, b in siblings),
         "modules_importing_concrete_store": sorted(concrete),
         "store_construction_sites": dict(sorted(builders.items())),
+        "stage_construction_sites": dict(sorted(stage_builders.items())),
         "imports_inside_functions": in_func,
     }
     if run_mypy:
@@ -228,7 +238,7 @@ def main() -> None:
     print(table(rows, ["figure", "value"]))
     if args.verbose:
         for k in ("module_cycle_members", "room_cycle_members", "arrows_against_flow", "sibling_stage_imports",
-                  "modules_importing_concrete_store", "store_construction_sites"):
+                  "modules_importing_concrete_store", "store_construction_sites", "stage_construction_sites"):
             print(f"\n{k}:")
             for item in m[k]:
                 print("  ", item if not isinstance(m[k], dict) else f"{item}: {m[k][item]}")

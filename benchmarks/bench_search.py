@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from fts_corpus import RESULTS, chunks
+from ragweedd.store.backends import open_data_dir
 
 
 def build(path: Path, n: int, dim: int = 384) -> Path:
@@ -56,13 +57,13 @@ def search(args) -> dict:
     from ragweedd.config import load_config
     from ragweedd.embed.factory import make_embedder
     from ragweedd.paths import Paths
-    from ragweedd.query.hybrid import Searcher
+    from ragweedd.services import open_oneshot
 
     base = RESULTS / f"search_{args.chunks // 1000}k"
     data = base / "data"
     build(data / "collections" / "bench" / "rag.sqlite3", args.chunks)
     cfg = load_config(text=f'data_dir="{data}"\nstate_dir="{base}/state"\ncache_dir="{base}/cache"\n'
-                           'log_level="warning"\n', env={})
+                           'log_level="warning"\nsearch_cache_size = 0\n', env={})  # every query searched
     paths = Paths.from_config(cfg).ensure()
     if not (paths.collection_dir("bench") / "header.bin").exists():
         # A collection this size is searched through its HNSW files, as after `ragweedd ingest`
@@ -70,14 +71,16 @@ def search(args) -> dict:
         from ragweedd.ingest.index_sync import IndexSync
 
         t_build = time.perf_counter()
-        sync = IndexSync(cfg, paths, 384)
+        sync = IndexSync(cfg, paths, 384, stores=open_data_dir(paths))
         sync.sync("bench")
         sync.close()
         print(f"built the HNSW index of {args.chunks} vectors in {time.perf_counter() - t_build:.1f} s")
     emb = make_embedder(cfg.embed_model, cfg)
     qs = claims(args.queries, seed=9)
     rows: dict[str, list[float]] = {"total": [], "embed": [], "vector": [], "fts": [], "merge": []}
-    with Searcher(cfg, paths, emb, collections=["bench"]) as s:
+    services = open_oneshot(cfg, embedder=emb)  # searched as `ragweedd search` does
+    try:
+        s = services.searcher(["bench"])
         for q in qs[:5]:  # model load, matrix load, page cache
             s.search(q + " warm", limit=10)
         for q in qs:
@@ -86,6 +89,8 @@ def search(args) -> dict:
             rows["total"].append((time.perf_counter() - t) * 1000)
             for k in ("embed", "vector", "fts", "merge"):
                 rows[k].append(res["retrieval_meta"]["timings_ms"].get(k, 0.0))
+    finally:
+        services.close()
     out = {"chunks": args.chunks, "queries": len(qs), "embedder": emb.id, "load_avg": os.getloadavg(), "ms": {}}
     print(f"hybrid search over {args.chunks} chunks, {len(qs)} SciFact claims, top_k {cfg.top_k} (ms); "
           f"load average {out['load_avg'][0]:.1f}")

@@ -21,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._common import peak_rss_mb, table, write_json  # noqa: E402
+from ragweedd.store.backends import open_data_dir
 
 
 def write_text(path: Path, mib: float, single_line: bool) -> None:
@@ -54,8 +55,8 @@ def main() -> int:
         write_text(f, a.mb, a.single_line)
         cfg = load_config(text=f"chunk_size = 256\ningest_max_text_mb = {int(a.mb) + 1}\n"
                                "[embed]\nmodel = 'hash:64'\nbatch_size = 256\n", env={})
-        pipe = Pipeline(cfg, Paths.resolve(str(base / "data"), str(base / "state"), str(base / "cache")),
-                        HashEmbedder(64))
+        paths = Paths.resolve(str(base / "data"), str(base / "state"), str(base / "cache"))
+        pipe = Pipeline(cfg, paths, HashEmbedder(64), stores=open_data_dir(paths))
         before = peak_rss_mb()
         t0 = time.monotonic()
         out = pipe.ingest_file("c", f, folder)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import SCIFACT, peak_rss_mb, table, write_json  # noqa: E402
+from ragweedd.store.backends import open_data_dir
 
 
 def main() -> None:
@@ -69,7 +70,7 @@ def main() -> None:
     emb = make_embedder(cfg.embed_model, cfg)
     emb.embed_batch(["warm up"])
     load_s = time.perf_counter() - t_load
-    pipe = Pipeline(cfg, paths, emb)
+    pipe = Pipeline(cfg, paths, emb, stores=open_data_dir(paths))
     files = sorted(docs.iterdir())
     chunks = 0
     t0 = time.perf_counter()

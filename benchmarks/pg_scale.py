@@ -54,6 +54,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._common import table, write_json  # noqa: E402
+from ragweedd.store.backends import open_data_dir  # noqa: E402
 
 CHUNKS_PER_DOC = 10
 FOLDERS = 100
@@ -305,7 +306,7 @@ def run_sqlite(n_docs: int, dim: int, cfg, work: Path) -> dict:
     t_pub = time.perf_counter() - t0
     print(f"sqlite publish: {n_docs * CHUNKS_PER_DOC} chunks in {t_pub:.1f} s", file=sys.stderr, flush=True)
     t1 = time.perf_counter()
-    sync = IndexSync(cfg, paths, dim)
+    sync = IndexSync(cfg, paths, dim, stores=open_data_dir(paths))
     try:
         sync.sync("bench")  # a first build from the whole log, then the files flushed on close
     finally:

@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._common import table, write_json  # noqa: E402
 from benchmarks.big_text_rss import write_text  # noqa: E402
+from ragweedd.store.backends import open_data_dir
 
 
 class TimedLock:
@@ -105,7 +106,7 @@ def main() -> int:
             return inner(*args, **kw)
 
         setattr(rag_stage, name, marked)
-        pipe = Pipeline(cfg, paths, HashEmbedder(64), defer_vectors=True)
+        pipe = Pipeline(cfg, paths, HashEmbedder(64), defer_vectors=True, stores=open_data_dir(paths))
         try:
             for what in ("first version", "edited version (replaces the first)"):
                 if what.startswith("edited"):

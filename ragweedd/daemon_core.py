@@ -18,6 +18,7 @@ from ragweedd.errors import RagweedError
 from ragweedd.logging import get_logger
 
 if TYPE_CHECKING:
+    from ragweedd.ingest_line import DaemonLine
     from ragweedd.services import Services
 
 log = get_logger("ragweedd.daemon")
@@ -25,23 +26,17 @@ ROOT_CHECK_S = 5.0  # how often roots are stat-ed to notice an unmount or a retu
 
 
 class Core:
-    def __init__(self, services: Services, embedder: Any, index: Any, passes: Any, *, extract: Callable | None = None,
-                 watcher_factory: Callable | None = None, migration: Any = None) -> None:
-        """``services``: what the faces use, built by the composition root around the same
-        ``embedder``, ``index``, extra embedding ``passes`` and stores; the core runs the ingest
-        side beside them."""
-        from ragweedd.ingest.worker import Workers
-        from ragweedd.watch.collections import Collections
-        from ragweedd.watch.debounce import Debouncer
-        from ragweedd.watch.watcher import Watcher
-
-        from ragweedd.chunk.context import index_embedder_id
-
+    def __init__(self, services: Services, line: DaemonLine, passes: Any, *, migration: Any = None) -> None:
+        """Runs ``line``, the ingest line the composition root built on the parts of ``services``
+        (what the faces use: the same stores, embedder and index); ``passes``: the extra embedding
+        passes. The core binds the line's events to itself and starts and stops its stages."""
         self.services = services
+        self.line = line
         cfg, paths = services.cfg, services.paths
-        self.cfg, self.paths, self.embedder, self.index = cfg, paths, embedder, index
+        self.cfg, self.paths = cfg, paths
+        self.embedder, self.index = services.embedder, line.index
         # What a collection's vectors are recorded as made by: the model and its input format.
-        self.index_embedder_id = index_embedder_id(embedder.id, cfg.chunk_context)
+        self.index_embedder_id = line.index_embedder_id
         self.started_at = time.time()
         self.passes = passes  # extra embedding passes
         # The queue, the ingest state and the chunks: the data directory's files, or a database
@@ -54,11 +49,11 @@ class Core:
         # the integrity check, and so the live repair, run now instead of hours later.
         self.rot = ServedRot(lambda: self.jobs.run_now("integrity_check") if self.jobs is not None else None)
         self.stores.on_rot = self.rot
-        self.queue: Any = self.stores.open_jobs(max_tries=cfg.extract_max_tries)
-        # Events go to the collections, which queue what needs the pipeline and write the rows of
-        # files skipped from their stat themselves (watch/skipped.py).
-        self.debouncer = Debouncer(lambda items: self.collections.take_events(items), debounce_s=cfg.debounce_s,
-                                   delete_hold_s=cfg.delete_hold_s)
+        self.queue: Any = line.queue
+        self.debouncer = line.debouncer
+        self.collections = line.collections
+        self.vectorizer = line.vectorizer
+        self.workers = line.workers
         self._scan_wanted: set[str] = set()
         # Scans the scan thread has taken and not finished (walking, or queueing what they found):
         # a name leaves _scan_wanted for here in one hold of _scan_cv, so status always sees it.
@@ -70,11 +65,10 @@ class Core:
         self._scan_cv = threading.Condition()
         self._stopping = False
         self.reindexed: dict[str, str] = {}  # collection -> embedder id it was built with before
-        make_watcher = watcher_factory or Watcher
-        self.collections = Collections(cfg, paths, self.queue, self.debouncer, lambda c: make_watcher(
-            self.debouncer, known_under=c.known_under, is_known=c.is_known,
-            on_root_event=lambda coll, root: self._root_event(), on_overflow=self._overflow,
-            on_rescan=lambda names: self.scan_async(*names)), open_db=self._open_ingest)
+        # the line's events reach the scan thread's state, which exists from here on
+        line.events.root_event = self._root_event
+        line.events.overflow = self._overflow
+        line.events.rescan = lambda names: self.scan_async(*names)
         self.reader = self._open_ingest(readonly=True)  # listings and status: never writes
         if self.server is not None:
             self.queue.serves = lambda: list(self.collections.items)
@@ -82,19 +76,11 @@ class Core:
         self._reader_lock = threading.Lock()
         for name in list(self.collections.items):
             self._reindex_if_embedder_changed(name)
-        from ragweedd.ingest.vectorize import Vectorizer
-
         # A change of embed.model under way (ragweedd/ingest/model_swap.py): ``embedder`` is then the
         # old model, which serves until the daemon calls ``on_migrated`` and switches.
         self.migration = migration
         self.on_migrated: Callable[[], None] | None = None
-        self.vectorizer = Vectorizer(cfg, paths, embedder, self.index_embedder_id,
-                                     collections=lambda: list(self.collections.items), on_changes=self.index.notify,
-                                     passes=self.passes, migration=migration, on_migrated=self._migrated,
-                                     stores=self.stores)
-        self.workers = Workers(cfg, paths, self.queue, embedder, resolve=self.collections.resolve,
-                               on_changes=self.index.notify, on_root_missing=self.collections.on_root_missing,
-                               extract=extract, vectorizer=self.vectorizer, stores=self.stores)
+        line.events.migrated = self._migrated
         self.jobs: Any = None
         self.last_integrity: dict[str, Any] | None = None
         self.repaired: dict[str, Any] = {}  # what the start-up check repaired (ragweedd/store/sqlite/repair.py)

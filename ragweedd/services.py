@@ -33,7 +33,7 @@ from ragweedd.query.hyde import HyDE, make_hyde
 from ragweedd.query.rerank import Reranker, make_reranker, rerank_result
 from ragweedd.query.semantic_cache import SemanticCache
 from ragweedd.query.vectors import VectorSearch
-from ragweedd.store.backends import open_backend
+from ragweedd.store.backends import data_dir_of, open_backend
 from ragweedd.store.protocols import StoreBackend
 
 if TYPE_CHECKING:
@@ -105,11 +105,9 @@ class Services:
     def pipeline(self, *, extract: Callable | None = None, defer_vectors: bool = False) -> Pipeline:
         """An ingest pipeline whose untrusted formats are extracted in the capped sandbox; the
         caller closes it. ``defer_vectors``: the caller runs the embedding stage."""
-        from ragweedd.ingest.pipeline import Pipeline
-        from ragweedd.ingest.worker import make_extract
+        from ragweedd.ingest_line import pipeline_maker
 
-        return Pipeline(self.cfg, self.paths, self.embedder, extract=extract or make_extract(self.cfg),
-                        defer_vectors=defer_vectors, stores=self.stores)
+        return pipeline_maker(self, self.embedder, extract=extract, defer_vectors=defer_vectors)(lambda: False)
 
     # --- search -----------------------------------------------------------------------------------
     def _where(self) -> str:
@@ -380,15 +378,37 @@ def open_oneshot(cfg: Config, *, embedder: Any = None) -> Services:
 
     paths = Paths.from_config(cfg).ensure()
     setup_for(paths)  # before anything imports numba
-    if embedder is None:
-        from ragweedd.ingest.model_swap import serving_spec
+    stores = open_backend(cfg, paths)
+    try:
+        data_dir = data_dir_of(stores)
+        if embedder is None and data_dir is not None:
+            from ragweedd.ingest.model_swap import serving_spec
 
-        spec = serving_spec(paths)  # a change of embed.model under way: the old model still serves
-        if spec is not None:
-            from ragweedd.embed.factory import make_embedder
+            spec = serving_spec(data_dir)  # a change of embed.model under way: the old model still serves
+            if spec is not None:
+                from ragweedd.embed.factory import make_embedder
 
-            embedder = make_embedder(spec, cfg)
-    return Services(cfg, paths, embedder=embedder, disk_indexes=DiskIndexes(cfg, paths))
+                embedder = make_embedder(spec, cfg)
+        return Services(cfg, paths, embedder=embedder, disk_indexes=DiskIndexes(cfg, paths), stores=stores)
+    except BaseException:
+        stores.close()  # the services that would have closed it were never made
+        raise
+
+
+def open_stores(cfg: Config) -> StoreBackend:
+    """The configured store alone, for a command that works on the stores themselves
+    (``ragweedd reembed``); the caller closes it."""
+    return open_backend(cfg, Paths.from_config(cfg).ensure())
+
+
+def open_copy_ends(cfg: Config, target: str, source_name: str) -> tuple[StoreBackend, Any]:
+    """``ragweedd migrate``'s two sides: this data directory's own files, and the database server
+    ``target`` names, written as the source ``source_name`` (its ``source``, for the report); the
+    caller closes both."""
+    from ragweedd.store.backends import open_data_dir, open_store
+
+    paths = Paths.from_config(cfg)
+    return open_data_dir(paths), open_store(target, paths, source=source_name)
 
 
 def open_daemon(cfg: Config, *, embedder: Any = None, extract: Callable | None = None,
@@ -420,8 +440,10 @@ def open_daemon(cfg: Config, *, embedder: Any = None, extract: Callable | None =
 def _open_local_daemon(cfg: Config, paths: Paths, stores: StoreBackend, *, embedder: Any, extract: Callable | None,
                        watcher_factory: Callable | None) -> Core:
     """The daemon on the data directory's own files, with an index of its own to keep in step and
-    a change of embed.model made beside the serving one (ragweedd/ingest/model_swap.py)."""
+    a change of embed.model made beside the serving one (ragweedd/ingest/model_swap.py) when the
+    backend can make one."""
     _adopt_unrecorded(cfg, stores)
+    data_dir = data_dir_of(stores)
     from ragweedd.ingest.index_sync import IndexSync
     from ragweedd.ingest.model_swap import blocked, daemon_collections, prepare
     from ragweedd.ingest.vectorize import open_passes
@@ -438,15 +460,15 @@ def _open_local_daemon(cfg: Config, paths: Paths, stores: StoreBackend, *, embed
         int(embedder.dim), embedder.id  # an Ollama model's server is first asked here
     except EmbedderError as e:
         # a new model not loadable yet while the old one can still serve: no downtime
-        held = blocked(cfg, paths, e, daemon_collections(cfg, paths))
+        held = blocked(cfg, data_dir, e, daemon_collections(cfg, data_dir)) if data_dir is not None else None
         if held is None:
             raise
         if owned and embedder is not None and hasattr(embedder, "close"):
             embedder.close()
         embedder, migration = held
-    if migration is None:
+    if migration is None and data_dir is not None:
         # a changed embed.model: the old model serves while the new one's vectors are built beside
-        embedder, migration = prepare(cfg, paths, embedder, daemon_collections(cfg, paths))
+        embedder, migration = prepare(cfg, paths, embedder, daemon_collections(cfg, data_dir), stores=data_dir)
         if migration is not None:
             migration.owned = owned  # the core then closes the new model it does not serve with
     passes = open_passes(cfg, embedder)  # a pass whose model is missing is skipped, never fatal
@@ -495,14 +517,20 @@ def _open_server_daemon(cfg: Config, paths: Paths, stores: StoreBackend, *, embe
 
 def _core(cfg: Config, paths: Paths, stores: StoreBackend, embedder: Any, index: Any, passes: Any, *,
           extract: Callable | None, watcher_factory: Callable | None, migration: Any = None) -> Core:
-    """The services the faces use and the core that runs the ingest side, on the same parts. A
-    search names the collections the core's registry holds, which exists once the core does."""
+    """The services the faces use, the ingest line (ragweedd/ingest_line.py) on the same parts, and
+    the core that runs the line. A search names the collections the line's registry holds."""
     from ragweedd.daemon_core import Core
+    from ragweedd.ingest_line import daemon_line
 
-    registry: list[Core] = []
+    registry: list[Any] = []
     services = Services(cfg, paths, embedder=embedder, indexes=index, passes=passes, stores=stores,
-                        collection_names=lambda: list(registry[0].collections.items))
-    core = Core(services, embedder, index, passes, extract=extract, watcher_factory=watcher_factory,
-                migration=migration)
-    registry.append(core)
-    return core
+                        collection_names=lambda: list(registry[0].items))
+    line = daemon_line(services, embedder, index, passes, extract=extract, watcher_factory=watcher_factory,
+                       migration=migration)
+    registry.append(line.collections)
+    try:
+        return Core(services, line, passes, migration=migration)
+    except BaseException:
+        line.collections.close()  # what the core would have closed at its stop
+        line.queue.close()
+        raise

@@ -12,6 +12,7 @@ from ragweedd.config import Config, load_config
 from ragweedd.embed.hashing import HashEmbedder
 from ragweedd.ingest.pipeline import Pipeline
 from ragweedd.paths import Paths
+from ragweedd.store.backends import open_data_dir
 from tests.fakes.llm_server import API_KEY
 
 
@@ -30,7 +31,7 @@ def hashed_collection(tmp: Path, files: Mapping[str, str | Callable[[Path], Any]
     cfg = load_config(text=text, env={})
     paths = Paths.from_config(cfg).ensure()
     emb = HashEmbedder(64)
-    pipe = Pipeline(cfg, paths, emb)
+    pipe = Pipeline(cfg, paths, emb, stores=open_data_dir(paths))
     root = tmp / "src"
     try:
         for name, body in files.items():

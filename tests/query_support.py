@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,10 @@ import pytest
 from ragweedd.query.exact import load_matrix, top_k
 from ragweedd.query.filters import Filters
 from ragweedd.query.fts_plan import keyword_leg, phrase_of, query_words
+from ragweedd.index.managed import DiskIndexes
 from ragweedd.query.hybrid import Searcher
+from ragweedd.query.vectors import VectorSearch
+from ragweedd.store.backends import open_data_dir
 from ragweedd.query.idf import IdfCache
 from ragweedd.store.sqlite import rag_keywords
 from ragweedd.store.sqlite.fts_reader import FtsReader
@@ -70,13 +75,30 @@ def fts_search(fts, query: str, idf_cache: IdfCache, cfg, limit: int, **kw) -> t
     return hits, meta
 
 
+@contextmanager
+def open_searcher(cfg, paths, embedder, *, collections: list[str] | None = None, vectors=None,
+                  **kw: Any) -> Iterator[Searcher]:
+    """A Searcher over a data directory's files, as a one-shot command has it: its own vector
+    search over the index files on disk unless ``vectors`` is given; closed on leaving."""
+    disk = DiskIndexes(cfg, paths) if vectors is None else None
+    vs = vectors if vectors is not None else VectorSearch(cfg, disk)
+    try:
+        with Searcher(cfg, paths, embedder, collections=collections, vectors=vs, stores=open_data_dir(paths),
+                      **kw) as s:
+            yield s
+    finally:
+        if disk is not None:
+            vs.close()
+            disk.close()
+
+
 def one_shot_search(cfg, paths, embedder, query: str, *, collections: list[str] | None = None,
                     top_k: int = 10, mode: str = "hybrid", filters: Filters | None = None,
                     vectors=None) -> dict[str, Any]:
     """Search once as the daemon searches: open, search, close. ``top_k`` is the number of results shown."""
     if filters is None:
         filters = Filters.make(collections=collections)
-    with Searcher(cfg, paths, embedder, collections=collections, vectors=vectors) as s:
+    with open_searcher(cfg, paths, embedder, collections=collections, vectors=vectors) as s:
         return s.search(query, filters=filters, limit=top_k, mode=mode)
 
 

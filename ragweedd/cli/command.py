@@ -421,65 +421,58 @@ def _handed_over(daemon, state_dir: str, args, roots) -> int:
 
 
 def _ingest_files(services, args, roots, ignore) -> int:
-    from ragweedd.ingest.index_sync import IndexSync
     from ragweedd.watch.ignore import walk_files
 
-    from ragweedd.chunk.context import index_embedder_id
     from ragweedd.cli.progress import Bar
-    from ragweedd.ingest.vectorize import Vectorizer
+    from ragweedd.ingest_line import oneshot_line
 
     cfg = services.cfg
     # As in the daemon, files are published as they are extracted and the embedding stage's thread
     # computes their vectors meanwhile, so extraction and embedding overlap.
-    pipe = services.pipeline(defer_vectors=True)
-    _refuse_other_embedder(services, pipe.embedder, args.collection, cfg)
-    passes = services.vectors.passes  # extra embedding passes: a missing model is skipped with a warning
-    vectorizer = Vectorizer(cfg, services.paths, pipe.embedder, index_embedder_id(pipe.embedder.id, cfg.chunk_context),
-                            collections=lambda: [args.collection], on_changes=lambda name: None, passes=passes,
-                            stores=pipe.stores)
-    vectorizer.start()
+    line = oneshot_line(services, args.collection)
+    pipe, vectorizer, passes = line.pipeline, line.vectorizer, line.vectorizer.passes
     counts: dict[str, int] = {}
     chunks = 0
     problems: list[dict] = []
     t0 = time.monotonic()
-    # the whole list first, so the progress bar knows its total (names only: cheap next to extraction)
-    todo = [(f, root if root.is_dir() else root.parent) for root in roots for f in walk_files(root, ignore)]
-    bar = Bar("ingest", len(todo), sys.stderr)
-    if bar.enabled:
-        from ragweedd.logging import at_least, configure
-
-        # On a terminal the bar is the progress: a line per file would push it off the screen, so
-        # only warnings and errors are printed (above the bar), unless --verbose asks for them all.
-        # Through a pipe or into a file the bar is off and the log keeps its line per file.
-        configure(cfg.log_level if args.verbose else at_least(cfg.log_level, "warning"), stream=bar.log_stream(),
-                  brief=not args.verbose)
     try:
-        for n, (f, base) in enumerate(todo, 1):
-            out = pipe.ingest_file(args.collection, f, base, force=args.force)
-            vectorizer.notify(args.collection)
-            counts[out.status] = counts.get(out.status, 0) + 1
-            chunks += out.chunks if out.status == "indexed" else 0
-            if out.status in ("failed", "skipped"):
-                problems.append({"status": out.status, "path": str(out.path), "error": out.error})
-                bar.clear()
-                print(f"{out.status}: {out.path}: {out.error}", file=sys.stderr)
-            bar.update(n, force=n == len(todo))
-        bar.close()
-        embed_error = vectorizer.drain()
-    finally:
-        bar.close()
-        vectorizer.stop()
-        pipe.close()
-    embedded = vectorizer.sent
-    waiting = sum(v[0] for v in vectorizer.summary.values())
-    # Keep the collection's HNSW files in step with what was just stored, as the daemon does (a
-    # server store indexes its vectors itself).
-    if pipe.stores.shared is None:
-        sync = IndexSync(services.cfg, services.paths, pipe.embedder.dim, passes.dims(), stores=pipe.stores)
+        _refuse_other_embedder(services, pipe.embedder, args.collection, cfg)
+        vectorizer.start()
+        # the whole list first, so the progress bar knows its total (names only: cheap next to extraction)
+        todo = [(f, root if root.is_dir() else root.parent) for root in roots for f in walk_files(root, ignore)]
+        bar = Bar("ingest", len(todo), sys.stderr)
+        if bar.enabled:
+            from ragweedd.logging import at_least, configure
+
+            # On a terminal the bar is the progress: a line per file would push it off the screen, so
+            # only warnings and errors are printed (above the bar), unless --verbose asks for them all.
+            # Through a pipe or into a file the bar is off and the log keeps its line per file.
+            configure(cfg.log_level if args.verbose else at_least(cfg.log_level, "warning"),
+                      stream=bar.log_stream(), brief=not args.verbose)
         try:
-            sync.sync(args.collection)
+            for n, (f, base) in enumerate(todo, 1):
+                out = pipe.ingest_file(args.collection, f, base, force=args.force)
+                vectorizer.notify(args.collection)
+                counts[out.status] = counts.get(out.status, 0) + 1
+                chunks += out.chunks if out.status == "indexed" else 0
+                if out.status in ("failed", "skipped"):
+                    problems.append({"status": out.status, "path": str(out.path), "error": out.error})
+                    bar.clear()
+                    print(f"{out.status}: {out.path}: {out.error}", file=sys.stderr)
+                bar.update(n, force=n == len(todo))
+            bar.close()
+            embed_error = vectorizer.drain()
         finally:
-            sync.close()
+            bar.close()
+            vectorizer.stop()
+        embedded = vectorizer.sent
+        waiting = sum(v[0] for v in vectorizer.summary.values())
+        # Keep the collection's HNSW files in step with what was just stored, as the daemon does (a
+        # server store indexes its vectors itself: no index here).
+        if line.index is not None:
+            line.index.sync(args.collection)
+    finally:
+        line.close()
     dt = time.monotonic() - t0
     degraded = passes.degraded()
     code = 1 if embed_error is not None or waiting or counts.get("failed") else 0

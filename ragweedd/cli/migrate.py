@@ -28,8 +28,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(cfg: Any, args: Any) -> int:
-    from ragweedd.paths import Paths
-    from ragweedd.store.backends import POSTGRES, SCHEMES, copy_between, open_data_dir, open_store
+    from ragweedd.services import open_copy_ends
+    from ragweedd.store.backends import POSTGRES, SCHEMES, copy_between
 
     target = args.to
     if "://" not in target or SCHEMES.get(target.split("://", 1)[0].lower()) is not POSTGRES:
@@ -38,13 +38,12 @@ def run(cfg: Any, args: Any) -> int:
     bad = _source_name(args.source_name or "")
     if bad:
         raise ConfigError(f"migrate --source-name {args.source_name!r} is not a source name", hint=f"give {bad}")
-    paths = Paths.from_config(cfg)
-    src = open_data_dir(paths)
-    dst: Any = open_store(target, paths, source=args.source_name or cfg.source_name)
+    src, dst = open_copy_ends(cfg, target, args.source_name or cfg.source_name)
     try:
         report = copy_between(src, dst, progress=lambda m: print(m, file=sys.stderr, flush=True))
     finally:
         dst.close()
+        src.close()
     doc = {"to": redact_dsn(target), "source": dst.source, **report.as_dict()}
     if args.json:
         print(json.dumps(doc))

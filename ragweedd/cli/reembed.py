@@ -30,15 +30,15 @@ def add_parser(sub: Any) -> None:
 def run(cfg: Any, args: Any) -> int:
     from ragweedd.chunk.context import index_embedder_id
     from ragweedd.embed.factory import make_embedder
-    from ragweedd.paths import Paths
-    from ragweedd.store.backends import is_shared, open_backend
+    from ragweedd.services import open_stores
+    from ragweedd.store.backends import is_shared
     from ragweedd.store.types import PRIMARY
 
     if not is_shared(cfg):
         raise ConfigError("reembed is for a shared PostgreSQL store; this configuration's store is the SQLite files",
                           hint="on SQLite the daemon moves to a changed [embed] model by itself: set it and "
                                "restart ragweedd (docs/embedders.md)")
-    stores: Any = open_backend(cfg, Paths.from_config(cfg).ensure())
+    stores: Any = open_stores(cfg)
     embedder = make_embedder(cfg.embed_model, cfg)
     try:
         want, dim = index_embedder_id(embedder.id, cfg.chunk_context), int(embedder.dim)

@@ -22,7 +22,6 @@ from ragweedd.index.managed import ManagedIndex
 from ragweedd.index.passes import prepare_pass, sync_pass
 from ragweedd.ingest.supervise import Supervisor
 from ragweedd.logging import get_logger
-from ragweedd.store.backends import open_data_dir
 from ragweedd.store.types import PRIMARY
 
 if TYPE_CHECKING:
@@ -55,10 +54,10 @@ class _Dropped(NotFoundError):
 
 class IndexSync:
     def __init__(self, cfg: Config, paths: Paths, dim: int, pass_dims: dict[str, int] | None = None, *,
-                 stores: StoreBackend | None = None) -> None:
+                 stores: StoreBackend) -> None:
         """``stores``: the data directory's stores whose change logs the index files follow."""
         self.cfg, self.paths, self.dim = cfg, paths, dim
-        self.stores = stores if stores is not None else open_data_dir(paths)
+        self.stores = stores
         self.pass_dims = dict(pass_dims or {})  # the working extra passes (ragweedd/index/passes.py)
         self.managers: dict[str, IndexManager] = {}
         self.errors: dict[str, str] = {}

@@ -99,13 +99,11 @@ def _suffix(index_id: str) -> str:
     return index_id.partition("+")[2]
 
 
-def daemon_collections(cfg: Config, paths: Paths) -> list[str]:
+def daemon_collections(cfg: Config, stores: DataDirStores) -> list[str]:
     """The collections a daemon core serves (those of the config and those added at run time),
     as ragweedd.watch.collections builds them: a folder of a collection no longer served is no
     part of a move."""
-    from ragweedd.store.backends import open_data_dir
-
-    db = open_data_dir(paths).open_ingest()
+    db = stores.open_ingest()
     try:
         return sorted(set(cfg.collections) | {row[0] for row in db.run_time_collections()})
     finally:
@@ -113,18 +111,16 @@ def daemon_collections(cfg: Config, paths: Paths) -> list[str]:
 
 
 def prepare(cfg: Config, paths: Paths, embedder: Embedder,
-            names: list[str] | None = None) -> tuple[Embedder, Migration | None]:
+            names: list[str] | None = None, *, stores: DataDirStores) -> tuple[Embedder, Migration | None]:
     """Before a daemon core is built: finish a switch that is due, cancel moves no longer wanted,
     and decide with which model the core serves. ``names``: the collections it serves (default:
     every collection folder). Returns (the serving embedder, the migration or None). Never raises
     for a migration it cannot do: the collections are then indexed again from their files, as
     without this feature."""
     from ragweedd.chunk.context import index_embedder_id
-    from ragweedd.store.backends import open_data_dir
     from ragweedd.store.types import MIGRATION, PRIMARY
 
     want = index_embedder_id(embedder.id, cfg.chunk_context)
-    stores = open_data_dir(paths)
     state: dict[str, tuple[str | None, str | None]] = {}
     fresh: set[str] = set()  # collections whose move starts now
     for name in stores.indexed_collections():
@@ -186,7 +182,7 @@ def prepare(cfg: Config, paths: Paths, embedder: Embedder,
     return old, m
 
 
-def blocked(cfg: Config, paths: Paths, error: Exception,
+def blocked(cfg: Config, stores: DataDirStores, error: Exception,
             names: list[str] | None = None) -> tuple[Embedder, Migration] | None:
     """The configured model cannot be loaded (``error``) at a daemon's start. When the collections'
     vectors were made by another model that can still serve (a move just asked for, or one under
@@ -198,10 +194,8 @@ def blocked(cfg: Config, paths: Paths, error: Exception,
     Reads only: what a move needs is recorded once the new model loads (``prepare``)."""
     from ragweedd.chunk.context import index_embedder_id
     from ragweedd.embed.factory import make_embedder
-    from ragweedd.store.backends import open_data_dir
     from ragweedd.store.types import MIGRATION, PRIMARY
 
-    stores = open_data_dir(paths)
     state: dict[str, tuple[str, tuple[str, int] | None]] = {}
     for name in stores.indexed_collections():
         if names is not None and name not in names:
@@ -289,16 +283,14 @@ def _complete(stores: DataDirStores, name: str) -> bool:
     return done == total
 
 
-def serving_spec(paths: Paths) -> str | None:
+def serving_spec(stores: DataDirStores) -> str | None:
     """For a command run without the daemon while a move is under way: the ``embed.model`` value
     of the model that serves (the collections' old one), so its searches embed the query with the
     model of the vectors they search and its ingest adds vectors of that model (the daemon gives
     them new-model vectors too). None when no move is under way. Reads only."""
     from ragweedd.errors import NotCreatedYetError
-    from ragweedd.store.backends import open_data_dir
     from ragweedd.store.types import MIGRATION, PRIMARY
 
-    stores = open_data_dir(paths)
     olds: set[str] = set()
     moving = False
     for name in stores.indexed_collections():

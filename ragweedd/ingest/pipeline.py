@@ -31,7 +31,6 @@ from ragweedd.ingest.safe_open import NotRegularFile, fd_md5, open_regular, priv
 from ragweedd.ingest.vectorize import fill_vectors
 from ragweedd.logging import get_logger
 from ragweedd.paths import Paths, within
-from ragweedd.store.backends import open_backend
 from ragweedd.store.types import PRIMARY
 from ragweedd.watch.skipped import cap_lifted, skip_reason, stat_unchanged
 
@@ -106,11 +105,11 @@ class Pipeline:
 
     def __init__(self, cfg: Config, paths: Paths, embedder: Embedder, *, extract: ExtractFn | None = None,
                  should_stop: Callable[[], bool] | None = None, defer_vectors: bool = False,
-                 stores: Any = None) -> None:
+                 stores: StoreBackend) -> None:
         """``should_stop()`` is asked between embedding batches; when it says True the ingest
         raises :class:`Interrupted`.
         ``defer_vectors``: leave the vectors missing from the embed cache to the embedding stage.
-        ``stores``: the backend to write to (default: the one the configuration names)."""
+        ``stores``: the backend to write to (the composition root opens it; ragweedd/services.py)."""
         self.defer_vectors = defer_vectors
         self.should_stop = should_stop
         self.cfg = cfg
@@ -118,7 +117,7 @@ class Pipeline:
         self.embedder = embedder
         self.extract = extract or in_process_extract
         self.settings = ExtractSettings.from_config(cfg, self.paths.scratch)
-        self.stores: StoreBackend = stores if stores is not None else open_backend(cfg, paths)
+        self.stores: StoreBackend = stores
         self.db = self.stores.open_ingest()
         self._rags: dict[str, RagStore] = {}
         self._rag_ids: dict[str, Hashable] = {}  # what each open store was opened on (rag_identity)

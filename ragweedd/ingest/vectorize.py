@@ -24,13 +24,15 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ragweedd.chunk.chunker import text_hash
 from ragweedd.errors import Interrupted
 from ragweedd.chunk.context import embed_input
 from ragweedd.logging import get_logger
-from ragweedd.store.backends import open_backend
+
+if TYPE_CHECKING:
+    from ragweedd.store.protocols import StoreBackend
 
 log = get_logger("ragweedd.ingest")
 BATCHES_PER_READ = 1  # embedding batches per round: each round is cached and written at once, so a
@@ -135,12 +137,12 @@ class Vectorizer:
     def __init__(self, cfg: Any, paths: Any, embedder: Any, index_embedder_id: str, *,
                  collections: Callable[[], list[str]], on_changes: Callable[[str], None],
                  passes: Any = None, migration: Any = None,
-                 on_migrated: Callable[[], None] | None = None, stores: Any = None) -> None:
+                 on_migrated: Callable[[], None] | None = None, stores: StoreBackend) -> None:
         from ragweedd.embed.passes import Passes
         from ragweedd.ingest.supervise import Supervisor
 
         self.cfg, self.paths, self.embedder = cfg, paths, embedder
-        self.stores: Any = stores if stores is not None else open_backend(cfg, paths)
+        self.stores: StoreBackend = stores
         # extra embedding passes, filled after the primary vectors of each collection
         self.passes = passes if passes is not None else Passes.none()
         self.index_embedder_id = index_embedder_id

@@ -39,8 +39,8 @@ from ragweedd.paths import deepest_root
 
 if TYPE_CHECKING:
     from ragweedd.config import Config
-    from ragweedd.embed.base import Embedder
     from ragweedd.extract.base import ExtractedDoc, ExtractSettings
+    from ragweedd.ingest.pipeline import Pipeline
     from ragweedd.paths import Paths
 
 log = get_logger("ragweedd.ingest")
@@ -125,18 +125,19 @@ class Workers:
     the collection no longer exists; ``on_changes(collection)`` tells the index side that new
     change-log entries may exist (the index manager's hook)."""
 
-    def __init__(self, cfg: Config, paths: Paths, queue: JobStore, embedder: Embedder, *, resolve: Callable,
+    def __init__(self, cfg: Config, paths: Paths, queue: JobStore, *,
+                 new_pipeline: Callable[[Callable[[], bool]], Pipeline], resolve: Callable,
                  on_changes: Callable[[str], None], on_root_missing: Callable[[str, str], None],
-                 extract: Callable | None = None, vectorizer: Any = None, stores: Any = None) -> None:
-        """With a ``vectorizer`` (ingest/vectorize.py), files are published without waiting for
-        their vectors and the vectorizer is told; without one, each job embeds its own chunks.
-        ``stores``: a database server backend to write to instead of the data directory's files."""
-        self.cfg, self.paths, self.queue, self.embedder = cfg, paths, queue, embedder
-        self.stores = stores
+                 vectorizer: Any = None) -> None:
+        """``new_pipeline(should_stop)`` makes each worker thread's pipeline (ragweedd/ingest_line.py);
+        ``should_stop`` is the workers' stop flag, which also ends a running extraction. With a
+        ``vectorizer`` (ingest/vectorize.py) the pipelines leave vectors to it, and it is told of
+        each published file."""
+        self.cfg, self.paths, self.queue = cfg, paths, queue
+        self.new_pipeline = new_pipeline
         self._removed: list[str] = []  # collections removed while running, in order (forget())
         self.vectorizer = vectorizer
         self._stop = threading.Event()
-        self.extract = extract or make_extract(cfg, should_stop=self._stop.is_set)
         self.resolve, self.on_changes, self.on_root_missing = resolve, on_changes, on_root_missing
         self.progress = Progress()
         self.priority: dict[str, bool] = {}
@@ -353,11 +354,8 @@ class Workers:
             log.warning("pipeline_close_failed", error=str(e))
         return self._pipeline()
 
-    def _pipeline(self):
-        from ragweedd.ingest.pipeline import Pipeline
-
-        return Pipeline(self.cfg, self.paths, self.embedder, extract=self.extract, should_stop=self._stop.is_set,
-                        defer_vectors=self.vectorizer is not None, stores=self.stores)
+    def _pipeline(self) -> Pipeline:
+        return self.new_pipeline(self._stop.is_set)
 
     def forget(self, collection: str) -> None:
         """A removed collection: each worker's pipeline closes what it holds open of it before its

@@ -16,7 +16,6 @@ from ragweedd import keyterms
 from ragweedd.embed.base import dense_languages
 from ragweedd.errors import NotFoundError, RequestError
 from ragweedd.logging import get_logger
-from ragweedd.paths import Paths
 from ragweedd.query.filters import Filters
 from ragweedd.query.fts_plan import keyword_leg, known_item_rows, query_language
 from ragweedd.query.hyde import HyDE
@@ -51,27 +50,22 @@ class _Collection:
 
 
 class Searcher:
-    """``vectors`` is the process's shared VectorSearch (the daemon passes one over its live
-    indexes); without it the searcher makes its own over the collections' index files on disk."""
+    """Searches the collections of ``stores`` with ``vectors``, the process's shared VectorSearch
+    (the daemon's live indexes, or a one-shot command's index files on disk): both are opened,
+    and closed, by whoever built this (ragweedd/services.py)."""
 
     def __init__(self, cfg, paths, embedder, *, collections: Iterable[str] | None = None,
-                 vectors: VectorSearch | None = None, stores: StoreBackend | None = None,
+                 vectors: VectorSearch, stores: StoreBackend,
                  cache: SemanticCache | None = None, hyde: HyDE | None = None) -> None:
         """``cache``: the semantic search cache shared by the searchers of one Services (none for a
         one-shot search: it searches once). ``hyde``: the adaptive HyDE stage (query/hyde.py)."""
-        self._disk = None
-        if vectors is None:
-            from ragweedd.index.managed import DiskIndexes
-
-            self._disk = DiskIndexes(cfg, paths)
-            vectors = VectorSearch(cfg, self._disk)
         self.vectors = vectors
         self.cfg = cfg
         self.paths = paths
         self.embedder = embedder
         self.cache = cache
         self.hyde = hyde
-        self.stores = backend_of(stores if stores is not None else paths)
+        self.stores = stores
         self.idf_cache = _open_cache(self.stores)
         opened = open_collections(self.stores, list(collections) if collections else None)
         self.collections = [_Collection(r, self.stores.open_keyword_reader(r.collection), self.idf_cache)
@@ -85,8 +79,6 @@ class Searcher:
         self._pool.shutdown(wait=True)
         for c in self.collections:
             c.close()
-        if self._disk is not None:
-            self._disk.close()
         if self.idf_cache is not None:
             self.idf_cache.close()
 
@@ -491,20 +483,9 @@ def _open_cache(stores: StoreBackend) -> IdfCacheStore | None:
         return None
 
 
-def backend_of(stores: StoreBackend | Paths) -> StoreBackend:
-    """The store backend to open collections through (a data directory's own files when given
-    its Paths)."""
-    if isinstance(stores, Paths):
-        from ragweedd.store.backends import open_data_dir
-
-        return open_data_dir(stores)
-    return stores
-
-
-def open_collections(stores: StoreBackend | Paths, names: list[str] | None) -> list[RagStore]:
+def open_collections(stores: StoreBackend, names: list[str] | None) -> list[RagStore]:
     """The named collections (every indexed one for None), opened; NotFoundError for one that has
     no index yet."""
-    stores = backend_of(stores)
     if names is None:
         names = stores.indexed_collections()
     out = []

@@ -81,6 +81,15 @@ def open_data_dir(paths: Paths) -> DataDirStores:
     return SqliteBackend(paths)
 
 
+def data_dir_of(stores: StoreBackend) -> DataDirStores | None:
+    """``stores`` as a data directory's own files, which can move to another embedding model beside
+    the one that serves (ragweedd/ingest/model_swap.py); None for a backend that cannot (a
+    database server's collections share one model among machines: docs/postgres.md)."""
+    from ragweedd.store.sqlite.backend import SqliteBackend
+
+    return stores if isinstance(stores, SqliteBackend) else None
+
+
 def open_summary_cache(path: Path) -> SummaryStore:
     """The tree summaries written by an LLM: a cache of this machine's own (a local SQLite file,
     whichever backend holds the index), kept across restarts."""

@@ -24,7 +24,6 @@ from ragweedd.errors import ConfigError, NotFoundError, RequestError
 from ragweedd.logging import get_logger
 from ragweedd.paths import deepest_root, valid_collection_name, within
 from ragweedd.store.types import SkippedFile
-from ragweedd.store.backends import open_data_dir
 from ragweedd.store.protocols import IngestStore
 from ragweedd.watch import skipped
 from ragweedd.watch.reconcile import root_state, scan
@@ -74,11 +73,10 @@ class CollectionState:
 class Collections:
     def __init__(self, cfg: Config, paths: Paths, queue: JobStore, debouncer: Debouncer,
                  watcher_factory: Callable[[Collections], Watcher],
-                 open_db: Callable[[], CollectionsDB] | None = None) -> None:
-        """``open_db``: opens a connection to the ingest state (the daemon gives its backend's;
-        default: the data directory's own)."""
+                 open_db: Callable[[], CollectionsDB]) -> None:
+        """``open_db``: opens a connection to the ingest state (the daemon gives its backend's)."""
         self.cfg, self.paths, self.queue, self.debouncer = cfg, paths, queue, debouncer
-        opener: Callable[[], CollectionsDB] = open_db or (lambda: open_data_dir(paths).open_ingest())
+        opener = open_db
         # Lookups, describe() and writes share one connection, each holding _lock for one short
         # statement. A scan reads through a connection of its own and holds no lock of theirs
         # while it walks the disk (minutes on a large folder; a listing must not wait for it).

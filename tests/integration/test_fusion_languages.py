@@ -15,6 +15,7 @@ from ragweedd.config import load_config
 from ragweedd.embed.hashing import HashEmbedder
 from ragweedd.ingest.pipeline import Pipeline
 from ragweedd.paths import Paths
+from ragweedd.store.backends import open_data_dir
 from tests.query_support import one_shot_search
 
 ANSWER = ("Die Fachwerkhäuser am Marktplatz wurden nach dem Stadtbrand von 1689 aus Eichenholz "
@@ -48,7 +49,7 @@ def world(tmp_path_factory):
     cfg = _cfg(tmp, "*")
     paths = Paths.from_config(cfg).ensure()
     emb = HashEmbedder(64)
-    pipe = Pipeline(cfg, paths, emb)
+    pipe = Pipeline(cfg, paths, emb, stores=open_data_dir(paths))
     for p in sorted(root.iterdir()):
         assert pipe.ingest_file("de", p, root).status == "indexed"
     pipe.close()

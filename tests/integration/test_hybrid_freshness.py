@@ -5,7 +5,8 @@ from ragweedd.embed.hashing import HashEmbedder
 from ragweedd.ingest.pipeline import Pipeline
 from ragweedd.paths import Paths
 from ragweedd.query.filters import Filters
-from ragweedd.query.hybrid import Searcher
+from tests.query_support import open_searcher
+from ragweedd.store.backends import open_data_dir
 
 
 def test_word_searched_before_it_exists_is_found_after_ingest(tmp_path):
@@ -15,11 +16,11 @@ def test_word_searched_before_it_exists_is_found_after_ingest(tmp_path):
     docs.mkdir()
     for i in range(30):
         (docs / f"n{i}.txt").write_text(f"Ordinary note number {i} about gardening and the weather.")
-    pipe = Pipeline(cfg, paths, HashEmbedder(64))
+    pipe = Pipeline(cfg, paths, HashEmbedder(64), stores=open_data_dir(paths))
     for f in sorted(docs.iterdir()):
         pipe.ingest_file("c", f, docs)
     # first search: the word is in no chunk yet (df = 0)
-    with Searcher(cfg, paths, HashEmbedder(64)) as s:
+    with open_searcher(cfg, paths, HashEmbedder(64)) as s:
         res = s.search("xylophonist", filters=Filters.make(), limit=5, mode="keyword")
         assert res["results"] == []
     new = docs / "new.txt"
@@ -27,7 +28,7 @@ def test_word_searched_before_it_exists_is_found_after_ingest(tmp_path):
     pipe.ingest_file("c", new, docs)
     pipe.close()
     # a fresh searcher (a daemon restart, or another process) must see the new file
-    with Searcher(cfg, paths, HashEmbedder(64)) as s:
+    with open_searcher(cfg, paths, HashEmbedder(64)) as s:
         res = s.search("xylophonist", filters=Filters.make(), limit=5, mode="keyword")
         assert [h["source_file"] for h in res["results"]] == [str(new)]
         res = s.search("xylophonist", filters=Filters.make(path_glob="*/n1.txt"), limit=5, mode="hybrid")

@@ -17,8 +17,8 @@ from ragweedd.errors import NotFoundError, RequestError  # noqa: E402
 from ragweedd.ingest.pipeline import Pipeline  # noqa: E402
 from ragweedd.paths import Paths  # noqa: E402
 from ragweedd.query.filters import Filters  # noqa: E402
-from ragweedd.query.hybrid import Searcher  # noqa: E402
-from tests.query_support import one_shot_search, require_wordnet  # noqa: E402
+from ragweedd.store.backends import open_data_dir
+from tests.query_support import one_shot_search, open_searcher, require_wordnet  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,7 +51,7 @@ def world(tmp_path_factory):
     cfg = make_cfg(tmp, 'fusion = "boost"')
     paths = Paths.from_config(cfg).ensure()
     emb = HashEmbedder(64)
-    pipe = Pipeline(cfg, paths, emb)
+    pipe = Pipeline(cfg, paths, emb, stores=open_data_dir(paths))
     for coll, files in DOCS.items():
         root = tmp / "src" / coll
         for rel, text in files.items():
@@ -85,7 +85,7 @@ def test_keyword_only_chunk_gets_similarity_from_its_stored_vector(world, tmp_pa
     _, cfg, paths, emb = world
     cfg1 = load_config(text=f'data_dir="{paths.data}"\nstate_dir="{paths.state}"\ncache_dir="{paths.cache}"\n'
                             "top_k = 1\nfusion = 'boost'\n[embed]\nmodel='hash:64'\n", env={})
-    with Searcher(cfg1, paths, emb, collections=["papers"]) as s:
+    with open_searcher(cfg1, paths, emb, collections=["papers"]) as s:
         res = s.search("ribosomes translate messenger protein cardiac", limit=10)
     hits = res["results"]
     kw_only = [h for h in hits if h["fts"] and h["dense_rank"] is None]
@@ -105,7 +105,7 @@ def test_keyword_only_chunk_gets_similarity_from_its_stored_vector(world, tmp_pa
 
 def test_rrf_fusion_and_modes(world):
     _, cfg, paths, emb = world
-    with Searcher(cfg, paths, emb) as s:
+    with open_searcher(cfg, paths, emb) as s:
         rrf = s.search("heart attack", fusion="rrf", limit=5)
         assert rrf["retrieval_meta"]["fusion"] == "rrf"
         top = rrf["results"][0]
@@ -133,7 +133,7 @@ def test_copies_are_one_document_and_dedup_holds(world):
 
 def test_filters_path_type_document_collection(world):
     _, cfg, paths, emb = world
-    with Searcher(cfg, paths, emb) as s:
+    with open_searcher(cfg, paths, emb) as s:
         r = s.search("espresso", filters=Filters.make(path_glob="notes/*"), limit=10)
         assert [h["filename"] for h in r["results"]] == ["zurich.txt"]
         r = s.search("cardiac heart", filters=Filters.make(file_types=["md"]), limit=10)
@@ -154,7 +154,7 @@ def test_filters_path_type_document_collection(world):
 def test_synonyms_reported_and_used(world):
     require_wordnet()
     _, cfg, paths, emb = world
-    with Searcher(cfg, paths, emb, collections=["papers"]) as s:
+    with open_searcher(cfg, paths, emb, collections=["papers"]) as s:
         assert s.wordnet_status["enabled"]
         # "coffeehouse" is in no document; its first WordNet synset {cafe, coffeehouse, coffee shop,
         # coffee bar} brings "cafe", which matches "café" (diacritics folded) in zurich.txt.
@@ -269,12 +269,12 @@ def test_score_fusion_weighs_every_candidate_on_both_legs(tmp_path):
     root.mkdir()
     texts = [f"Protein number {i} folds in the cell {'membrane ' * i}." for i in range(6)]
     texts += [f"Lunch order {i}: espresso and juice; the weather was mild." for i in range(12)]
-    pipe = Pipeline(cfg, paths, emb)
+    pipe = Pipeline(cfg, paths, emb, stores=open_data_dir(paths))
     for i, t in enumerate(texts):
         (root / f"d{i}.txt").write_text(t)
         pipe.ingest_file("c", root / f"d{i}.txt", root)
     pipe.close()
-    with Searcher(cfg, paths, emb) as s:
+    with open_searcher(cfg, paths, emb) as s:
         res = s.search("protein membrane", limit=10)
         meta = res["retrieval_meta"]
         hits = res["results"]
@@ -287,7 +287,7 @@ def test_score_fusion_weighs_every_candidate_on_both_legs(tmp_path):
         assert meta["dense_feedback"]["results"] == 5 and meta["dense_feedback"]["vectors"] == 5
         assert "membrane" in hits[0]["text"] and hits[0]["fts"]
     cfg0 = make_cfg(tmp_path, "fts_top_k = 1\ntop_k = 20\ndense_feedback = 0")
-    with Searcher(cfg0, paths, emb) as s:
+    with open_searcher(cfg0, paths, emb) as s:
         res = s.search("protein membrane", limit=10)
         assert res["retrieval_meta"]["dense_feedback"] is None
         from ragweedd.embed.long import embed_texts
@@ -314,15 +314,15 @@ def test_keyword_search_sees_chunks_published_before_their_vectors(tmp_path):
     root.mkdir()
     for i in range(6):
         (root / f"old{i}.txt").write_text(f"Notes number {i} about gardening and compost heaps.")
-    pipe = Pipeline(cfg, paths, emb)
+    pipe = Pipeline(cfg, paths, emb, stores=open_data_dir(paths))
     for i in range(6):
         pipe.ingest_file("c", root / f"old{i}.txt", root)
     pipe.close()
-    with Searcher(cfg, paths, emb) as s:
+    with open_searcher(cfg, paths, emb) as s:
         before = s.search("zanzibar clove harvest", mode="keyword", limit=5)
         assert before["results"] == []
         (root / "new.txt").write_text("The zanzibar clove harvest starts in July.")
-        late = Pipeline(cfg, paths, emb, defer_vectors=True)
+        late = Pipeline(cfg, paths, emb, defer_vectors=True, stores=open_data_dir(paths))
         assert late.ingest_file("c", root / "new.txt", root).status == "indexed"
         late.close()
         after = s.search("zanzibar clove harvest", mode="keyword", limit=5)

@@ -9,6 +9,7 @@ from ragweedd.config import load_config
 from ragweedd.store.sqlite.integrity_check import integrity_check
 from ragweedd.store.sqlite.repair import check_and_repair
 from ragweedd.paths import Paths
+from ragweedd.store.backends import open_data_dir
 
 
 def _setup(tmp_path):
@@ -20,7 +21,7 @@ def _setup(tmp_path):
                  f'cache_dir = "{tmp_path / "cache"}"\n')
     cfg = load_config(p)
     paths = Paths.from_config(cfg).ensure()
-    pipe = Pipeline(cfg, paths, HashEmbedder(32))
+    pipe = Pipeline(cfg, paths, HashEmbedder(32), stores=open_data_dir(paths))
     root = tmp_path / "docs"
     root.mkdir()
     for i in range(30):

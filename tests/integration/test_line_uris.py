@@ -14,6 +14,7 @@ from ragweedd.ingest.pipeline import Pipeline
 from ragweedd.ingest.worker import make_extract
 from ragweedd.paths import Paths
 from ragweedd.query.hybrid import open_collections
+from ragweedd.store.backends import open_data_dir
 from tests.query_support import keyword_search
 
 
@@ -21,7 +22,7 @@ from tests.query_support import keyword_search
 def env(tmp_path):
     cfg = load_config(text="chunk_size = 64\n[embed]\nmodel = 'hash:64'\n", env={})
     paths = Paths.resolve(str(tmp_path / "data"), str(tmp_path / "state"), str(tmp_path / "cache"))
-    pipe = Pipeline(cfg, paths, HashEmbedder(64), extract=make_extract(cfg))
+    pipe = Pipeline(cfg, paths, HashEmbedder(64), extract=make_extract(cfg), stores=open_data_dir(paths))
     docs = tmp_path / "docs"
     docs.mkdir()
     yield pipe, docs
@@ -66,7 +67,7 @@ def test_markdown_hits_open_their_lines(env):
     on_disk = f.read_bytes().decode("utf-8-sig").split("\r\n")  # as an editor numbers them
     _check(_hits(pipe, out.md5), on_disk, f.as_uri() + "#")
     # what the query layer returns carries them too
-    found = keyword_search(open_collections(pipe.paths, ["c"]), "heron7", 10)
+    found = keyword_search(open_collections(pipe.stores, ["c"]), "heron7", 10)
     assert found and all("heron7" in "\n".join(on_disk[h["lines"][0] - 1:h["lines"][1]]) for h in found)
 
 

@@ -20,6 +20,7 @@ from ragweedd.paths import Paths
 from ragweedd.store.types import PRIMARY
 from ragweedd.store.sqlite.rag_db import RagDB
 from ragweedd.store.types import MIGRATION
+from ragweedd.store.backends import open_data_dir
 
 
 def _cfg(model: str = "hash:64", extra: str = ""):
@@ -47,9 +48,10 @@ class Counting:
 def _run(cfg, paths, emb, files: dict[str, str], docs, *, migration=None, collection="c", on_migrated=None):
     """Publish ``files`` (none: only run the embedding stage) and embed until nothing waits."""
     docs.mkdir(exist_ok=True)
-    pipe = Pipeline(cfg, paths, emb, defer_vectors=True)
+    pipe = Pipeline(cfg, paths, emb, defer_vectors=True, stores=open_data_dir(paths))
     vec = Vectorizer(cfg, paths, emb, index_embedder_id(emb.id, cfg.chunk_context), collections=lambda: [collection],
-                     on_changes=lambda name: None, migration=migration, on_migrated=on_migrated)
+                     on_changes=lambda name: None, migration=migration, on_migrated=on_migrated,
+                     stores=open_data_dir(paths))
     vec.start()
     try:
         for name, text in files.items():
@@ -83,14 +85,14 @@ def test_the_new_vectors_are_built_beside_the_old_and_swapped_in_one_step(tmp_pa
     cfg_a, paths = _cfg("hash:64"), _paths(tmp_path)
     _run(cfg_a, paths, HashEmbedder(64), FILES, tmp_path / "docs")
     # an index file of the old vectors, as the daemon keeps it
-    sync = IndexSync(cfg_a, paths, 64)
+    sync = IndexSync(cfg_a, paths, 64, stores=open_data_dir(paths))
     sync.sync("c")
     old_seq = sync.managers["c"].applied_seq[PRIMARY]
     sync.close()
 
     cfg_b = _cfg("hash:32")
     new = Counting(HashEmbedder(32))
-    serving, m = prepare(cfg_b, paths, new)
+    serving, m = prepare(cfg_b, paths, new, stores=open_data_dir(paths))
     assert m is not None and serving.id == HashEmbedder(64).id, "the old model serves meanwhile"
     assert m.old_id == "hash:64@fh1+ctx1" and m.index_id == "hash:32@fh1+ctx1" and m.dim == 32
     ready: list[bool] = []
@@ -112,7 +114,7 @@ def test_the_new_vectors_are_built_beside_the_old_and_swapped_in_one_step(tmp_pa
     assert len(new.texts) == 7
 
     # the next start makes the switch before serving
-    serving, m2 = prepare(cfg_b, paths, new)
+    serving, m2 = prepare(cfg_b, paths, new, stores=open_data_dir(paths))
     assert serving is new and m2 is None
     rag = _rag(paths)
     try:
@@ -131,7 +133,7 @@ def test_the_new_vectors_are_built_beside_the_old_and_swapped_in_one_step(tmp_pa
     finally:
         m_idx.close(flush=False)
     assert not list(paths.collection_dir("c").glob("*_next*"))
-    sync = IndexSync(cfg_b, paths, 32)
+    sync = IndexSync(cfg_b, paths, 32, stores=open_data_dir(paths))
     sync.sync("c")
     assert len(sync.managers["c"].indexes[PRIMARY]) == 7
     sync.close()
@@ -141,7 +143,7 @@ def test_a_swap_to_a_model_of_the_same_dimension_rebuilds_the_index_rather_than_
     """Same dimension, other model: only the log's gap tells the old index file from a current one."""
     cfg_a, paths = _cfg("hash:64"), _paths(tmp_path)
     _run(cfg_a, paths, HashEmbedder(64), FILES, tmp_path / "docs")
-    sync = IndexSync(cfg_a, paths, 64)
+    sync = IndexSync(cfg_a, paths, 64, stores=open_data_dir(paths))
     sync.sync("c")
     sync.close()
     rag = _rag(paths, readonly=False)
@@ -174,7 +176,7 @@ def test_a_swap_to_a_model_of_the_same_dimension_rebuilds_the_index_rather_than_
         return real(self, suffix, batches, applied_seq)
 
     monkeypatch.setattr(IndexManager, "rebuild", watching)
-    sync = IndexSync(cfg_a, paths, 64)
+    sync = IndexSync(cfg_a, paths, 64, stores=open_data_dir(paths))
     try:
         sync.sync("c")
         assert seen == [(0, "stale", True)], "the old graph is emptied before anyone can search it"
@@ -209,7 +211,7 @@ def test_an_interrupted_move_resumes_and_a_file_added_meanwhile_gets_both_vector
     _run(cfg_a, paths, HashEmbedder(64), FILES, docs)
     cfg_b = _cfg("hash:32")
     # a first run that wrote 3 of the new vectors (as a kill -9 after three batches leaves it)
-    serving, m = prepare(cfg_b, paths, HashEmbedder(32))
+    serving, m = prepare(cfg_b, paths, HashEmbedder(32), stores=open_data_dir(paths))
     assert m is not None
     rag = _rag(paths, readonly=False)
     try:
@@ -220,7 +222,7 @@ def test_an_interrupted_move_resumes_and_a_file_added_meanwhile_gets_both_vector
     finally:
         rag.close()
     new = Counting(HashEmbedder(32))
-    serving, m = prepare(cfg_b, paths, new)
+    serving, m = prepare(cfg_b, paths, new, stores=open_data_dir(paths))
     assert m is not None and serving.id == HashEmbedder(64).id
     assert (m.info()["vectors"], m.info()["pending_chunks"], m.info()["percent"]) == (3, 4, 42.9)
     _run(cfg_b, paths, serving, {"late.txt": "A late note, codeword lt9x, added during the move."}, docs,
@@ -239,7 +241,7 @@ def test_an_interrupted_move_resumes_and_a_file_added_meanwhile_gets_both_vector
 def test_switching_back_to_the_old_model_cancels_the_move(tmp_path):
     cfg_a, paths = _cfg("hash:64"), _paths(tmp_path)
     _run(cfg_a, paths, HashEmbedder(64), FILES, tmp_path / "docs")
-    serving, m = prepare(_cfg("hash:32"), paths, HashEmbedder(32))
+    serving, m = prepare(_cfg("hash:32"), paths, HashEmbedder(32), stores=open_data_dir(paths))
     rag = _rag(paths, readonly=False)
     try:
         rag.reset_pass(MIGRATION, m.index_id, 32)
@@ -249,7 +251,7 @@ def test_switching_back_to_the_old_model_cancels_the_move(tmp_path):
     finally:
         rag.close()
     a = HashEmbedder(64)
-    serving, m = prepare(cfg_a, paths, a)
+    serving, m = prepare(cfg_a, paths, a, stores=open_data_dir(paths))
     assert serving is a and m is None
     rag = _rag(paths)
     try:
@@ -274,7 +276,7 @@ def test_a_move_that_cannot_be_done_falls_back_to_indexing_again(tmp_path, extra
     cfg = load_config(text=f"{text}[embed]\nmodel = '{model}'\n{embed}", env={})
     b = HashEmbedder(32)
     with capture_logs() as logs:
-        serving, m = prepare(cfg, paths, b)
+        serving, m = prepare(cfg, paths, b, stores=open_data_dir(paths))
     assert serving is b and m is None
     refused = [e for e in logs if e["event"] == "model_swap_not_possible"]
     assert refused and why in refused[0]["reason"] and "indexed again" in refused[0]["action"]
@@ -287,7 +289,7 @@ def test_collections_of_two_different_old_models_fall_back_to_indexing_again(tmp
     _run(_cfg("hash:64"), paths, HashEmbedder(64), FILES, tmp_path / "a", collection="a")
     _run(_cfg("hash:48"), paths, HashEmbedder(48), FILES, tmp_path / "b", collection="b")
     with capture_logs() as logs:
-        serving, m = prepare(_cfg("hash:32"), paths, HashEmbedder(32))
+        serving, m = prepare(_cfg("hash:32"), paths, HashEmbedder(32), stores=open_data_dir(paths))
     assert m is None
     assert "different models" in [e for e in logs if e["event"] == "model_swap_not_possible"][0]["reason"]
 
@@ -306,7 +308,7 @@ def test_a_command_run_without_the_daemon_during_a_move_searches_with_the_old_mo
         assert svc.embedder.id == HashEmbedder(32).id, "no move under way: the configured model"
     finally:
         svc.close()
-    serving, m = prepare(cfg_b, paths, HashEmbedder(32))
+    serving, m = prepare(cfg_b, paths, HashEmbedder(32), stores=open_data_dir(paths))
     assert m is not None
     rag = _rag(paths, readonly=False)
     try:
@@ -328,7 +330,7 @@ def test_a_collection_folder_the_daemon_no_longer_serves_is_no_part_of_the_move(
     paths = _paths(tmp_path)
     _run(_cfg("hash:64"), paths, HashEmbedder(64), FILES, tmp_path / "a", collection="a")
     _run(_cfg("hash:48"), paths, HashEmbedder(48), FILES, tmp_path / "b", collection="b")
-    serving, m = prepare(_cfg("hash:32"), paths, HashEmbedder(32), ["a"])
+    serving, m = prepare(_cfg("hash:32"), paths, HashEmbedder(32), ["a"], stores=open_data_dir(paths))
     assert m is not None and m.old_id == "hash:64@fh1+ctx1" and serving.id == HashEmbedder(64).id
     rag = _rag(paths, "b")
     try:
@@ -346,7 +348,7 @@ def test_a_new_model_that_fails_stops_the_move_and_the_old_model_keeps_serving(t
 
     cfg_a, paths = _cfg("hash:64"), _paths(tmp_path)
     _run(cfg_a, paths, HashEmbedder(64), FILES, tmp_path / "docs")
-    serving, m = prepare(_cfg("hash:32"), paths, Down(HashEmbedder(32)))
+    serving, m = prepare(_cfg("hash:32"), paths, Down(HashEmbedder(32)), stores=open_data_dir(paths))
     assert m is not None
     ready: list[bool] = []
     vec = _run(_cfg("hash:32"), paths, serving, {"late.txt": "A late note, codeword lt9x."}, tmp_path / "docs",
@@ -362,7 +364,7 @@ def test_a_new_model_that_fails_stops_the_move_and_the_old_model_keeps_serving(t
     finally:
         rag.close()
     # the next start goes on (here with a model that works)
-    serving, m = prepare(_cfg("hash:32"), paths, HashEmbedder(32))
+    serving, m = prepare(_cfg("hash:32"), paths, HashEmbedder(32), stores=open_data_dir(paths))
     assert m is not None and m.problem is None
 
 
@@ -374,7 +376,7 @@ def test_a_collection_without_chunks_switches_at_once(tmp_path):
     finally:
         rag.close()
     b = HashEmbedder(32)
-    serving, m = prepare(_cfg("hash:32"), paths, b)
+    serving, m = prepare(_cfg("hash:32"), paths, b, stores=open_data_dir(paths))
     assert serving is b and m is None, "nothing to embed: no move to serve through"
     rag = _rag(paths, "e")
     try:
@@ -391,7 +393,7 @@ def test_a_kill_in_the_middle_of_the_switch_finishes_it_at_the_next_start(tmp_pa
     cfg_a, cfg_b = _cfg("hash:64"), _cfg("hash:32")
     for name in ("a", "b"):
         _run(cfg_a, paths, HashEmbedder(64), FILES, tmp_path / name, collection=name)
-    serving, m = prepare(cfg_b, paths, HashEmbedder(32))
+    serving, m = prepare(cfg_b, paths, HashEmbedder(32), stores=open_data_dir(paths))
     assert m is not None
     for name in ("a", "b"):
         _run(cfg_b, paths, serving, {}, tmp_path / name, collection=name, migration=m)
@@ -402,7 +404,7 @@ def test_a_kill_in_the_middle_of_the_switch_finishes_it_at_the_next_start(tmp_pa
     finally:
         rag.close()
     b = HashEmbedder(32)
-    serving, m = prepare(cfg_b, paths, b)
+    serving, m = prepare(cfg_b, paths, b, stores=open_data_dir(paths))
     assert serving is b and m is None
     for name in ("a", "b"):
         rag = _rag(paths, name)
@@ -429,7 +431,7 @@ def test_an_old_model_that_can_no_longer_be_loaded_falls_back_to_indexing_again(
     cfg = load_config(text="[embed]\nmodel = 'hash:32'\nollama_url = 'http://127.0.0.1:9'\n", env={})
     b = HashEmbedder(32)
     with capture_logs() as logs:
-        serving, m = prepare(cfg, paths, b)
+        serving, m = prepare(cfg, paths, b, stores=open_data_dir(paths))
     assert serving is b and m is None
     refused = [e for e in logs if e["event"] == "model_swap_not_possible"]
     assert refused and "ollama:gone-model@0123456789ab+ctx1" in refused[0]["reason"], refused
@@ -444,12 +446,12 @@ def test_blocked_serves_the_old_model_only_when_one_can_serve(tmp_path):
     err = EmbedderError("cannot reach Ollama at http://127.0.0.1:9/api/tags for model x: refused",
                         hint="start it with `ollama serve`, or fix embed.ollama_url")
     paths = _paths(tmp_path)
-    assert blocked(_cfg("ollama:x"), paths, err) is None  # a fresh data directory: nothing can serve
+    assert blocked(_cfg("ollama:x"), open_data_dir(paths), err) is None  # a fresh data directory: nothing can serve
     cfg = _cfg()
     emb = HashEmbedder(64)
     _run(cfg, paths, emb, FILES, tmp_path / "docs")
     slow = load_config(text="[embed]\nmodel = 'ollama:x'\nretry_s = 7\n", env={})
-    old, m = blocked(slow, paths, err) or (None, None)
+    old, m = blocked(slow, open_data_dir(paths), err) or (None, None)
     assert old is not None and m is not None and old.id == emb.id
     assert (m.blocked, m.index_id, m.dim, m.vectors, m.missing) == (True, "", 0, {"c": 0}, {"c": len(FILES)})
     assert m.info()["state"] == "blocked" and "ollama serve" in m.problem and "every 7 s" in m.problem
@@ -459,6 +461,6 @@ def test_blocked_serves_the_old_model_only_when_one_can_serve(tmp_path):
     finally:
         rag.close()
     # chunk_context changed too: no move is possible, nor the old model's service
-    assert blocked(_cfg("ollama:x", "chunk_context = false"), paths, err) is None
+    assert blocked(_cfg("ollama:x", "chunk_context = false"), open_data_dir(paths), err) is None
     # the configured model is the old one itself
-    assert blocked(_cfg("hash:64"), paths, err) is None
+    assert blocked(_cfg("hash:64"), open_data_dir(paths), err) is None

@@ -21,6 +21,7 @@ from ragweedd.query.hybrid import Searcher
 from ragweedd.query.vectors import VectorSearch
 from ragweedd.store.types import PRIMARY
 from ragweedd.store.sqlite.rag_db import RagDB
+from ragweedd.store.backends import open_data_dir
 from tests.fakes.llm_server import FakeLLMServer
 
 PRIMARY_DIM = 64
@@ -41,9 +42,10 @@ def _ingest(cfg, paths, docs, passes, files: dict[str, str], collection="c"):
     """Publish the files, then run the embedding stage until every vector is written."""
     docs.mkdir(exist_ok=True)
     emb = HashEmbedder(PRIMARY_DIM)
-    pipe = Pipeline(cfg, paths, emb, defer_vectors=True)
+    pipe = Pipeline(cfg, paths, emb, defer_vectors=True, stores=open_data_dir(paths))
     vec = Vectorizer(cfg, paths, emb, index_embedder_id(emb.id, cfg.chunk_context),
-                     collections=lambda: [collection], on_changes=lambda name: None, passes=passes)
+                     collections=lambda: [collection], on_changes=lambda name: None, passes=passes,
+                     stores=open_data_dir(paths))
     vec.start()
     try:
         for name, text in files.items():
@@ -88,7 +90,7 @@ def test_a_configured_pass_writes_its_vectors_and_index_files_beside_the_primary
         assert (info["state"], info["vectors"], info["pending_chunks"], info["dim"]) == ("ok", 12, 0, 384)
         assert vec.passes is passes
 
-        sync = IndexSync(cfg, paths, PRIMARY_DIM, passes.dims())
+        sync = IndexSync(cfg, paths, PRIMARY_DIM, passes.dims(), stores=open_data_dir(paths))
         sync.sync("c")
         sync.close()  # flushes
         d = paths.collection_dir("c")
@@ -106,7 +108,7 @@ def test_a_configured_pass_writes_its_vectors_and_index_files_beside_the_primary
         assert {"header_384.bin", "data_level0_384.bin", "link_lists_384.bin"} <= {f.name for f in extra}
         for f in extra:
             f.unlink()
-        sync = IndexSync(cfg, paths, PRIMARY_DIM, passes.dims())
+        sync = IndexSync(cfg, paths, PRIMARY_DIM, passes.dims(), stores=open_data_dir(paths))
         with capture_logs() as logs:
             sync.sync("c")
         assert [e.get("space") for e in logs if e["event"] == "index_rebuild"] == ["384"]
@@ -121,14 +123,14 @@ def test_the_pass_index_follows_deletes_and_later_vectors_by_replay(tmp_path):
         paths = _paths(tmp_path)
         passes = open_passes(cfg, HashEmbedder(PRIMARY_DIM))
         _ingest(cfg, paths, tmp_path / "docs", passes, dict(list(NOTES.items())[:6]))
-        sync = IndexSync(cfg, paths, PRIMARY_DIM, passes.dims())
+        sync = IndexSync(cfg, paths, PRIMARY_DIM, passes.dims(), stores=open_data_dir(paths))
         sync.sync("c")
         sync.close()
         _ingest(cfg, paths, tmp_path / "docs", passes, dict(list(NOTES.items())[6:]))
         rag = RagDB(paths.rag_db("c"), "c")
         rag.remove_path(str(tmp_path / "docs" / "n1.txt"))
         rag.close()
-        sync = IndexSync(cfg, paths, PRIMARY_DIM, passes.dims())
+        sync = IndexSync(cfg, paths, PRIMARY_DIM, passes.dims(), stores=open_data_dir(paths))
         sync.sync("c")
         m = sync.managers["c"]
         assert m.status["384"] == "ok"  # loaded from its file and replayed, not rebuilt
@@ -236,12 +238,12 @@ def test_search_uses_every_pass_and_keeps_the_best_similarity(tmp_path, live_ind
         _ingest(cfg, paths, tmp_path / "docs", passes, files)
         sync = None
         if live_index:
-            sync = IndexSync(cfg, paths, PRIMARY_DIM, passes.dims())
+            sync = IndexSync(cfg, paths, PRIMARY_DIM, passes.dims(), stores=open_data_dir(paths))
             sync.sync("c")
         f = Filters.make(collections=["c"])
 
         def dense(vs):
-            with Searcher(cfg, paths, primary, collections=["c"], vectors=vs) as s:
+            with Searcher(cfg, paths, primary, collections=["c"], vectors=vs, stores=open_data_dir(paths)) as s:
                 return s.search("cat", filters=f, limit=10, mode="dense", top_k=3)
 
         # Without the pass the feline note is out of reach: the hash embedder sees no shared word.
@@ -279,7 +281,7 @@ def test_a_pass_whose_query_embedding_fails_leaves_the_search_to_the_primary(tmp
         _ingest(cfg, paths, tmp_path / "docs", passes, NOTES)
         srv.embed_dims.clear()
         vs = VectorSearch(cfg, None, passes)
-        with Searcher(cfg, paths, primary, collections=["c"], vectors=vs) as s:
+        with Searcher(cfg, paths, primary, collections=["c"], vectors=vs, stores=open_data_dir(paths)) as s:
             res = s.search("topic t3", filters=Filters.make(collections=["c"]), limit=5, mode="dense")
         assert res["results"] and res["results"][0]["filename"] == "n3.txt"
         assert "failed_pass_384" in res["retrieval_meta"]["timings_ms"]
@@ -304,10 +306,11 @@ def test_a_long_pass_backfill_lets_new_primary_vectors_go_first(tmp_path):
         docs.mkdir()
         emb = HashEmbedder(PRIMARY_DIM)
         passes = open_passes(cfg, emb)
-        pipe = _Pipeline(cfg, paths, emb, defer_vectors=True)
+        pipe = _Pipeline(cfg, paths, emb, defer_vectors=True, stores=open_data_dir(paths))
         changed = threading.Event()
         vec = Vectorizer(cfg, paths, emb, index_embedder_id(emb.id, cfg.chunk_context),
-                         collections=lambda: ["c"], on_changes=lambda name: changed.set(), passes=passes)
+                         collections=lambda: ["c"], on_changes=lambda name: changed.set(), passes=passes,
+                         stores=open_data_dir(paths))
         try:
             for i in range(40):
                 (docs / f"f{i}.txt").write_text(f"file {i} with words w{i}")
@@ -342,7 +345,8 @@ def test_the_pass_log_records_every_pass_write_and_removal_and_never_the_primary
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "a.txt").write_text("alpha text")
-    pipe = Pipeline(cfg, paths, HashEmbedder(PRIMARY_DIM))  # primary vectors written with the chunks
+    pipe = Pipeline(cfg, paths, HashEmbedder(PRIMARY_DIM),
+                    stores=open_data_dir(paths))  # primary vectors written with the chunks
     pipe.ingest_file("c", docs / "a.txt", docs)
     pipe.close()
     rag = RagDB(paths.rag_db("c"), "c")
@@ -377,9 +381,10 @@ def test_the_bundled_minilm_as_the_384_pass_beside_an_ollama_primary(tmp_path):
         assert p.index_id.startswith("local:all-minilm-l6-v2@") and primary.dim == 768
         docs = tmp_path / "docs"
         docs.mkdir()
-        pipe = Pipeline(cfg, paths, primary, defer_vectors=True)
+        pipe = Pipeline(cfg, paths, primary, defer_vectors=True, stores=open_data_dir(paths))
         vec = Vectorizer(cfg, paths, primary, index_embedder_id(primary.id, cfg.chunk_context),
-                         collections=lambda: ["c"], on_changes=lambda name: None, passes=passes)
+                         collections=lambda: ["c"], on_changes=lambda name: None, passes=passes,
+                         stores=open_data_dir(paths))
         vec.start()
         try:
             for name, body in list(NOTES.items())[:4]:
@@ -414,9 +419,10 @@ def test_a_replaced_chunk_that_reuses_an_id_still_gets_its_pass_vector(tmp_path)
         docs = tmp_path / "docs"
         docs.mkdir()
         emb = HashEmbedder(PRIMARY_DIM)
-        pipe = Pipeline(cfg, paths, emb, defer_vectors=True)
+        pipe = Pipeline(cfg, paths, emb, defer_vectors=True, stores=open_data_dir(paths))
         vec = Vectorizer(cfg, paths, emb, index_embedder_id(emb.id, cfg.chunk_context),
-                         collections=lambda: ["c"], on_changes=lambda name: None, passes=open_passes(cfg, emb))
+                         collections=lambda: ["c"], on_changes=lambda name: None, passes=open_passes(cfg, emb),
+                         stores=open_data_dir(paths))
         vec.start()
         rag = None
         try:

@@ -15,6 +15,7 @@ from ragweedd.embed.hashing import HashEmbedder
 from ragweedd.ingest.pipeline import Pipeline
 from ragweedd.paths import Paths
 from ragweedd.query.hybrid import open_collections
+from ragweedd.store.backends import open_data_dir
 from ragweedd.store.types import Terms
 from tests.query_support import dense_search, keyword_search
 from tests.system.state_probe import PgProbe, SqliteProbe
@@ -45,7 +46,7 @@ def make_pipe(tmp_path, store):
     def make(text, emb):
         cfg = load_config(text=text, env={})
         paths = Paths.resolve(str(tmp_path / "data"), str(tmp_path / "state"), str(tmp_path / "cache"))
-        stores = PgBackend(store, source=SOURCE) if store else None
+        stores = PgBackend(store, source=SOURCE) if store else open_data_dir(paths)
         pipe = Pipeline(cfg, paths, emb, stores=stores)
         opened.append(pipe)
         return pipe
@@ -53,8 +54,7 @@ def make_pipe(tmp_path, store):
     yield make
     for pipe in opened:
         pipe.close()
-        if pipe.stores is not None:
-            pipe.stores.close()
+        pipe.stores.close()
 
 
 @pytest.fixture
@@ -65,7 +65,7 @@ def probe(tmp_path, store):
 
 def searchable(pipe):
     """The collection ``c`` opened for search the way the pipeline's backend is."""
-    return open_collections(pipe.stores or pipe.paths, ["c"])
+    return open_collections(pipe.stores, ["c"])
 
 
 @pytest.fixture
@@ -257,10 +257,12 @@ RESUME_SCRIPT = textwrap.dedent("""
     cfg = load_config(text="chunk_size = 32\\nchunk_overlap_pct = 0\\n[embed]\\nbatch_size = 4\\n", env={})
     root = sys.argv[1]
     paths = Paths.resolve(root + "/data", root + "/state", root + "/cache")
-    stores = None
     if sys.argv[5]:  # a PostgreSQL database to write to
         from ragweedd.store.postgres.backend import PgBackend
         stores = PgBackend(sys.argv[5], source=sys.argv[6])
+    else:
+        from ragweedd.store.backends import open_data_dir
+        stores = open_data_dir(paths)
     out = Pipeline(cfg, paths, Logged(64), stores=stores).ingest_file("c", sys.argv[2], root)
     print(out.status, out.chunks, out.embedded)
 """)

@@ -29,6 +29,7 @@ from ragweedd.ingest.pipeline import Pipeline, in_process_extract
 from ragweedd.ingest.worker import make_extract
 from ragweedd.paths import Paths
 from ragweedd.store.sqlite.job_queue import JobQueue
+from ragweedd.store.backends import open_data_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def _pipe(tmp_path, extra: str = "", extract=None, chunk: int = 64):
     cfg = load_config(text=f"chunk_size = {chunk}\n{extra}\n[embed]\nmodel = 'hash:64'\n", env={})
     paths = Paths.resolve(str(tmp_path / "data"), str(tmp_path / "state"), str(tmp_path / "cache"))
-    return cfg, paths, Pipeline(cfg, paths, HashEmbedder(64), extract=extract)
+    return cfg, paths, Pipeline(cfg, paths, HashEmbedder(64), extract=extract, stores=open_data_dir(paths))
 
 
 def _words(rng: random.Random, n: int) -> str:
@@ -174,9 +175,11 @@ _RSS_SCRIPT = textwrap.dedent("""
     from ragweedd.embed.hashing import HashEmbedder
     from ragweedd.ingest.pipeline import Pipeline
     from ragweedd.paths import Paths
+    from ragweedd.store.backends import open_data_dir
     base, f = Path(sys.argv[1]), Path(sys.argv[2])
     cfg = load_config(text="chunk_size = 2048\\n[embed]\\nmodel = 'hash:64'\\nbatch_size = 64\\n", env={})
-    pipe = Pipeline(cfg, Paths.resolve(str(base / "data"), str(base / "state"), str(base / "cache")), HashEmbedder(64))
+    paths = Paths.resolve(str(base / "data"), str(base / "state"), str(base / "cache"))
+    pipe = Pipeline(cfg, paths, HashEmbedder(64), stores=open_data_dir(paths))
     pipe.ingest_file("c", base / "warm.txt", base)  # imports and first allocations out of the way
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     out = pipe.ingest_file("c", f, f.parent)
@@ -224,7 +227,7 @@ def test_wall_time_kill_fails_for_good_until_the_content_changes(tmp_path):
         finally:
             runs.append(time.monotonic() - t0)
 
-    pipe = Pipeline(cfg, paths, HashEmbedder(64), extract=extract)
+    pipe = Pipeline(cfg, paths, HashEmbedder(64), extract=extract, stores=open_data_dir(paths))
     queue = JobQueue(paths.ingest_db, max_tries=cfg.extract_max_tries)
     docs = tmp_path / "docs"
     docs.mkdir()

@@ -14,6 +14,7 @@ from ragweedd.embed.hashing import HashEmbedder
 from ragweedd.ingest.pipeline import Pipeline, in_process_extract
 from ragweedd.watch.skipped import EMPTY_MD5
 from ragweedd.paths import Paths
+from ragweedd.store.backends import open_data_dir
 
 
 @pytest.fixture
@@ -29,7 +30,7 @@ def env(tmp_path, store):
         calls.append(str(path))
         return in_process_extract(path, settings)
 
-    stores = PgBackend(store, source="laptop") if store else None
+    stores = PgBackend(store, source="laptop") if store else open_data_dir(paths)
     pipe = Pipeline(cfg, paths, HashEmbedder(64), extract=extract, stores=stores)
     docs = tmp_path / "docs"
     docs.mkdir()

@@ -14,6 +14,7 @@ from ragweedd.ingest import pipeline
 from ragweedd.ingest.pipeline import Pipeline
 from ragweedd.ingest.worker import make_extract
 from ragweedd.paths import Paths
+from ragweedd.store.backends import open_data_dir
 
 SECRET = "outsidesecret kangaroo " * 30
 
@@ -63,7 +64,8 @@ def test_a_file_swapped_for_a_symlink_before_the_open_is_not_followed(setup, nam
             os.symlink(outside / ("secret" + target.suffix), path)
 
     swap_before_open(monkeypatch, swap)
-    pipe = Pipeline(cfg, Paths.from_config(cfg), HashEmbedder(64), extract=make_extract(cfg))
+    pipe = Pipeline(cfg, Paths.from_config(cfg), HashEmbedder(64), extract=make_extract(cfg),
+                    stores=open_data_dir(Paths.from_config(cfg)))
     try:
         out = pipe.ingest_file("c", target, root)
     finally:
@@ -83,7 +85,7 @@ def test_a_folder_on_the_way_swapped_for_a_symlink_is_not_followed(setup, monkey
             os.symlink(outside, root / "sub")  # root/sub/secret.txt now names the outside file
 
     swap_before_open(monkeypatch, swap)
-    pipe = Pipeline(cfg, Paths.from_config(cfg), HashEmbedder(64))
+    pipe = Pipeline(cfg, Paths.from_config(cfg), HashEmbedder(64), stores=open_data_dir(Paths.from_config(cfg)))
     try:
         out = pipe.ingest_file("c", target, root)
     finally:
@@ -104,7 +106,7 @@ def test_an_indexed_file_swapped_for_a_symlink_loses_its_old_entry_and_gains_not
             os.symlink(outside / "secret.txt", path)
 
     swap_before_open(monkeypatch, swap)
-    pipe = Pipeline(cfg, Paths.from_config(cfg), HashEmbedder(64))
+    pipe = Pipeline(cfg, Paths.from_config(cfg), HashEmbedder(64), stores=open_data_dir(Paths.from_config(cfg)))
     try:
         assert pipe.ingest_file("c", target, root).status == "indexed"
         os.utime(target, ns=(1, 1))  # changed: the next ingest reads it again

@@ -24,9 +24,11 @@ from ragweedd.paths import Paths
 from ragweedd.store.types import SkippedFile
 from ragweedd.store.sqlite.ingest_db import IngestDB
 from ragweedd.store.sqlite.job_queue import JobQueue
+from ragweedd.store.backends import open_data_dir
 from ragweedd.watch.collections import Collections
 from ragweedd.watch.debounce import Debouncer
 from ragweedd.watch.watcher import Watcher
+from ragweedd.ingest.worker import make_extract
 from tests.tools import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,7 +65,7 @@ def env(tmp_path):
     made: list = []
 
     def collections(watcher_factory=lambda c: FakeWatcher(), debouncer=None) -> Collections:
-        cols = Collections(cfg, paths, queue, debouncer, watcher_factory)
+        cols = Collections(cfg, paths, queue, debouncer, watcher_factory, open_db=open_data_dir(paths).open_ingest)
         made.append(cols)
         return cols
 
@@ -116,7 +118,7 @@ def test_a_scan_writes_skipped_rows_itself_and_queues_only_real_files(env, tmp_p
     assert {r["extract_status"] for r in rows.values()} == {"skipped"}
     assert summary["skipped"] == 400 and summary["upserts"] == 3
     # Exactly the rows the pipeline writes for the same files (same md5, reason, stat, root).
-    pipe = Pipeline(cfg, paths, HashEmbedder(64))
+    pipe = Pipeline(cfg, paths, HashEmbedder(64), stores=open_data_dir(paths))
     try:
         for p in (files[0], files[1]):
             assert pipe.ingest_file("ref", p, root).status == "skipped"
@@ -155,7 +157,13 @@ def test_files_over_a_size_cap_are_left_to_the_pipeline_by_the_watch_side():
 
 
 def _workers(cfg, paths, queue, cols) -> Workers:
-    w = Workers(cfg, paths, queue, HashEmbedder(64), resolve=cols.resolve, on_changes=lambda c: None,
+    stores = open_data_dir(paths)
+
+    def new_pipeline(should_stop):
+        return Pipeline(cfg, paths, HashEmbedder(64), extract=make_extract(cfg, should_stop=should_stop),
+                        should_stop=should_stop, stores=stores)
+
+    w = Workers(cfg, paths, queue, new_pipeline=new_pipeline, resolve=cols.resolve, on_changes=lambda c: None,
                 on_root_missing=cols.on_root_missing)
     w.start()
     return w
@@ -267,7 +275,7 @@ def test_rows_that_only_the_pipeline_may_settle_are_left_to_it(env, tmp_path):
     for p in (queued, current, moved, fresh):
         p.touch()
     indexed.write_text("Indexed words about harbour seals.\n" * 4)
-    pipe = Pipeline(cfg, paths, HashEmbedder(64))
+    pipe = Pipeline(cfg, paths, HashEmbedder(64), stores=open_data_dir(paths))
     try:
         assert pipe.ingest_file("c", indexed, root).status == "indexed"
         assert pipe.ingest_file("c", current, root).status == "skipped"
@@ -315,6 +323,7 @@ from ragweedd.paths import Paths
 from ragweedd.store.types import SkippedFile
 from ragweedd.store.sqlite.ingest_db import IngestDB
 from ragweedd.store.sqlite.job_queue import JobQueue
+from ragweedd.store.backends import open_data_dir
 from ragweedd.watch import skipped
 from ragweedd.watch.collections import Collections
 
@@ -337,7 +346,7 @@ class W:
 
 cfg = load_config(env={}, text=f'data_dir = "{tmp}/data"\nstate_dir = "{tmp}/s"\ncache_dir = "{tmp}/c"\n')
 paths = Paths.from_config(cfg).ensure()
-cols = Collections(cfg, paths, JobQueue(paths.ingest_db), None, lambda c: W())
+cols = Collections(cfg, paths, JobQueue(paths.ingest_db), None, lambda c: W(), open_db=open_data_dir(paths).open_ingest)
 if "c" not in cols.items:
     cols.add("c", [root])
 cols.scan("c")

@@ -14,6 +14,7 @@ from ragweedd.ingest.pipeline import Pipeline
 from ragweedd.paths import Paths
 from ragweedd.query.named import named_years, years_of_name
 from ragweedd.statements import headed_statements, named_statements
+from ragweedd.store.backends import open_data_dir
 from tests.query_support import one_shot_search
 
 PROSE = ("<p>{co} discusses capital expenditures at length: capital expenditures in 2023 went to new plants, "
@@ -38,7 +39,7 @@ def _index(tmp: Path, files: dict[str, str]):
     cfg = load_config(text=text, env={})
     paths = Paths.from_config(cfg).ensure()
     emb = HashEmbedder(64)
-    pipe = Pipeline(cfg, paths, emb)
+    pipe = Pipeline(cfg, paths, emb, stores=open_data_dir(paths))
     root = tmp / "src"
     root.mkdir()
     for name, body in files.items():

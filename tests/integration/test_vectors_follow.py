@@ -11,12 +11,13 @@ from ragweedd.ingest.pipeline import Pipeline
 from ragweedd.ingest.vectorize import fill_vectors
 from ragweedd.store.sqlite.integrity_check import check_collection
 from ragweedd.paths import Paths
+from ragweedd.store.backends import open_data_dir
 
 
 def _pipe(tmp_path) -> Pipeline:
     cfg = load_config(text="chunk_size = 64\n[embed]\nmodel = 'hash:64'\n", env={})
     paths = Paths.resolve(str(tmp_path / "data"), str(tmp_path / "state"), str(tmp_path / "cache"))
-    return Pipeline(cfg, paths, HashEmbedder(64), defer_vectors=True)
+    return Pipeline(cfg, paths, HashEmbedder(64), defer_vectors=True, stores=open_data_dir(paths))
 
 
 def _text(tag: str, n: int = 40) -> str:

@@ -15,6 +15,7 @@ from ragweedd.query.vectors import VectorSearch
 from ragweedd.query.exact import load_matrix, top_k
 from ragweedd.store.sqlite.rag_db import RagDB
 from ragweedd.store.types import PRIMARY
+from ragweedd.store.backends import open_data_dir
 
 
 def _setup(tmp_path, n_files=120):
@@ -26,7 +27,7 @@ def _setup(tmp_path, n_files=120):
     words = [f"w{i}" for i in range(400)]
     for i in range(n_files):
         (docs / f"f{i}.txt").write_text(" ".join(rng.choice(words, 40)) + ".")
-    pipe = Pipeline(cfg, paths, HashEmbedder(64))
+    pipe = Pipeline(cfg, paths, HashEmbedder(64), stores=open_data_dir(paths))
     for f in sorted(docs.iterdir()):
         pipe.ingest_file("c", f, docs)
     return cfg, paths, pipe, docs
@@ -50,7 +51,7 @@ class _One:
 def test_daemon_manager_and_disk_files_answer_like_exact_search(tmp_path):
     cfg, paths, pipe, docs = _setup(tmp_path)
     emb = HashEmbedder(64)
-    sync = IndexSync(cfg, paths, 64)
+    sync = IndexSync(cfg, paths, 64, stores=open_data_dir(paths))
     sync.sync("c")
     rag = RagDB(paths.rag_db("c"), "c", readonly=True)
     queries = embed_texts(emb, ["w1 w2 w3", "w100 w200", "w7 w77 w177 w277"])
@@ -102,7 +103,7 @@ def test_live_index_lagging_the_log_neither_misses_new_chunks_nor_returns_delete
     that gap (a CI run caught one) must still answer like the database."""
     cfg, paths, pipe, docs = _setup(tmp_path, n_files=40)
     emb = HashEmbedder(64)
-    sync = IndexSync(cfg, paths, 64)
+    sync = IndexSync(cfg, paths, 64, stores=open_data_dir(paths))
     sync.sync("c")  # the live graph holds the 40 files; nothing applies the changes below
     try:
         rag = RagDB(paths.rag_db("c"), "c", readonly=True)
@@ -137,7 +138,7 @@ def test_a_stop_does_not_wait_for_a_large_files_vectors_to_be_applied(tmp_path):
     from ragweedd.ingest import index_sync
 
     cfg, paths, pipe, docs = _setup(tmp_path, n_files=3)
-    sync = IndexSync(cfg, paths, 64)
+    sync = IndexSync(cfg, paths, 64, stores=open_data_dir(paths))
     sync.sync("c")
     sync.close()
     n = 6 * index_sync.APPLY_BATCH
@@ -151,7 +152,7 @@ def test_a_stop_does_not_wait_for_a_large_files_vectors_to_be_applied(tmp_path):
     total, top = rag.chunk_count(), rag.max_seq()
     rag.close()
 
-    sync = IndexSync(cfg, paths, 64)
+    sync = IndexSync(cfg, paths, 64, stores=open_data_dir(paths))
     sync.start(["c"])
     m = wait_until_applying(sync)
     t0 = time.monotonic()
@@ -162,7 +163,7 @@ def test_a_stop_does_not_wait_for_a_large_files_vectors_to_be_applied(tmp_path):
     assert flushed == m.applied_seq[PRIMARY]  # what the files say they hold is what they hold
     assert took < 10, f"closing the index sync took {took:.1f} s"
 
-    again = IndexSync(cfg, paths, 64)
+    again = IndexSync(cfg, paths, 64, stores=open_data_dir(paths))
     again.sync("c")
     try:
         assert again.count("c") == total
@@ -199,7 +200,7 @@ def test_removing_a_collection_while_its_index_is_synced_closes_nothing_in_use(t
                 chunks=[{"chunk_idx": i, "text": f"w{i}", "text_hash": str(i), "meta": {}} for i in range(n)],
                 vectors={PRIMARY: [v.tobytes() for v in vecs]}, embedders={PRIMARY: ("hash:64", 64)})
     rag.close()
-    sync = IndexSync(cfg, paths, 64)
+    sync = IndexSync(cfg, paths, 64, stores=open_data_dir(paths))
     sync.start(["c"])
     try:
         m = wait_until_applying(sync)

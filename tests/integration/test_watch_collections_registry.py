@@ -10,6 +10,7 @@ from ragweedd.store.sqlite.job_queue import JobQueue
 from ragweedd.watch.collections import Collections
 from ragweedd.watch.debounce import Debouncer
 from ragweedd.watch.watcher import Watcher
+from ragweedd.store.backends import open_data_dir
 
 
 def test_a_reader_iterating_the_collections_survives_add_and_remove(tmp_path):
@@ -20,7 +21,7 @@ def test_a_reader_iterating_the_collections_survives_add_and_remove(tmp_path):
     deb = Debouncer(queue.put_many, debounce_s=0.1, delete_hold_s=0.1).start()
     cols = Collections(cfg, paths, queue, deb, lambda c: Watcher(
         deb, known_under=c.known_under, is_known=c.is_known, on_root_event=lambda *a: None,
-        on_overflow=lambda names: None))
+        on_overflow=lambda names: None), open_db=open_data_dir(paths).open_ingest)
     try:
         for n in ("a", "b"):
             (tmp_path / n).mkdir()

@@ -13,6 +13,7 @@ from ragweedd.paths import Paths
 from ragweedd.watch.debounce import Debouncer
 from ragweedd.watch.ignore import is_ignored
 from ragweedd.watch.reconcile import root_state, scan
+from ragweedd.store.backends import open_data_dir
 from tests.tools import EventSink
 
 
@@ -105,7 +106,7 @@ def pipe(tmp_path):
 
     cfg = load_config(env={}, text=f'data_dir = "{tmp_path}/data"\nstate_dir = "{tmp_path}/s"\n'
                                    f'cache_dir = "{tmp_path}/c"\n')
-    p = Pipeline(cfg, Paths.from_config(cfg), HashEmbedder(64))
+    p = Pipeline(cfg, Paths.from_config(cfg), HashEmbedder(64), stores=open_data_dir(Paths.from_config(cfg)))
     yield p
     p.close()
 
@@ -245,7 +246,8 @@ def test_a_scan_walking_the_disk_does_not_hold_up_listings(pipe, tmp_path, monke
             yield f
 
     monkeypatch.setattr(reconcile, "walk_files", slow_walk)
-    cols = Collections(pipe.cfg, pipe.paths, FakeQueue(), None, lambda c: FakeWatcher())
+    cols = Collections(pipe.cfg, pipe.paths, FakeQueue(), None, lambda c: FakeWatcher(),
+                       open_db=pipe.stores.open_ingest)
     try:
         cols.add("c", [str(root)])
         (root / "new.txt").write_text("new file")

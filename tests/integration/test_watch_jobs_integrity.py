@@ -6,6 +6,7 @@ from ragweedd.config import load_config
 from ragweedd.store.sqlite.integrity_check import integrity_check
 from ragweedd.jobs.scheduler import MISFIRE_GRACE_S, Jobs
 from ragweedd.paths import Paths
+from ragweedd.store.backends import open_data_dir
 
 
 def _cfg(tmp_path, extra=""):
@@ -49,7 +50,7 @@ def test_integrity_check_finds_a_missing_fts_row(tmp_path):
 
     cfg = _cfg(tmp_path)
     paths = Paths.from_config(cfg)
-    pipe = Pipeline(cfg, paths, HashEmbedder(32))
+    pipe = Pipeline(cfg, paths, HashEmbedder(32), stores=open_data_dir(paths))
     (tmp_path / "a.txt").write_text("Integrity checks compare counts of chunks, keyword rows and vectors.")
     pipe.ingest_file("c", tmp_path / "a.txt", tmp_path)
     pipe.close()

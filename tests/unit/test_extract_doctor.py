@@ -10,6 +10,7 @@ from ragweedd.extract.text_quality import is_garbage_text  # noqa: E402
 from ragweedd.extract.base import ExtractSettings  # noqa: E402
 from ragweedd.extract.doctor import format_report, report  # noqa: E402
 from ragweedd.extract.text import markdown_sections, rst_sections  # noqa: E402
+from ragweedd.store.backends import open_data_dir
 from tests.tools import require_tool  # noqa: E402
 
 
@@ -129,7 +130,7 @@ def test_the_doctor_and_the_daemon_extract_with_the_same_settings(tmp_path):
     cfg = load_config(text=f'cache_dir = "{tmp_path / "cache"}"\nextract_timeout_s = 42\ntess_bin = "tess-x"\n'
                            "zip_max_depth = 2\n[embed]\nmodel = 'hash:64'\n", env={})
     paths = Paths.resolve(str(tmp_path / "data"), str(tmp_path / "state"), str(tmp_path / "cache"))
-    pipe = Pipeline(cfg, paths, HashEmbedder(64))
+    pipe = Pipeline(cfg, paths, HashEmbedder(64), stores=open_data_dir(paths))
     try:
         assert pipe.settings == ExtractSettings.from_config(cfg)
         assert pipe.settings.tool_timeout_s == 42 and pipe.settings.tess_bin == "tess-x"

@@ -20,7 +20,7 @@ LAYERS: list[tuple[int, set[str], bool]] = [
     (3, {"index", "chunk"}, False),
     (4, {"watch", "query", "answer"}, False),
     (5, {"ingest", "jobs"}, False),
-    (6, {"services", "daemon_core", "status", "engine"}, True),
+    (6, {"services", "ingest_line", "daemon_core", "status", "engine"}, True),
     (7, {"api", "cli", "daemon", "eval", "__main__"}, True),
 ]
 RANK = {p: (r, shared) for r, pkgs, shared in LAYERS for p in pkgs}

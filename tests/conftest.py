@@ -5,6 +5,7 @@ compiled once per checkout instead of once per test (each test has its own cache
 """
 
 import atexit
+import logging
 import os
 import shutil
 import tempfile
@@ -19,6 +20,21 @@ _HOME_DIRS = tempfile.mkdtemp(prefix="ragweed-test-xdg-")
 atexit.register(shutil.rmtree, _HOME_DIRS, True)
 for _var in ("XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME"):
     os.environ[_var] = os.path.join(_HOME_DIRS, _var.lower())
+
+
+
+class _LoggerTable(dict):
+    """pytest's log capture (``catching_logs.__enter__``) walks ``loggerDict.values()`` at the start of
+    every test phase without logging's lock. A daemon a module-scoped fixture keeps running has
+    threads that can make a logger meanwhile (a library imported on first use), and the walk then
+    fails with "dictionary changed size during iteration" in that test's set-up. ``values()`` here
+    is a copy, taken in one step under the GIL, so the walk never sees the table change."""
+
+    def values(self):  # type: ignore[override]
+        return list(super().values())
+
+
+logging.Logger.manager.loggerDict = _LoggerTable(logging.Logger.manager.loggerDict)
 
 # A real PostgreSQL with pgvector (session-wide), a fresh database per test that asks for one, and
 # ``store``: each backend in turn.

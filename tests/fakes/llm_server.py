@@ -52,6 +52,9 @@ class FakeLLMServer:
         # already recorded, until the test allows more: a client's progress then stops where the
         # test wants it, however busy the machine.
         self.embed_budget: int | None = None
+        # Set to an unset threading.Event to hold every chat reply (recorded, counted in flight)
+        # until the test sets it: requests then stay in flight for as long as the test needs them.
+        self.hold: threading.Event | None = None
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_evt: asyncio.Event | None = None
@@ -67,6 +70,8 @@ class FakeLLMServer:
         return self
 
     def __exit__(self, *exc) -> None:
+        if self.hold is not None:
+            self.hold.set()  # a held reply's waiting thread ends with the server (a test that failed)
         self._loop.call_soon_threadsafe(self._stop_evt.set)
         self._thread.join(10)
 
@@ -123,6 +128,9 @@ class FakeLLMServer:
                 return ("error", 404, f"model '{model}' not found"), None, None
             if self.delay_s:
                 await asyncio.sleep(self.delay_s)
+            hold = self.hold
+            if hold is not None:
+                await asyncio.to_thread(hold.wait)
             text = action["text"] if "text" in action else self.reply(provider, messages)
             stop = action.get("stop", "end")
             if max_tokens and len(text) > max_tokens * 4:

@@ -85,10 +85,17 @@ def pipeline_maker(services: Services, embedder: Any, *, extract: Callable | Non
     from ragweedd.ingest.worker import make_extract
 
     cfg, paths, stores = services.cfg, services.paths, services.stores
+    # One extract function for every pipeline, made here on the builder's thread (it imports the
+    # extractors and the sandbox): an ingest thread's first job then imports nothing. It asks every
+    # stop flag it was handed, so a stopping daemon still kills a running sandbox child.
+    stop_flags: list[Callable[[], bool]] = []
+    shared = extract or make_extract(cfg, should_stop=lambda: any(f() for f in list(stop_flags)))
 
     def make(should_stop: Callable[[], bool]) -> Pipeline:
-        return Pipeline(cfg, paths, embedder, extract=extract or make_extract(cfg, should_stop=should_stop),
-                        should_stop=should_stop, defer_vectors=defer_vectors, stores=stores)
+        if should_stop not in stop_flags:
+            stop_flags.append(should_stop)
+        return Pipeline(cfg, paths, embedder, extract=shared, should_stop=should_stop,
+                        defer_vectors=defer_vectors, stores=stores)
 
     return make
 

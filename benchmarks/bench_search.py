@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from fts_corpus import RESULTS, chunks
+
 from ragweedd.store.backends import open_data_dir
 
 

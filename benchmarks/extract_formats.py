@@ -20,6 +20,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "data"))
 
 import make_fixtures  # noqa: E402
+
 from benchmarks._common import table, write_json  # noqa: E402
 from ragweedd.chunk.chunker import ChunkParams, chunk_document  # noqa: E402
 from ragweedd.config import default_config  # noqa: E402

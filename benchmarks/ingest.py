@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import SCIFACT, peak_rss_mb, table, write_json  # noqa: E402
+
 from ragweedd.store.backends import open_data_dir
 
 

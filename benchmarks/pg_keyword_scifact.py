@@ -16,8 +16,8 @@ MRR@10 with bootstrap 95% intervals and writes benchmarks/results/<out>.json.
 from __future__ import annotations
 
 import argparse
-import shutil
 import hashlib
+import shutil
 import sys
 import tempfile
 import time

@@ -56,11 +56,11 @@ def keyword(args) -> dict:
 
     from ragweedd.config import load_config
     from ragweedd.query.fts_plan import MIN_TIER_HITS, make_plan, query_words
-    from ragweedd.store.sqlite.rag_keywords import fts5_match
-    from ragweedd.store.types import AllOf, Terms, any_of
     from ragweedd.query.idf import IdfCache
     from ragweedd.query.wordnet import open_wordnet, wordnet_status
     from ragweedd.store.sqlite.fts_reader import FtsReader
+    from ragweedd.store.sqlite.rag_keywords import fts5_match
+    from ragweedd.store.types import AllOf, Terms, any_of
 
     # the index form of issue 31 (fts2_*: databases of the English-only form are not reused)
     zh = args.lang == "zh"

@@ -15,6 +15,7 @@ apply"; every list a route returns in pages sits under ``items`` with ``total``.
 # tell optional keys from required ones (Python 3.11 cannot from string annotations).
 from typing import Any, AsyncIterator, Literal, NotRequired, Protocol, TypedDict, Union
 
+
 def iso(t: float | None) -> str | None:
     """A Unix time as the contract shows times: ISO 8601 in UTC (None stays None)."""
     if t is None:

@@ -35,6 +35,7 @@ from ragweedd.paths import PRIVATE_UMASK, Paths
 if TYPE_CHECKING:
     from ragweedd.config import Config
     from ragweedd.daemon_core import Core
+    from ragweedd.embed.base import Embedder
 
 log = get_logger("ragweedd.daemon")
 
@@ -83,7 +84,8 @@ def data_writer_lock(paths: Paths) -> InstanceLock:
                              "or use ragweedctl add / upload / scan; or stop it (ragweedctl status shows it) first")
 
 
-def run_daemon(cfg: Config, allow_remote: bool = False, *, embedder=None, extract=None, watcher_factory=None,
+def run_daemon(cfg: Config, allow_remote: bool = False, *, embedder: Embedder | None = None,
+               extract: Callable | None = None, watcher_factory: Callable | None = None,
                banner_json: bool = False) -> int:
     """Run until SIGTERM/SIGINT; returns the exit code. ``embedder``, ``extract`` and
     ``watcher_factory`` replace the configured parts (see ragweedd.services.open_daemon);

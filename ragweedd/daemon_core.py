@@ -185,7 +185,7 @@ class Core:
                 try:
                     if name in self.collections.items:
                         self.collections.scan(name)
-                except Exception as e:
+                except Exception as e:  # noqa: BLE001 - a scan that fails is logged and retried; the scan thread goes on
                     log.error("scan_failed", collection=name, error=str(e))
                     if self.server is not None:
                         with self._scan_cv:
@@ -213,7 +213,7 @@ class Core:
                     self.server.keep_claim()  # a dropped connection loses the claimer's lock: take it again now
                 if back:
                     self.scan_async(*back)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - the root check runs on a timer thread that must outlive any failure
                 log.error("root_check_failed", error=str(e))
 
     def _store_back(self) -> list[str]:

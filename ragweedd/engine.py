@@ -50,9 +50,9 @@ from ragweedd.contract import (
 )
 from ragweedd.daemon_core import Core
 from ragweedd.errors import NotFoundError, RepairingError, RequestError
-from ragweedd.store.failures import damage_in
 from ragweedd.logging import get_logger
 from ragweedd.status import build_status, collection_of, missing_tools, shared_collections
+from ragweedd.store.failures import damage_in
 
 log = get_logger("ragweedd.engine")
 TOOLS_TTL_S = 60.0  # missing external tools are looked up again at most this often

@@ -23,7 +23,8 @@ def _redact(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> Mutabl
     return event
 
 
-def configure(level: str = "info", *, json: bool | None = None, stream=None, brief: bool = False) -> None:
+def configure(level: str = "info", *, json: bool | None = None, stream: Any = None,
+              brief: bool = False) -> None:
     """``brief``: one short human line per event (``ragweedd: warning: event (key=value, ...)``), no
     time stamp: what the one-shot commands print without ``--verbose`` (warnings and errors only)."""
     import structlog
@@ -73,7 +74,7 @@ def at_least(level: str, floor: str) -> str:
     return level if num(level) >= num(floor) else floor
 
 
-def get_logger(name: str = "ragweedd"):
+def get_logger(name: str = "ragweedd") -> Any:
     import structlog
 
     if not _configured:
@@ -89,7 +90,7 @@ class _LazyLogger:
         self._name = name
         self._log = None
 
-    def __getattr__(self, attr: str):
+    def __getattr__(self, attr: str) -> Any:
         if self._log is None:
             self._log = get_logger(self._name)
         return getattr(self._log, attr)

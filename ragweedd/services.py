@@ -179,7 +179,7 @@ class Services:
             f = Filters.make(collections=names, path_glob=path_glob, file_types=[file_type] if file_type else None,
                              doc_ids=[doc_id] if doc_id else None)
             try:
-                res: SearchResult = self.searcher(names).search(query, filters=f, limit=limit, mode=mode)  # type: ignore[assignment]
+                res = self.searcher(names).search(query, filters=f, limit=limit, mode=mode)
                 break
             except Exception as e:
                 # A collection removed (its index closed, its files deleted) or added while this
@@ -444,11 +444,10 @@ def _open_local_daemon(cfg: Config, paths: Paths, stores: StoreBackend, *, embed
     backend can make one."""
     _adopt_unrecorded(cfg, stores)
     data_dir = data_dir_of(stores)
+    from ragweedd.errors import EmbedderError
     from ragweedd.ingest.index_sync import IndexSync
     from ragweedd.ingest.model_swap import blocked, daemon_collections, prepare
     from ragweedd.ingest.vectorize import open_passes
-
-    from ragweedd.errors import EmbedderError
 
     owned = embedder is None
     migration = None

@@ -38,10 +38,9 @@ logging.Logger.manager.loggerDict = _LoggerTable(logging.Logger.manager.loggerDi
 
 # A real PostgreSQL with pgvector (session-wide), a fresh database per test that asks for one, and
 # ``store``: each backend in turn.
-from tests.pg_fixture import pg_dsn, pg_server, store  # noqa: E402,F401
-
-
 import pytest  # noqa: E402
+
+from tests.pg_fixture import pg_dsn, pg_server, store  # noqa: E402,F401
 
 
 @pytest.fixture(autouse=True)

@@ -14,11 +14,11 @@ import itertools
 import math
 import threading
 import time
-from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ragweedd import keyterms
-from ragweedd.store.types import PRIMARY, AllOf, Job, KeywordQuery, SkippedFile, Terms, leaves
+from ragweedd.store.types import PRIMARY, AllOf, ChunkRecord, Job, KeywordQuery, SkippedFile, Terms, leaves
 
 K1, B = 1.2, 0.75  # FTS5's bm25() constants
 
@@ -58,8 +58,8 @@ class MemoryRag:
 
     # --- writing -----------------------------------------------------------------------------------
     def publish(self, *, md5: str, source_file: str, rel_path: str, kind: str, extractor: str,
-                ocr_type: str | None, title: str | None, size_bytes: int, chunks: Iterable[dict],
-                vectors: dict[str, Iterable[bytes]], embedders: dict[str, tuple[str, int]],
+                ocr_type: str | None, title: str | None, size_bytes: int, chunks: Iterable[ChunkRecord],
+                vectors: Mapping[str, Iterable[bytes | None]], embedders: dict[str, tuple[str, int]],
                 replaces_path: bool = True, should_stop: Callable[[], bool] | None = None) -> list[int]:
         # drawn in step, as a generator of a large file's gives them, before anything is written:
         # a failure on the way leaves nothing behind
@@ -792,8 +792,15 @@ class MemoryBackend:
 
 
 if TYPE_CHECKING:
-    from ragweedd.store.protocols import (HistoryRows, IdfCacheStore, IngestStore, JobStore, KeywordReader, RagStore,
-                                          StoreBackend)
+    from ragweedd.store.protocols import (
+        HistoryRows,
+        IdfCacheStore,
+        IngestStore,
+        JobStore,
+        KeywordReader,
+        RagStore,
+        StoreBackend,
+    )
 
     def _conforms(b: MemoryBackend) -> None:
         # mypy checks here that the in-memory stores keep the seam's shapes

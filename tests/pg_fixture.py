@@ -41,7 +41,7 @@ def pg_server() -> Iterator[str]:
         uri = srv.get_uri()
         with psycopg.connect(uri, autocommit=True) as conn:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-    except Exception as e:  # any failure to start is reported the same way
+    except Exception as e:  # noqa: BLE001 - any failure to start is reported the same way
         shutil.rmtree(root, ignore_errors=True)
         _unavailable(f"could not start PostgreSQL with pgvector (pgserver): {type(e).__name__}: {e}")
     try:

@@ -14,18 +14,18 @@ from typing import Any
 
 import pytest
 
+from ragweedd.index.managed import DiskIndexes
 from ragweedd.query.exact import load_matrix, top_k
 from ragweedd.query.filters import Filters
 from ragweedd.query.fts_plan import keyword_leg, phrase_of, query_words
-from ragweedd.index.managed import DiskIndexes
 from ragweedd.query.hybrid import Searcher
+from ragweedd.query.idf import IdfCache
 from ragweedd.query.vectors import VectorSearch
 from ragweedd.store.backends import open_data_dir
-from ragweedd.query.idf import IdfCache
+from ragweedd.store.protocols import RagStore
 from ragweedd.store.sqlite import rag_keywords
 from ragweedd.store.sqlite.fts_reader import FtsReader
 from ragweedd.store.sqlite.idf_cache_db import IdfCacheDB
-from ragweedd.store.protocols import RagStore
 from ragweedd.store.types import all_of, any_of
 
 WORDNET_DIR = "/usr/share/wordnet"

@@ -13,11 +13,14 @@ import asyncio
 import re
 import time
 from dataclasses import dataclass, field
-from typing import AsyncIterator
+from typing import TYPE_CHECKING, AsyncIterator
 
 from ragweedd.answer.prompts import CONTENT_CHARS, fill
 from ragweedd.errors import ProviderAuthError, ProviderError, ProviderModelMissing
 from ragweedd.logging import get_logger
+
+if TYPE_CHECKING:
+    from ragweedd.llm.base import ChatProvider
 
 ANNOTATION_MAX_TOKENS = 200
 ANNOTATION_TEMPERATURE = 1.0
@@ -49,7 +52,7 @@ def build_prompt(template: str, query: str, hit: dict) -> list[dict]:
     return [{"role": "user", "content": fill(template, CONTENT=content, QUERY=query)}]
 
 
-async def annotate_iter(query: str, hits: list[dict], provider, template: str, *, concurrency: int,
+async def annotate_iter(query: str, hits: list[dict], provider: ChatProvider, template: str, *, concurrency: int,
                         irrelevant: re.Pattern) -> AsyncIterator[dict]:
     """Yield one event per hit as its annotation arrives:
     ``{"index", "hit", "annotation", "relevant", "error", "usage"}`` (hit already carries "annotation")."""
@@ -81,7 +84,7 @@ async def annotate_iter(query: str, hits: list[dict], provider, template: str, *
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def annotate(query: str, hits: list[dict], provider, template: str, *, concurrency: int,
+async def annotate(query: str, hits: list[dict], provider: ChatProvider, template: str, *, concurrency: int,
                    irrelevant: re.Pattern) -> AnnotationOutcome:
     out = AnnotationOutcome()
     t0 = time.perf_counter()

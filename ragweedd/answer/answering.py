@@ -19,16 +19,23 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from typing import AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from ragweedd.answer.annotate import AnnotationOutcome, annotate_iter, collect, compile_irrelevant
 from ragweedd.answer.citations import check_citations, is_pure_refusal, is_refusal
 from ragweedd.answer.packing import SAFETY_TOKENS, estimate_tokens, pack_sources, source_label
 from ragweedd.answer.prompts import CONTINUE_PROMPT, NO_LLM_LABEL, REFUSAL, Prompts, fill, load_prompts
 from ragweedd.answer.thread import fit_thread, thread_budget
+from ragweedd.config import Config
 from ragweedd.contract import ThreadTurn
 from ragweedd.llm.base import StreamTally
 from ragweedd.logging import get_logger
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ragweedd.embed.base import Embedder
+    from ragweedd.llm.base import ChatProvider
 
 log = get_logger(__name__)
 EXCERPT_CHARS = 300
@@ -85,7 +92,7 @@ def _overhead(query: str, prompts: Prompts) -> int:
 
 
 def passages_answer(hits: list[dict], limit: int = PASSAGES_SHOWN, *, query: str = "",
-                    embedder=None) -> tuple[str, list[dict]]:
+                    embedder: Embedder | None = None) -> tuple[str, list[dict]]:
     """The answer without an LLM: the sentences of the retrieved passages that best answer ``query``
     (ragweedd/answer/quotes.py), grouped by passage, numbered, clearly labelled. Passages far below
     the best, or below the absolute floor, are not sources; with none above the floor the answer is
@@ -131,7 +138,8 @@ def _one_line(text: str) -> str:
     return text if len(text) <= PASSAGE_CHARS else text[:PASSAGE_CHARS].rsplit(" ", 1)[0] + " …"
 
 
-def _provider_from(cfg, spec_attr: str, given, key: str):
+def _provider_from(cfg: Config, spec_attr: str, given: ChatProvider | None,
+                   key: str) -> tuple[ChatProvider | None, bool]:
     if given is not None:
         return given, False
     spec = getattr(cfg, spec_attr, "") or ""
@@ -142,9 +150,11 @@ def _provider_from(cfg, spec_attr: str, given, key: str):
     return make_provider(spec, cfg, key=key), True
 
 
-async def answer_question(query: str, hits: list[dict], cfg, *, annotator=None, synthesizer=None,
-                          prompts: Prompts | None = None, config_dir=None, embedder=None,
-                          entailer=None, thread: list[ThreadTurn] | None = None,
+async def answer_question(query: str, hits: list[dict], cfg: Config, *, annotator: ChatProvider | None = None,
+                          synthesizer: ChatProvider | None = None,
+                          prompts: Prompts | None = None, config_dir: str | Path | None = None,
+                          embedder: Embedder | None = None,
+                          entailer: ChatProvider | None = None, thread: list[ThreadTurn] | None = None,
                           searched: str | None = None) -> AsyncIterator[dict]:
     """Stream the events of one answer. ``annotator`` / ``synthesizer`` are ChatProviders; when None
     they are built from cfg.llm_annotation / cfg.llm_synthesis (empty = that stage is skipped).
@@ -159,7 +169,7 @@ async def answer_question(query: str, hits: list[dict], cfg, *, annotator=None, 
     try:
         synthesizer, own_s = _provider_from(cfg, "llm_synthesis", synthesizer, "llm.synthesis")
     except BaseException:
-        if own_a:
+        if own_a and annotator is not None:
             await annotator.aclose()
         raise
     try:
@@ -186,7 +196,7 @@ async def answer_question(query: str, hits: list[dict], cfg, *, annotator=None, 
         else:
             outcome.kept = list(hits)
 
-        base = {
+        base: dict[str, Any] = {
             "query": query,
             "retrieved": [_compact(h) for h in hits],
             "annotations": [{"embedding_id": h.get("embedding_id"), "annotation": h.get("annotation"),
@@ -197,7 +207,8 @@ async def answer_question(query: str, hits: list[dict], cfg, *, annotator=None, 
             "annotation_errors": outcome.errors,
             "annotation_provider": annotator.spec if annotator is not None else None,
         }
-        usage_by = {"annotation": outcome.usage, "synthesis": {"input_tokens": 0, "output_tokens": 0}}
+        usage_by: dict[str, dict | None] = {"annotation": outcome.usage,
+                                            "synthesis": {"input_tokens": 0, "output_tokens": 0}}
 
         # --- no LLM: cited passages -----------------------------------------------------
         if synthesizer is None:
@@ -254,13 +265,13 @@ async def answer_question(query: str, hits: list[dict], cfg, *, annotator=None, 
                     annotate_ms=outcome.ms, synth_ms=synth_ms, t_start=t_start, messages=messages, cfg=cfg,
                     quote_ms=quote_ms, verified=verified)
     finally:
-        if own_a:
+        if own_a and annotator is not None:
             await annotator.aclose()
-        if own_s:
+        if own_s and synthesizer is not None:
             await synthesizer.aclose()
 
 
-def _config_dir_of(cfg):
+def _config_dir_of(cfg: Config) -> Path | None:
     # custom prompts live beside the config file the daemon was started with
     src = getattr(cfg, "source", None)
     if isinstance(src, str) and src and not src.startswith("<"):
@@ -270,7 +281,8 @@ def _config_dir_of(cfg):
     return None
 
 
-def _merged_prompts(config_dir, annotator, synthesizer) -> Prompts:
+def _merged_prompts(config_dir: str | Path | None, annotator: ChatProvider | None,
+                    synthesizer: ChatProvider | None) -> Prompts:
     # annotation and synthesis may use different providers, each with its own prompts.json entry
     a = load_prompts(config_dir, annotator.spec if annotator is not None else None)
     s = load_prompts(config_dir, synthesizer.spec if synthesizer is not None else None)
@@ -279,7 +291,8 @@ def _merged_prompts(config_dir, annotator, synthesizer) -> Prompts:
                            "synthesis_system": s.source["synthesis_system"]})
 
 
-async def verify_citations(answer: str, context: list[dict], cfg, entailer=None) -> dict | None:
+async def verify_citations(answer: str, context: list[dict], cfg: Config,
+                           entailer: ChatProvider | None = None) -> dict | None:
     """``citation_checks`` and ``citations_verified`` of an LLM answer (answer/verify.py), or None
     when ``verify_citations`` is off. The entailment model (``[llm] entailment``, or ``entailer``)
     is asked only about the citations the deterministic check accepts; its failure never fails the
@@ -313,8 +326,9 @@ async def verify_citations(answer: str, context: list[dict], cfg, entailer=None)
 
 
 def _done(base: dict, *, mode: str, answer: str, context: list[dict], stop_reason: str, usage_by: dict,
-          provider, model, llm_calls: int, annotate_ms: float, synth_ms: float, t_start: float,
-          messages, cfg, continuations: int = 0, quote_ms: float | None = None, verified: dict | None = None) -> dict:
+          provider: str | None, model: str | None, llm_calls: int, annotate_ms: float, synth_ms: float, t_start: float,
+          messages: list[dict[str, Any]] | None, cfg: Config, continuations: int = 0, quote_ms: float | None = None,
+          verified: dict | None = None) -> dict:
     check = check_citations(answer, len(context)) if mode == "llm" else {
         "cited": [h["n"] for h in context], "invalid": []}
     by_n = {h["n"]: h for h in context}
@@ -361,7 +375,7 @@ def _done(base: dict, *, mode: str, answer: str, context: list[dict], stop_reaso
     return done
 
 
-async def continue_answer(state: dict, cfg, *, synthesizer=None) -> AsyncIterator[dict]:
+async def continue_answer(state: dict, cfg: Config, *, synthesizer: ChatProvider | None = None) -> AsyncIterator[dict]:
     """Continue an answer that stopped at max_tokens: the partial reply goes back as the assistant's turn,
     followed by a request to carry on. Yields token events and a new done event for the whole answer."""
     from ragweedd.errors import RequestError
@@ -411,24 +425,21 @@ def _needs_space(prev: str, nxt: str) -> bool:
     return prev[-1] in ".,;:!?)]" and nxt[0].isalnum()
 
 
-async def ask(query: str, hits: list[dict], cfg, **kw) -> dict:
+async def ask(query: str, hits: list[dict], cfg: Config, **kw: Any) -> dict:
     """Non-streaming wrapper: the final ``done`` record of ``answer_question``."""
-    done = None
-    async for ev in answer_question(query, hits, cfg, **kw):
-        if ev["type"] == "done":
-            done = ev
-    return done
+    return _last_done([ev async for ev in answer_question(query, hits, cfg, **kw)])
 
 
-async def ask_continue(state: dict, cfg, **kw) -> dict:
-    done = None
-    async for ev in continue_answer(state, cfg, **kw):
-        if ev["type"] == "done":
-            done = ev
-    return done
+async def ask_continue(state: dict, cfg: Config, **kw: Any) -> dict:
+    return _last_done([ev async for ev in continue_answer(state, cfg, **kw)])
 
 
-def _llm_setup(cfg) -> str | None:
+def _last_done(events: list[dict]) -> dict:
+    # both generators end with a done record on every path, including a refusal
+    return [ev for ev in events if ev["type"] == "done"][-1]
+
+
+def _llm_setup(cfg: Config) -> str | None:
     import os
 
     from ragweedd.keyfile import synthesis_missing

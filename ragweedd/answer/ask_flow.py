@@ -16,6 +16,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, cast
 
 from ragweedd.answer import history as hist
+from ragweedd.config import Config
 from ragweedd.contract import AskEvent, SearchResult, ThreadTurn
 from ragweedd.errors import RagweedError, RequestError
 
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 
 class AskFlow:
-    def __init__(self, cfg: Any, history: hist.HistoryStore, *, embedder: Callable[[], Any] | None = None) -> None:
+    def __init__(self, cfg: Config, history: hist.HistoryStore, *, embedder: Callable[[], Any] | None = None) -> None:
         self.cfg = cfg
         self.history = history
         # called when an answer starts, so a continuation (which quotes nothing new) loads no model

@@ -167,7 +167,7 @@ class HistoryStore:
     def __enter__(self) -> "HistoryStore":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -181,8 +181,8 @@ def _entry(r: dict[str, Any], where: Any) -> dict[str, Any]:
     try:
         body = json.loads(r["body_json"])
         if not isinstance(body, dict):
-            raise ValueError("not an object")
-    except ValueError as e:
+            raise TypeError("not an object")
+    except (ValueError, TypeError) as e:
         raise StorageError(f"history entry '{hid}' in {where} is damaged ({e})",
                            hint="delete the entry or move history.sqlite3 aside") from None
     return {**body, "id": hid, "kind": r["kind"], "query": r["query"], "created_at": iso(r["created_at"]),

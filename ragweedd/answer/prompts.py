@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragweedd.errors import ConfigError
@@ -87,7 +87,8 @@ class Prompts:
     annotation: str = DEFAULT_ANNOTATION_PROMPT
     synthesis: str = DEFAULT_SYNTHESIS_PROMPT
     synthesis_system: str = DEFAULT_SYNTHESIS_SYSTEM
-    source: dict | None = None  # field -> where it came from ("default" or a file path), for doctor/history
+    # field -> where it came from ("default" or a file path), for doctor/history
+    source: dict[str, str] = field(default_factory=dict)
 
 
 def validate_template(kind: str, text: str, origin: str) -> str:

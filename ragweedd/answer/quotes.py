@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 from urllib.parse import quote as pct
 
 from ragweedd.answer.sentences import split_sentences
@@ -31,6 +31,9 @@ from ragweedd.keyterms import terms, unspaced_in
 from ragweedd.logging import get_logger
 from ragweedd.periods import spell_periods
 from ragweedd.statements import headed_statements, named_statements
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = get_logger(__name__)
 
@@ -232,7 +235,7 @@ def score(query: str, hits: Sequence[dict], cands: list[Sentence], embedder: Any
             c.pick = w * c.sim + (1 - w) * own
 
 
-def _similarities(query: str, hits: Sequence[dict], cands: list[Sentence], embedder: Any):
+def _similarities(query: str, hits: Sequence[dict], cands: list[Sentence], embedder: Any) -> np.ndarray | None:
     from ragweedd.embed.long import embed_texts
     from ragweedd.errors import EmbedderError
 

@@ -21,6 +21,10 @@ the passage's span moved by ``start``. Rules, in order:
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 MAX_CHARS = 400
 
@@ -57,7 +61,7 @@ def _trim(text: str, a: int, b: int) -> tuple[int, int]:
     return a, b
 
 
-def _blocks(text: str):
+def _blocks(text: str) -> Iterator[tuple[int, int]]:
     pos = 0
     for m in _BLANK.finditer(text):
         yield pos, m.start()
@@ -79,7 +83,7 @@ def _is_table_row(line: str) -> bool:
     return bool(_TABLE.search(line.strip()))
 
 
-def _segments(text: str, a: int, b: int):
+def _segments(text: str, a: int, b: int) -> Iterator[tuple[int, int]]:
     """Runs of lines that may hold one flowing sentence; a hard line start begins a new run."""
     lines = [(s, e) for s, e in _lines(text, a, b) if text[s:e].strip()]
     if not lines:
@@ -117,7 +121,7 @@ def _hard_alone(line: str) -> bool:
     return bool(_HEADING.match(line) or _is_table_row(line))
 
 
-def _sentences(text: str, a: int, b: int):
+def _sentences(text: str, a: int, b: int) -> Iterator[tuple[int, int]]:
     start = a
     seg = text[a:b]
     for m in _END.finditer(seg):
@@ -162,7 +166,7 @@ def _abbreviation(before: str) -> bool:
     return word.lower().rstrip(".") in _ABBREV
 
 
-def _cap(text: str, a: int, b: int):
+def _cap(text: str, a: int, b: int) -> Iterator[tuple[int, int]]:
     while b - a > MAX_CHARS:
         cut = text.rfind(" ", a + MAX_CHARS // 2, a + MAX_CHARS)
         if cut <= a:

@@ -14,9 +14,15 @@ import asyncio
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragweedd.logging import get_logger
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from ragweedd.llm.base import ChatProvider
+    from ragweedd.store.protocols import SummaryStore
 
 log = get_logger(__name__)
 
@@ -63,7 +69,7 @@ class Node:
     def own_text(self) -> str:
         return " ".join(self.text)
 
-    def walk(self):
+    def walk(self) -> Iterator[Node]:
         yield self
         for c in self.children:
             yield from c.walk()
@@ -202,7 +208,8 @@ def outline(tree: DocTree, prefix: str) -> str:
     return "\n".join(lines)
 
 
-async def summarise(trees: list[DocTree], provider, cache, *, concurrency: int, sections: bool) -> dict[str, Any]:
+async def summarise(trees: list[DocTree], provider: ChatProvider, cache: SummaryStore, *, concurrency: int,
+                    sections: bool) -> dict[str, Any]:
     """LLM summaries for the documents (``sections``: for every node too), from the cache where it
     has them. A failed call keeps the extractive summary: a summary is a hint, never worth failing
     an answer for. Returns the cost."""

@@ -27,13 +27,18 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 from ragweedd.answer import tree as T
 from ragweedd.answer.thread import fit_thread, thread_budget
+from ragweedd.config import Config
 from ragweedd.contract import ThreadTurn
 from ragweedd.errors import PickError, RequestError
 from ragweedd.logging import get_logger
+
+if TYPE_CHECKING:
+    from ragweedd.embed.base import Embedder
+    from ragweedd.llm.base import ChatProvider
 
 log = get_logger(__name__)
 PICK_MAX_TOKENS = 300
@@ -184,7 +189,10 @@ def fit_sections(query: str, groups: list[list[dict]], budget: int) -> tuple[lis
                 score += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * len(d) / avg))
         return score
 
-    queues = [sorted(range(len(g)), key=lambda i, d=docs[k]: (-bm25(d[i]), i)) for k, g in enumerate(groups)]
+    def best_first(group: list[list[str]]) -> list[int]:
+        return sorted(range(len(group)), key=lambda i: (-bm25(group[i]), i))
+
+    queues = [best_first(d) for d in docs]
     # the number a source gets is not known yet: a two-digit one stands in for any
     cost = [[estimate_tokens(serialise_source(99, h)) + 2 for h in g] for g in groups]
     taken: list[set[int]] = [set() for _ in groups]
@@ -213,7 +221,7 @@ def no_llm_error() -> RequestError:
                              "'tree'")
 
 
-async def _complete(provider, prompt: str, steps: dict) -> str:
+async def _complete(provider: ChatProvider, prompt: str, steps: dict) -> str:
     res = await provider.complete([{"role": "user", "content": prompt}], max_tokens=PICK_MAX_TOKENS, temperature=0.0)
     steps["calls"] += 1
     steps["input_tokens"] += res.usage.get("input_tokens", 0)
@@ -221,15 +229,15 @@ async def _complete(provider, prompt: str, steps: dict) -> str:
     return res.text
 
 
-async def tree_answer(query: str, res: dict, cfg, scope: TreeScope, *, synthesizer=None, summarizer=None,
-                      embedder=None, thread: list[ThreadTurn] | None = None,
+async def tree_answer(query: str, res: dict, cfg: Config, scope: TreeScope, *,
+                      synthesizer: ChatProvider | None = None, summarizer: ChatProvider | None = None,
+                      embedder: Embedder | None = None, thread: list[ThreadTurn] | None = None,
                       searched: str | None = None) -> AsyncIterator[dict]:
     """The events of a tree-mode answer (the events of answering.answer_question, whose done event
     carries ``tree``). A turn of a conversation passes the earlier turns (``thread``) and the
     standalone query it was searched as (``searched``): the sections are chosen for that query, and
     the synthesis prompt reads the earlier turns within the same budget as the ordinary mode's."""
-    from ragweedd.answer.answering import (_config_dir_of, _merged_prompts, _overhead, _provider_from,
-                                           answer_question)
+    from ragweedd.answer.answering import _config_dir_of, _merged_prompts, _overhead, _provider_from, answer_question
     from ragweedd.answer.packing import SAFETY_TOKENS
 
     synthesizer, own_s = _provider_from(cfg, "llm_synthesis", synthesizer, "llm.synthesis")
@@ -278,8 +286,8 @@ async def tree_answer(query: str, res: dict, cfg, scope: TreeScope, *, synthesiz
             await summarizer.aclose()
 
 
-async def _choose(query: str, hits: list[dict], cfg, scope: TreeScope, llm, summarizer,
-                  steps: dict) -> list[list[dict]]:
+async def _choose(query: str, hits: list[dict], cfg: Config, scope: TreeScope, llm: ChatProvider,
+                  summarizer: ChatProvider | None, steps: dict) -> list[list[dict]]:
     """Route, then select; the opened chunks per section, or [] after a recorded fallback."""
     trees, total = await asyncio.to_thread(_load_trees, scope, hits, cfg.tree_documents_shown)
     steps["candidates"] = len(trees)
@@ -294,7 +302,7 @@ async def _choose(query: str, hits: list[dict], cfg, scope: TreeScope, llm, summ
 
         cache = await asyncio.to_thread(open_summary_cache, scope.summary_cache)
     try:
-        if cache is not None:
+        if cache is not None and summarizer is not None:
             steps["summaries"] = await T.summarise(trees, summarizer, cache, concurrency=cfg.annotation_concurrency,
                                                    sections=False)
             steps["summaries"]["provider"] = summarizer.spec
@@ -320,7 +328,7 @@ async def _choose(query: str, hits: list[dict], cfg, scope: TreeScope, llm, summ
                                "title": ids[k].title, "source_file": ids[k].source_file,
                                "structured": ids[k].structured} for k in chosen]
         picked = [ids[k] for k in chosen]
-        if cache is not None:
+        if cache is not None and summarizer is not None:
             more = await T.summarise(picked, summarizer, cache, concurrency=cfg.annotation_concurrency, sections=True)
             for k in ("calls", "cached", "errors", "input_tokens", "output_tokens"):
                 steps["summaries"][k] += more[k]

@@ -5,6 +5,8 @@ The daemon may add its own cleanup contexts to the returned app before starting 
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
 
 from ragweedd.api.openai_compat import add_openai_routes
@@ -14,7 +16,7 @@ from ragweedd.api.web_routes import add_web_routes
 from ragweedd.logging import get_logger
 
 
-def build_app(engine, *, token: str, port: int, max_body_bytes: int = 64 * 2**20,
+def build_app(engine: Any, *, token: str, port: int, max_body_bytes: int = 64 * 2**20,
               max_concurrent_answers: int = 4, extra_hosts: tuple[str, ...] = ()) -> web.Application:
     """``port`` is the port clients use in Host/Origin; when binding to port 0 the server sets it
     once the port is known (``app[STATE_KEY].set_port``)."""

@@ -96,7 +96,7 @@ class McpHttp:
         return await _asgi(manager.handle_request, request, body)
 
 
-async def _asgi(app, request: web.Request, body: bytes) -> web.StreamResponse:
+async def _asgi(app: Any, request: web.Request, body: bytes) -> web.StreamResponse:
     """One ASGI http call for one aiohttp request whose body is already read."""
     scope = {
         "type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",

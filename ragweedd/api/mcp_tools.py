@@ -322,11 +322,11 @@ Str = Annotated[str, Field(min_length=1, max_length=8000)]
 Name = Annotated[str, Field(min_length=1, max_length=128, description="a collection name")]
 
 
-def build_server(backend: Backend, *, allow_writes: bool = False, name: str = "ragweedd") -> MCPServer:
+def build_server(backend: Backend, *, allow_writes: bool = False, name: str = "ragweedd") -> MCPServer:  # noqa: C901 - each MCP tool is a closure registered here; mccabe adds their branches to this function
     mcp: MCPServer = _Server(name, version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
-    def filters(collections, path_glob, file_type) -> dict:
+    def filters(collections: list[str] | None, path_glob: str | None, file_type: str | None) -> dict:
         f = {"collections": collections or None, "path_glob": path_glob, "file_type": file_type}
         return {k: v for k, v in f.items() if v is not None}
 

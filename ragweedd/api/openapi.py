@@ -349,7 +349,7 @@ def depth(value: Any, limit: int = MAX_DEPTH) -> int:
     return deepest
 
 
-def validate(value: Any, sch: dict, where: str, _level: int = 0) -> None:
+def validate(value: Any, sch: dict, where: str, _level: int = 0) -> None:  # noqa: C901 - one branch per JSON Schema keyword the API document uses, read top to bottom
     """Check ``value`` against the subset of JSON Schema this document uses; RequestError names
     the offending field (``where``) and what is allowed. Values nested deeper than MAX_DEPTH are
     refused, so the recursion here is bounded whatever the schema allows."""

@@ -8,7 +8,7 @@ import asyncio
 import hashlib
 import hmac
 import unicodedata
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 from aiohttp import BodyPartReader, web
 
@@ -18,7 +18,6 @@ from ragweedd.api.jsontext import dumps, loads
 from ragweedd.api.security import STATE_KEY, ApiState
 from ragweedd.api.sse import AnswersBusy, answer_events, next_event, stream_error
 from ragweedd.errors import RequestError
-
 
 
 def _st(request: web.Request) -> ApiState:
@@ -225,7 +224,7 @@ async def _read_multipart(request: web.Request, cap: int, filename: str | None) 
             return name, b"".join(chunks)
     except (web.HTTPException, RequestError):
         raise
-    except Exception as e:  # aiohttp raises assorted errors on malformed multipart bodies
+    except Exception as e:  # noqa: BLE001 - aiohttp raises assorted errors on malformed multipart bodies
         raise RequestError(f"the multipart body could not be parsed: {type(e).__name__}") from None
     raise RequestError("the multipart body has no 'file' part")
 
@@ -254,7 +253,7 @@ async def ask_continue(request: web.Request) -> web.StreamResponse:
     return await _answer(request, stream, lambda eng: eng.ask_continue(hid))
 
 
-async def _answer(request: web.Request, stream: bool, start) -> web.StreamResponse:
+async def _answer(request: web.Request, stream: bool, start: Callable[[Any], Any]) -> web.StreamResponse:
     st = _st(request)
     try:
         async with answer_events(st, lambda: start(st.engine)) as (first, events):
@@ -296,7 +295,8 @@ def _sse_frame(ev: dict) -> bytes:
     return f"event: {ev.get('type', 'message')}\ndata: {data}\n\n".encode()
 
 
-async def _sse(request: web.Request, first: dict | None, events: AsyncIterator[dict], st: ApiState):
+async def _sse(request: web.Request, first: dict | None, events: AsyncIterator[dict],
+               st: ApiState) -> web.StreamResponse:
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
                                        "Cache-Control": "no-store", "X-Accel-Buffering": "no"})
     await resp.prepare(request)

@@ -32,12 +32,15 @@ import secrets
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from ragweedd.api.jsontext import dumps
 from ragweedd.errors import RagweedError
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
 
 PUBLIC_ROUTES = {("GET", "/v1/health")}
 # The web UI's shell (HTML, script, style: no data) and its sign-in page need no token; the data
@@ -204,7 +207,8 @@ def _from_http_exception(request: web.Request, exc: web.HTTPException, st: ApiSt
 
 
 @web.middleware
-async def error_middleware(request: web.Request, handler) -> web.StreamResponse:
+async def error_middleware(request: web.Request,
+                           handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
     st = request.app[STATE_KEY]
     rid = uuid.uuid4().hex[:12]
     t0 = time.perf_counter()
@@ -307,7 +311,8 @@ def is_public(method: str, path: str) -> bool:
 
 
 @web.middleware
-async def security_middleware(request: web.Request, handler) -> web.StreamResponse:
+async def security_middleware(request: web.Request,
+                              handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
     st = request.app[STATE_KEY]
     why = check_host(request, st)
     if why:

@@ -13,6 +13,7 @@ import re
 import secrets
 import stat
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
@@ -182,7 +183,7 @@ LINGER_S = 2.0
 
 
 class ApiServer:
-    def __init__(self, engine, *, token: str, listen: str = "127.0.0.1:0", allow_remote: bool = False,
+    def __init__(self, engine: Any, *, token: str, listen: str = "127.0.0.1:0", allow_remote: bool = False,
                  port_file: str | os.PathLike | None = None, max_body_bytes: int = 64 * 2**20,
                  max_concurrent_answers: int = 4, app: web.Application | None = None,
                  idle_timeout: float = 15.0, body_timeout: float = 60.0, write_timeout: float = 30.0,

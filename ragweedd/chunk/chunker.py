@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from ragweedd.chunk.entropy import shannon_entropy, verdict, word_count
-from ragweedd.text_stats import LOGOGRAPHIC_EXTRA_BITS, logographic_share
 from ragweedd.chunk.splitter import chunk_chars_for, iter_spans
 from ragweedd.extract.base import ExtractedDoc, Region
+from ragweedd.store.types import ChunkRecord
+from ragweedd.text_stats import LOGOGRAPHIC_EXTRA_BITS, logographic_share
 
 if TYPE_CHECKING:
     from ragweedd.config import Config
@@ -62,7 +63,7 @@ class ChunkParams:
 
 @dataclass
 class ChunkResult:
-    chunks: list[dict[str, Any]] = field(default_factory=list)
+    chunks: list[ChunkRecord] = field(default_factory=list)
     dropped: dict[str, int] = field(default_factory=dict)
 
 
@@ -294,7 +295,7 @@ def chunk_document(doc: ExtractedDoc, params: ChunkParams) -> ChunkResult:
 
 
 def iter_chunks(pieces: Iterable[str], kind: str, regions: list[Region], params: ChunkParams,
-                dropped: dict[str, int]) -> Iterator[dict[str, Any]]:
+                dropped: dict[str, int]) -> Iterator[ChunkRecord]:
     """The chunk records of the text that ``pieces`` make up, one at a time (a large file is
     chunked without holding its text); chunks the entropy filter drops are counted in ``dropped``.
     ``chunk_document`` is this over one piece, so both give the same chunks."""

@@ -14,13 +14,21 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ragweedd.cli.ctl_text import print_citation_checks, print_tree, say_rewrite
+from ragweedd.config import Config
 from ragweedd.errors import RagweedError, RequestError
 
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import AsyncIterator
 
-def run(cfg, args, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    from ragweedd.contract import AskEvent, DoneEvent
+    from ragweedd.services import Services
+
+
+def run(cfg: Config, args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     from ragweedd.services import open_oneshot
 
     out = out or sys.stdout
@@ -46,7 +54,7 @@ def run(cfg, args, out: TextIO | None = None, err: TextIO | None = None) -> int:
         services.close()
 
 
-async def _ask(services, query: str, args, out: TextIO, err: TextIO) -> int:
+async def _ask(services: Services, query: str, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     flow = services.ask_flow
     if args.continue_id:
         entry, events = await flow.resume(args.continue_id)
@@ -67,7 +75,7 @@ async def _ask(services, query: str, args, out: TextIO, err: TextIO) -> int:
     return await _print(services, events, args.json, out, err)
 
 
-def _conversation(services, args) -> str | None:
+def _conversation(services: Services, args: argparse.Namespace) -> str | None:
     """The conversation the question continues: --conversation ID, the last one with --follow-up."""
     if getattr(args, "conversation", None):
         return str(args.conversation)
@@ -79,19 +87,19 @@ def _conversation(services, args) -> str | None:
     return str(items[0]["id"])
 
 
-async def _print(services, events, as_json: bool, out: TextIO, err: TextIO) -> int:
+async def _print(services: Services, events: AsyncIterator[AskEvent], as_json: bool, out: TextIO,
+                 err: TextIO) -> int:
     """Print the answer as its tokens arrive, then its numbered sources (or one JSON record)."""
     started = False
-    done: dict[str, Any] | None = None
+    done: DoneEvent | None = None
     try:
         async for ev in events:
-            t = ev.get("type")
-            if t == "token":
+            if ev["type"] == "token":
                 started = True
                 if not as_json:
                     out.write(ev["text"])
                     out.flush()
-            elif t == "done":
+            elif ev["type"] == "done":
                 done = ev
     except (RagweedError, KeyboardInterrupt, asyncio.CancelledError):
         if not as_json and started:

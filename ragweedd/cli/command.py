@@ -5,16 +5,27 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import TYPE_CHECKING, Any
 
 from ragweedd import __version__
+from ragweedd.config import Config
 from ragweedd.errors import RagweedError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from pathlib import Path
+
+    from ragweedd.config import KeySpec
+    from ragweedd.embed.base import Embedder
+    from ragweedd.services import Services
+    from ragweedd.store.protocols import StoreBackend
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ragweedd.cli.exits import usage_error_raiser
+    from ragweedd.cli.exits import UsageErrorParser
     from ragweedd.cli.options import add_limit_option, add_tree_option, add_verbose_option, hide_commands
 
-    parser_class = usage_error_raiser(argparse.ArgumentParser)
+    parser_class = UsageErrorParser
     common = parser_class(add_help=False)
     # SUPPRESS: --json given before the command must not be reset by the sub-parser's default
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
@@ -29,10 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
     _add = sub.add_parser
 
-    def add_parser(name, **kw):
+    def add_parser(name: str, **kw: Any) -> argparse.ArgumentParser:
         return _add(name, parents=[common], **kw)
 
-    sub.add_parser = add_parser  # type: ignore[method-assign]  # every command takes --json
+    sub.add_parser = add_parser  # type: ignore[method-assign,assignment]  # every command takes --json
 
     r = sub.add_parser("run", help="start the daemon (watch, ingest, serve the API)")
     r.add_argument("--allow-remote", action="store_true", help="permit a non-loopback listen address")
@@ -132,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         return quiet_broken_pipe()
 
 
-def _json_error(doc) -> None:
+def _json_error(doc: object) -> None:
     """The error object on stdout, unless its reader is gone: then the exit code still tells."""
     from ragweedd.cli.exits import quiet_broken_pipe
 
@@ -142,7 +153,7 @@ def _json_error(doc) -> None:
         quiet_broken_pipe()
 
 
-def _check_names(args) -> None:
+def _check_names(args: argparse.Namespace) -> None:
     """Collection names given to a one-shot command follow the daemon's rule before anything runs
     (ragweedd.paths also refuses them where a collection's path is built)."""
     from ragweedd.paths import check_collection_name
@@ -152,7 +163,7 @@ def _check_names(args) -> None:
         check_collection_name(name)
 
 
-def _json_out(doc) -> None:
+def _json_out(doc: object) -> None:
     import json
 
     json.dump(doc, sys.stdout, ensure_ascii=False, default=str)
@@ -160,7 +171,7 @@ def _json_out(doc) -> None:
     sys.stdout.flush()
 
 
-def _dispatch(args) -> int:
+def _dispatch(args: argparse.Namespace) -> int:
     from ragweedd.cli import common
 
     if args.cmd in ("completion", "man"):  # no configuration needed
@@ -208,7 +219,7 @@ def _dispatch(args) -> int:
     raise AssertionError(args.cmd)
 
 
-def _collection_names(args) -> int:
+def _collection_names(args: argparse.Namespace) -> int:
     """Names for shell completion: the config's collections and those ingested into the data dir.
     A completion must never print an error into the user's command line: nothing on failure."""
     from ragweedd.cli import common
@@ -226,7 +237,7 @@ def _collection_names(args) -> int:
     return 0
 
 
-def _generated(args) -> int:
+def _generated(args: argparse.Namespace) -> int:
     from ragweedd.cli.completion import run_generated
 
     return run_generated(build_parser(), args.cmd, getattr(args, "shell", None), args.json, sys.stdout)
@@ -264,14 +275,14 @@ def install_crash_reporting() -> None:
 
     threading.excepthook = thread_crashed
     if hasattr(signal, "SIGHUP"):
-        def hangup(signum, frame) -> None:
+        def hangup(signum: int, frame: object) -> None:
             log.warning("daemon_signal", signal="SIGHUP", action="stopping as for SIGTERM")
             os.kill(os.getpid(), signal.SIGTERM)
 
         signal.signal(signal.SIGHUP, hangup)
 
 
-def run_logged(run) -> int:
+def run_logged(run: Callable[[], int]) -> int:
     """``run()`` with its end in the log whatever it is: a return code, an error, an exception."""
     from ragweedd.logging import get_logger
 
@@ -291,7 +302,7 @@ def run_logged(run) -> int:
     return code
 
 
-def _check_config(cfg, as_json: bool = False, chosen: str = "") -> int:
+def _check_config(cfg: Config, as_json: bool = False, chosen: str = "") -> int:
     from ragweedd.config import KEYS
 
     if as_json:
@@ -316,7 +327,7 @@ def _check_config(cfg, as_json: bool = False, chosen: str = "") -> int:
     return 0
 
 
-def _shown(k, cfg):
+def _shown(k: KeySpec, cfg: Config) -> str:
     """A key's value as check-config prints it: API keys only as whether they are set (the output
     lands in terminals, bug reports and CI logs)."""
     from ragweedd.config import redact_dsn
@@ -325,7 +336,7 @@ def _shown(k, cfg):
     return ("<set>" if v else "") if k.attr.endswith("_api_key") else redact_dsn(v)
 
 
-def _toml(v) -> str:
+def _toml(v: object) -> str:
     import json
 
     if isinstance(v, bool):
@@ -333,7 +344,7 @@ def _toml(v) -> str:
     return json.dumps(v)
 
 
-def _ingest(cfg, args) -> int:
+def _ingest(cfg: Config, args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ragweedd.cli import common
@@ -382,7 +393,7 @@ def _ingest(cfg, args) -> int:
         writer.release()
 
 
-def _record_collection(stores, name: str, roots) -> None:
+def _record_collection(stores: StoreBackend, name: str, roots: list[Path]) -> None:
     """A collection made by a one-shot ingest (not in the config) is recorded where the daemon
     keeps the collections added at run time, so the daemon serves it and keeps it in step: folders
     are watched, files given one by one are checked by its reconciliation scans. What is given adds
@@ -398,14 +409,14 @@ def _record_collection(stores, name: str, roots) -> None:
         db.close()
 
 
-def _lock_holder(lock_file) -> str:
+def _lock_holder(lock_file: Path) -> str:
     try:
         return lock_file.read_text(encoding="utf-8").strip()
     except OSError:
         return ""
 
 
-def _handed_over(daemon, state_dir: str, args, roots) -> int:
+def _handed_over(daemon: dict[str, Any], state_dir: str, args: argparse.Namespace, roots: list[Path]) -> int:
     from ragweedd.cli.ctl_http import CtlError
     from ragweedd.cli.handover import hand_over, rebuild_fts
 
@@ -420,11 +431,10 @@ def _handed_over(daemon, state_dir: str, args, roots) -> int:
         return e.exit_code
 
 
-def _ingest_files(services, args, roots, ignore) -> int:
-    from ragweedd.watch.ignore import walk_files
-
+def _ingest_files(services: Services, args: argparse.Namespace, roots: list[Path], ignore: Sequence[str]) -> int:
     from ragweedd.cli.progress import Bar
     from ragweedd.ingest_line import oneshot_line
+    from ragweedd.watch.ignore import walk_files
 
     cfg = services.cfg
     # As in the daemon, files are published as they are extracted and the embedding stage's thread
@@ -496,7 +506,7 @@ def _ingest_files(services, args, roots, ignore) -> int:
     return code
 
 
-def _refuse_other_embedder(services, embedder, collection: str, cfg) -> None:
+def _refuse_other_embedder(services: Services, embedder: Embedder, collection: str, cfg: Config) -> None:
     """Vectors of two models (or of two input formats) never mix in one collection: refuse before
     anything is written."""
     from ragweedd.chunk.context import index_embedder_id
@@ -519,11 +529,11 @@ def _refuse_other_embedder(services, embedder, collection: str, cfg) -> None:
                  "vectors beside the old ones and switches when they are complete (embed.migrate)")
 
 
-def _search(cfg, args) -> int:
+def _search(cfg: Config, args: argparse.Namespace) -> int:
+    import asyncio
+
     from ragweedd.cli import common
     from ragweedd.services import open_oneshot
-
-    import asyncio
 
     services = open_oneshot(cfg)
     try:
@@ -534,7 +544,7 @@ def _search(cfg, args) -> int:
     return 0
 
 
-def _doctor(cfg, as_json: bool = False) -> int:
+def _doctor(cfg: Config, as_json: bool = False) -> int:
     from ragweedd.extract.doctor import report
 
     rows = report(cfg)

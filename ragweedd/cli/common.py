@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragweedd.config import Config, load_config
 from ragweedd.paths import default_config_file
+
+if TYPE_CHECKING:
+    from ragweedd.embed.base import Embedder
 
 
 def load(config_path: str | None) -> Config:
@@ -59,23 +63,23 @@ def running_daemon(state_dir: str | None = None) -> dict[str, Any] | None:
     return info
 
 
-def make_embedder(cfg: Config):
+def make_embedder(cfg: Config) -> Embedder:
     from ragweedd.embed.factory import make_embedder as make
 
     return make(cfg.embed_model, cfg)
 
 
-def print_hits(hits: list[dict[str, Any]], as_json: bool, extra: dict | None = None) -> None:
+def print_hits(hits: Sequence[Mapping[str, Any]], as_json: bool, extra: dict | None = None) -> None:
     """``ragweedd search``'s output: the same as ``ragweedctl search`` (ctl_text.print_hit_list)."""
     from ragweedd.cli.ctl_text import print_hit_list, use_color
     from ragweedd.contract import shown_hit
 
-    hits = [shown_hit(dict(h)) for h in hits]  # a name that is not UTF-8 cannot be printed as it is
+    shown = [shown_hit(dict(h)) for h in hits]  # a name that is not UTF-8 cannot be printed as it is
     if as_json:
-        json.dump({"results": hits, **(extra or {})}, sys.stdout, ensure_ascii=False, default=str)
+        json.dump({"results": shown, **(extra or {})}, sys.stdout, ensure_ascii=False, default=str)
         sys.stdout.write("\n")
         return
-    print_hit_list(hits, sys.stdout, use_color(sys.stdout))
+    print_hit_list(shown, sys.stdout, use_color(sys.stdout))
 
 
 def resolve_inputs(paths: list[str]) -> list[Path]:

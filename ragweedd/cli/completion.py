@@ -22,6 +22,7 @@ import argparse
 import re
 from dataclasses import dataclass, field
 from datetime import date
+from typing import TextIO
 
 SAFE_WORD = re.compile(r"[A-Za-z0-9_.:+=,/@%-]+")
 FILE_HINTS = ("FILE", "PATH", "DIR", "FOLDER")
@@ -340,7 +341,7 @@ def fish(root: Node, prog: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def run_generated(parser: argparse.ArgumentParser, command: str, shell: str | None, as_json: bool, out) -> int:
+def run_generated(parser: argparse.ArgumentParser, command: str, shell: str | None, as_json: bool, out: TextIO) -> int:
     """``PROG completion SHELL`` / ``PROG man``, as text or (``--json``) one JSON object."""
     import json
 

@@ -15,14 +15,42 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any, TextIO
 
 from ragweedd import __version__
-from ragweedd.cli.exits import (EXIT_ERROR, EXIT_OK, EXIT_USAGE, UsageError, argv_wants_json, print_json_error,
-                                 quiet_broken_pipe, usage_error_raiser)
-from ragweedd.cli.ctl_http import (Client, CtlError, api_error, bad_reply, parse_json, path_segment, query_string,
-                                   sse_events)
-from ragweedd.cli.ctl_text import (SafeWriter, _duration, _print_json, _print_sources, _where, ingest_line,
-                                    print_hit_list, safe, safe_text, use_color, vectors_line)
+from ragweedd.cli.ctl_http import (
+    Client,
+    CtlError,
+    api_error,
+    bad_reply,
+    parse_json,
+    path_segment,
+    query_string,
+    sse_events,
+)
+from ragweedd.cli.ctl_text import (
+    SafeWriter,
+    _duration,
+    _print_json,
+    _print_sources,
+    _where,
+    ingest_line,
+    print_hit_list,
+    safe,
+    safe_text,
+    use_color,
+    vectors_line,
+)
+from ragweedd.cli.exits import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageError,
+    UsageErrorParser,
+    argv_wants_json,
+    print_json_error,
+    quiet_broken_pipe,
+)
 from ragweedd.cli.open_ui import add_open_parser, cmd_open
 from ragweedd.cli.options import add_limit_option, add_tree_option, hide_commands, positive_int
 
@@ -30,6 +58,9 @@ from ragweedd.cli.options import add_limit_option, add_tree_option, hide_command
 # contract module (typing and its classes) would cost ragweedctl ~10 ms at every start.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from ragweedd.cli.ctl_text import Writer
     from ragweedd.contract import Status
 
 HELP_WIDTH = 88
@@ -51,7 +82,7 @@ def _state_dir(arg: str | None) -> str:
 
 # --------------------------------------------------------------------------- output helpers
 # --------------------------------------------------------------------------- commands
-def cmd_status(c: Client, a, out) -> int:
+def cmd_status(c: Client, a: argparse.Namespace, out: Writer) -> int:
     if a.watch:
         from ragweedd.cli.watch import watch
 
@@ -99,13 +130,13 @@ def cmd_status(c: Client, a, out) -> int:
     return EXIT_OK
 
 
-def _filters(a) -> dict:
+def _filters(a: argparse.Namespace) -> dict:
     f = {"collections": a.collection or None, "top_k": a.limit, "path_glob": a.path_glob,
          "file_type": a.type, "doc_id": a.doc}
     return {k: v for k, v in f.items() if v is not None}
 
 
-def cmd_search(c: Client, a, out) -> int:
+def cmd_search(c: Client, a: argparse.Namespace, out: Writer) -> int:
     res = c.call("POST", "/v1/search", {"query": " ".join(a.query), **_filters(a)})
     if a.json:
         _print_json(res, out)
@@ -114,7 +145,7 @@ def cmd_search(c: Client, a, out) -> int:
     return EXIT_OK
 
 
-def cmd_ask(c: Client, a, out) -> int:
+def cmd_ask(c: Client, a: argparse.Namespace, out: Writer) -> int:  # noqa: C901 - one branch per ask option (continue, follow-up, tree, stream, json)
     in_thread = bool(a.follow_up or a.conversation)
     if a.continue_id:
         if in_thread:
@@ -189,7 +220,7 @@ def cmd_ask(c: Client, a, out) -> int:
     return EXIT_OK
 
 
-def cmd_collections(c: Client, a, out) -> int:
+def cmd_collections(c: Client, a: argparse.Namespace, out: Writer) -> int:
     res = c.call("GET", "/v1/collections")
     if a.json:
         _print_json(res, out)
@@ -200,7 +231,7 @@ def cmd_collections(c: Client, a, out) -> int:
     return EXIT_OK
 
 
-def cmd_add(c: Client, a, out) -> int:
+def cmd_add(c: Client, a: argparse.Namespace, out: Writer) -> int:
     paths = [os.path.abspath(os.path.expanduser(p)) for p in a.paths]
     res = c.call("POST", "/v1/collections", {"name": a.name, "paths": paths, "ignore": a.ignore or [],
                                               "topic": a.topic or ""})
@@ -208,8 +239,8 @@ def cmd_add(c: Client, a, out) -> int:
     return EXIT_OK
 
 
-def _simple(method: str, suffix: str, done_msg: str):
-    def run(c: Client, a, out) -> int:
+def _simple(method: str, suffix: str, done_msg: str) -> Callable[[Client, argparse.Namespace, Writer], int]:
+    def run(c: Client, a: argparse.Namespace, out: Writer) -> int:
         res = c.call(method, f"/v1/collections/{path_segment(a.name)}{suffix}")
         _print_json(res, out) if a.json else out.write(done_msg.format(name=safe(a.name)) + "\n")
         return EXIT_OK
@@ -222,7 +253,7 @@ cmd_reanalyze = _simple("POST", "/reanalyze", "re-analysis of {name} queued")
 cmd_rebuild_fts = _simple("POST", "/rebuild-fts", "keyword index rebuild of {name} queued")
 
 
-def cmd_upload(c: Client, a, out) -> int:
+def cmd_upload(c: Client, a: argparse.Namespace, out: Writer) -> int:
     try:
         with open(a.file, "rb") as f:
             data = f.read()
@@ -238,7 +269,7 @@ def cmd_upload(c: Client, a, out) -> int:
     return EXIT_OK
 
 
-def cmd_docs(c: Client, a, out) -> int:
+def cmd_docs(c: Client, a: argparse.Namespace, out: Writer) -> int:
     if a.doc_key:
         d = c.call("GET", f"/v1/documents/{path_segment(a.doc_key)}")
         if a.json:
@@ -265,13 +296,13 @@ def cmd_docs(c: Client, a, out) -> int:
     return EXIT_OK
 
 
-def cmd_history(c: Client, a, out) -> int:
+def cmd_history(c: Client, a: argparse.Namespace, out: Writer) -> int:
     from ragweedd.cli.ctl_threads import cmd_history as history
 
     return history(c, a, out)
 
 
-def cmd_mcp(a, err) -> int:
+def cmd_mcp(a: argparse.Namespace, err: TextIO) -> int:
     # The SDK (pydantic, starlette, anyio) costs ~0.5 s to import: only this command pays it.
     try:
         from ragweedd.cli.mcp_stdio import run_stdio
@@ -283,7 +314,7 @@ def cmd_mcp(a, err) -> int:
     return run_stdio(_state_dir(a.state_dir), allow_writes=a.allow_writes, timeout=a.timeout, err=err)
 
 
-def cmd_service(a, out) -> int:
+def cmd_service(a: argparse.Namespace, out: TextIO) -> int:
     from ragweedd.cli import service
 
     try:
@@ -295,7 +326,7 @@ def cmd_service(a, out) -> int:
 
 # --------------------------------------------------------------------------- parser
 
-def _fmt(prog):
+def _fmt(prog: str) -> argparse.HelpFormatter:
     return argparse.RawDescriptionHelpFormatter(prog, width=HELP_WIDTH, max_help_position=30)
 
 
@@ -311,7 +342,7 @@ def _memoise_argparse_gettext() -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     _memoise_argparse_gettext()
-    parser_class = usage_error_raiser(argparse.ArgumentParser)
+    parser_class = UsageErrorParser
     common = parser_class(add_help=False, formatter_class=_fmt)
     # SUPPRESS: an option given before the command must not be reset by the sub-parser's default.
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
@@ -340,7 +371,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"ragweedctl {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    def add(name, help, parents=(), **kw):
+    def add(name: str, help: str, parents: Sequence[UsageErrorParser] = (),
+            **kw: Any) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help, description=help, parents=[common, *parents],
                               formatter_class=_fmt, **kw)
 
@@ -423,7 +455,7 @@ COMMANDS = {
 COMPLETION_TIMEOUT = 0.5  # a TAB must not hang on a daemon that does not answer
 
 
-def cmd_collection_names(a, out) -> int:
+def cmd_collection_names(a: argparse.Namespace, out: Writer) -> int:
     """``ragweedctl _collections``: names for shell completion; nothing (and 0) when no daemon runs,
     because a completion must never print an error into the user's command line."""
     try:
@@ -435,7 +467,7 @@ def cmd_collection_names(a, out) -> int:
     return EXIT_OK
 
 
-def cmd_local(a, out) -> int:
+def cmd_local(a: argparse.Namespace, out: TextIO) -> int:
     """The commands that do not talk to the daemon: keys, completion, man."""
     if a.command == "keys":
         from ragweedd.cli import keys
@@ -446,7 +478,7 @@ def cmd_local(a, out) -> int:
     return run_generated(build_parser(), a.command, getattr(a, "shell", None), a.json, out)
 
 
-def main(argv: list[str] | None = None, out=None, err=None) -> int:
+def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     argv = sys.argv[1:] if argv is None else argv

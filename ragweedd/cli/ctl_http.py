@@ -21,12 +21,16 @@ import json
 import os
 import socket
 import time
+from typing import TYPE_CHECKING
 
 from ragweedd import __version__
-
-from ragweedd.procs import pid_alive, pid_holds_port  # noqa: F401 - ragweedctl asks through here
 from ragweedd.cli.exits import EXIT_ERROR, EXIT_NOT_RUNNING, EXIT_OK, EXIT_USAGE, exit_code_for
 from ragweedd.errors import RagweedError
+from ragweedd.procs import pid_alive, pid_holds_port  # noqa: F401 - ragweedctl asks through here
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any
 
 __all__ = ["EXIT_ERROR", "EXIT_NOT_RUNNING", "EXIT_OK", "EXIT_USAGE"]
 
@@ -161,7 +165,7 @@ class Reader:
         return out
 
 
-def body_chunks(r: Reader, headers: dict[str, str], cap: int):
+def body_chunks(r: Reader, headers: dict[str, str], cap: int) -> Iterator[bytes]:
     """The body's pieces as they arrive; never more than ``cap`` bytes in all."""
     te = headers.get("transfer-encoding", "").lower()
     total = 0
@@ -203,7 +207,7 @@ def body_chunks(r: Reader, headers: dict[str, str], cap: int):
             yield piece
 
 
-def sse_events(chunks):
+def sse_events(chunks: Iterator[bytes]) -> Iterator[tuple[str, Any]]:
     """(event name, data object) of each Server-Sent Event."""
     buf = b""
     event, data = "message", []  # type: str, list[str]
@@ -290,7 +294,8 @@ class Client:
         self.verified = True
 
     def request(self, method: str, path: str, body: object = None, *, raw: bytes | None = None,
-                stream: bool = False, timeout: float = 30.0, cap: int = MAX_BODY):
+                stream: bool = False, timeout: float = 30.0,
+                cap: int = MAX_BODY) -> tuple[int, dict[str, str], Iterator[bytes]]:
         """(status, headers, body-chunk iterator); the whole exchange ends within ``timeout``
         seconds (``--timeout`` replaces it)."""
         timeout = self.timeout if self.timeout is not None else timeout
@@ -313,7 +318,8 @@ class Client:
             raise not_running(f"cannot connect to {self.host}:{self.port}: {e}") from None
 
     def _send(self, method: str, path: str, data: bytes | None, ctype: str | None, stream: bool,
-              timeout: float, *, with_token: bool, total: float | None = None, cap: int = MAX_BODY):
+              timeout: float, *, with_token: bool, total: float | None = None,
+              cap: int = MAX_BODY) -> tuple[int, dict[str, str], Iterator[bytes]]:
         deadline = time.monotonic() + timeout
         lines = [f"{method} {path} HTTP/1.1", f"Host: {self.hostport}", f"User-Agent: ragweedctl/{__version__}",
                  "Connection: close", "Accept: " + ("text/event-stream" if stream else "application/json")]
@@ -356,7 +362,7 @@ class Client:
         return int(parts[1]), headers, _closing(sock, body_chunks(r, headers, MAX_EVENT * 64 if stream else cap))
 
     def call(self, method: str, path: str, body: object = None, *, raw: bytes | None = None,
-             timeout: float = 30.0):
+             timeout: float = 30.0) -> Any:
         status, _, chunks = self.request(method, path, body, raw=raw, timeout=timeout)
         data = b"".join(chunks)
         out = parse_json(data) if data else {}
@@ -365,7 +371,7 @@ class Client:
         return out
 
 
-def _closing(sock: socket.socket, chunks):
+def _closing(sock: socket.socket, chunks: Iterator[bytes]) -> Iterator[bytes]:
     try:
         yield from chunks
     except (ConnectionError, OSError) as e:

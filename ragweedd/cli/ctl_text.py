@@ -11,13 +11,25 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import re
+    from typing import Protocol, TextIO
+
     from ragweedd.contract import IngestProgress, VectorProgress
+
+    class Writer(Protocol):
+        """Where a command writes: a text stream, or SafeWriter over one."""
+
+        def write(self, text: str, /) -> int: ...
+
+        def flush(self) -> None: ...
+
+        def isatty(self) -> bool: ...
 
 
 _UNSAFE = None
 
 
-def _unsafe_re():
+def _unsafe_re() -> re.Pattern[str]:
     global _UNSAFE
     if _UNSAFE is None:
         import re  # argparse has imported it already
@@ -28,7 +40,7 @@ def _unsafe_re():
     return _UNSAFE
 
 
-def _esc(m) -> str:
+def _esc(m: re.Match[str]) -> str:
     c = m.group()
     named = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(c)
     return named or (f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}")
@@ -50,7 +62,7 @@ class SafeWriter:
     """Human output: everything written is passed through ``safe_text``; a net under the explicit
     ``safe()`` of names, for whatever else reaches the terminal."""
 
-    def __init__(self, out) -> None:
+    def __init__(self, out: Writer) -> None:
         self.out = out
 
     def write(self, text: str) -> int:
@@ -135,7 +147,7 @@ def strength(h: dict) -> str | None:
 
 def by_score(items: list[dict]) -> list[dict]:
     """Best first; items without a score keep their order after the scored ones."""
-    def key(ih):
+    def key(ih: tuple[int, dict]) -> tuple[int, float, int]:
         i, h = ih
         sc = h.get("score")
         return (0, -sc, i) if isinstance(sc, (int, float)) else (1, 0.0, i)
@@ -143,7 +155,7 @@ def by_score(items: list[dict]) -> list[dict]:
     return [h for _, h in sorted(enumerate(items), key=key)]
 
 
-def use_color(out) -> bool:
+def use_color(out: Writer) -> bool:
     """Bold on a terminal, unless NO_COLOR is set (no-color.org) or the terminal is dumb."""
     return (bool(getattr(out, "isatty", lambda: False)()) and not os.environ.get("NO_COLOR")
             and os.environ.get("TERM") != "dumb")
@@ -177,7 +189,7 @@ def marked_snippet(h: dict, color: bool) -> str:
     return "".join(out)
 
 
-def print_hit_list(hits: list[dict], out, color: bool) -> None:
+def print_hit_list(hits: list[dict], out: Writer, color: bool) -> None:
     """Search results as people read them, best first: number, strength, file and place, the uri
     that opens the place, the snippet with the query's words in bold (on a terminal)."""
     if not hits:
@@ -194,7 +206,7 @@ def print_hit_list(hits: list[dict], out, color: bool) -> None:
         raw.write(f"    {marked_snippet(h, color)}\n")
 
 
-def _print_sources(sources: list[dict], out) -> None:
+def _print_sources(sources: list[dict], out: Writer) -> None:
     """An answer's numbered sources, best first (each keeps the [N] the answer cites it by), with
     how well each matched, the uri that opens its place and the sentences quoted from it."""
     if not sources:
@@ -205,7 +217,7 @@ def _print_sources(sources: list[dict], out) -> None:
         print_source(h, out)
 
 
-def print_source(h: dict, out) -> None:
+def print_source(h: dict, out: Writer) -> None:
     """``[N] strong  notes/cats.md  § Cats, lines 1-3``, its uri, then its quotes."""
     label = strength(h)
     out.write(f"[{safe(h.get('n'))}] " + (f"{label:<8s}" if label else "") + f"{_where(h)}\n")
@@ -218,7 +230,7 @@ def print_source(h: dict, out) -> None:
 QUOTE_CHARS = 300  # of one quote on a terminal; --json has it whole
 
 
-def print_quotes(source: dict, out) -> None:
+def print_quotes(source: dict, out: Writer) -> None:
     """The sentences an answer quotes from a source, each with the uri that opens it (``#L14``,
     ``#page=4``), under the source they come from."""
     for q in source.get("quotes") or ([source["quote"]] if source.get("quote") else []):
@@ -230,7 +242,7 @@ def print_quotes(source: dict, out) -> None:
             out.write(f"      {safe(q['uri'])}\n")
 
 
-def _print_json(data, out) -> None:
+def _print_json(data: object, out: Writer) -> None:
     out.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
@@ -298,7 +310,7 @@ def _duration(s: float) -> str:
     return f"{s // 3600} h {s // 60 % 60:02d} min"
 
 
-def say_rewrite(rw: dict | None, err=None) -> None:
+def say_rewrite(rw: dict | None, err: TextIO | None = None) -> None:
     """On stderr, before the answer: the query a follow-up was searched as, never hidden."""
     err = err or sys.stderr
     if not isinstance(rw, dict) or rw.get("method") == "none":
@@ -314,7 +326,7 @@ def say_rewrite(rw: dict | None, err=None) -> None:
         err.write(f"filters of the earlier turn: {shown}\n")
 
 
-def say_turn(done: dict, err=None) -> None:
+def say_turn(done: dict, err: TextIO | None = None) -> None:
     """On stderr, after the answer: which conversation and turn it is, and how to follow it up."""
     err = err or sys.stderr
     if done.get("conversation_id"):
@@ -322,7 +334,7 @@ def say_turn(done: dict, err=None) -> None:
                   f"(follow up with: ragweedctl ask -f QUESTION)\n")
 
 
-def print_tree(rec: dict, out) -> None:
+def print_tree(rec: dict, out: Writer) -> None:
     """What a tree-mode answer read: the documents chosen, the sections opened with their pages, or
     why it fell back to ordinary retrieval. Shared by ``ragweedd ask`` and ``ragweedctl ask``."""
     tree = rec.get("tree")
@@ -352,7 +364,7 @@ def clip(text: str, n: int = CLAIM_CHARS) -> str:
     return text if len(text) <= n else text[:n].rsplit(" ", 1)[0] + " …"
 
 
-def print_citation_checks(rec: dict, out) -> None:
+def print_citation_checks(rec: dict, out: Writer) -> None:
     """The verdict of the citation check (ragweedd/answer/verify.py): a count, then every claim
     whose cited source does not hold it, marked UNSUPPORTED, with what the source lacks and the
     source's closest sentence. Shared by ``ragweedd ask`` and ``ragweedctl ask``."""

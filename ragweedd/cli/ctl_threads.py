@@ -6,12 +6,17 @@ so ragweedctl's start-up stays what it was."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragweedd.cli.ctl_http import Client, CtlError, path_segment, query_string
 from ragweedd.cli.ctl_text import _print_json, _print_sources, print_citation_checks, print_tree, safe, safe_text
 from ragweedd.cli.exits import EXIT_OK, EXIT_USAGE
 from ragweedd.contract import CONVERSATION_ID_PATTERN
+
+if TYPE_CHECKING:
+    import argparse
+
+    from ragweedd.cli.ctl_text import Writer
 
 _CONVERSATION = re.compile(CONVERSATION_ID_PATTERN.replace("$", r"\Z"))
 
@@ -20,7 +25,7 @@ def is_conversation_id(text: str) -> bool:
     return bool(_CONVERSATION.match(text or ""))
 
 
-def conversation_to_continue(c: Client, a) -> str | None:
+def conversation_to_continue(c: Client, a: argparse.Namespace) -> str | None:
     """The conversation an ``ask`` continues: ``--conversation ID``, the last one continued on any
     face with ``-f/--follow-up``, else None (the answer starts a new one)."""
     if a.follow_up and a.conversation:
@@ -40,7 +45,7 @@ def conversation_to_continue(c: Client, a) -> str | None:
 
 
 # --------------------------------------------------------------------------- history
-def cmd_history(c: Client, a, out) -> int:
+def cmd_history(c: Client, a: argparse.Namespace, out: Writer) -> int:
     if a.delete:
         if a.history_id or a.threads:
             raise CtlError("--delete takes a conversation id on its own", EXIT_USAGE)
@@ -62,7 +67,7 @@ def cmd_history(c: Client, a, out) -> int:
     return EXIT_OK
 
 
-def _threads(c: Client, a, out) -> int:
+def _threads(c: Client, a: argparse.Namespace, out: Writer) -> int:
     res = c.call("GET", "/v1/conversations" + query_string({"offset": a.offset, "limit": a.limit}))
     if a.json:
         _print_json(res, out)
@@ -76,7 +81,7 @@ def _threads(c: Client, a, out) -> int:
     return EXIT_OK
 
 
-def _thread(c: Client, a, out) -> int:
+def _thread(c: Client, a: argparse.Namespace, out: Writer) -> int:
     t = c.call("GET", f"/v1/conversations/{path_segment(a.history_id)}")
     if a.json:
         _print_json(t, out)
@@ -90,7 +95,7 @@ def _thread(c: Client, a, out) -> int:
     return EXIT_OK
 
 
-def _entry(c: Client, a, out) -> int:
+def _entry(c: Client, a: argparse.Namespace, out: Writer) -> int:
     h = c.call("GET", f"/v1/history/{path_segment(a.history_id)}")
     if a.json:
         _print_json(h, out)
@@ -102,7 +107,7 @@ def _entry(c: Client, a, out) -> int:
     return EXIT_OK
 
 
-def _print_answer(h: dict[str, Any], out) -> None:
+def _print_answer(h: dict[str, Any], out: Writer) -> None:
     """One entry as ``ragweedctl ask`` printed it: the question, what it was searched as, the
     answer, its sources and checks."""
     out.write(f"  query: {safe(h.get('query'))}\n")
@@ -118,7 +123,7 @@ def _print_answer(h: dict[str, Any], out) -> None:
     print_tree(h, out)
 
 
-def _delete(c: Client, a, out) -> int:
+def _delete(c: Client, a: argparse.Namespace, out: Writer) -> int:
     res = c.call("DELETE", f"/v1/conversations/{path_segment(a.delete)}")
     if a.json:
         _print_json(res, out)

@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING, Any
 
+from ragweedd.config import Config
 from ragweedd.query.merge import FUSIONS
 
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable
 
-def add_parser(sub) -> None:
+
+def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     from ragweedd.cli.options import add_tree_option, add_verbose_option
 
     e = sub.add_parser("eval", help="measure retrieval quality (dense, keyword, hybrid) on a dataset")
@@ -51,7 +57,7 @@ def add_parser(sub) -> None:
     add_verbose_option(a)
 
 
-def run(cfg, args) -> int:
+def run(cfg: Config, args: argparse.Namespace) -> int:
     if args.eval_cmd == "questions":
         return _run_questions(cfg, args)
     if args.eval_cmd == "answers":
@@ -79,7 +85,7 @@ def run(cfg, args) -> int:
             raise RequestError(f"--chunk-size {args.chunk_size}: allowed: {allowed}")
     embedder = common.make_embedder(cfg)
 
-    def progress(m):
+    def progress(m: str) -> None:
         print(m, file=sys.stderr, flush=True)
 
     res = beir.run(args.dir, cfg, embedder, split=args.split, limit=args.limit, modes=modes, depth=args.depth,
@@ -92,7 +98,7 @@ def run(cfg, args) -> int:
     return 0
 
 
-def _run_questions(cfg, args) -> int:
+def _run_questions(cfg: Config, args: argparse.Namespace) -> int:
 
     from ragweedd.eval import questions
     from ragweedd.services import open_oneshot
@@ -119,7 +125,7 @@ def _run_questions(cfg, args) -> int:
     return _report(res, args, questions.table)
 
 
-def _run_answers(cfg, args) -> int:
+def _run_answers(cfg: Config, args: argparse.Namespace) -> int:
     import asyncio
 
     from ragweedd.errors import RequestError
@@ -146,7 +152,7 @@ def _run_answers(cfg, args) -> int:
             res = await services.search_async(question, args.collection, args.top_k)
             tree = services.tree_scope(args.collection, args.tree or "hybrid")
             if tree is None:
-                return await ask(question, list(res["results"]), cfg, embedder=services.embedder)
+                return await ask(question, [dict(h) for h in res["results"]], cfg, embedder=services.embedder)
             from ragweedd.answer.tree_ask import tree_answer
 
             done: dict = {}
@@ -181,7 +187,8 @@ def _first(items: list, limit: int | None) -> list:
     return items[:limit]
 
 
-def _report(res: dict, args, table, default=None) -> int:
+def _report(res: dict, args: argparse.Namespace, table: Callable[[dict], str],
+            default: Callable[[object], str] | None = None) -> int:
     """The results to ``--out`` (if given), then as JSON (``--json``) or the table."""
     from pathlib import Path
 

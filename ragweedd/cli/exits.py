@@ -3,13 +3,15 @@
 Both programs map an error's ``code`` (the ``{"error": {"code", ...}}`` of the API and of
 ``--json``) and its HTTP status the same way, so a script sees the same exit code for "collection
 not found" whether it ran ``ragweedd search`` or ``ragweedctl search``. The table is in
-docs/api.md. Imported by ragweedctl at start-up: json, sys and ragweedd.errors only.
+docs/api.md. Imported by ragweedctl at start-up: argparse, json, sys and ragweedd.errors only.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
+from typing import NoReturn, TextIO
 
 from ragweedd.errors import RequestError
 
@@ -46,7 +48,7 @@ def argv_wants_json(argv: list[str]) -> bool:
     return False
 
 
-def print_json_error(out, code: str, message: str, hint: str | None = None) -> None:
+def print_json_error(out: TextIO, code: str, message: str, hint: str | None = None) -> None:
     err = {"code": code, "message": message}
     if hint:
         err["hint"] = hint
@@ -64,7 +66,7 @@ class UsageError(RequestError):
         self.prog = prog
         self.usage = usage
 
-    def report(self, err, out, as_json: bool) -> int:
+    def report(self, err: TextIO, out: TextIO, as_json: bool) -> int:
         # argparse's own words on stderr (the usage line says what to do)
         err.write(self.usage)
         err.write(f"{self.prog}: error: {self.message}\n")
@@ -76,18 +78,14 @@ class UsageError(RequestError):
         return EXIT_USAGE
 
 
-def usage_error_raiser(parser_class):
-    """``parser_class`` whose ``error`` raises UsageError (sub-parsers inherit the class)."""
+class UsageErrorParser(argparse.ArgumentParser):
+    """An ArgumentParser whose ``error`` raises UsageError (sub-parsers inherit the class)."""
 
-    class Parser(parser_class):
-        def error(self, message: str):  # type: ignore[override]
-            raise UsageError(message, self.prog, self.format_usage())
-
-    Parser.__name__ = parser_class.__name__
-    return Parser
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message, self.prog, self.format_usage())
 
 
-def quiet_broken_pipe(out=None) -> int:
+def quiet_broken_pipe(out: TextIO | None = None) -> int:
     """A reader that closed stdout early (``| head``) got what it wanted: no traceback, exit 0.
 
     stdout is pointed at /dev/null so that the interpreter's final flush at exit does not fail

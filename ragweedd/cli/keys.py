@@ -13,15 +13,23 @@ import re
 import stat
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
 from ragweedd.cli.ctl_http import CtlError
 from ragweedd.errors import ConfigError, KeyFileError
 from ragweedd.keyfile import KEY_PROVIDERS, keys_file, read_keys, unknown_provider, write_keys
 
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable, Mapping
+
+if TYPE_CHECKING:  # ragweedctl starts without the config module
+    from ragweedd.config import Config
+
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
 
-def add_parser(add) -> None:
+def add_parser(add: Callable[..., argparse.ArgumentParser]) -> None:
     """Register ``keys`` through ragweedctl's ``add(name, help)``."""
     k = add("keys", "store, list or remove LLM API keys (a 0600 file the daemon reads)")
     k.add_argument("action", choices=["set", "list", "remove"],
@@ -34,7 +42,7 @@ def add_parser(add) -> None:
                                                     "the daemon's default config file)")
 
 
-def run(a, out, stdin=None) -> int:
+def run(a: argparse.Namespace, out: TextIO, stdin: TextIO | None = None) -> int:
     stdin = stdin or sys.stdin
     if a.action == "list":
         if a.provider:
@@ -97,7 +105,7 @@ def _synthesis_todo(provider: str) -> tuple[str, Path | None, str] | None:
             "and restart the daemon", target, model)
 
 
-def _offer_synthesis(provider: str, todo: str, target: Path | None, model: str, out, stdin) -> None:
+def _offer_synthesis(provider: str, todo: str, target: Path | None, model: str, out: TextIO, stdin: TextIO) -> None:
     out.write(todo + "\n")
     if target is None or not (stdin.isatty() and out.isatty()):
         return
@@ -154,7 +162,7 @@ def set_synthesis(path: Path, model: str) -> None:
     os.replace(tmp, path)
 
 
-def _read_secret(provider: str, stdin) -> str:
+def _read_secret(provider: str, stdin: TextIO) -> str:
     if stdin.isatty():
         import getpass
 
@@ -172,7 +180,7 @@ def _read_secret(provider: str, stdin) -> str:
     return key
 
 
-def sources(cfg, env, stored: dict[str, str]) -> list[dict]:
+def sources(cfg: Config | None, env: Mapping[str, str], stored: dict[str, str]) -> list[dict]:
     """Where each provider's key comes from, in the daemon's order (never the key itself)."""
     rows = []
     for provider, names in KEY_PROVIDERS.items():
@@ -190,7 +198,7 @@ def sources(cfg, env, stored: dict[str, str]) -> list[dict]:
     return rows
 
 
-def _list(a, out) -> int:
+def _list(a: argparse.Namespace, out: TextIO) -> int:
     problem = None
     try:
         stored = read_keys()
@@ -222,7 +230,7 @@ def _list(a, out) -> int:
     return EXIT_OK
 
 
-def json_dumps(data) -> str:
+def json_dumps(data: object) -> str:
     import json
 
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"

@@ -4,6 +4,7 @@ proof). Imported only by that command: the ``mcp`` SDK stays out of ragweedctl's
 
 from __future__ import annotations
 
+from typing import TextIO
 from urllib.parse import urlencode
 
 import anyio
@@ -21,7 +22,7 @@ class HttpBackend:
         self.state_dir = state_dir
         self.timeout = timeout
 
-    def connect(self):
+    def connect(self) -> Client:
         return Client(self.state_dir, timeout=self.timeout)
 
     def _call(self, method: str, path: str, body: dict | None, raw: bytes | None, query: dict | None) -> dict:
@@ -42,7 +43,7 @@ class HttpBackend:
         return await anyio.to_thread.run_sync(self._call, method, path, body, raw, query)
 
 
-def run_stdio(state_dir: str, *, allow_writes: bool, timeout: float | None, err) -> int:
+def run_stdio(state_dir: str, *, allow_writes: bool, timeout: float | None, err: TextIO) -> int:
     """``ragweedctl mcp``: serve until the MCP host closes stdin."""
     backend = HttpBackend(state_dir, timeout)
     try:

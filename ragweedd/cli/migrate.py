@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from ragweedd.config import _source_name, redact_dsn
+from ragweedd.config import Config, _source_name, redact_dsn
 from ragweedd.errors import ConfigError
 
 
@@ -27,7 +27,7 @@ def add_parser(sub: Any) -> None:
     add_verbose_option(m)
 
 
-def run(cfg: Any, args: Any) -> int:
+def run(cfg: Config, args: Any) -> int:
     from ragweedd.services import open_copy_ends
     from ragweedd.store.backends import POSTGRES, SCHEMES, copy_between
 

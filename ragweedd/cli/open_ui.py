@@ -16,13 +16,21 @@ from __future__ import annotations
 import html
 import json  # ragweedctl has imported it already
 import os
+from typing import TYPE_CHECKING
 
 from ragweedd.cli.ctl_http import bad_reply
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable
+
+    from ragweedd.cli.ctl_http import Client
+    from ragweedd.cli.ctl_text import Writer
 
 SIGN_IN_FILE = "open.html"
 
 
-def add_open_parser(add) -> None:
+def add_open_parser(add: Callable[..., argparse.ArgumentParser]) -> None:
     s = add("open", "open the web UI in the browser, signed in through a one-time link",
             epilog="The link never goes on the browser's command line (any local user can read that):\n"
                    "the browser is given a page, readable by you only, in the state directory\n"
@@ -54,7 +62,7 @@ def write_sign_in_page(state_dir: str, url: str) -> str:
     return final
 
 
-def cmd_open(c, a, out) -> int:
+def cmd_open(c: Client, a: argparse.Namespace, out: Writer) -> int:
     res = c.call("POST", "/v1/login-codes")
     if a.json:
         out.write(json.dumps(res, indent=2) + "\n")

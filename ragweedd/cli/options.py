@@ -12,6 +12,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+    from typing import Any
 
 
 def positive_int(text: str) -> int:
@@ -29,7 +34,8 @@ class DeprecatedAlias(argparse._StoreAction):
 
     NEW = {"--top-k": "-n/--limit", "-k": "-n/--limit", "--mode": "--tree"}
 
-    def __call__(self, parser, namespace, values, option_string=None):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
         sys.stderr.write(f"{parser.prog.split()[0]}: {option_string} is deprecated, use "
                          f"{self.NEW.get(option_string or '', 'the new spelling')}\n")
         if option_string == "--mode":
@@ -57,7 +63,7 @@ def add_verbose_option(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
-def hide_commands(sub) -> None:
+def hide_commands(sub: argparse._SubParsersAction[Any]) -> None:
     """Commands whose names start with "_" (run by the completion scripts) are left out of the
     usage line, of ``--help`` and of argparse's "invalid choice" message, and still accepted."""
     hidden = {n for n in sub.choices if n.startswith("_")}
@@ -68,7 +74,7 @@ def hide_commands(sub) -> None:
         """``choices`` as argparse lists them in its message: without the hidden names (a lookup
         still finds them)."""
 
-        def __iter__(self):
+        def __iter__(self) -> Iterator[str]:
             return (k for k in dict.__iter__(self) if k not in hidden)
 
     sub.choices = Choices(sub.choices)

@@ -11,7 +11,10 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 WINDOW_S = 10.0  # the rate is measured over this much recent time
 # An ETA from the first second or from no finished item at all is wild (62 files, one done by a
@@ -91,7 +94,7 @@ class Bar:
     """The progress line of a one-shot command on ``stream`` (stderr), drawn only on a terminal."""
 
     def __init__(self, label: str, total: int, stream: TextIO, *, unit: str = "files", enabled: bool | None = None,
-                 now=time.monotonic) -> None:
+                 now: Callable[[], float] = time.monotonic) -> None:
         self.label, self.total, self.stream, self.unit, self.now = label, total, stream, unit, now
         self.enabled = _isatty(stream) if enabled is None else enabled
         self.meter = RateMeter()
@@ -158,19 +161,21 @@ class _AroundBar:
         return True  # the bar is only drawn on a terminal: keep the log's terminal rendering
 
 
-def _isatty(stream) -> bool:
+def _isatty(stream: TextIO) -> bool:
     try:
         return bool(stream.isatty())
     except (AttributeError, ValueError):
         return False
 
 
-def _width(stream) -> int:
+def _width(stream: object) -> int:
+    """The terminal's width in columns if ``stream`` is one (any writer: a wrapper has no fileno)."""
     import os
     import shutil
 
+    fileno = getattr(stream, "fileno", None)
     try:
-        cols = os.get_terminal_size(stream.fileno()).columns
-    except (AttributeError, ValueError, OSError):
+        cols = os.get_terminal_size(fileno()).columns if callable(fileno) else shutil.get_terminal_size().columns
+    except (ValueError, OSError):
         cols = shutil.get_terminal_size().columns
     return cols if cols > 0 else 80  # a pseudo-terminal nobody sized says 0

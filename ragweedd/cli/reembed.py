@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ragweedd.config import Config
 from ragweedd.errors import ConfigError, NotFoundError
 
 
@@ -27,7 +28,7 @@ def add_parser(sub: Any) -> None:
     add_verbose_option(r)
 
 
-def run(cfg: Any, args: Any) -> int:
+def run(cfg: Config, args: Any) -> int:
     from ragweedd.chunk.context import index_embedder_id
     from ragweedd.embed.factory import make_embedder
     from ragweedd.services import open_stores

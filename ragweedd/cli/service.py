@@ -16,8 +16,12 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
 from ragweedd.errors import ServiceError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 UNIT_NAME = "ragweedd.service"
 LABEL = "com.ragweed.ragweedd"
@@ -182,8 +186,8 @@ def plan(action: str, *, platform: str | None = None, ragweedd: str | None = Non
 
 
 # --------------------------------------------------------------------------- execution
-def run(action: str, *, dry_run: bool = False, config: str | None = None, ragweedd: str | None = None,
-        state_dir: str | None = None, as_json: bool = False, out=None, platform: str | None = None,
+def run(action: str, *, dry_run: bool = False, config: str | None = None, ragweedd: str | None = None,  # noqa: C901 - one branch per action of the service plan, each a few lines
+        state_dir: str | None = None, as_json: bool = False, out: TextIO | None = None, platform: str | None = None,
         home: str | None = None) -> int:
     out = out or sys.stdout
     p = plan(action, platform=platform, ragweedd=ragweedd, config=config, state_dir=state_dir, home=home)
@@ -249,7 +253,7 @@ def run(action: str, *, dry_run: bool = False, config: str | None = None, ragwee
     return 0
 
 
-def _remove(target: Path, say) -> None:
+def _remove(target: Path, say: Callable[[str], object]) -> None:
     try:
         target.unlink()
         say(f"removed {target}")

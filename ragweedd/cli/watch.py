@@ -11,8 +11,17 @@ import json
 import signal
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from ragweedd.cli.progress import ETA_MIN_S, _width, clock, render
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable
+
+    from ragweedd.cli.ctl_http import Client
+    from ragweedd.cli.ctl_text import Writer
+    from ragweedd.contract import VectorProgress
 
 DEFAULT_INTERVAL_S = 2.0
 
@@ -22,7 +31,7 @@ class Settling:
     count for ``ETA_MIN_S`` seconds and it has moved (a new batch, whose count starts again, starts
     the wait again). The daemon's rate of a fresh batch rests on one file or on the last batch."""
 
-    def __init__(self, now=time.monotonic) -> None:
+    def __init__(self, now: Callable[[], float] = time.monotonic) -> None:
         self.now = now
         self.first: dict[str, tuple[float, int]] = {}
 
@@ -50,7 +59,7 @@ def lines(s: dict, width: int, settling: Settling | None = None) -> list[str]:
     return [first[:width], _vectors(v, vec_ok, width)[:width], queue[:width]]
 
 
-def _vectors(v, eta_ok: bool, width: int) -> str:
+def _vectors(v: VectorProgress, eta_ok: bool, width: int) -> str:
     """The vectors line laid out as the ingest bar's numbers (they fit in 80 columns even when
     large), the note after them only when it fits."""
     from ragweedd.cli.ctl_text import VECTORS_NOTE, vectors_line
@@ -64,7 +73,7 @@ def _vectors(v, eta_ok: bool, width: int) -> str:
     return line + VECTORS_NOTE if len(line) + len(VECTORS_NOTE) <= width else line
 
 
-def watch(c, a, out, tty: bool) -> int:
+def watch(c: Client, a: argparse.Namespace, out: Writer, tty: bool) -> int:
     """Poll /v1/status every ``a.interval`` seconds; return 0 on Ctrl-C or after ``a.count`` refreshes."""
     from ragweedd.cli.ctl_text import ingest_line, vectors_line
 

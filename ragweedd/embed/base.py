@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence, runtime_checkable
 
+from ragweedd.config import Config
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -46,7 +48,7 @@ def _declared(value: str, embedder: Any) -> frozenset[str] | None:
     return parse_languages(value)
 
 
-def dense_languages(cfg: Any, primary: Any, passes: Iterable[Any] = ()) -> frozenset[str] | None:
+def dense_languages(cfg: Config, primary: Any, passes: Iterable[Any] = ()) -> frozenset[str] | None:
     """The languages the dense leg reads well: those of the primary embedder and of every working
     extra pass (``Pass`` objects, their ``embedder``), or None for every language."""
     out: set[str] = set()

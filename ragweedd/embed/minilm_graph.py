@@ -17,8 +17,15 @@ from __future__ import annotations
 import json
 import struct
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ragweedd.errors import EmbedderError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import numpy as np
+    import numpy.typing as npt
 
 LAYERS, HIDDEN, HEADS, LN_EPS = 6, 384, 12, 1e-12
 _DTYPES = {"F32": "<f4", "I64": "<i8"}
@@ -68,7 +75,7 @@ def read_int8_onnx(path: Path) -> dict:
 
     try:
         model = onnx.load(str(path))
-    except Exception as e:  # onnx raises DecodeError and others
+    except Exception as e:  # noqa: BLE001 - onnx raises DecodeError and others
         raise EmbedderError(f"{path} is not an ONNX model ({e})") from None
     tensors = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     out: dict = {}
@@ -112,7 +119,7 @@ def build_model_bytes(weights: dict, *, quantized: bool = False) -> bytes:
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
 
-    def w(name: str):
+    def w(name: str) -> np.ndarray:
         try:
             return np.ascontiguousarray(weights[name], dtype=np.float32)
         except KeyError:
@@ -120,16 +127,16 @@ def build_model_bytes(weights: dict, *, quantized: bool = False) -> bytes:
 
     inits, nodes = [], []
 
-    def init(name: str, arr, dtype=np.float32) -> str:
+    def init(name: str, arr: np.ndarray, dtype: npt.DTypeLike = np.float32) -> str:
         inits.append(numpy_helper.from_array(np.ascontiguousarray(arr, dtype=dtype), name))
         return name
 
-    def node(op: str, inputs: list[str], output: str, **attrs) -> str:
+    def node(op: str, inputs: list[str], output: str, **attrs: Any) -> str:
         domain = MS if op in _MS_OPS else ""
         nodes.append(helper.make_node(op, inputs, [output], domain=domain, **attrs))
         return output
 
-    def add_norm(name: str, a: str, residual: str, bias, g, b) -> str:
+    def add_norm(name: str, a: str, residual: str, bias: np.ndarray, g: np.ndarray, b: np.ndarray) -> str:
         # Add + LayerNormalization rather than the fused SkipLayerNormalization: onnxruntime's fused
         # CPU kernel is ~3x slower at these shapes (6.2 vs 2.1 ms for 16 x 256 x 384). The session
         # disables the optimizer that would fuse them back (local.py, SESSION_DISABLED_OPTIMIZERS).
@@ -235,7 +242,7 @@ class _RowQuantizer:
     scaled by the row's scale; weights are int8 per output column.
     """
 
-    def __init__(self, init, node, helper, *, split: bool = False) -> None:
+    def __init__(self, init: Callable[..., str], node: Callable[..., str], helper: Any, *, split: bool = False) -> None:
         """``split``: multiply by each weight's two halves (pairs_saturate)."""
         import numpy as np
 
@@ -269,7 +276,7 @@ class _RowQuantizer:
             seq = n("Gather", [n("Shape", ["input_ids"], "q_ids_shape"), "q_seq_index"], "q_seq_len", axis=0)
             self._unpadded = n("Equal", [shortest, seq], "q_unpadded")
 
-        def branch(suffix: str, extra: list[str]):
+        def branch(suffix: str, extra: list[str]) -> Any:
             out = f"{name}_{suffix}"
             mha = h.make_node("MultiHeadAttention", [*qkv, bias, *extra], [out], domain=MS, num_heads=HEADS)
             return h.make_graph([mha], out, [], [h.make_tensor_value_info(out, TensorProto.FLOAT, None)])
@@ -292,19 +299,19 @@ class _RowQuantizer:
         return xq, scale, zp
 
     @staticmethod
-    def _weights(wt):
+    def _weights(wt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         import numpy as np
 
         col_scale = np.maximum(np.abs(wt).max(axis=0), 1e-12) / 127
         return np.clip(np.round(wt / col_scale), -127, 127).astype(np.int32), col_scale.astype(np.float32)
 
-    def rows_needed(self, wt) -> int:
+    def rows_needed(self, wt: np.ndarray) -> int:
         """Extra int8 rows that carry -colsum of ``wt``'s quantized columns."""
         import numpy as np
 
         return max(1, int(np.ceil(np.abs(self._weights(wt)[0].sum(axis=0)).max() / 127)))
 
-    def matmul(self, name: str, xq: tuple[str, str, str], wt, r: int | None = None) -> str:
+    def matmul(self, name: str, xq: tuple[str, str, str], wt: np.ndarray, r: int | None = None) -> str:
         import numpy as np
 
         rows, scale, zp = xq

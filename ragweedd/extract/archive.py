@@ -18,13 +18,13 @@ import re
 import zipfile
 import zlib
 from dataclasses import dataclass
-from typing import Callable
 from pathlib import Path
+from typing import Callable
 
 from ragweedd.errors import ArchiveLimitError, ExtractionError, ExtractionSkipped
+from ragweedd.extract.base import ExtractedDoc, Extractor, ExtractSettings, Region, ToolRequirement
 from ragweedd.extract.sniff import require_nonempty
 from ragweedd.extract.tools import scratch_dir
-from ragweedd.extract.base import ExtractedDoc, ExtractSettings, Extractor, Region, ToolRequirement
 from ragweedd.logging import lazy_logger
 
 # which extractor reads a member, by its name (None: not a format ragweedd reads)
@@ -94,7 +94,7 @@ def _copy_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, dest: Path, label: 
     return n
 
 
-def extract_archive(path: Path, settings: ExtractSettings, extractor_for: MemberLookup, *, depth: int = 0,
+def extract_archive(path: Path, settings: ExtractSettings, extractor_for: MemberLookup, *, depth: int = 0,  # noqa: C901 - each archive limit (depth, count, size, ratio) ends the member loop its own way
                     budget: _Budget | None = None, display: str | None = None) -> ExtractedDoc:
     """The members' text, each read by the extractor ``extractor_for`` names for it (the registry's
     lookup, handed in: the registry holds this extractor too)."""

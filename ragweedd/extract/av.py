@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from ragweedd.errors import ExtractionError, ExtractionSkipped, ModelIntegrityError, ToolMissingError
+from ragweedd.extract.base import ExtractedDoc, ExtractSettings, ToolRequirement
 from ragweedd.extract.sniff import require_nonempty
 from ragweedd.extract.text_builder import TextBuilder, finish
 from ragweedd.extract.tools import TOOL_PACKAGES, need_tool, run_tool, scratch_dir
-from ragweedd.extract.base import ExtractedDoc, ExtractSettings, ToolRequirement
 from ragweedd.logging import lazy_logger
 
 log = lazy_logger(__name__)
@@ -59,7 +60,7 @@ def verify_model_dir(model_dir: Path) -> Path:
     return model_dir
 
 
-_model_cache: dict[str, object] = {}
+_model_cache: dict[str, Any] = {}  # faster_whisper ships no types
 
 
 def _faster_whisper(path: Path, settings: ExtractSettings) -> list[tuple[float, float, str]]:

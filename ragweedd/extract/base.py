@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from ragweedd.config import Config
+
 # Chunk-size family of a document (DESIGN §6): "text" (text/markdown/code/office), "pdf", "av".
 KINDS = ("text", "pdf", "av")
 
@@ -91,8 +93,14 @@ class ToolRequirement:
 
 @runtime_checkable
 class Extractor(Protocol):
-    name: str
-    extensions: tuple[str, ...]  # lower-case, with the dot: (".md", ".markdown")
+    # read-only members: an extractor's class attributes (``extensions = (".pdf",)``) satisfy them
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def extensions(self) -> tuple[str, ...]:
+        """Lower-case, with the dot: (".md", ".markdown")."""
+        ...
 
     def extract(self, path: Path, settings: "ExtractSettings") -> ExtractedDoc:
         """Raise ExtractionSkipped (unsupported/empty/binary) or ExtractionError (broken file)."""
@@ -119,12 +127,13 @@ class ExtractSettings:
     max_text_chars: int = 0  # extracted text longer than this is skipped (ingest_max_text_mb); 0 = no cap
 
     @classmethod
-    def from_config(cls, cfg: Any, scratch_dir: str | Path | None = None) -> "ExtractSettings":
+    def from_config(cls, cfg: Config, scratch_dir: str | Path | None = None) -> "ExtractSettings":
         """The settings the daemon extracts with (``scratch_dir``: its Paths' scratch folder) and
         the doctor checks: one place, so both see the same tools, caps and timeouts."""
         scratch = str(scratch_dir) if scratch_dir is not None else ""
-        if scratch_dir is None and getattr(cfg, "cache_dir", ""):
-            scratch = str(Path(cfg.cache_dir).expanduser() / "scratch")
+        cache_dir = str(getattr(cfg, "cache_dir", None) or "")
+        if scratch_dir is None and cache_dir:
+            scratch = str(Path(cache_dir).expanduser() / "scratch")
         return cls(
             tess_bin=cfg.tess_bin,
             whisper_model=cfg.whisper_model,

@@ -3,11 +3,12 @@ tools and models it needs are installed (with the package that provides each mis
 
 from __future__ import annotations
 
+from ragweedd.config import Config
+from ragweedd.extract.base import Extractor, ExtractSettings, ToolRequirement
 from ragweedd.extract.tools import TOOL_PACKAGES
-from ragweedd.extract.base import ExtractSettings, ToolRequirement
 
 
-def _requirements(ex, settings: ExtractSettings) -> list[ToolRequirement]:
+def _requirements(ex: Extractor, settings: ExtractSettings) -> list[ToolRequirement]:
     reqs = list(ex.requirements())
     if ex.name == "pdf":
         reqs = [r if r.name != "tesseract" else ToolRequirement(settings.tess_bin, r.package, r.optional, r.kind,
@@ -22,7 +23,7 @@ def _requirements(ex, settings: ExtractSettings) -> list[ToolRequirement]:
     return reqs
 
 
-def report(settings=None) -> list[dict]:
+def report(settings: ExtractSettings | Config | None = None) -> list[dict]:
     """One dict per extractor: format, extensions, extractor, ok, missing (tool (alias name), package,
     optional, purpose), degraded (optional features lost). ``ok`` is False when a required tool is
     missing: that format's files fail with ToolMissingError until it is installed. ``settings`` is an
@@ -48,7 +49,7 @@ def report(settings=None) -> list[dict]:
             "missing": missing,
             "degraded": [m["purpose"] or m["tool"] for m in missing if m["optional"]],
         })
-    out.sort(key=lambda r: r["format"])
+    out.sort(key=lambda r: str(r["format"]))
     return out
 
 

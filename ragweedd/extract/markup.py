@@ -5,12 +5,13 @@ from __future__ import annotations
 import codecs
 import re
 from pathlib import Path
+from typing import Any
 
 from ragweedd.errors import ExtractionError, ExtractionSkipped
+from ragweedd.extract.base import ExtractedDoc, ExtractSettings, Region, ToolRequirement
 from ragweedd.extract.sniff import decode_text, looks_binary, read_head, require_nonempty
 from ragweedd.extract.text_builder import finish
 from ragweedd.extract.tools import TOOL_PACKAGES, need_tool, run_tool, scratch_dir
-from ragweedd.extract.base import ExtractedDoc, ExtractSettings, Region, ToolRequirement
 
 _CHARSET = re.compile(rb"""<meta[^>]+charset=["']?([A-Za-z0-9_.:-]+)""", re.I)
 
@@ -66,7 +67,7 @@ class SvgExtractor:
         parts: list[str] = []
         title = None
 
-        def walk(el) -> None:
+        def walk(el: Any) -> None:
             nonlocal title
             tag = el.tag.rsplit("}", 1)[-1] if isinstance(el.tag, str) else ""
             if tag in _SVG_SKIP:

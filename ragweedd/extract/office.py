@@ -9,12 +9,13 @@ from __future__ import annotations
 import re
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from ragweedd.errors import ArchiveLimitError, ExtractionError
+from ragweedd.extract.base import ExtractedDoc, ExtractSettings, Region, ToolRequirement
 from ragweedd.extract.sniff import require_nonempty
 from ragweedd.extract.tables import TABLE_MARK, Cell, LaidOut, RawTable, add_table, clean, flat_text, lay_out
 from ragweedd.extract.text_builder import TextBuilder, finish, heading_regions
-from ragweedd.extract.base import ExtractedDoc, ExtractSettings, Region, ToolRequirement
 
 _HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 _BLOCKS = (
@@ -68,7 +69,7 @@ def html_to_text(html: str) -> tuple[str, list[str], str | None, list[LaidOut]]:
     return text, [h for h in headings if h], title, tables
 
 
-def _inside_table(node) -> bool:
+def _inside_table(node: Any) -> bool:
     p = node.parent
     while p is not None:
         if p.tag == "table":
@@ -77,7 +78,7 @@ def _inside_table(node) -> bool:
     return False
 
 
-def _html_table(node) -> RawTable:
+def _html_table(node: Any) -> RawTable:
     """The rows of one <table> (not of tables nested in it), its caption and header rows, and
     the paragraph just before it."""
     rows: list[list[Cell]] = []
@@ -85,7 +86,7 @@ def _html_table(node) -> RawTable:
     caption = ""
     head_rows = 0
 
-    def read_row(tr) -> list[Cell]:
+    def read_row(tr: Any) -> list[Cell]:
         cells = []
         for td in tr.iter():
             if td.tag in ("td", "th"):
@@ -181,11 +182,11 @@ class DocxExtractor:
 _ODF_TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
 
 
-def _odf_inline_text(el) -> str:
+def _odf_inline_text(el: Any) -> str:
     """Text of an ODF paragraph with <text:s/>, <text:tab/>, <text:line-break/> honoured."""
     parts: list[str] = [el.text or ""]
 
-    def walk(e) -> None:
+    def walk(e: Any) -> None:
         tag = e.tag.rsplit("}", 1)[-1] if isinstance(e.tag, str) else ""
         if tag == "s":
             parts.append(" " * int(e.get(f"{{{_ODF_TEXT}}}c", "1") or 1))
@@ -221,7 +222,7 @@ class _OdtWalk:
         self.section: str | None = None
         self.tables = 0
 
-    def walk(self, el, before: str = "") -> None:
+    def walk(self, el: Any, before: str = "") -> None:
         prev = ""
         for child in el:
             tag = child.tag if isinstance(child.tag, str) else ""
@@ -251,11 +252,11 @@ class _OdtWalk:
                 self.walk(child)
 
 
-def _odt_cell_text(cell) -> str:
+def _odt_cell_text(cell: Any) -> str:
     """A cell's paragraphs on one line; a table inside it as its rows joined (tables.py)."""
     parts: list[str] = []
 
-    def walk(el, prev: str = "") -> None:
+    def walk(el: Any, prev: str = "") -> None:
         for child in el:
             tag = child.tag if isinstance(child.tag, str) else ""
             if tag in (f"{{{_ODF_TEXT}}}p", f"{{{_ODF_TEXT}}}h"):
@@ -270,17 +271,17 @@ def _odt_cell_text(cell) -> str:
     return clean(" ".join(parts))
 
 
-def _odt_table(table, before: str) -> RawTable:
+def _odt_table(table: Any, before: str) -> RawTable:
     rows: list[list[Cell]] = []
     head_rows = 0
 
-    def repeat(el, attr: str) -> int:
+    def repeat(el: Any, attr: str) -> int:
         try:
             return max(1, int(el.get(f"{_T}{attr}", "1")))
         except ValueError:
             return 1
 
-    def read_rows(el, header: bool) -> None:
+    def read_rows(el: Any, header: bool) -> None:
         nonlocal head_rows
         for child in el:
             tag = child.tag if isinstance(child.tag, str) else ""

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ragweedd.errors import ExtractionError, ExtractionSkipped
+from ragweedd.extract.base import ExtractedDoc, ExtractSettings, Region, ToolRequirement
 from ragweedd.extract.pdf_layout import Heading, collapse_leaders, section_regions, usable_title
 from ragweedd.extract.pdf_text import read_pdf_text
 from ragweedd.extract.sniff import require_nonempty
@@ -30,7 +31,6 @@ from ragweedd.extract.tables import RawTable, add_table, lay_out
 from ragweedd.extract.text_builder import TextBuilder, finish
 from ragweedd.extract.text_quality import TextQuality, assess
 from ragweedd.extract.tools import TOOL_PACKAGES, run_tool, scratch_dir, tool_path
-from ragweedd.extract.base import ExtractedDoc, ExtractSettings, Region, ToolRequirement
 from ragweedd.logging import lazy_logger
 from ragweedd.statements import headed_statements, statement_title
 

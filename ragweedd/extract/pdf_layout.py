@@ -71,6 +71,7 @@ import ctypes
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from ragweedd.extract.base import Region
 from ragweedd.extract.pdf_tables import PageTable, baseline_pieces, find_tables, word_reader
@@ -146,7 +147,7 @@ class Heading:
     title: str
 
 
-def read_page(textpage, raw, with_fonts: bool) -> PageLayout:
+def read_page(textpage: Any, raw: Any, with_fonts: bool) -> PageLayout:
     """The page's text with table rows joined, and its lines (geometry; type when ``with_fonts``)."""
     text = textpage.get_text_range()
     if len(text) != textpage.count_chars():  # the index mapping does not hold: keep pdfium's text
@@ -253,7 +254,7 @@ def _superscript(a: Line, b: Line) -> bool:
 # ---- outline -------------------------------------------------------------------------------------
 
 
-def outline_entries(doc) -> list[tuple[int, int, str]]:
+def outline_entries(doc: Any) -> list[tuple[int, int, str]]:
     """(level, page index, title) of the document's bookmarks that point at a page, in order."""
     out: list[tuple[int, int, str]] = []
     try:
@@ -443,7 +444,7 @@ def _prose(line: Line) -> bool:
     return len(t.split()) >= 6 and "\t" not in t and not _LEADERS.search(t)
 
 
-def layout_headings(pages: list[PageLayout]) -> list[Heading]:
+def layout_headings(pages: list[PageLayout]) -> list[Heading]:  # noqa: C901 - the heading rules in the order they are tried; each is a line or two
     lines = [(p, ln) for p, page in enumerate(pages) for ln in page.lines]
     if not lines:
         return []
@@ -518,10 +519,11 @@ def layout_headings(pages: list[PageLayout]) -> list[Heading]:
             # Larger or bold type that the line before or after shares, without being a heading
             # itself, is a paragraph set that way (a release whose body is its tables' small type),
             # and so is the rest of that run of lines.
-            lines = pages[p].lines
+            on_page = pages[p].lines
             j = i + len(parts)
-            if ((i > 0 and (p, i - 1) not in heads and _same_type(lines[i - 1], lines[i]))
-                    or (j < len(lines) and heads.get((p, j)) in (None, style) and _same_type(lines[j], lines[i]))):
+            if ((i > 0 and (p, i - 1) not in heads and _same_type(on_page[i - 1], on_page[i]))
+                    or (j < len(on_page) and heads.get((p, j)) in (None, style)
+                        and _same_type(on_page[j], on_page[i]))):
                 while k < len(found) and found[k][0] == p and found[k][2] == style and found[k][1] == j:
                     k, j = k + 1, j + 1
                 continue

@@ -31,9 +31,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ragweedd.extract.tables import UNITS, Cell, RawTable, title_like
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ragweedd.extract.pdf_layout import Line
 
 MAX_LABEL_GAP_LINES = 3  # label-only lines between two figure rows of one table
 MAX_HEADER_LINES = 10
@@ -146,7 +151,8 @@ def words_of(text: str, box: Callable[[int], tuple[float, float]]) -> tuple[list
     return out, breaks
 
 
-def baseline_pieces(part: str, pos: int, loose) -> list[tuple[str, int]]:
+def baseline_pieces(part: str, pos: int,
+                    loose: Callable[[int], tuple[float, float, float, float]]) -> list[tuple[str, int]]:
     """A line of pdfium's text cut where its characters drop to a lower line (or jump up to
     another column): some producers set a table's rows, or a paragraph, in one text object that
     pdfium gives without line breaks ("... beyond 12.6 Do not expire 163.5"). Only a line whose
@@ -175,7 +181,8 @@ def baseline_pieces(part: str, pos: int, loose) -> list[tuple[str, int]]:
     return out
 
 
-def word_reader(lines, loose: Callable[[int], tuple[float, float, float, float]]):
+def word_reader(lines: Sequence[Line], loose: Callable[[int], tuple[float, float, float, float]]) -> Callable[[int],
+                tuple[list[Word], list[int]]]:
     """``words_for(i)`` for find_tables: line i's words (pdf_layout.Line, whose ``segs`` map its
     text to pdfium's character indices), their boxes read with ``loose``, once."""
     cache: dict[int, tuple[list[Word], list[int]]] = {}
@@ -287,7 +294,7 @@ def _label_text(words: list[Word]) -> str:
     return re.sub(r"(?:\s*\.){2,}$", "", " ".join(w.text for w in words)).strip()
 
 
-def find_tables(lines, words_for: Callable[[int], tuple[list[Word], list[int]]]) -> list[PageTable]:
+def find_tables(lines: Sequence[Line], words_for: Callable[[int], tuple[list[Word], list[int]]]) -> list[PageTable]:
     """The tables among a page's lines (pdf_layout.Line, in reading order); ``words_for(i)``
     gives line i's words with their boxes and column breaks."""
     n = len(lines)
@@ -342,7 +349,8 @@ def _label_line(text: str) -> bool:
     return bool(t) and len(t.split()) <= MAX_LABEL_WORDS and not t.endswith((".", ";"))
 
 
-def _build(lines, rows, body: list[int], cols: list[_Col], height: float, words_for, floor: int) -> PageTable | None:
+def _build(lines: Sequence[Line], rows: list[FigureRow | None], body: list[int], cols: list[_Col], height: float,  # noqa: C901 - a table's parts in reading order: title, header rows, notes, body rows
+           words_for: Callable[[int], tuple[list[Word], list[int]]], floor: int) -> PageTable | None:
     first = body[0]
     top = lines[first]
     cols_left = cols[0].left
@@ -405,7 +413,7 @@ def _build(lines, rows, body: list[int], cols: list[_Col], height: float, words_
         if pending:
             table_rows.append([Cell(pending)] + [Cell("") for _ in cols])
 
-    for label_line, own, cells in _visual_rows(lines, rows, lead + body):
+    for label_line, own, placed in _visual_rows(lines, rows, lead + body):
         if label_line and sum(1 for w in own.split() if _YEARISH.match(w)) >= 2:
             continue  # the column headers again, over the table's next part
         if label_line:
@@ -429,7 +437,7 @@ def _build(lines, rows, body: list[int], cols: list[_Col], height: float, words_
         elif len(own.split()) > MAX_CHILD_WORDS:
             parent = ""
         vals = [""] * width
-        for a, c in cells:
+        for a, c in placed:
             x = _col_of(a, cols)
             if _MARK.match(c.text) and abs(cols[x].anchor - a) > height:
                 continue  # a footnote mark off the columns
@@ -441,7 +449,7 @@ def _build(lines, rows, body: list[int], cols: list[_Col], height: float, words_
     return PageTable(start, body[-1], RawTable(table_rows, before=before, head_rows=head_rows))
 
 
-def _same_row(a, b) -> bool:
+def _same_row(a: Line, b: Line) -> bool:
     """Line ``b`` (after ``a``) sits on ``a``'s row: their extents overlap by half the smaller
     height, or ``b`` is a smaller mark raised inside ``a``'s extent."""
     ha, hb = a.height, b.height
@@ -451,7 +459,8 @@ def _same_row(a, b) -> bool:
     return overlap >= 0.5 * min(ha, hb) or (hb < 0.8 * ha and a.bottom <= b.bottom < a.top)
 
 
-def _visual_rows(lines, rows, order: list[int]) -> list[tuple[bool, str, list[tuple[float, Word]]]]:
+def _visual_rows(lines: Sequence[Line], rows: list[FigureRow | None],
+                 order: list[int]) -> list[tuple[bool, str, list[tuple[float, Word]]]]:
     """The body's lines as the rows the reader sees: lines on one row (a label, a footnote mark,
     the figures, split by pdfium) are one. Each: (label only, label, [(anchor, figure)])."""
     groups: list[list[int]] = []
@@ -477,7 +486,7 @@ def _visual_rows(lines, rows, order: list[int]) -> list[tuple[bool, str, list[tu
     return out
 
 
-def _header_rows(lines, words: list[list[Word]], height: float) -> list[list[Word]]:
+def _header_rows(lines: Sequence[Line], words: list[list[Word]], height: float) -> list[list[Word]]:
     """Header words grouped by baseline, top to bottom, each row's words left to right, the words
     of one phrase joined."""
     items = [(ln.bottom, w) for ln, ws in zip(lines, words) for w in ws]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ragweedd.errors import ExtractionError
 from ragweedd.extract import pdf_layout
@@ -148,7 +149,7 @@ def _read_pdfium(path: Path) -> PdfText:
     return out
 
 
-def _layout_with_fonts(doc, i: int, pdfium, raw) -> pdf_layout.PageLayout:
+def _layout_with_fonts(doc: Any, i: int, pdfium: Any, raw: Any) -> pdf_layout.PageLayout:
     """Page ``i``'s lines with their type; an empty layout for a page pdfium cannot read."""
     try:
         page = doc[i]
@@ -166,7 +167,7 @@ def _layout_with_fonts(doc, i: int, pdfium, raw) -> pdf_layout.PageLayout:
         page.close()
 
 
-def _has_image(page, pdfium) -> bool:
+def _has_image(page: Any, pdfium: Any) -> bool:
     import pypdfium2.raw as raw
 
     try:
@@ -177,7 +178,7 @@ def _has_image(page, pdfium) -> bool:
     return False
 
 
-def _pdfium_title(doc) -> str | None:
+def _pdfium_title(doc: Any) -> str | None:
     try:
         title = (doc.get_metadata_value("Title") or "").strip()
     except Exception:  # noqa: BLE001 - metadata is decoration
@@ -210,7 +211,7 @@ def _read_pypdf(path: Path) -> PdfText:
     return PdfText(texts, [None] * n, title, "pypdf", {}, tables=[[] for _ in texts])
 
 
-def _open_pypdf(path: Path):
+def _open_pypdf(path: Path) -> Any:
     import pypdf
     from pypdf.errors import PdfReadError
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from ragweedd.errors import ExtractionSkipped
 from ragweedd.extract.archive import ZipExtractor
 from ragweedd.extract.av import AvExtractor
-from ragweedd.extract.base import ExtractedDoc, ExtractSettings, Extractor
+from ragweedd.extract.base import ExtractedDoc, Extractor, ExtractSettings
 from ragweedd.extract.markup import HtmlExtractor, JsonExtractor, RtfExtractor, SvgExtractor, TexExtractor
 from ragweedd.extract.office import DocxExtractor, OdtExtractor
 from ragweedd.extract.pdf import PdfExtractor

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ragweedd.errors import ExtractionError, ExtractionSkipped
-from ragweedd.extract.sniff import decode_text, looks_binary, read_head, require_nonempty
-from ragweedd.extract.text_builder import TextBuilder, finish
 from ragweedd.extract.base import ExtractedDoc, ExtractSettings, ToolRequirement
+from ragweedd.extract.sniff import decode_text, looks_binary, read_head, require_nonempty
 from ragweedd.extract.tables import RowRuns, SheetColumns, sheet_columns, sheet_row_line
+from ragweedd.extract.text_builder import TextBuilder, finish
 
 ROW_BLOCK = 20
 PROBE_ROWS = 12
@@ -166,7 +166,7 @@ class XlsExtractor:
         return [ToolRequirement("xlrd", "xlrd (PyPI)", optional=False, kind="python")]
 
 
-def _xls_row(book, sh, r: int) -> list[Any]:
+def _xls_row(book: Any, sh: Any, r: int) -> list[Any]:
     import xlrd
 
     out = []

@@ -137,7 +137,7 @@ def _grid(rows: list[list[Cell]]) -> tuple[list[list[int | None]], list[Cell], l
     return grid, cells, origin
 
 
-def _text_at(grid, cells, r: int, c: int) -> str:
+def _text_at(grid: list[list[int | None]], cells: list[Cell], r: int, c: int) -> str:
     i = grid[r][c]
     return cells[i].text if i is not None else ""
 
@@ -147,7 +147,7 @@ def _headerish(texts: list[str]) -> bool:
     return any(texts) and not any(is_number(t) for t in texts)
 
 
-def _header_rows(grid, cells, origin, head_rows: int) -> int:
+def _header_rows(grid: list[list[int | None]], cells: list[Cell], origin: list[tuple[int, int]], head_rows: int) -> int:
     """How many leading rows are column headers: those the markup marks (thead, th, a docx header
     row), then, as long as they read as headers, rows without figures (years aside) that continue
     the header above (a span reaching into them, a spanning cell above, an empty label cell)."""
@@ -182,7 +182,7 @@ def _header_rows(grid, cells, origin, head_rows: int) -> int:
     return h
 
 
-def _title_rows(grid, cells, origin) -> int:
+def _title_rows(grid: list[list[int | None]], cells: list[Cell], origin: list[tuple[int, int]]) -> int:
     """Leading rows that hold one cell only, starting at the first column and spanning the table,
     or alone in its row above a header-like row: the table's name or units, not column headers."""
     t = 0
@@ -273,7 +273,7 @@ def lay_out(table: RawTable) -> LaidOut:
     return out
 
 
-def _column_headers(grid, cells, rows: range, width: int) -> list[str]:
+def _column_headers(grid: list[list[int | None]], cells: list[Cell], rows: range, width: int) -> list[str]:
     """Each column's header: the texts of its header rows, top down, each once."""
     headers: list[str] = []
     for c in range(width):
@@ -343,7 +343,7 @@ def sheet_row_line(values: list[str], cols: SheetColumns) -> str:
     return _row_line([list(range(len(cells)))], cells, 0, cols.headers, cols.label_col)
 
 
-def _origins(grid, n: int) -> list[tuple[int, int]]:
+def _origins(grid: list[list[int | None]], n: int) -> list[tuple[int, int]]:
     """(row, column) of each cell's first slot in ``grid`` (a cell no slot holds any more: -1, -1)."""
     out = [(-1, -1)] * n
     for r, g in enumerate(grid):
@@ -357,7 +357,7 @@ def origin_shift(origin: list[tuple[int, int]], t: int) -> list[tuple[int, int]]
     return [(r - t, c) for r, c in origin]
 
 
-def _label_column(grid, cells, body: range) -> bool:
+def _label_column(grid: list[list[int | None]], cells: list[Cell], body: range) -> bool:
     """The first column names the rows when most of its cells are words, not figures."""
     texts = [_text_at(grid, cells, r, 0) for r in body]
     texts = [t for t in texts if t]
@@ -367,7 +367,8 @@ def _label_column(grid, cells, body: range) -> bool:
     return words * 5 >= len(texts) * 3
 
 
-def _row_line(grid, cells, r: int, headers: list[str] | None, label_col: bool) -> str:
+def _row_line(grid: list[list[int | None]], cells: list[Cell], r: int, headers: list[str] | None,
+              label_col: bool) -> str:
     width = len(grid[r])
     parts: list[tuple[int, int, str]] = []  # (first column, last column, text) of each cell once
     c = 0

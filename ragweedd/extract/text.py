@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from ragweedd.errors import ExtractionSkipped
+from ragweedd.extract.base import ExtractedDoc, ExtractSettings, Region, ToolRequirement, own_lines
 from ragweedd.extract.sniff import decode_text, looks_binary, read_head, require_nonempty
 from ragweedd.extract.text_builder import finish
-from ragweedd.extract.base import ExtractedDoc, ExtractSettings, Region, ToolRequirement, own_lines
 
 PLAIN_EXT = (".txt", ".text", ".log", ".org", ".adoc", ".asciidoc")
 MARKDOWN_EXT = (".md", ".markdown", ".mdown", ".mkd")

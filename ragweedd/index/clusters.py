@@ -21,11 +21,14 @@ eligible chunks in label order (label order follows ingest order, so seeds come 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ragweedd.errors import InvalidVectorError
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 KINDS = ("garbage", "sparse", "boilerplate", "technical", "natural")
 EXCLUDED = ("garbage", "sparse")
@@ -60,7 +63,8 @@ def classify(entropy: np.ndarray, words: np.ndarray, p: ClusterParams = ClusterP
     return kind
 
 
-def analyse(labels, text_entropy, word_count, params: ClusterParams | None = None) -> ClusterResult:
+def analyse(labels: npt.ArrayLike, text_entropy: npt.ArrayLike, word_count: npt.ArrayLike,
+            params: ClusterParams | None = None) -> ClusterResult:
     p = params or ClusterParams()
     lab = np.asarray(labels, dtype=np.int64).ravel()
     ent = np.asarray(text_entropy, dtype=np.float64).ravel()

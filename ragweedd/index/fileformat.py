@@ -33,6 +33,7 @@ import threading
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, BinaryIO, Iterable
 
 import numpy as np
 
@@ -86,7 +87,7 @@ def _name(base: str, suffix: str) -> str:
     return f"{base}{suffix}{_EXT[base]}"
 
 
-def header_path(directory, suffix: str = "") -> Path:
+def header_path(directory: str | Path, suffix: str = "") -> Path:
     return Path(directory) / f"header{suffix}.bin"
 
 
@@ -96,7 +97,7 @@ def _check_suffix(suffix: str) -> None:
 
 
 # --- durable writes ---------------------------------------------------------------------------
-def _fsync_file(f) -> None:
+def _fsync_file(f: BinaryIO) -> None:
     f.flush()
     fd = f.fileno()
     if sys.platform == "darwin":  # fsync does not reach stable storage on macOS without F_FULLFSYNC
@@ -110,7 +111,7 @@ def _fsync_file(f) -> None:
     os.fsync(fd)
 
 
-def fsync_dir(directory) -> None:
+def fsync_dir(directory: str | Path) -> None:
     if os.name != "posix":
         return
     fd = os.open(str(directory), os.O_RDONLY)
@@ -120,7 +121,7 @@ def fsync_dir(directory) -> None:
         os.close(fd)
 
 
-def _write_parts(path: Path, parts) -> tuple[int, int]:
+def _write_parts(path: Path, parts: Iterable[bytes | np.ndarray]) -> tuple[int, int]:
     """Write buffers to ``path`` (a .tmp name), fsync; returns (size, crc32)."""
     crc, size = 0, 0
     # 0600: the level-0 file holds every chunk's vector; private like the databases.
@@ -131,7 +132,7 @@ def _write_parts(path: Path, parts) -> tuple[int, int]:
                 if p.size == 0:
                     continue
                 p = np.ascontiguousarray(p).reshape(-1).view(np.uint8)
-            mv = memoryview(p).cast("B")
+            mv = (p.data if isinstance(p, np.ndarray) else memoryview(p)).cast("B")
             f.write(mv)
             crc = zlib.crc32(mv, crc)
             size += mv.nbytes
@@ -159,7 +160,7 @@ def _meta_doc(d: IndexData, applied_seq: int, suffix: str) -> dict:
     return doc
 
 
-def read_header(directory, suffix: str = "") -> dict:
+def read_header(directory: str | Path, suffix: str = "") -> dict:
     _check_suffix(suffix)
     hp = header_path(directory, suffix)
     try:
@@ -218,7 +219,7 @@ _DIR_LOCKS: dict[str, threading.RLock] = {}
 _DIR_LOCKS_GUARD = threading.Lock()
 
 
-def directory_lock(directory) -> threading.RLock:
+def directory_lock(directory: str | Path) -> threading.RLock:
     """The lock every write of index files in ``directory`` holds, and their removal: files of
     a space being dropped (a finished change of model) are removed only after a flush still under
     way there (an abandoned manager's) has finished, never in the middle of it."""
@@ -227,7 +228,7 @@ def directory_lock(directory) -> threading.RLock:
         return _DIR_LOCKS.setdefault(key, threading.RLock())
 
 
-def remove_index_files(directory, suffix: str) -> None:
+def remove_index_files(directory: str | Path, suffix: str) -> None:
     """Remove every file of the index of ``suffix`` (an extra space's: never the primary's, whose
     files have no suffix) in ``directory``."""
     _check_suffix(suffix)
@@ -238,13 +239,13 @@ def remove_index_files(directory, suffix: str) -> None:
             p.unlink(missing_ok=True)
 
 
-def write_index(directory, d: IndexData, applied_seq: int, suffix: str = "") -> int:
+def write_index(directory: str | Path, d: IndexData, applied_seq: int, suffix: str = "") -> int:
     """Flush ``d`` crash-safely; returns the new generation number."""
     with directory_lock(directory):
         return _write_index(directory, d, applied_seq, suffix)
 
 
-def _write_index(directory, d: IndexData, applied_seq: int, suffix: str = "") -> int:
+def _write_index(directory: str | Path, d: IndexData, applied_seq: int, suffix: str = "") -> int:
     _check_suffix(suffix)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -257,7 +258,7 @@ def _write_index(directory, d: IndexData, applied_seq: int, suffix: str = "") ->
     rows[:, : d.M] = d.ulinks
     rows[:, d.M] = d.ucnt
     meta = json.dumps(_meta_doc(d, applied_seq, suffix), indent=1, sort_keys=True).encode()
-    parts = {
+    parts: dict[str, list[bytes | np.ndarray]] = {
         "data_level0": [rec.view(np.uint8)],
         "link_lists": [d.levels.astype(np.int8), d.deleted.astype(np.uint8), d.uoff.astype("<i4"), rows],
         "index_meta": [meta],
@@ -347,7 +348,7 @@ def _read_checked(directory: Path, base: str, suffix: str, h: dict) -> bytes:
     raise CorruptIndexError(last or f"{directory}: {_name(base, suffix)} is missing", hint=_REBUILD)
 
 
-def read_index(directory, suffix: str = "") -> tuple[IndexData, int]:
+def read_index(directory: str | Path, suffix: str = "") -> tuple[IndexData, int]:
     """Load and validate an index; raises CorruptIndexError on any damage, FileNotFoundError when
     there is no header at all (a new collection)."""
     directory = Path(directory)
@@ -385,7 +386,9 @@ def read_index(directory, suffix: str = "") -> tuple[IndexData, int]:
     return d, h["applied_seq"]
 
 
-def _validate_graph(where, h, links0, cnt0, vecs, labels, levels, deleted, uoff, ulinks, ucnt) -> None:
+def _validate_graph(where: str, h: dict[str, Any], links0: np.ndarray, cnt0: np.ndarray, vecs: np.ndarray,
+                    labels: np.ndarray, levels: np.ndarray, deleted: np.ndarray, uoff: np.ndarray, ulinks: np.ndarray,
+                    ucnt: np.ndarray) -> None:
     """Structural checks so that a file with a valid CRC but wrong content (a bug, a hand edit) can
     never send a kernel out of bounds."""
     n, M, M0, rows = h["n"], h["M"], h["M0"], h["rows"]

@@ -11,11 +11,20 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ragweedd.errors import InvalidVectorError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import numpy.typing as npt
+
+    from ragweedd.index.fileformat import IndexData
 
 LEVEL_CAP = 16
 INSERT_BATCH = 128
@@ -48,7 +57,7 @@ def _empty_graph(dim: int, M: int, M0: int, cap: int, rows: int) -> _Graph:
     )
 
 
-def check_vectors(labels, vectors, dim: int) -> tuple[np.ndarray, np.ndarray]:
+def check_vectors(labels: npt.ArrayLike, vectors: npt.ArrayLike, dim: int) -> tuple[np.ndarray, np.ndarray]:
     """Validate and normalise an (labels, vectors) pair; a label given twice keeps its last vector."""
     lab = np.asarray(labels)
     vec = np.asarray(vectors)
@@ -76,7 +85,7 @@ def check_vectors(labels, vectors, dim: int) -> tuple[np.ndarray, np.ndarray]:
     return lab, vec
 
 
-def check_query(query, dim: int, batch: bool) -> np.ndarray:
+def check_query(query: npt.ArrayLike, dim: int, batch: bool) -> np.ndarray:
     q = np.asarray(query, dtype=np.float32)
     want = 2 if batch else 1
     if q.ndim != want or q.shape[-1] != dim:
@@ -122,7 +131,7 @@ class HnswIndex:
         n = self._g.n
         return n > 0 and 100.0 * self._tomb / n > pct
 
-    def __contains__(self, label) -> bool:
+    def __contains__(self, label: int) -> bool:
         return int(label) in self._node_of
 
     def labels(self) -> np.ndarray:
@@ -131,7 +140,7 @@ class HnswIndex:
         live = g.deleted[: g.n] == 0
         return g.labels[: g.n][live].copy()
 
-    def get_vectors(self, labels) -> np.ndarray:
+    def get_vectors(self, labels: Sequence[int] | np.ndarray) -> np.ndarray:
         g = self._g
         nodes = [self._node_of.get(int(x), -1) for x in np.asarray(labels).ravel()]
         if any(x < 0 for x in nodes):
@@ -143,11 +152,11 @@ class HnswIndex:
     def entry_labels(self) -> np.ndarray:
         return self._entry_labels
 
-    def set_entry_labels(self, labels) -> None:
+    def set_entry_labels(self, labels: npt.ArrayLike) -> None:
         self._entry_labels = np.asarray(labels, dtype=np.int64).ravel().copy()
         self._entry_nodes = None
 
-    def _seed_nodes(self, entry_points) -> np.ndarray:
+    def _seed_nodes(self, entry_points: npt.ArrayLike | None) -> np.ndarray:
         if entry_points is None:
             cached = self._entry_nodes
             if cached is not None:
@@ -163,13 +172,13 @@ class HnswIndex:
         return nodes
 
     # --- writes -------------------------------------------------------------------------------
-    def add(self, labels, vectors) -> None:
+    def add(self, labels: npt.ArrayLike, vectors: npt.ArrayLike) -> None:
         lab, vec = check_vectors(labels, vectors, self.dim)
         for s in range(0, lab.size, INSERT_BATCH):
             with self._wlock:
                 self._add_batch(lab[s:s + INSERT_BATCH], vec[s:s + INSERT_BATCH])
 
-    def delete(self, labels) -> int:
+    def delete(self, labels: npt.ArrayLike) -> int:
         """Tombstone labels; unknown labels are ignored. Returns how many were deleted."""
         done = 0
         with self._wlock:
@@ -271,7 +280,7 @@ class HnswIndex:
         return sc
 
     # --- reads --------------------------------------------------------------------------------
-    def _scratch(self, cap: int, ef: int, k: int):
+    def _scratch(self, cap: int, ef: int, k: int) -> dict[str, Any]:
         loc = self._local
         sc = getattr(loc, "sc", None)
         if sc is None or sc["visited"].shape[0] < cap or sc["res_k"].shape[0] < ef + 1 or sc["buf"].shape[0] < k:
@@ -286,7 +295,8 @@ class HnswIndex:
             sc["gen"] = 1
         return sc
 
-    def search(self, query, k: int = 64, ef: int = 512, entry_points=None) -> tuple[np.ndarray, np.ndarray]:
+    def search(self, query: npt.ArrayLike, k: int = 64, ef: int = 512,
+               entry_points: npt.ArrayLike | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Best-first (labels, dot-product scores) of at most k live vectors.
 
         entry_points: labels that seed layer 0 besides the greedy descent; None = the index's cluster
@@ -306,7 +316,8 @@ class HnswIndex:
                            sc["cand_k"], sc["cand_v"], sc["res_k"], sc["res_v"], sc["buf"], out_l, out_s)
         return out_l[:got], out_s[:got]
 
-    def search_batch(self, queries, k: int = 64, ef: int = 512, entry_points=None) -> tuple[np.ndarray, np.ndarray]:
+    def search_batch(self, queries: npt.ArrayLike, k: int = 64, ef: int = 512,
+                     entry_points: npt.ArrayLike | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(labels (n, k), scores (n, k)); rows with fewer hits are padded with -1 / -inf."""
         from ragweedd.index import _kernels as K
 
@@ -329,7 +340,7 @@ class HnswIndex:
                       np.zeros((t, k), np.int32), out_l, out_s)
         return out_l, out_s
 
-    def search_exact(self, query, k: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    def search_exact(self, query: npt.ArrayLike, k: int = 64) -> tuple[np.ndarray, np.ndarray]:
         """Brute force over the live vectors: as fast as the graph below ~20k vectors, and exact."""
         q = check_query(query, self.dim, batch=False)
         g = self._g
@@ -356,7 +367,7 @@ class HnswIndex:
         new.meta = dict(self.meta)
         return new
 
-    def snapshot(self):
+    def snapshot(self) -> IndexData:
         """A consistent copy of the graph for saving (taken under the writer lock, written outside it)."""
         from ragweedd.index.fileformat import IndexData
 
@@ -372,16 +383,16 @@ class HnswIndex:
                 ucnt=g.ucnt[:r].copy(), entry_labels=self._entry_labels.copy(), meta=dict(self.meta),
             )
 
-    def save(self, directory, applied_seq: int, suffix: str = "") -> None:
+    def save(self, directory: str | Path, applied_seq: int, suffix: str = "") -> None:
         from ragweedd.index.fileformat import write_index
 
         write_index(directory, self.snapshot(), int(applied_seq), suffix)
 
     @classmethod
-    def from_data(cls, d) -> "HnswIndex":
+    def from_data(cls, d: IndexData) -> "HnswIndex":
         idx = cls(d.dim, M=d.M, ef_construction=d.ef_construction, seed=d.seed, capacity=16, M0=d.M0)
 
-        def own(a, dtype):
+        def own(a: np.ndarray, dtype: npt.DTypeLike) -> np.ndarray:
             # read_index hands over fresh arrays: adopt them (capacity = n, grown on the next add)
             # instead of copying a second time, which would double the load's peak memory.
             a = np.asarray(a, dtype=dtype)
@@ -406,7 +417,7 @@ class HnswIndex:
         return idx
 
     @classmethod
-    def load(cls, directory, suffix: str = "") -> tuple["HnswIndex", int]:
+    def load(cls, directory: str | Path, suffix: str = "") -> tuple["HnswIndex", int]:
         """Load and validate; raises CorruptIndexError on any damage. Returns (index, applied_seq)."""
         from ragweedd.errors import CorruptIndexError
         from ragweedd.index.fileformat import read_index

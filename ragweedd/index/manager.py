@@ -30,6 +30,10 @@ from ragweedd.logging import get_logger
 from ragweedd.store.types import PRIMARY
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import numpy.typing as npt
+
     from ragweedd.config import Config
 
 log = get_logger(__name__)
@@ -46,7 +50,7 @@ class IndexManager:
                  flush_quiet_s: float | None = None, flush_max_s: float | None = None,
                  exact_below: int | None = None, compact_pct: float | None = None, M: int = 16,
                  ef_construction: int = 200, seed: int = 1234, start_flusher: bool = True) -> None:
-        def pick(value, attr, default):
+        def pick(value: Any, attr: str, default: Any) -> Any:
             if value is not None:
                 return value
             return getattr(config, attr, default) if config is not None else default
@@ -149,7 +153,8 @@ class IndexManager:
             self.note_change(suffix)
         return done
 
-    def _flush_run(self, suffix, idx, op, labels, vectors) -> None:
+    def _flush_run(self, suffix: str, idx: HnswIndex, op: str | None, labels: list[int],
+                   vectors: list[Any] | None) -> None:
         if not labels:
             return
         lab = np.asarray(labels, np.int64)
@@ -161,7 +166,7 @@ class IndexManager:
         if suffix in self._pending:
             self._pending[suffix].append((op, lab, vec if op == "add" else None))
 
-    def add(self, suffix: str, labels, vectors, seq: int) -> None:
+    def add(self, suffix: str, labels: list[int], vectors: list[Any] | None, seq: int) -> None:
         """Bulk form of apply: every label added with one seq (the last change it covers)."""
         with self._lock:
             idx = self.indexes[suffix]
@@ -169,13 +174,13 @@ class IndexManager:
             self.applied_seq[suffix] = max(self.applied_seq[suffix], int(seq))
         self.note_change(suffix)
 
-    def delete(self, suffix: str, labels, seq: int) -> None:
+    def delete(self, suffix: str, labels: list[int], seq: int) -> None:
         with self._lock:
             self._flush_run(suffix, self.indexes[suffix], "delete", list(np.asarray(labels).ravel()), None)
             self.applied_seq[suffix] = max(self.applied_seq[suffix], int(seq))
         self.note_change(suffix)
 
-    def set_entry_points(self, labels, stats: dict | None = None) -> None:
+    def set_entry_points(self, labels: list[int], stats: dict | None = None) -> None:
         """Cluster-analysis entry points; used by every dimension's index (they share labels)."""
         with self._lock:
             for idx in self.indexes.values():
@@ -191,7 +196,7 @@ class IndexManager:
         ``applied_seq``; changes applied meanwhile are replayed onto it; then swap and flush."""
         dim = self.dims[suffix]
 
-        def build():
+        def build() -> HnswIndex:
             new = self._new(dim)
             for labels, vectors in batches:
                 new.add(labels, vectors)
@@ -208,7 +213,7 @@ class IndexManager:
                 done.append(suffix)
         return done
 
-    def _swap(self, suffix: str, build, applied_seq: int | None) -> HnswIndex:
+    def _swap(self, suffix: str, build: Callable[[], HnswIndex], applied_seq: int | None) -> HnswIndex:
         with self._lock:
             self._pending[suffix] = []
             old = self.indexes[suffix]
@@ -235,9 +240,9 @@ class IndexManager:
 
     # --- search ---------------------------------------------------------------------------------
     def search(self, queries: dict[str, np.ndarray], k: int = 64, ef: int = 512,
-               entry_points=None) -> tuple[np.ndarray, np.ndarray]:
+               entry_points: npt.ArrayLike | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Search each suffix with its own query vector in parallel; keep the best score per label."""
-        def one(item):
+        def one(item: tuple[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
             suffix, q = item
             idx = self.indexes[suffix]
             if len(idx) < self.exact_below:
@@ -271,7 +276,7 @@ class IndexManager:
     def dirty(self) -> bool:
         return bool(self._dirty)
 
-    def flush(self, suffixes=None) -> None:
+    def flush(self, suffixes: Iterable[str] | None = None) -> None:
         """Write the given (default: dirty) indexes now."""
         with self._cv:
             todo = set(self._dirty if suffixes is None else suffixes)
@@ -314,7 +319,7 @@ class IndexManager:
                 self._first_dirty = time.monotonic()
             try:
                 self.flush()
-            except Exception as e:  # a full disk must not kill the flusher; the next tick retries
+            except Exception as e:  # noqa: BLE001 - a full disk must not kill the flusher; the next tick retries
                 log.error("index_flush_failed", directory=str(self.directory), error=str(e))
                 with self._cv:
                     self._cv.wait(min(self.flush_quiet_s, 5.0) or 1.0)
@@ -342,8 +347,8 @@ class IndexManager:
             self.flush()
         self._pool.shutdown(wait=True)
 
-    def __enter__(self):
+    def __enter__(self) -> IndexManager:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()

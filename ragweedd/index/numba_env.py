@@ -15,7 +15,10 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ragweedd.paths import Paths
 
 _ENV = "NUMBA_CACHE_DIR"
 _fallback_dir: str | None = None
@@ -63,7 +66,7 @@ def setup_numba_cache(path: str | os.PathLike | None) -> str:
     return fb
 
 
-def setup_for(paths) -> str:
+def setup_for(paths: Paths) -> str:
     """The daemon's and CLI's choice: an explicit NUMBA_CACHE_DIR (the systemd unit sets one; test
     runs share one) wins, else ``$CACHE/numba``."""
     return setup_numba_cache(os.environ.get(_ENV) or paths.numba_cache)
@@ -93,5 +96,5 @@ def _warn(wanted: str, used: str) -> None:
             "numba_cache_not_writable", wanted=wanted, using=used,
             hint="kernels are compiled at every start; make the cache directory writable to start faster",
         )
-    except Exception:  # logging must never stop the index from loading
+    except Exception:  # noqa: BLE001 - logging must never stop the index from loading
         print(f"ragweedd: numba cache {wanted} is not writable; using {used}", file=sys.stderr)

@@ -10,9 +10,14 @@ source of truth: deleting these files only costs a rebuild.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragweedd.logging import get_logger
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    import numpy as np
 
 log = get_logger("ragweedd.index")
 APPLY_BATCH = 5000
@@ -49,7 +54,7 @@ def sync_pass(m: Any, rag: Any, space: str) -> int:
         total += m.apply(space, items)
 
 
-def _batches(rag: Any, space: str):
+def _batches(rag: Any, space: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     import numpy as np
 
     for ids, blobs in rag.iter_vectors(space):

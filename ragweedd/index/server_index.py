@@ -54,7 +54,7 @@ class ServerIndexes:
             names = list(self._names)
         try:
             figures = self.stores.index_figures()
-        except Exception as e:  # a status must answer while the server is away
+        except Exception as e:  # noqa: BLE001 - a status must answer while the server is away
             return {n: {"vectors": None, "applied_seq": None, "state": "failed", "dirty": False,
                         "last_flush": None, "error": str(e)} for n in names}
         return {n: {"vectors": figures[n][0], "applied_seq": figures[n][1], "state": "ok", "dirty": False,

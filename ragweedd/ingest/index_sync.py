@@ -16,8 +16,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
-from ragweedd.errors import Interrupted, NotCreatedYetError, NotFoundError
 from ragweedd.contract import IndexInfo, iso
+from ragweedd.errors import Interrupted, NotCreatedYetError, NotFoundError
 from ragweedd.index.managed import ManagedIndex
 from ragweedd.index.passes import prepare_pass, sync_pass
 from ragweedd.ingest.supervise import Supervisor
@@ -141,7 +141,7 @@ class IndexSync:
             for name, m in self.managers.items():
                 try:
                     m.close()  # flushes what is dirty
-                except Exception as e:
+                except Exception as e:  # noqa: BLE001 - closing goes on to the other collections' indexes
                     log.error("index_close_failed", collection=name, error=str(e))
             self.managers.clear()
 

@@ -31,7 +31,7 @@ from ragweedd.ingest.safe_open import NotRegularFile, fd_md5, open_regular, priv
 from ragweedd.ingest.vectorize import fill_vectors
 from ragweedd.logging import get_logger
 from ragweedd.paths import Paths, within
-from ragweedd.store.types import PRIMARY
+from ragweedd.store.types import PRIMARY, ChunkRecord
 from ragweedd.watch.skipped import cap_lifted, skip_reason, stat_unchanged
 
 if TYPE_CHECKING:
@@ -121,6 +121,7 @@ class Pipeline:
         self.db = self.stores.open_ingest()
         self._rags: dict[str, RagStore] = {}
         self._rag_ids: dict[str, Hashable] = {}  # what each open store was opened on (rag_identity)
+        self.seen_removals = 0  # how many of the workers' removed collections this pipeline let go of
         self.params = ChunkParams.for_embedder(cfg, embedder)
         self.with_context = bool(getattr(cfg, "chunk_context", False))
         # The id a collection's vectors are recorded under: the model and what it was given to read.
@@ -305,7 +306,7 @@ class Pipeline:
             self.db.set_file(collection, path, md5=md5, size=row["size_bytes"], mtime_ns=row["mtime_ns"],
                              inode=row["inode"], status="done", chunks=n)
 
-    def add_context(self, chunks: Iterable[dict], src: str, title: str | None) -> Iterator[dict]:
+    def add_context(self, chunks: Iterable[ChunkRecord], src: str, title: str | None) -> Iterator[ChunkRecord]:
         """Each chunk, as it is given its context line (when enabled) and the hash of what is
         embedded; the document's label is worked out once, also for a file chunked as a stream."""
         label = document_label(src, title) if self.with_context else ""
@@ -318,7 +319,7 @@ class Pipeline:
                 else c["text_hash"]
             yield c
 
-    def _cached(self, chunks: list[dict]) -> list[bytes | None]:
+    def _cached(self, chunks: list[ChunkRecord]) -> list[bytes | None]:
         """Each chunk's vector from the embed cache, None where it must be computed."""
         have = self.db.cached_vectors(self.embedder.id, [c["embed_hash"] for c in chunks])
         return [have.get(c["embed_hash"]) for c in chunks]
@@ -345,7 +346,7 @@ class Pipeline:
         dropped: dict[str, int] = {}
         counts = {"chunks": 0, "pending": 0}
 
-        def counted() -> Iterator[dict]:
+        def counted() -> Iterator[ChunkRecord]:
             for c in self.add_context(iter_chunks(stream.pieces(), stream.kind, stream.regions, self.params,
                                                   dropped), src, stream.title):
                 counts["chunks"] += 1
@@ -372,16 +373,16 @@ class Pipeline:
         out.embedded = self._fill_now(collection)
         return self._done(out, t0, collection)
 
-    def _cached_pairs(self, chunks: Iterator[dict], counts: dict[str, int],
-                      batch: int = 500) -> tuple[Iterator[dict], Iterator[bytes | None]]:
+    def _cached_pairs(self, chunks: Iterator[ChunkRecord], counts: dict[str, int],
+                      batch: int = 500) -> tuple[Iterator[ChunkRecord], Iterator[bytes | None]]:
         """Two iterators for ``RagDB.publish``: the chunks, and their vectors from the embed cache
         (None where missing), looked up a batch at a time as the chunks are drawn (publish draws a
         chunk, then its vector)."""
         eid = self.embedder.id
         ready: deque[bytes | None] = deque()
 
-        def chunk_iter() -> Iterator[dict]:
-            part: list[dict] = []
+        def chunk_iter() -> Iterator[ChunkRecord]:
+            part: list[ChunkRecord] = []
             for c in itertools.chain(chunks, [None]):
                 if c is not None:
                     part.append(c)

@@ -27,8 +27,9 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, Callable
 
 from ragweedd.chunk.chunker import text_hash
-from ragweedd.errors import Interrupted
 from ragweedd.chunk.context import embed_input
+from ragweedd.config import Config
+from ragweedd.errors import Interrupted
 from ragweedd.logging import get_logger
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ def _fill(rag: Any, cache: Any, embedder: Any, dim: int, what: str, *, read: Cal
             on_batch(len(done), len(todo))
 
 
-def open_passes(cfg: Any, primary: Any) -> Any:
+def open_passes(cfg: Config, primary: Any) -> Any:
     """The extra embedding passes of ``cfg`` (ragweedd.embed.passes.Passes), their vectors
     recorded under the same input format as the primary's."""
     from ragweedd.chunk.context import index_embedder_id
@@ -134,7 +135,7 @@ class Vectorizer:
     that vectors were logged. ``notify(name)`` wakes the thread for a collection (the ingest
     workers call it after each published file)."""
 
-    def __init__(self, cfg: Any, paths: Any, embedder: Any, index_embedder_id: str, *,
+    def __init__(self, cfg: Config, paths: Any, embedder: Any, index_embedder_id: str, *,
                  collections: Callable[[], list[str]], on_changes: Callable[[str], None],
                  passes: Any = None, migration: Any = None,
                  on_migrated: Callable[[], None] | None = None, stores: StoreBackend) -> None:

@@ -31,11 +31,10 @@ from typing import TYPE_CHECKING, Any, Callable
 from ragweedd.ingest.priority import lower_priority
 from ragweedd.ingest.supervise import Supervisor
 from ragweedd.logging import get_logger
-from ragweedd.store.types import Job
-from ragweedd.store.failures import server_unreachable
-from ragweedd.store.protocols import JobStore
-from ragweedd.store.failures import is_disk_full
 from ragweedd.paths import deepest_root
+from ragweedd.store.failures import is_disk_full, server_unreachable
+from ragweedd.store.protocols import JobStore
+from ragweedd.store.types import Job
 
 if TYPE_CHECKING:
     from ragweedd.config import Config
@@ -222,7 +221,7 @@ class Workers:
                         job = self.queue.claim(LANE_POLL_S, skip=skip)
                     else:
                         job = self.queue.claim()
-                except Exception as e:  # claiming is a write too: a full disk must not end the thread
+                except Exception as e:  # noqa: BLE001 - claiming is a write too: a full disk must not end the thread
                     self._storage_trouble(e)
                     continue
                 if job is None:
@@ -271,7 +270,7 @@ class Workers:
         except OSError:
             return False  # gone or unreadable: the pipeline settles that in no time
 
-    def _run_job(self, pipe, job: Job):
+    def _run_job(self, pipe: Pipeline, job: Job) -> Pipeline:
         """Run ``job``; on a full disk keep it and run it again with backoff until space is back
         (a full disk says nothing about the file, so it costs the job no try). A job interrupted
         because the daemon is stopping goes back to the queue untouched (no try spent; its embedded
@@ -347,7 +346,7 @@ class Workers:
         log.info("ingest_job_ran_after_server_wait", collection=job.collection, path=job.path,
                  waited_s=round(time.monotonic() - since, 1))
 
-    def _fresh(self, pipe):
+    def _fresh(self, pipe: Pipeline) -> Pipeline:
         try:
             pipe.close()
         except Exception as e:  # noqa: BLE001 - closing a connection that hit a full disk may fail too
@@ -422,13 +421,13 @@ class Workers:
                 f"{self._backoff:g} s at most; free space on that disk and it resumes by itself "
                 f"(last error: {self.disk_full_error})")
 
-    def _one(self, pipe, job: Job) -> None:
+    def _one(self, pipe: Pipeline, job: Job) -> None:
         from ragweedd.errors import Interrupted
         from ragweedd.watch.ignore import is_ignored
         from ragweedd.watch.reconcile import root_state
 
-        if getattr(pipe, "seen_removals", 0) != len(self._removed):
-            for name in self._removed[getattr(pipe, "seen_removals", 0):]:
+        if pipe.seen_removals != len(self._removed):
+            for name in self._removed[pipe.seen_removals:]:
                 pipe.forget(name)  # its connection to a removed collection's store
             pipe.seen_removals = len(self._removed)
         info = self.resolve(job.collection)

@@ -51,7 +51,7 @@ class Jobs:
                 self.last[name] = {"at": time.time(), "ok": True, "seconds": round(time.monotonic() - t0, 3),
                                    "result": result}
                 log.info("job_done", job=name, seconds=round(time.monotonic() - t0, 3))
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - a job's failure is recorded in its status; the scheduler goes on
                 self.last[name] = {"at": time.time(), "ok": False, "error": f"{type(e).__name__}: {e}"}
                 log.error("job_failed", job=name, error=str(e), error_type=type(e).__name__)
 

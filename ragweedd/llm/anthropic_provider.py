@@ -22,7 +22,7 @@ def _detail(exc: BaseException) -> str:
 class AnthropicProvider(BaseProvider):
     name = "anthropic"
 
-    def __init__(self, model: str, *, api_key: str, base_url: str | None = None, **kw) -> None:
+    def __init__(self, model: str, *, api_key: str, base_url: str | None = None, **kw: Any) -> None:
         super().__init__(model, **kw)
         import anthropic
 

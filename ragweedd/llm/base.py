@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import random
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import AsyncIterator, Protocol, runtime_checkable
 
 from ragweedd.errors import (
@@ -80,6 +80,12 @@ class ChatResult:
 class ChatProvider(Protocol):
     name: str  # "anthropic", "openai", "gemini", "ollama"
     model: str
+    calls: int  # requests made, retries included (history reports llm_calls)
+
+    @property
+    def spec(self) -> str:
+        """``name:model``, as the configuration writes it."""
+        ...
 
     def stream(self, messages: list[dict], *, max_tokens: int, temperature: float) -> AsyncIterator[Chunk]: ...
 

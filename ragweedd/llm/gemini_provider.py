@@ -13,7 +13,7 @@ _STOP = {"STOP": "end", "MAX_TOKENS": "max_tokens", "SAFETY": "content_filter", 
 class GeminiProvider(BaseProvider):
     name = "gemini"
 
-    def __init__(self, model: str, *, api_key: str, base_url: str | None = None, **kw) -> None:
+    def __init__(self, model: str, *, api_key: str, base_url: str | None = None, **kw: Any) -> None:
         super().__init__(model, **kw)
         from google import genai
         from google.genai import errors, types

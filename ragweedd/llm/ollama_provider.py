@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import TYPE_CHECKING, AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from ragweedd.llm.base import BaseProvider, Chunk, parse_retry_after, rate_limited_signal, usage_dict
 
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 class OllamaProvider(BaseProvider):
     name = "ollama"
 
-    def __init__(self, model: str, *, base_url: str = "http://127.0.0.1:11434", **kw) -> None:
+    def __init__(self, model: str, *, base_url: str = "http://127.0.0.1:11434", **kw: Any) -> None:
         super().__init__(model, **kw)
         self.base_url = base_url.rstrip("/")
         self._session: aiohttp.ClientSession | None = None

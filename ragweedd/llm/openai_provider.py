@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 
 from ragweedd.llm.base import BaseProvider, Chunk, parse_retry_after, rate_limited_signal, usage_dict
 
@@ -24,7 +24,7 @@ def _detail(exc: BaseException) -> str:
 class OpenAIProvider(BaseProvider):
     name = "openai"
 
-    def __init__(self, model: str, *, api_key: str, base_url: str | None = None, **kw) -> None:
+    def __init__(self, model: str, *, api_key: str, base_url: str | None = None, **kw: Any) -> None:
         super().__init__(model, **kw)
         import openai
 

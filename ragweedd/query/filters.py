@@ -12,10 +12,13 @@ from __future__ import annotations
 import fnmatch
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from ragweedd.contract import shown_path
 from ragweedd.errors import RequestError
+
+if TYPE_CHECKING:
+    from ragweedd.store.protocols import RagStore
 
 _EXT = re.compile(r"^[A-Za-z0-9_+-]{1,16}$")
 _MD5 = re.compile(r"^[0-9a-f]{32}$")
@@ -41,38 +44,38 @@ class Filters:
         if glob is not None and (not isinstance(glob, str) or len(glob) > 4096 or "\x00" in glob):
             raise RequestError(f"filter 'path': {path_glob!r} is not a usable glob",
                                hint="use a shell-style pattern such as '*/papers/*.pdf'")
-        types = None
+        types: tuple[str, ...] | None = None
         if file_types:
-            types = []
+            typed = []
             for t in file_types:
                 t2 = str(t).strip().lower().lstrip(".")
                 if not _EXT.match(t2):
                     raise RequestError(f"filter 'type': {t!r} is not a file extension",
                                        hint="give extensions such as 'pdf' or '.md'")
-                types.append(t2)
-            types = tuple(dict.fromkeys(types))
-        docs = None
+                typed.append(t2)
+            types = tuple(dict.fromkeys(typed))
+        docs: tuple[str, ...] | None = None
         if doc_ids:
-            docs = []
+            ids = []
             for d in doc_ids:
                 d2 = str(d).strip().lower()
                 if not _MD5.match(d2):
                     raise RequestError(f"filter 'document': {d!r} is not a document id",
                                        hint="a document id is the 32-hex-digit MD5 shown as doc_id in results")
-                docs.append(d2)
-            docs = tuple(dict.fromkeys(docs))
+                ids.append(d2)
+            docs = tuple(dict.fromkeys(ids))
         return cls(cols, glob, types, docs)
 
     @property
     def restricts_chunks(self) -> bool:
         return bool(self.path_glob or self.file_types or self.doc_ids)
 
-    def allowed_ids(self, rag) -> set[int] | None:
+    def allowed_ids(self, rag: RagStore) -> set[int] | None:
         """Chunk ids of ``rag`` that pass, or None when nothing restricts chunks."""
         md5s = self.allowed_documents(rag)
         return None if md5s is None else rag.chunk_ids_of_documents(sorted(md5s))
 
-    def allowed_documents(self, rag) -> set[str] | None:
+    def allowed_documents(self, rag: RagStore) -> set[str] | None:
         """Document ids (md5) of ``rag`` that pass, or None when nothing restricts chunks."""
         if not self.restricts_chunks:
             return None

@@ -41,15 +41,19 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from ragweedd import keyterms
+from ragweedd.config import Config
 from ragweedd.logging import get_logger
-from ragweedd.query.bm25 import Bm25Terms, fts5_idf
 from ragweedd.periods import spell_periods
+from ragweedd.query.bm25 import Bm25Terms, fts5_idf
 from ragweedd.query.idf import CACHE_MAX_DF_FRACTION, IdfCache
 from ragweedd.store.protocols import KeywordReader
 from ragweedd.store.types import KeywordQuery, Terms, all_of, any_of, describe
+
+if TYPE_CHECKING:
+    from ragweedd.query.wordnet import WordNet
 
 log = get_logger("ragweedd.query.fts")
 
@@ -168,7 +172,8 @@ def query_language(query: str, fts: KeywordReader) -> str:
     return keyterms.detect(query, fts.languages())
 
 
-def make_plan(query: str, idf_cache: IdfCache, cfg, wordnet=None, synonym_status: dict | None = None,
+def make_plan(query: str, idf_cache: IdfCache, cfg: Config, wordnet: WordNet | None = None,
+              synonym_status: dict | None = None,
               lang: str | None = None) -> Plan:
     if lang is None:
         lang = query_language(query, idf_cache.stats)
@@ -215,8 +220,8 @@ def make_plan(query: str, idf_cache: IdfCache, cfg, wordnet=None, synonym_status
     return plan
 
 
-def _add_synonyms(plan: Plan, idf_cache: IdfCache, wordnet) -> None:
-    asked: dict[str, list[str]] = {}
+def _add_synonyms(plan: Plan, idf_cache: IdfCache, wordnet: WordNet) -> None:
+    asked: dict[str, list[tuple[str, str]]] = {}  # word -> (synonym as WordNet writes it, index form)
     for i in plan.words:
         if i.budget > 0:
             # WordNet knows words, the index holds terms: a synonym is matched by its English
@@ -309,8 +314,8 @@ def execute(fts: KeywordReader, plan: Plan, limit: int, *, max_postings: int,
     return hits, meta
 
 
-def keyword_leg(fts: KeywordReader, query: str, idf_cache: IdfCache, cfg, limit: int, *,
-                wordnet=None, synonym_status: dict | None = None,
+def keyword_leg(fts: KeywordReader, query: str, idf_cache: IdfCache, cfg: Config, limit: int, *,
+                wordnet: WordNet | None = None, synonym_status: dict | None = None,
                 allowed: Iterable[int] | None = None) -> tuple[list[tuple[int, float]], dict[str, Any], Plan]:
     """The keyword leg of a search: (hits, meta, the plan, whose scorer can score more rows)."""
     t0 = time.perf_counter()

@@ -10,9 +10,11 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, cast
 
 from ragweedd import keyterms
+from ragweedd.config import Config
+from ragweedd.contract import Hit, RetrievalMeta, SearchResult
 from ragweedd.embed.base import dense_languages
 from ragweedd.errors import NotFoundError, RequestError
 from ragweedd.logging import get_logger
@@ -21,12 +23,21 @@ from ragweedd.query.fts_plan import keyword_leg, known_item_rows, query_language
 from ragweedd.query.hyde import HyDE
 from ragweedd.query.idf import IdfCache
 from ragweedd.query.merge import FUSIONS, Candidate, FusionParams, finish, fuse
-from ragweedd.query.semantic_cache import SemanticCache
 from ragweedd.query.named import rank_named
-from ragweedd.statements import headed_statements
+from ragweedd.query.semantic_cache import SemanticCache
 from ragweedd.query.vectors import VectorSearch
 from ragweedd.query.wordnet import open_wordnet, wordnet_status
+from ragweedd.statements import headed_statements
 from ragweedd.store.protocols import IdfCacheStore, KeywordReader, RagStore, StoreBackend
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    import numpy as np
+
+    from ragweedd.embed.base import Embedder
+    from ragweedd.paths import Paths
+    from ragweedd.query.fts_plan import Plan
 
 log = get_logger("ragweedd.query")
 
@@ -54,7 +65,7 @@ class Searcher:
     (the daemon's live indexes, or a one-shot command's index files on disk): both are opened,
     and closed, by whoever built this (ragweedd/services.py)."""
 
-    def __init__(self, cfg, paths, embedder, *, collections: Iterable[str] | None = None,
+    def __init__(self, cfg: Config, paths: Paths, embedder: Embedder, *, collections: Iterable[str] | None = None,
                  vectors: VectorSearch, stores: StoreBackend,
                  cache: SemanticCache | None = None, hyde: HyDE | None = None) -> None:
         """``cache``: the semantic search cache shared by the searchers of one Services (none for a
@@ -85,11 +96,11 @@ class Searcher:
     def __enter__(self) -> "Searcher":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def search(self, query: str, *, filters: Filters | None = None, limit: int = 10, mode: str = "hybrid",
-               fusion: str | None = None, top_k: int | None = None) -> dict[str, Any]:
+    def search(self, query: str, *, filters: Filters | None = None, limit: int = 10, mode: str = "hybrid",  # noqa: C901 - the search line's stages in their order; the steps are methods below
+               fusion: str | None = None, top_k: int | None = None) -> SearchResult:
         """{"results": [hit, ...], "retrieval_meta": {...}}."""
         if mode not in MODES:
             raise RequestError(f"search mode {mode!r} is unknown", hint="use one of " + ", ".join(MODES))
@@ -192,12 +203,12 @@ class Searcher:
         named = None
         if mode == "hybrid":
             named = rank_named(query, briefs, self._headings(cols), self._statement_chunks(cols, allowed))
-        results, counts = finish(briefs, max_per_file=cfg.max_chunks_per_file,
-                                 min_score=cfg.min_score, limit=limit, keep_pct=cfg.pre_annotate_keep)
-        results = self._full_hits(cols, results)
+        ranked, counts = finish(briefs, max_per_file=cfg.max_chunks_per_file,
+                                min_score=cfg.min_score, limit=limit, keep_pct=cfg.pre_annotate_keep)
+        results = self._full_hits(cols, ranked)
         timings["merge"] = _ms(t)
         timings["total"] = _ms(t0)
-        meta = {
+        meta: RetrievalMeta = {
             "query": query, "mode": mode, "fusion": fusion if mode == "hybrid" else None,
             "language": language or None,
             "dense_languages": sorted(dense_langs) if dense_langs is not None else "*", "dense_blind": dense_blind,
@@ -212,7 +223,7 @@ class Searcher:
         }
         if hyde_meta is not None:
             meta["hyde"] = hyde_meta
-        out = {"results": results, "retrieval_meta": meta}
+        out: SearchResult = {"results": results, "retrieval_meta": meta}
         if self.cache is not None and versions is not None:
             # a search that fell back from a failed HyDE call is not kept: the next one tries again
             keep = not (hyde_meta or {}).get("error")
@@ -254,7 +265,9 @@ class Searcher:
             self._qvecs[key] = qvec
         return qvec
 
-    def _hyde(self, cols, query, qvec, dense, depth, allowed, timings):
+    def _hyde(self, cols: list[_Collection], query: str, qvec: np.ndarray, dense: dict[tuple[str, int], float],
+              depth: int, allowed: Mapping[str, set[int] | None], timings: dict[str, float]) -> tuple[np.ndarray,
+              dict[tuple[str, int], float], dict[str, Any]]:
         """The dense leg again from the query's vector averaged with hypothetical passages', when
         the best cosine found is under the gate; otherwise (or when the LLM fails) as it was."""
         from ragweedd.embed.long import embed_texts
@@ -292,7 +305,9 @@ class Searcher:
         timings["hyde"] = _ms(t)
         return moved, found, meta
 
-    def _keyword(self, cols, query, depth, allowed):
+    def _keyword(self, cols: list[_Collection], query: str, depth: int,
+                 allowed: Mapping[str, set[int] | None]) -> tuple[dict[str, list[tuple[int, float]]], dict[str, Any],
+                 dict[str, Plan], float, dict[str, list[int]]]:
         t = time.perf_counter()
         out: dict[str, list[tuple[int, float]]] = {}
         metas: dict[str, Any] = {}
@@ -310,7 +325,7 @@ class Searcher:
         return out, metas, plans, _ms(t), known
 
     @staticmethod
-    def _language(cols, query: str, plans: dict[str, Any]) -> str:
+    def _language(cols: list[_Collection], query: str, plans: dict[str, Any]) -> str:
         """The language the query is read as: the keyword plan's (of the first collection that has
         one), else chosen among the languages of the collections' chunks."""
         for c in cols:
@@ -324,7 +339,8 @@ class Searcher:
                     langs[lang] = langs.get(lang, 0) + n
         return keyterms.detect(query, langs)
 
-    def _fill_keyword_scores(self, cols, cands, plans, only: set | None = None) -> None:
+    def _fill_keyword_scores(self, cols: list[_Collection], cands: dict[tuple[str, int], Candidate],
+                             plans: dict[str, Plan], only: set | None = None) -> None:
         """BM25 of the query's words for the chunks only the vector search found, so score
         fusion weighs every candidate on both legs (a chunk without any of the words keeps none);
         ``only``: just these candidates (known items the keyword leg's page left out)."""
@@ -343,7 +359,8 @@ class Searcher:
                 if scores.get(cid, 0.0) > 0:
                     cand.bm25 = scores[cid]
 
-    def _dense_feedback(self, cols, cands, qvec, depth, allowed, plans, fusion,
+    def _dense_feedback(self, cols: list[_Collection], cands: dict[tuple[str, int], Candidate], qvec: np.ndarray,
+                        depth: int, allowed: Mapping[str, set[int] | None], plans: dict[str, Plan], fusion: str,
                         vectors_read: dict) -> dict[str, Any] | None:
         """Rocchio on the query vector: it moves toward the mean stored vector of the first
         ``dense_feedback`` fused results (weight ``dense_feedback_weight``), the primary space is
@@ -374,9 +391,7 @@ class Searcher:
         for cand in cands.values():
             cand.sim, cand.in_dense, cand.dense_rank = None, False, None
         for (name, cid), sim in found.items():
-            cand = cands.get((name, cid))
-            if cand is None:
-                cand = cands[(name, cid)] = Candidate(name, cid)
+            cand = cands.setdefault((name, cid), Candidate(name, cid))
             cand.sim, cand.in_dense = sim, True
         self._fill_similarity(cols, cands, moved, vectors_read)
         if fusion in ("zscore", "convex") and plans:
@@ -384,7 +399,8 @@ class Searcher:
         return {"results": len(top), "vectors": len(vecs), "weight": self.cfg.dense_feedback_weight,
                 "ms": _ms(t)}
 
-    def _fill_similarity(self, cols, cands, qvec, seen: dict | None = None) -> None:
+    def _fill_similarity(self, cols: list[_Collection], cands: dict[tuple[str, int], Candidate], qvec: np.ndarray,
+                         seen: dict | None = None) -> None:
         """Cosines from stored vectors for the candidates the vector search did not score;
         ``seen`` keeps the vectors read, for the feedback round of the same search."""
         import numpy as np
@@ -406,7 +422,7 @@ class Searcher:
                 # a chunk whose vector is still pending has no cosine: the fusion treats it as unknown
                 cands[(c.name, cid)].sim = float(v @ q) if v is not None and v.shape == q.shape else None
 
-    def _briefs(self, cols, cands) -> list[dict[str, Any]]:
+    def _briefs(self, cols: list[_Collection], cands: dict[tuple[str, int], Candidate]) -> list[dict[str, Any]]:
         """Every candidate with its scores and what ranking needs (file, text), one row each; the
         full hit (metadata, uri) is read only for what ranking returns (``_full_hits``)."""
         out = []
@@ -417,8 +433,9 @@ class Searcher:
             full = c.rag.hits(missing) if missing else {}
             for cid in ids:
                 b = briefs.get(cid)
-                h = {"embedding_id": cid, "collection": c.name, "doc_id": b[0], "source_file": b[1],
-                     "text": b[2], "pages": b[3]} if b is not None else full.get(cid)
+                h: dict[str, Any] | None = {"embedding_id": cid, "collection": c.name, "doc_id": b[0],
+                                            "source_file": b[1], "text": b[2], "pages": b[3]} \
+                    if b is not None else full.get(cid)
                 if h is None:  # deleted between retrieval and now
                     continue
                 cand = cands[(c.name, cid)]
@@ -428,7 +445,7 @@ class Searcher:
         return out
 
     @staticmethod
-    def _headings(cols) -> Callable[[str, list[int]], dict[int, str]]:
+    def _headings(cols: list[_Collection]) -> Callable[[str, list[int]], dict[int, str]]:
         by_name = {c.name: c for c in cols}
 
         def headings(name: str, ids: list[int]) -> dict[int, str]:
@@ -436,7 +453,9 @@ class Searcher:
         return headings
 
     @staticmethod
-    def _statement_chunks(cols, allowed) -> Callable[[str, str, set[str]], list[dict[str, Any]]]:
+    def _statement_chunks(cols: list[_Collection],
+                          allowed: Mapping[str, set[int] | None]) -> Callable[[str, str, set[str]],
+                          list[dict[str, Any]]]:
         by_name = {c.name: c for c in cols}
 
         def statement_chunks(name: str, doc_id: str, kinds: set[str]) -> list[dict[str, Any]]:
@@ -451,7 +470,7 @@ class Searcher:
                      "text": briefs[i][2], "pages": briefs[i][3]} for i in ids if i in briefs]
         return statement_chunks
 
-    def _full_hits(self, cols, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _full_hits(self, cols: list[_Collection], results: list[dict[str, Any]]) -> list[Hit]:
         by_col: dict[str, list[int]] = {}
         for h in results:
             by_col.setdefault(h["collection"], []).append(h["embedding_id"])
@@ -459,14 +478,16 @@ class Searcher:
         for c in cols:
             if c.name in by_col:
                 full.update(((c.name, cid), h) for cid, h in c.rag.hits(by_col[c.name]).items())
-        out = []
+        out: list[Hit] = []
         for h in results:
             f = full.get((h["collection"], h["embedding_id"]))
             if f is None:  # deleted between ranking and now
                 continue
             for k in ("score", "rel_score", "sim", "bm25", "fts", "dense_rank", "fts_rank", "rank", "annotate"):
                 f[k] = h[k]
-            out.append(f)
+            # the store's place fields (store/rows.hit_fields) and the ranking just set make a Hit;
+            # the API's response checks hold every search to that shape
+            out.append(cast(Hit, f))
         return out
 
 def _ms(t: float) -> float:

@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ragweedd.config import Config
 from ragweedd.errors import RagweedError
 from ragweedd.logging import get_logger
 
@@ -67,7 +68,7 @@ def split_passages(text: str, n: int) -> list[str]:
 
 
 class HyDE:
-    def __init__(self, spec: str, cfg: Any, *, gate: float, passages: int, timeout_s: float,
+    def __init__(self, spec: str, cfg: Config, *, gate: float, passages: int, timeout_s: float,
                  make: Callable[[], Any] | None = None) -> None:
         from ragweedd.llm.factory import make_provider, parse_spec
 
@@ -123,7 +124,7 @@ class HyDE:
         return out
 
 
-def make_hyde(cfg: Any) -> HyDE | None:
+def make_hyde(cfg: Config) -> HyDE | None:
     """The configured HyDE stage, or None when ``llm.hyde`` is empty (a bad spec is a ConfigError)."""
     spec = (getattr(cfg, "llm_hyde", "") or "").strip()
     if not spec:

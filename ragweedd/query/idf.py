@@ -77,12 +77,12 @@ class IdfCache:
         self._memo_version = version
         if self.cache is not None:
             try:
-                self._check_persistent(seq, self._n)
+                self._check_persistent(self.cache, seq, self._n)
             except StorageError as e:  # the cache is an optimisation; a busy ingest_db never fails a search
                 log.info("idf_cache_unavailable", collection=self.collection, error=str(e))
 
-    def _check_persistent(self, seq: int, n: int) -> None:
-        built_n, built_seq = self.cache.built_at(self.collection)
+    def _check_persistent(self, cache: IdfCacheStore, seq: int, n: int) -> None:
+        built_n, built_seq = cache.built_at(self.collection)
         if built_n is not None and built_seq is not None and built_seq <= seq:
             if self._changes_since is not None:
                 added, deleted = self._changes_since(int(built_seq))
@@ -92,7 +92,7 @@ class IdfCache:
             if drift <= DRIFT_FRACTION * max(int(built_n), 1):
                 return
         # Missing, from a rebuilt database (seq went backwards) or drifted: start again.
-        self.cache.restart(self.collection, n, seq)
+        cache.restart(self.collection, n, seq)
         log.info("idf_cache_reset", collection=self.collection, n=n, seq=seq, drift_from=built_n)
 
     # --- lookups ----------------------------------------------------------------------------

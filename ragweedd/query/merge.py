@@ -45,6 +45,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ragweedd.config import Config
+
 
 @dataclass
 class Candidate:
@@ -87,7 +89,7 @@ class FusionParams:
         return dataclasses.replace(cls.of(default_config(), fusion), **changes)
 
     @classmethod
-    def of(cls, cfg, fusion: str | None = None, *, dense_blind: bool = False) -> "FusionParams":
+    def of(cls, cfg: Config, fusion: str | None = None, *, dense_blind: bool = False) -> "FusionParams":
         """``dense_blind``: the query is in a language no working embedder reads (embed.languages):
         the dense leg gets ``uncovered_dense_weight``, so it cannot push down what the keyword leg
         found (XQuAD: an English-only MiniLM put German hybrid below keyword-only)."""
@@ -129,8 +131,8 @@ def fuse(cands: list[Candidate], *, mode: str, params: FusionParams) -> None:
         # instead of standing alone in its window (deviation 0) and counting for nothing.
         kstat = {}
         for name, xs in by_col.items():
-            top = sorted((x.bm25 or 0.0 for x in xs), reverse=True)[:params.keyword_window]
-            kstat[name] = _window_stats(top + [0.0] * (params.keyword_window - len(top)))
+            window = sorted((x.bm25 or 0.0 for x in xs), reverse=True)[:params.keyword_window]
+            kstat[name] = _window_stats(window + [0.0] * (params.keyword_window - len(window)))
     a, k = params.dense_weight, params.rrf_k
     for c in cands:
         if mode == "dense":

@@ -27,10 +27,14 @@ import math
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
+from ragweedd.config import Config
 from ragweedd.errors import BadOutput, ConfigError, RagweedError
 from ragweedd.logging import get_logger
+
+if TYPE_CHECKING:
+    from ragweedd.llm.base import ChatProvider
 
 log = get_logger("ragweedd.rerank")
 
@@ -185,7 +189,7 @@ class LLMReranker:
     it): the SDK clients hold connections of the event loop they were first used on, and one-shot
     commands run a new loop each time."""
 
-    def __init__(self, spec: str, cfg: Any, *, strategy: str = "batch", candidates: int = 20,
+    def __init__(self, spec: str, cfg: Config, *, strategy: str = "batch", candidates: int = 20,
                  concurrency: int = 4, timeout_s: float = 30.0, make: Callable[[], Any] | None = None) -> None:
         from ragweedd.llm.factory import make_provider, parse_spec
 
@@ -230,18 +234,20 @@ class LLMReranker:
             out.relevance = None
         return out
 
-    async def _batch(self, provider, query, hits, out: RerankOutcome) -> list[float]:
+    async def _batch(self, provider: ChatProvider, query: str, hits: Sequence[Mapping[str, Any]],
+                     out: RerankOutcome) -> list[float]:
         r = await provider.complete(batch_messages(query, hits), max_tokens=16 + 12 * len(hits), temperature=0.0)
         _count(out, r.usage)
         if r.stop_reason == "max_tokens":
             out.notes["stop_reason"] = "max_tokens"
         return parse_scores(r.text, len(hits))
 
-    async def _each(self, provider, query, hits, out: RerankOutcome) -> list[float]:
+    async def _each(self, provider: ChatProvider, query: str, hits: Sequence[Mapping[str, Any]],
+                    out: RerankOutcome) -> list[float]:
         sem = asyncio.Semaphore(self.concurrency)
         failed = asyncio.Event()
 
-        async def one(hit) -> float:
+        async def one(hit: Mapping[str, Any]) -> float:
             async with sem:
                 # Set before the slot is given up: a call waiting for the slot of a failed one is
                 # never started (it would only add cost to a result that is not used).
@@ -271,7 +277,7 @@ def _count(out: RerankOutcome, usage: Mapping[str, Any] | None) -> None:
     out.output_tokens += int((usage or {}).get("output_tokens") or 0)
 
 
-def make_reranker(cfg: Any) -> LLMReranker | None:
+def make_reranker(cfg: Config) -> LLMReranker | None:
     """The configured reranker, or None when ``llm.rerank`` is empty. A bad spec is a ConfigError now;
     a missing key or an unreachable provider shows up in each search's retrieval_meta instead."""
     spec = (getattr(cfg, "llm_rerank", "") or "").strip()

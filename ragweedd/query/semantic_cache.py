@@ -30,8 +30,12 @@ import re
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any, Hashable
+from typing import Any
+
+from ragweedd.config import Config
+from ragweedd.contract import SearchResult
 
 
 @dataclass
@@ -41,7 +45,7 @@ class _Entry:
     text: str
     vec: Any  # unit query vector (numpy), None for keyword-only searches
     numbers: tuple[str, ...]
-    result: dict[str, Any]
+    result: SearchResult
     stored_at: float
 
 
@@ -72,14 +76,14 @@ class SemanticCache:
         self._lock = threading.Lock()
 
     @classmethod
-    def of(cls, cfg: Any) -> "SemanticCache | None":
+    def of(cls, cfg: Config) -> "SemanticCache | None":
         return cls(cfg.search_cache_size, cfg.search_cache_similarity) if cfg.search_cache_size > 0 else None
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def lookup(self, key: Hashable, versions: dict[str, tuple[int, ...]], query: str,
-               qvec: Any) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    def lookup(self, key: Hashable, versions: Mapping[str, tuple[int, ...]], query: str,
+               qvec: Any) -> tuple[SearchResult | None, dict[str, Any]]:
         """(a copy of the cached result or None, what the cache did for retrieval_meta)."""
         import numpy as np
 
@@ -91,7 +95,7 @@ class SemanticCache:
             for eid, e in list(self._entries.items()):
                 if e.key != key:
                     continue
-                if e.versions != versions:
+                if e.versions != dict(versions):
                     del self._entries[eid]  # its collections changed: it can never answer again
                     continue
                 if e.text == text:
@@ -115,8 +119,8 @@ class SemanticCache:
                         "cached_query": e.result["retrieval_meta"]["query"],
                         "age_s": round(time.time() - e.stored_at, 3), "entries": len(self._entries)}
 
-    def store(self, key: Hashable, versions: dict[str, tuple[int, ...]], query: str, qvec: Any,
-              result: dict[str, Any]) -> None:
+    def store(self, key: Hashable, versions: Mapping[str, tuple[int, ...]], query: str, qvec: Any,
+              result: SearchResult) -> None:
         import numpy as np
 
         vec = None if qvec is None else np.array(qvec, dtype=np.float32).reshape(-1)

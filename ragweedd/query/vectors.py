@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
+from ragweedd.config import Config
 from ragweedd.store.protocols import RagStore
 from ragweedd.store.types import PRIMARY
 
@@ -38,7 +40,7 @@ if TYPE_CHECKING:
 class VectorSearch:
     """Shared by every searcher of a process (thread-safe): the exact-search matrices are large."""
 
-    def __init__(self, cfg: Any, indexes: IndexLookup | None, passes: Any = None) -> None:
+    def __init__(self, cfg: Config, indexes: IndexLookup | None, passes: Any = None) -> None:
         """``passes``: the extra embedding passes (ragweedd.embed.passes.Passes), or a function
         that makes them at the first dense search (a one-shot command probes no model it does not
         use)."""
@@ -94,7 +96,7 @@ class VectorSearch:
         return top_k(ids, mat, q, k)
 
     def dense_leg(self, rags: list[RagStore], query: str, embedder: Any, k: int,
-                  allowed: dict[str, Iterable[int] | None], timings: dict[str, float],
+                  allowed: Mapping[str, Iterable[int] | None], timings: dict[str, float],
                   qcache: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[tuple[str, int], float]]:
         """The dense leg of a search: the query embedded (lowercased) by the primary embedder and
         every working extra pass in parallel, each space of each collection searched, and each

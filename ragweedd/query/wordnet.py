@@ -18,6 +18,7 @@ import threading
 from functools import lru_cache
 from pathlib import Path
 
+from ragweedd.config import Config
 from ragweedd.logging import get_logger
 
 log = get_logger("ragweedd.query.wordnet")
@@ -33,7 +34,7 @@ _RULES = {
 }
 
 
-def wordnet_status(cfg) -> dict:
+def wordnet_status(cfg: Config) -> dict:
     """What the search says about synonyms: on, off by config, or off because files are missing."""
     d = Path(cfg.wordnet_dir)
     if not cfg.synonyms_enabled:
@@ -195,7 +196,7 @@ def _open(directory: str) -> WordNet:
     return WordNet(directory)
 
 
-def open_wordnet(cfg) -> WordNet | None:
+def open_wordnet(cfg: Config) -> WordNet | None:
     """The WordNet of cfg.wordnet_dir, shared per process; None when synonyms are off or missing."""
     if not wordnet_status(cfg)["enabled"]:
         return None

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from ragweedd.config import Config
 from ragweedd.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -55,13 +56,13 @@ def kind_of(store: str) -> BackendKind:
     return kind
 
 
-def is_shared(cfg: Any) -> bool:
+def is_shared(cfg: Config) -> bool:
     """Whether the configured store is a database server several machines share (known from the
     setting alone, before anything is opened: the daemon's start-up and the CLI ask it)."""
     return kind_of(str(getattr(cfg, "store", "sqlite"))) is not SQLITE
 
 
-def open_backend(cfg: Any, paths: Paths) -> StoreBackend:
+def open_backend(cfg: Config, paths: Paths) -> StoreBackend:
     """The backend the configuration names."""
     store = str(getattr(cfg, "store", "sqlite"))
     return kind_of(store).open(store, paths, str(getattr(cfg, "source_name", "") or ""))

@@ -1,16 +1,27 @@
-"""Values that cross the storage seam, the same for every backend: vector space names, a queued
-job, a file skipped from its stat, a stored row. The layers above ``store/`` import these from here
+"""Values that cross the storage seam, the same for every backend: vector space names, a chunk to
+publish, a queued job, a file skipped from its stat, a stored row. The layers above ``store/`` import these from here
 and never from a backend's modules (tests/unit/test_store_seam.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol, Sequence, Union
+from typing import Any, NamedTuple, NotRequired, Protocol, Sequence, TypedDict, Union
 
 from ragweedd.errors import RequestError
 
 PRIMARY = "primary"  # vector space of the main embedder; extra passes are "384" / "1024"
 MIGRATION = "next"  # the vector space of the model a collection is moving to
+
+
+class ChunkRecord(TypedDict):
+    """One chunk as the chunker makes it, the pipeline dresses it and ``publish`` stores it."""
+
+    chunk_idx: int  # 0-based position in its document
+    text: str  # what is embedded, keyword-indexed and quoted
+    meta: dict[str, Any]  # provenance: page, section, char/line span, sheet rows, time, ...
+    text_hash: NotRequired[str]  # SHA-256 of text (the store hashes it again for its own rows)
+    context: NotRequired[str]  # the title/section line put before the text when it is embedded
+    embed_hash: NotRequired[str]  # SHA-256 of what is embedded (context and text), the embed cache's key
 
 
 class Row(Protocol):

@@ -17,14 +17,14 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ragweedd.config import CollectionConfig
 from ragweedd.errors import ConfigError, NotFoundError, RequestError
 from ragweedd.logging import get_logger
 from ragweedd.paths import deepest_root, valid_collection_name, within
-from ragweedd.store.types import SkippedFile
 from ragweedd.store.protocols import IngestStore
+from ragweedd.store.types import SkippedFile
 from ragweedd.watch import skipped
 from ragweedd.watch.reconcile import root_state, scan
 
@@ -161,7 +161,7 @@ class Collections:
         up = self.upload_dir(name)
         return [*st.conf.paths, up] if os.path.isdir(up) else list(st.conf.paths)
 
-    def resolve(self, name: str):
+    def resolve(self, name: str) -> tuple[list[str], tuple[str, ...], bool] | None:
         """(roots, ignore, available) for the ingest workers, or None for an unknown collection."""
         st = self.items.get(name)
         if st is None:
@@ -291,7 +291,7 @@ class Collections:
         """Write skipped rows, and mark deleted those of skipped files that are gone, in batches,
         each while the collection cannot be removed (a removal drops its rows after the batch, or
         the batch never runs); queue what only the pipeline may settle."""
-        def write_allowed(write):
+        def write_allowed(write: Callable[[], Any]) -> Any:
             with self._life:
                 return None if gone() else write()
 
@@ -356,7 +356,7 @@ class Collections:
         for name in list(self.items):
             try:
                 out.append(self.scan(name))
-            except Exception as e:  # one collection's scan failing must not stop the others
+            except Exception as e:  # noqa: BLE001 - one collection's scan failing must not stop the others
                 log.error("scan_failed", collection=name, error=str(e))
         return out
 

@@ -108,7 +108,8 @@ class Debouncer:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
-    def _put(self, collection: str, path: str, op: str, root: str | None, wait: float, st) -> None:
+    def _put(self, collection: str, path: str, op: str, root: str | None, wait: float,
+             st: tuple[int, int] | None) -> None:
         deadline = time.monotonic() + wait
         key = (collection, path)
         with self._cond:
@@ -153,7 +154,7 @@ class Debouncer:
             try:
                 self.sink(due)
                 self.last_error = None
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - the sink's failure is counted and shown; the debouncer thread goes on
                 with self._cond:
                     self.dropped += len(due)
                 self.last_error = f"{type(e).__name__}: {e}"

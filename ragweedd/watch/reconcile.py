@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
+from ragweedd.paths import within
 from ragweedd.store.types import SkippedFile
 from ragweedd.watch.ignore import walk_files
 from ragweedd.watch.skipped import cap_lifted, skipped_file, stat_unchanged
-from ragweedd.paths import within
 
 if TYPE_CHECKING:
     from ragweedd.config import Config

@@ -31,10 +31,9 @@ import stat as stat_mod
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
 
-from ragweedd.store.types import SkippedFile
-from ragweedd.store.protocols import IngestStore
-from ragweedd.store.types import Row
 from ragweedd.store.failures import is_disk_full
+from ragweedd.store.protocols import IngestStore
+from ragweedd.store.types import Row, SkippedFile
 
 if TYPE_CHECKING:
     from ragweedd.config import Config

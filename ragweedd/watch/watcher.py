@@ -26,11 +26,14 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ragweedd.logging import get_logger
 from ragweedd.watch.debounce import Debouncer
 from ragweedd.watch.ignore import is_ignored, walk_files
+
+if TYPE_CHECKING:
+    from watchdog.events import FileSystemEvent
 
 # watchdog walks a folder that appears (and simulates its events) by recursion, one or more Python
 # frames per level: a folder a thousand levels deep passed the default limit of 1,000 frames and
@@ -137,14 +140,14 @@ class _Handler:
                 return True
         return False
 
-    def dispatch(self, event) -> None:
+    def dispatch(self, event: FileSystemEvent) -> None:
         self.w.events_seen += 1  # only watchdog's dispatch thread counts: no lock needed
         try:
             self._dispatch(event)
-        except Exception as e:  # a watcher thread must never die on one odd event
+        except Exception as e:  # noqa: BLE001 - a watcher thread must never die on one odd event
             log.error("watch_event_error", collection=self.collection, event=repr(event), error=str(e))
 
-    def _dispatch(self, event) -> None:
+    def _dispatch(self, event: FileSystemEvent) -> None:
         etype = event.event_type
         src = os.fsdecode(event.src_path) if event.src_path else ""
         dest = os.fsdecode(getattr(event, "dest_path", "") or "")
@@ -299,7 +302,7 @@ class Watcher:
             except OSError as err:
                 reason = f"watch of {root} failed ({err.strerror or err}); polling every 5 s instead"
                 hint = "raise fs.inotify.max_user_watches (sysctl) to watch natively"
-            except Exception as err:  # RecursionError on a folder too deep to walk, and the like
+            except Exception as err:  # noqa: BLE001 - RecursionError on a folder too deep to walk, and the like
                 self._unwatchable(key, e, err)
                 return
         else:
@@ -309,7 +312,7 @@ class Watcher:
         try:
             e.observer, e.mode = self._observer(True), "polling"
             e.watch = e.observer.schedule(e.handler, root, recursive=True)
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - as above: the root is reported unwatchable, not the watcher stopped
             self._unwatchable(key, e, err)
             return
         self._degraded[key] = reason
@@ -480,5 +483,5 @@ def _native_alive(observer: Any) -> bool:
 def _discard_observer(observer: Any) -> None:
     try:
         observer.stop()
-    except Exception:  # a half-dead observer: nothing more to stop
+    except Exception:  # noqa: BLE001 - a half-dead observer: nothing more to stop
         pass

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-
 from ragweedd.errors import ExtractionError, ExtractionSkipped, SandboxLimitError  # noqa: E402
 from ragweedd.extract.base import ExtractSettings  # noqa: E402
 from ragweedd.ingest.sandbox import extract_sandboxed  # noqa: E402

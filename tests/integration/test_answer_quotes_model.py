@@ -9,9 +9,7 @@ from pathlib import Path
 
 import pytest
 
-
-from benchmarks.quotes_threshold import (EXAMPLE_QUESTIONS, PARAGRAPH_QUESTIONS, example_paragraphs,  # noqa: E402
-                                         example_passages)
+from benchmarks.quotes_threshold import EXAMPLE_QUESTIONS, PARAGRAPH_QUESTIONS, example_paragraphs, example_passages  # noqa: E402
 from ragweedd.answer import NO_LLM_LABEL, answer_question, passages_answer  # noqa: E402
 from ragweedd.answer import quotes as Q  # noqa: E402
 from ragweedd.config import default_config  # noqa: E402

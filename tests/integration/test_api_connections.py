@@ -14,7 +14,6 @@ import time
 import pytest
 from aiohttp import web
 
-
 from ragweedd.api.protocol import ApiRunner  # noqa: E402
 from tests.api_support import raw_http, running_api  # noqa: E402
 

@@ -25,7 +25,6 @@ from urllib.parse import quote
 
 import pytest
 
-
 from ragweedd import __version__  # noqa: E402
 from ragweedd.api import openapi  # noqa: E402
 from ragweedd.api.security import STATE_KEY  # noqa: E402

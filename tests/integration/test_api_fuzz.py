@@ -9,8 +9,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
-
 import schemathesis  # noqa: E402  (a test dependency: missing it is a failure, not a skip)
 from hypothesis import HealthCheck, settings  # noqa: E402
 from schemathesis.checks import (  # noqa: E402

@@ -8,7 +8,6 @@ from urllib.parse import quote
 
 import pytest
 
-
 from ragweedd.api import openapi  # noqa: E402
 from ragweedd.config import load_config  # noqa: E402
 from ragweedd.errors import ConfigError, RequestError  # noqa: E402

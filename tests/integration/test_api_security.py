@@ -14,11 +14,10 @@ import threading
 
 import pytest
 
-
 from ragweedd import logging as rlog  # noqa: E402
+from ragweedd.api.security import STATE_KEY  # noqa: E402
 from ragweedd.api.server import ApiServer, check_bind, ensure_token  # noqa: E402
 from ragweedd.errors import ConfigError, DaemonError  # noqa: E402
-from ragweedd.api.security import STATE_KEY  # noqa: E402
 from tests.api_support import API_KEY_LLM_TOML, body_json, raw_http, running_api, wait_until  # noqa: E402
 from tests.fakes.llm_server import FakeLLMServer  # noqa: E402
 

@@ -11,7 +11,6 @@ import io
 
 import pytest
 
-
 from ragweedd.answer import answer_question  # noqa: E402
 from ragweedd.cli.ask import print_sources  # noqa: E402
 from ragweedd.cli.ctl_text import print_citation_checks  # noqa: E402

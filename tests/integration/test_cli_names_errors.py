@@ -161,8 +161,15 @@ def test_a_closed_stdout_keeps_an_error_exit_code_and_is_quiet(setup, cmd, rc):
 # --------------------------------------------------------------------------- exit codes
 def test_one_table_of_exit_codes():
     from ragweedd.cli.exits import exit_code_for
-    from ragweedd.errors import (ConfigError, EmbedderError, ExtractionError, NotFoundError, ProviderRateLimited,
-                                 RequestError, StorageError)
+    from ragweedd.errors import (
+        ConfigError,
+        EmbedderError,
+        ExtractionError,
+        NotFoundError,
+        ProviderRateLimited,
+        RequestError,
+        StorageError,
+    )
 
     for err, want in ((NotFoundError, 2), (RequestError, 2), (ConfigError, 2), (StorageError, 1),
                       (EmbedderError, 1), (ProviderRateLimited, 1), (ExtractionError, 1)):

@@ -13,8 +13,8 @@ import threading
 import pytest
 
 from ragweedd.answer.history import check_conversation_id, thread_turn
-from tests.history_support import open_history
 from ragweedd.errors import NotFoundError, RequestError
+from tests.history_support import open_history
 from tests.integration.test_history import _PgRows, db, sqlite_db  # noqa: F401 - the same fixtures
 
 

@@ -9,9 +9,15 @@ import threading
 import numpy as np
 import pytest
 
+from ragweedd.embed.local import (
+    ONNX_SHA256,
+    SAFETENSORS_SHA256,
+    MiniLMEmbedder,
+    default_onnx_path,
+    default_safetensors_path,
+    default_tokenizer_path,
+)
 from ragweedd.embed.long import embed_texts
-from ragweedd.embed.local import (ONNX_SHA256, SAFETENSORS_SHA256, MiniLMEmbedder, default_onnx_path,
-                                  default_safetensors_path, default_tokenizer_path)
 from ragweedd.errors import EmbedderError, ModelIntegrityError
 
 pytestmark = pytest.mark.model

@@ -12,14 +12,16 @@ import re
 
 import pytest
 
-
 from ragweedd.answer.answering import ask  # noqa: E402
+from ragweedd.cli.evaluate import run as eval_run  # noqa: E402
 from ragweedd.errors import NotFoundError, ProviderAuthError, ProviderModelMissing, RagweedError, RequestError  # noqa: E402
 from ragweedd.eval import answers as A  # noqa: E402
-from ragweedd.cli.evaluate import run as eval_run  # noqa: E402
 from ragweedd.services import Services  # noqa: E402
-from tests.hashed_world import hashed_collection  # noqa: E402
-from tests.hashed_world import llm_server_fixtures, provider_for  # noqa: E402
+from tests.hashed_world import (  # noqa: E402
+    hashed_collection,  # noqa: E402
+    llm_server_fixtures,
+    provider_for,
+)
 
 PROVIDERS = ["anthropic", "openai", "gemini", "ollama"]
 DOCS = {

@@ -12,8 +12,8 @@ import pytest
 from ragweedd.answer import answer_question
 from ragweedd.config import default_config
 from ragweedd.query import followup_llm
-from tests.integration.test_llm_providers import PROVIDERS, _provider
 from tests.fakes.llm_server import FakeLLMServer
+from tests.integration.test_llm_providers import PROVIDERS, _provider
 
 TEA = "How long should green tea steep?"
 THREAD = [{"question": TEA, "query": TEA, "answer": "Two minutes at eighty degrees.", "filters": {},

@@ -12,15 +12,15 @@ import threading
 from pathlib import Path
 
 import pytest
+from fake_chat import FakeChatProvider
 
 from ragweedd.answer import NO_LLM_LABEL
 from ragweedd.answer import history as hist
-from tests.history_support import open_history
 from ragweedd.answer.answering import answer_question, continue_answer
 from ragweedd.config import default_config
 from ragweedd.errors import NotFoundError, RequestError, StorageError
 from ragweedd.llm import ChatResult
-from fake_chat import FakeChatProvider
+from tests.history_support import open_history
 
 ROOT = Path(__file__).resolve().parents[2]
 CFG = default_config()

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-
 from ragweedd.errors import NotFoundError, RequestError  # noqa: E402
 from ragweedd.eval import beir  # noqa: E402
 

@@ -5,8 +5,8 @@ from ragweedd.embed.hashing import HashEmbedder
 from ragweedd.ingest.pipeline import Pipeline
 from ragweedd.paths import Paths
 from ragweedd.query.filters import Filters
-from tests.query_support import open_searcher
 from ragweedd.store.backends import open_data_dir
+from tests.query_support import open_searcher
 
 
 def test_word_searched_before_it_exists_is_found_after_ingest(tmp_path):

@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-
 from ragweedd.config import load_config  # noqa: E402
 from ragweedd.embed.hashing import HashEmbedder  # noqa: E402
 from ragweedd.errors import NotFoundError, RequestError  # noqa: E402
@@ -209,11 +208,11 @@ def test_cli_search_json_and_text(world):
 
 def test_fts_rebuild_is_safe_while_searching(tmp_path):
     """A thread searching during ``fts_rebuild`` (batches of 1,000) always finds every row."""
-    from tests.query_support import fts_search
     from ragweedd.query.idf import IdfCache
+    from ragweedd.store.sqlite.connection import connect
     from ragweedd.store.sqlite.fts_reader import FtsReader
     from ragweedd.store.sqlite.rag_db import RagDB, fts_rebuild
-    from ragweedd.store.sqlite.connection import connect
+    from tests.query_support import fts_search
 
     rag = RagDB(tmp_path / "rag.sqlite3", "c")
     n = 2500

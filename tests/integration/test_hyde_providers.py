@@ -5,9 +5,7 @@ does not, and every failure falling back to the plain query vector."""
 
 from __future__ import annotations
 
-
 import pytest
-
 
 from ragweedd.config import load_config  # noqa: E402
 from ragweedd.errors import ConfigError  # noqa: E402

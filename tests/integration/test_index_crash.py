@@ -10,9 +10,9 @@ import textwrap
 
 import numpy as np
 import pytest
-
 from exact_index import ExactIndex
 from index_faults import inject
+
 from ragweedd.errors import CorruptIndexError
 from ragweedd.index.hnsw import HnswIndex
 

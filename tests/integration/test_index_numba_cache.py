@@ -11,7 +11,6 @@ import subprocess
 import sys
 import textwrap
 
-
 from ragweedd.index import numba_env
 
 CHILD = textwrap.dedent("""

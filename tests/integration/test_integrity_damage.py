@@ -6,10 +6,10 @@ from __future__ import annotations
 import sqlite3
 
 from ragweedd.config import load_config
-from ragweedd.store.sqlite.integrity_check import integrity_check
-from ragweedd.store.sqlite.repair import check_and_repair
 from ragweedd.paths import Paths
 from ragweedd.store.backends import open_data_dir
+from ragweedd.store.sqlite.integrity_check import integrity_check
+from ragweedd.store.sqlite.repair import check_and_repair
 
 
 def _setup(tmp_path):

@@ -13,8 +13,8 @@ from ragweedd.config import load_config
 from ragweedd.paths import Paths
 from ragweedd.query.fts_plan import keyword_leg
 from ragweedd.query.idf import IdfCache
-from ragweedd.store.types import PRIMARY
 from ragweedd.store.sqlite.backend import SqliteBackend
+from ragweedd.store.types import PRIMARY
 
 DOCS = {
     "de": ("Die Häuser der Altstadt wurden im Mittelalter aus Holz gebaut. Später bauten die Bürger "
@@ -93,8 +93,8 @@ def test_a_query_is_read_in_the_collection_language(backend):
 def test_an_english_only_sqlite_index_is_migrated(tmp_path):
     """A rag.sqlite3 written before migration 8 (porter unicode61: the German word and the Chinese
     run as they were) is rebuilt on opening, and then finds what the new code finds."""
-    from ragweedd.store.sqlite.rag_db import MIGRATIONS, RagDB
     from ragweedd.store.sqlite.connection import connect, migrate
+    from ragweedd.store.sqlite.rag_db import MIGRATIONS, RagDB
 
     path = tmp_path / "rag.sqlite3"
     old = connect(path)
@@ -135,8 +135,8 @@ def test_an_english_only_postgresql_index_is_migrated(pg_dsn):
     form when a backend first opens the database, and are then found in their languages."""
     import psycopg
 
-    from ragweedd.store.postgres.connection import PgConn, migrate
     from ragweedd.store.postgres.backend import PgBackend
+    from ragweedd.store.postgres.connection import PgConn, migrate
     from ragweedd.store.postgres.pg_schema import MIGRATIONS
 
     db = PgConn(pg_dsn)

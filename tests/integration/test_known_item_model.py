@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-
 from benchmarks.known_item import make_corpus  # noqa: E402
 from ragweedd.config import load_config  # noqa: E402
 from ragweedd.services import open_oneshot  # noqa: E402

@@ -9,7 +9,6 @@ import re
 
 import pytest
 
-
 from ragweedd.answer import REFUSAL, answer_question, ask, ask_continue  # noqa: E402
 from ragweedd.config import default_config  # noqa: E402
 from ragweedd.llm import make_provider  # noqa: E402

@@ -8,7 +8,6 @@ import time
 
 import pytest
 
-
 from ragweedd.config import default_config  # noqa: E402
 from ragweedd.errors import (  # noqa: E402
     ConfigError,

@@ -17,10 +17,9 @@ from ragweedd.ingest.model_swap import prepare, spec_of
 from ragweedd.ingest.pipeline import Pipeline
 from ragweedd.ingest.vectorize import Vectorizer
 from ragweedd.paths import Paths
-from ragweedd.store.types import PRIMARY
-from ragweedd.store.sqlite.rag_db import RagDB
-from ragweedd.store.types import MIGRATION
 from ragweedd.store.backends import open_data_dir
+from ragweedd.store.sqlite.rag_db import RagDB
+from ragweedd.store.types import MIGRATION, PRIMARY
 
 
 def _cfg(model: str = "hash:64", extra: str = ""):

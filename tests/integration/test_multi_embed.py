@@ -19,9 +19,9 @@ from ragweedd.paths import Paths
 from ragweedd.query.filters import Filters
 from ragweedd.query.hybrid import Searcher
 from ragweedd.query.vectors import VectorSearch
-from ragweedd.store.types import PRIMARY
-from ragweedd.store.sqlite.rag_db import RagDB
 from ragweedd.store.backends import open_data_dir
+from ragweedd.store.sqlite.rag_db import RagDB
+from ragweedd.store.types import PRIMARY
 from tests.fakes.llm_server import FakeLLMServer
 
 PRIMARY_DIM = 64

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-
 from ragweedd.extract.base import ExtractSettings  # noqa: E402
 from ragweedd.extract.registry import extract_file  # noqa: E402
 from ragweedd.extract.text_quality import assess  # noqa: E402

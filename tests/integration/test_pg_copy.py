@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 
 from ragweedd.paths import Paths
-from ragweedd.store.sqlite.history_db import HistoryDB
 from ragweedd.store.postgres.backend import PgBackend
 from ragweedd.store.postgres.pg_copy import copy_to_postgres
-from ragweedd.store.types import PRIMARY, Terms
 from ragweedd.store.sqlite.backend import SqliteBackend
+from ragweedd.store.sqlite.history_db import HistoryDB
+from ragweedd.store.types import PRIMARY, Terms
 
 
 def _vec(*xs):

@@ -28,8 +28,8 @@ from ragweedd.extract.text import TextExtractor
 from ragweedd.ingest.pipeline import Pipeline, in_process_extract
 from ragweedd.ingest.worker import make_extract
 from ragweedd.paths import Paths
-from ragweedd.store.sqlite.job_queue import JobQueue
 from ragweedd.store.backends import open_data_dir
+from ragweedd.store.sqlite.job_queue import JobQueue
 
 ROOT = Path(__file__).resolve().parents[2]
 

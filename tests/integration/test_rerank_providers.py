@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-
 from ragweedd.index.managed import DiskIndexes  # noqa: E402
 from ragweedd.llm import make_provider  # noqa: E402
 from ragweedd.query.rerank import LLMReranker  # noqa: E402

@@ -6,7 +6,6 @@ never a stale result after an edit, a delete or a rename."""
 import numpy as np
 import pytest
 
-
 from ragweedd.config import load_config  # noqa: E402
 from ragweedd.embed.hashing import HashEmbedder  # noqa: E402
 from ragweedd.embed.long import embed_texts  # noqa: E402

@@ -19,16 +19,15 @@ import pytest
 from ragweedd.config import load_config
 from ragweedd.embed.hashing import HashEmbedder
 from ragweedd.ingest.pipeline import Pipeline
-from ragweedd.ingest.worker import Workers
+from ragweedd.ingest.worker import Workers, make_extract
 from ragweedd.paths import Paths
-from ragweedd.store.types import SkippedFile
+from ragweedd.store.backends import open_data_dir
 from ragweedd.store.sqlite.ingest_db import IngestDB
 from ragweedd.store.sqlite.job_queue import JobQueue
-from ragweedd.store.backends import open_data_dir
+from ragweedd.store.types import SkippedFile
 from ragweedd.watch.collections import Collections
 from ragweedd.watch.debounce import Debouncer
 from ragweedd.watch.watcher import Watcher
-from ragweedd.ingest.worker import make_extract
 from tests.tools import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

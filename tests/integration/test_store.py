@@ -5,10 +5,10 @@ import sqlite3
 import pytest
 
 from ragweedd.errors import StorageError
-from ragweedd.store.sqlite.ingest_db import IngestDB
-from ragweedd.store.types import PRIMARY, Terms
-from ragweedd.store.sqlite.rag_db import RagDB, fts_rebuild
 from ragweedd.store.sqlite.connection import connect, migrate
+from ragweedd.store.sqlite.ingest_db import IngestDB
+from ragweedd.store.sqlite.rag_db import RagDB, fts_rebuild
+from ragweedd.store.types import PRIMARY, Terms
 
 
 def _chunks(texts):
@@ -348,8 +348,8 @@ def test_a_large_document_is_staged_then_swapped_in_whole(tmp_path):
     """While a large document is drawn (chunked), the collection shows the path's old content only
     and another writer gets in; after the swap only the new content; a failure while drawing
     leaves the old content as it was."""
-    from ragweedd.store.sqlite.rag_db import STAGE_ABOVE
     from ragweedd.store.sqlite.connection import transaction
+    from ragweedd.store.sqlite.rag_db import STAGE_ABOVE
 
     path = tmp_path / "rag.sqlite3"
     rag = RagDB(path, "c")

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from ragweedd.paths import Paths
-from ragweedd.store.types import PRIMARY, AllOf, AnyOf, Terms
 from ragweedd.store.sqlite.backend import SqliteBackend
+from ragweedd.store.types import PRIMARY, AllOf, AnyOf, Terms
 
 
 @pytest.fixture(params=["sqlite", "postgresql", "memory"])
@@ -353,8 +353,8 @@ def test_two_machines_same_path_do_not_collide_and_share_content(pg_dsn):
 
 
 def test_odd_file_names_round_trip_on_postgresql(pg_dsn):
-    from ragweedd.store.postgres.connection import from_pg, to_pg
     from ragweedd.store.postgres.backend import PgBackend
+    from ragweedd.store.postgres.connection import from_pg, to_pg
 
     latin1 = b"/r/caf\xe9 \xee\x80\x80.txt".decode("utf-8", "surrogateescape")  # a Latin-1 byte and U+E000
     for name in (latin1, "/r/plain.txt", "/r/\ue000x", "/r/\udce9\ue000"):
@@ -504,7 +504,6 @@ def test_a_store_outlives_a_dropped_connection(pg_dsn):
     import psycopg
 
     from ragweedd.store.postgres.backend import PgBackend
-
     from tests.tools import wait_until
 
     def terminate(pid: int) -> None:

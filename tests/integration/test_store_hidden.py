@@ -21,9 +21,9 @@ import pytest
 
 from ragweedd.store.sqlite import connection as store_sqlite
 from ragweedd.store.sqlite.checks import collection_counts
-from ragweedd.store.types import PRIMARY, Terms
 from ragweedd.store.sqlite.rag_db import RagDB
 from ragweedd.store.sqlite.rag_hidden import SLICE
+from ragweedd.store.types import PRIMARY, Terms
 
 PATH = "/r/big.txt"
 DEADLINE = 120
@@ -235,9 +235,9 @@ def test_a_crash_between_slices_leaves_nothing_visible_and_the_file_is_indexed_o
     """kill -9 of the writing process between two transactions: no search sees any of it, the
     integrity counts agree, and the start-up repair's purge plus the publish done again leave the
     file indexed exactly once."""
-    from ragweedd.store.sqlite.repair import _check_collection  # the start-up repair of one collection
     from ragweedd.paths import Paths
     from ragweedd.store.sqlite.ingest_db import IngestDB
+    from ragweedd.store.sqlite.repair import _check_collection  # the start-up repair of one collection
 
     paths = Paths.resolve(str(tmp_path / "data"), str(tmp_path / "state"), str(tmp_path / "cache"))
     db = paths.rag_db("c")

@@ -8,9 +8,9 @@ import os
 
 from ragweedd.api.jsontext import dumps
 from ragweedd.contract import shown_hit, shown_path
+from ragweedd.store.pathnames import from_db, to_db
 from ragweedd.store.sqlite.ingest_db import IngestDB
 from ragweedd.store.sqlite.job_queue import JobQueue
-from ragweedd.store.pathnames import from_db, to_db
 from ragweedd.store.sqlite.rag_db import RagDB
 from tests.integration.test_store import _publish
 

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-
 from ragweedd.answer.tree_ask import tree_answer  # noqa: E402
 from ragweedd.cli.ask import print_sources  # noqa: E402
 from ragweedd.services import Services  # noqa: E402

@@ -14,14 +14,16 @@ from pathlib import Path
 
 import pytest
 
-
-from ragweedd.answer.tree_ask import parse_pick, tree_answer, PickError  # noqa: E402
+from ragweedd.answer.tree_ask import PickError, parse_pick, tree_answer  # noqa: E402
 from ragweedd.cli.ask import print_sources  # noqa: E402
 from ragweedd.errors import RequestError  # noqa: E402
 from ragweedd.services import Services  # noqa: E402
+from tests.hashed_world import (  # noqa: E402
+    hashed_collection,  # noqa: E402
+    llm_server_fixtures,
+    provider_for,
+)
 from tests.unit.test_pdf_structure import _outline_pdf  # noqa: E402
-from tests.hashed_world import hashed_collection  # noqa: E402
-from tests.hashed_world import llm_server_fixtures, provider_for  # noqa: E402
 
 PROVIDERS = ["anthropic", "openai", "gemini", "ollama"]
 MARKDOWN = """# Garden Handbook

@@ -9,9 +9,9 @@ from ragweedd.config import load_config
 from ragweedd.embed.hashing import HashEmbedder
 from ragweedd.ingest.pipeline import Pipeline
 from ragweedd.ingest.vectorize import fill_vectors
-from ragweedd.store.sqlite.integrity_check import check_collection
 from ragweedd.paths import Paths
 from ragweedd.store.backends import open_data_dir
+from ragweedd.store.sqlite.integrity_check import check_collection
 
 
 def _pipe(tmp_path) -> Pipeline:

@@ -7,15 +7,15 @@ import numpy as np
 from ragweedd.config import load_config
 from ragweedd.embed.hashing import HashEmbedder
 from ragweedd.embed.long import embed_texts
+from ragweedd.index.managed import DiskIndexes, ManagedIndex
 from ragweedd.ingest.index_sync import IndexSync
 from ragweedd.ingest.pipeline import Pipeline
 from ragweedd.paths import Paths
-from ragweedd.index.managed import DiskIndexes, ManagedIndex
-from ragweedd.query.vectors import VectorSearch
 from ragweedd.query.exact import load_matrix, top_k
+from ragweedd.query.vectors import VectorSearch
+from ragweedd.store.backends import open_data_dir
 from ragweedd.store.sqlite.rag_db import RagDB
 from ragweedd.store.types import PRIMARY
-from ragweedd.store.backends import open_data_dir
 
 
 def _setup(tmp_path, n_files=120):

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from ragweedd.config import load_config
 from ragweedd.paths import Paths
+from ragweedd.store.backends import open_data_dir
 from ragweedd.store.sqlite.job_queue import JobQueue
 from ragweedd.watch.collections import Collections
 from ragweedd.watch.debounce import Debouncer
 from ragweedd.watch.watcher import Watcher
-from ragweedd.store.backends import open_data_dir
 
 
 def test_a_reader_iterating_the_collections_survives_add_and_remove(tmp_path):

@@ -10,10 +10,10 @@ import pytest
 
 from ragweedd.config import load_config
 from ragweedd.paths import Paths
+from ragweedd.store.backends import open_data_dir
 from ragweedd.watch.debounce import Debouncer
 from ragweedd.watch.ignore import is_ignored
 from ragweedd.watch.reconcile import root_state, scan
-from ragweedd.store.backends import open_data_dir
 from tests.tools import EventSink
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from ragweedd.config import load_config
-from ragweedd.store.sqlite.integrity_check import integrity_check
 from ragweedd.jobs.scheduler import MISFIRE_GRACE_S, Jobs
 from ragweedd.paths import Paths
 from ragweedd.store.backends import open_data_dir
+from ragweedd.store.sqlite.integrity_check import integrity_check
 
 
 def _cfg(tmp_path, extra=""):

@@ -16,7 +16,6 @@ from typing import NamedTuple
 
 import pytest
 
-
 from ragweedd.api import web_routes  # noqa: E402
 from ragweedd.api.security import SESSION_KEY_HEADER as KEY  # noqa: E402
 from ragweedd.api.security import STATE_KEY, ApiState  # noqa: E402

@@ -197,7 +197,7 @@ def stop(d: Daemon) -> None:
     """A clean stop, or kill -9 when that fails: a test's daemon never outlives it."""
     try:
         d.stop(30)
-    except Exception:
+    except Exception:  # noqa: BLE001 - whatever the stop raised, the daemon is killed
         d.kill9()
 
 

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 
-
 class CountingEmbedder:
     def __init__(self, inner: Any, log: Path) -> None:
         self._inner, self._log = inner, log

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from ragweedd.answer import NO_LLM_LABEL
-from tests.history_support import open_history
 from tests.fakes.llm_server import API_KEY, FakeLLMServer
+from tests.history_support import open_history
 from tests.system.conftest import ROOT, Daemon, serving, wait_indexed
 
 DOCS = {

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import shutil
 
-
 from tests.system.conftest import wait_until
 from tests.tools import folder_chain, remove_folder_chain
 

@@ -14,8 +14,16 @@ import subprocess
 import pytest
 
 from tests.system.conftest import ROOT
-from tests.system.editor_support import (LIMIT, NOWHERE, TEA, Tools, bad_token_state, editor_daemon,
-                                         not_running_state, target)
+from tests.system.editor_support import (
+    LIMIT,
+    NOWHERE,
+    TEA,
+    Tools,
+    bad_token_state,
+    editor_daemon,
+    not_running_state,
+    target,
+)
 from tests.tools import require_tool
 
 PACKAGE = ROOT / "editors" / "emacs"

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.system.conftest import ROOT
-from tests.system.editor_support import (LIMIT, NOWHERE, Tools, bad_token_state, editor_daemon, not_running_state,
-                                         target)
+from tests.system.editor_support import LIMIT, NOWHERE, Tools, bad_token_state, editor_daemon, not_running_state, target
 from tests.tools import require_tool
 
 SCRIPT = ROOT / "editors" / "launcher" / "ragweed-launch"

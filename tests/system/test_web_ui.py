@@ -22,9 +22,8 @@ import requests
 from tests.data.make_fixtures import _pdf_text
 from tests.fakes.llm_server import API_KEY, FakeLLMServer
 from tests.system.conftest import ROOT, Daemon, free_port, serving, wait_indexed, wait_until
-from tests.tools import require_tool
-
 from tests.system.test_openai_compat import PDF_PAGES, reply  # noqa: E402 - the same PDF and scripted LLM
+from tests.tools import require_tool
 
 CHROMEDRIVER = "/usr/bin/chromedriver"
 SOURDOUGH = ("# Sourdough\n\nA starter is flour and water left to ferment.\n\n"

@@ -12,8 +12,7 @@ import re
 import pytest
 
 from tests.system.conftest import Daemon, serving, wait_indexed, wait_until
-from tests.system.test_web_ui import (  # noqa: F401 - browser is a fixture
-    SOURDOUGH, browser, by_css, go, run_search, sign_in, texts, wait_css)
+from tests.system.test_web_ui import SOURDOUGH, browser, by_css, go, run_search, sign_in, texts, wait_css  # noqa: F401 - browser is a fixture
 
 WARN = "rgb(164, 70, 27)"  # app.css --warn: the colour of failures
 NULLISH = re.compile(r"\b(null|undefined|NaN)\b")

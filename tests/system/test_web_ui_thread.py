@@ -13,8 +13,7 @@ import pytest
 
 from tests.integration.test_conversations_flow import FILES, TEA
 from tests.system.conftest import Daemon, serving, wait_indexed, wait_until
-from tests.system.test_web_ui import (  # noqa: F401 - browser is a fixture
-    browser, by_css, sign_in, texts, wait_css)
+from tests.system.test_web_ui import browser, by_css, sign_in, texts, wait_css  # noqa: F401 - browser is a fixture
 
 FOLLOW = "and black tea?"
 

@@ -7,6 +7,7 @@ import json
 import re
 
 import pytest
+from fake_chat import FakeChatProvider
 
 from ragweedd.answer import NO_LLM_LABEL, REFUSAL, answer_question, ask, ask_continue
 from ragweedd.answer.annotate import annotate, compile_irrelevant
@@ -14,7 +15,6 @@ from ragweedd.answer.prompts import CONTINUE_PROMPT, load_prompts
 from ragweedd.config import default_config, load_config
 from ragweedd.errors import ProviderAuthError, ProviderTimeout, RequestError
 from ragweedd.llm import ChatResult
-from fake_chat import FakeChatProvider
 
 CFG = default_config()
 

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-
 from ragweedd.answer.verify import claims, names, numbers, verify, yes_no  # noqa: E402
 
 DATA = json.loads((Path(__file__).resolve().parents[1] / "data" / "citations.json").read_text(encoding="utf-8"))

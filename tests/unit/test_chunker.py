@@ -1,6 +1,7 @@
 """The splitter of DESIGN §6: boundary rule, overlap, coverage; the entropy filter; provenance."""
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ragweedd.chunk.chunker import ChunkParams, chunk_document
 from ragweedd.chunk.entropy import shannon_entropy, verdict

@@ -11,9 +11,18 @@ import re
 import pytest
 
 from ragweedd.cli.ask import print_sources
-from ragweedd.cli.ctl_text import print_citation_checks
-from ragweedd.cli.ctl_text import (BOLD, NORMAL, SafeWriter, _print_sources, marked_snippet, place, print_hit_list,
-                                   strength, use_color)
+from ragweedd.cli.ctl_text import (
+    BOLD,
+    NORMAL,
+    SafeWriter,
+    _print_sources,
+    marked_snippet,
+    place,
+    print_citation_checks,
+    print_hit_list,
+    strength,
+    use_color,
+)
 
 HITS = [
     # listed worst first, as a source list of an answer may be: the output orders them by score

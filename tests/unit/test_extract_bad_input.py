@@ -9,7 +9,6 @@ import zipfile
 
 import pytest
 
-
 from ragweedd.errors import ArchiveLimitError, ExtractionError, ExtractionSkipped  # noqa: E402
 from ragweedd.extract.base import ExtractSettings  # noqa: E402
 from ragweedd.extract.registry import extract_file  # noqa: E402

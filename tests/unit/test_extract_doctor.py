@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-
-
-from ragweedd.extract.sniff import looks_binary  # noqa: E402
-from ragweedd.extract.text_builder import TextBuilder, heading_regions  # noqa: E402
-from ragweedd.extract.text_quality import is_garbage_text  # noqa: E402
 from ragweedd.extract.base import ExtractSettings  # noqa: E402
 from ragweedd.extract.doctor import format_report, report  # noqa: E402
+from ragweedd.extract.sniff import looks_binary  # noqa: E402
 from ragweedd.extract.text import markdown_sections, rst_sections  # noqa: E402
+from ragweedd.extract.text_builder import TextBuilder, heading_regions  # noqa: E402
+from ragweedd.extract.text_quality import is_garbage_text  # noqa: E402
 from ragweedd.store.backends import open_data_dir
 from tests.tools import require_tool  # noqa: E402
 

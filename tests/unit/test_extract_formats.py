@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-
 from ragweedd.errors import ToolMissingError  # noqa: E402
-from ragweedd.extract.base import ExtractSettings, Extractor  # noqa: E402
+from ragweedd.extract.base import Extractor, ExtractSettings  # noqa: E402
 from ragweedd.extract.registry import all_extractors, extract_file, extractor_for  # noqa: E402
 from tests.conftest_extract import fx, speech  # noqa: E402,F401
 from tests.tools import require_tool  # noqa: E402

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-
 from ragweedd.errors import ExtractionError  # noqa: E402
 from ragweedd.extract.base import ExtractSettings  # noqa: E402
 from ragweedd.extract.registry import extract_file  # noqa: E402

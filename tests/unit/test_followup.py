@@ -9,6 +9,7 @@ import asyncio
 import dataclasses
 
 import pytest
+from fake_chat import FakeChatProvider
 
 from ragweedd.answer import answer_question
 from ragweedd.answer.thread import ANSWER_CHARS, fit_thread
@@ -17,7 +18,6 @@ from ragweedd.contract import without_marks
 from ragweedd.errors import ProviderTimeout
 from ragweedd.query import followup, followup_llm
 from ragweedd.query.followup import carried_filters, prefer, rewrite, words_of
-from fake_chat import FakeChatProvider
 
 N = 2000  # chunks in the made-up collection
 DF = {"green": 2, "tea": 5, "steep": 3, "long": 400, "black": 4, "3m": 30, "capital": 60, "expenditure": 40,

@@ -10,10 +10,10 @@ import zlib
 
 import numpy as np
 import pytest
+from exact_index import ExactIndex
 
 from ragweedd.errors import CorruptIndexError
 from ragweedd.index import fileformat as ff
-from exact_index import ExactIndex
 from ragweedd.index.hnsw import HnswIndex
 from ragweedd.store.types import PRIMARY
 

@@ -7,9 +7,9 @@ import time
 
 import numpy as np
 import pytest
+from exact_index import ExactIndex
 
 from ragweedd.errors import InvalidVectorError
-from exact_index import ExactIndex
 from ragweedd.index.hnsw import HnswIndex
 
 
@@ -223,7 +223,7 @@ def test_searches_run_during_a_bulk_insert_and_stay_correct():
     def insert():
         try:
             idx.add(np.arange(500, len(x)), x[500:])
-        except Exception as e:  # pragma: no cover - surfaced below
+        except Exception as e:  # noqa: BLE001 pragma: no cover - surfaced below
             errors.append(e)
         finally:
             done.set()

@@ -5,11 +5,11 @@ import sys
 import time
 
 import pytest
+from fake_chat import FakeChatProvider
 
 from ragweedd.config import default_config
 from ragweedd.errors import ConfigError, ProviderAuthError, ProviderRateLimited, ProviderTimeout, RequestError
 from ragweedd.llm import ChatProvider, ChatResult, make_provider, parse_spec
-from fake_chat import FakeChatProvider
 
 MSGS = [{"role": "user", "content": "hi"}]
 

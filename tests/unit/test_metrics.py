@@ -4,8 +4,7 @@ import math
 
 import pytest
 
-from ragweedd.eval.metrics import (average_precision, bootstrap_ci, mrr_at, ndcg_at, per_query, recall_at,
-                                   summarise)
+from ragweedd.eval.metrics import average_precision, bootstrap_ci, mrr_at, ndcg_at, per_query, recall_at, summarise
 
 L2 = math.log2
 

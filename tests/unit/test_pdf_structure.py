@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-
 from ragweedd.chunk.chunker import ChunkParams, chunk_document  # noqa: E402
 from ragweedd.extract.base import ExtractedDoc, ExtractSettings  # noqa: E402
 from ragweedd.extract.pdf import PdfExtractor  # noqa: E402

@@ -11,9 +11,9 @@ from ragweedd import keyterms
 from ragweedd.config import load_config
 from ragweedd.query.bm25 import Bm25Terms, fts5_idf
 from ragweedd.query.fts_plan import execute, make_plan, phrase_of
+from ragweedd.store.sqlite.fts_reader import STEMMER, FtsReader
 from ragweedd.store.sqlite.rag_keywords import fts5_match
 from ragweedd.store.types import any_of
-from ragweedd.store.sqlite.fts_reader import STEMMER, FtsReader
 from tests.query_support import fts_db, idf_cache
 
 WORDS = ("cell cells protein membrane folding mitosis divides heart attack study onset elderly café "

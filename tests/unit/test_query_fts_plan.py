@@ -5,12 +5,10 @@ import math
 
 import pytest
 
-
 from ragweedd.config import load_config
-from ragweedd.query.fts_plan import (MIN_TIER_HITS, execute, known_item_rows, make_plan, phrase_of,
-                                     query_words)
-from ragweedd.query.wordnet import WordNet
 from ragweedd.errors import RequestError
+from ragweedd.query.fts_plan import MIN_TIER_HITS, execute, known_item_rows, make_plan, phrase_of, query_words
+from ragweedd.query.wordnet import WordNet
 from ragweedd.store.sqlite.fts_reader import FtsReader
 from ragweedd.store.types import Terms, all_of, any_of, describe
 from tests.query_support import fts_db, fts_search, idf_cache, require_wordnet

@@ -6,7 +6,6 @@ import sqlite3
 
 import pytest
 
-
 from ragweedd import keyterms
 from ragweedd.query.idf import IdfCache, idf  # noqa: E402
 from ragweedd.store.sqlite.fts_reader import STEMMER, FtsReader  # noqa: E402

@@ -4,7 +4,6 @@ from pathlib import Path
 
 import pytest
 
-
 from ragweedd.config import load_config  # noqa: E402
 from ragweedd.query.wordnet import WordNet, _SortedFile, open_wordnet, wordnet_status  # noqa: E402
 from tests.query_support import require_wordnet  # noqa: E402

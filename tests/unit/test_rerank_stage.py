@@ -10,8 +10,15 @@ import pytest
 
 from ragweedd.config import default_config, load_config
 from ragweedd.errors import ConfigError
-from ragweedd.query.rerank import BadOutput, LLMReranker, RerankOutcome, make_reranker, parse_scores, parse_yes_no, \
-    rerank_result
+from ragweedd.query.rerank import (
+    BadOutput,
+    LLMReranker,
+    RerankOutcome,
+    make_reranker,
+    parse_scores,
+    parse_yes_no,
+    rerank_result,
+)
 
 
 @pytest.mark.parametrize("text", [

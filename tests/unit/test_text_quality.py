@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-
-
 from ragweedd.extract.text_quality import assess, is_garbage_text  # noqa: E402
 
 # How a 10-K's financial statement comes out of its text layer (rows on dot leaders).

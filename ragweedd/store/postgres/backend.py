@@ -128,8 +128,16 @@ class PgBackend:
 
 
 if TYPE_CHECKING:
-    from ragweedd.store.protocols import HistoryRows, IdfCacheStore, IngestStore, JobStore, KeywordReader, RagStore
-    from ragweedd.store.protocols import SharedServer, StoreBackend
+    from ragweedd.store.protocols import (
+        HistoryRows,
+        IdfCacheStore,
+        IngestStore,
+        JobStore,
+        KeywordReader,
+        RagStore,
+        SharedServer,
+        StoreBackend,
+    )
 
     def _conforms(b: PgBackend) -> None:
         # mypy checks here that the PostgreSQL stores keep the seam's shapes

@@ -17,12 +17,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from ragweedd.store.sqlite.ingest_db import IngestDB
 from ragweedd.store.pathnames import from_db
 from ragweedd.store.postgres.backend import PgBackend
-from ragweedd.store.sqlite.rag_db import RagDB
-from ragweedd.store.sqlite.connection import connect
 from ragweedd.store.sqlite.backend import SqliteBackend
+from ragweedd.store.sqlite.connection import connect
+from ragweedd.store.sqlite.ingest_db import IngestDB
+from ragweedd.store.sqlite.rag_db import RagDB
+from ragweedd.store.types import ChunkRecord
 
 # Metadata the PostgreSQL store keeps in columns of its own, or writes itself at publish.
 _COLUMNS = {"chroma:document", "source_file_name", "source_rel_path", "context", "source_md5", "size_bytes"}
@@ -96,9 +97,9 @@ def _copy_collection(rag: RagDB, dst: PgBackend, say: Callable[[str], None]) -> 
         out.close()
 
 
-def _chunks_of(rag: RagDB, md5: str, spaces: list[str]) -> tuple[list[dict], dict[str, Iterable[bytes]]]:
+def _chunks_of(rag: RagDB, md5: str, spaces: list[str]) -> tuple[list[ChunkRecord], dict[str, Iterable[bytes | None]]]:
     rows = rag.conn.execute("SELECT id, chunk_idx FROM embeddings WHERE md5=? ORDER BY chunk_idx", (md5,)).fetchall()
-    chunks: list[dict] = []
+    chunks: list[ChunkRecord] = []
     vectors: dict[str, list[Any]] = {s: [] for s in spaces}  # None: a vector still to come
     for r in rows:
         meta: dict[str, Any] = {}

@@ -15,8 +15,8 @@ import time
 from typing import Any, Sequence
 
 from ragweedd.contract import shown_path
-from ragweedd.store.types import SkippedFile
 from ragweedd.store.postgres.connection import PgConn, from_pg, maybe_from_pg, to_pg
+from ragweedd.store.types import SkippedFile
 
 
 def _row(r: dict[str, Any] | None) -> dict[str, Any] | None:

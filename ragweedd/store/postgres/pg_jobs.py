@@ -33,10 +33,10 @@ from collections.abc import Callable, Collection
 
 from ragweedd.contract import shown_path
 from ragweedd.logging import get_logger
-from ragweedd.store.rows import BACKOFF_BASE_S, BACKOFF_MAX_S
-from ragweedd.store.types import Job
 from ragweedd.store.postgres.connection import PgConn, from_pg, maybe_from_pg, to_pg
 from ragweedd.store.postgres.pg_claims import LIVE_CLAIMERS, hold, new_claimer
+from ragweedd.store.rows import BACKOFF_BASE_S, BACKOFF_MAX_S
+from ragweedd.store.types import Job
 
 log = get_logger("ragweedd.ingest")
 POLL_S = 1.0

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from ragweedd import keyterms
 from ragweedd.errors import NotCreatedYetError
@@ -24,7 +24,7 @@ from ragweedd.store.postgres.pg_claims import LIVE_CLAIMERS, hold, new_claimer
 from ragweedd.store.postgres.pg_keyword import PgKeyword
 from ragweedd.store.postgres.pg_tree import PgTreeRows
 from ragweedd.store.rows import hit_fields, text_sha256
-from ragweedd.store.types import PRIMARY
+from ragweedd.store.types import PRIMARY, ChunkRecord
 
 if TYPE_CHECKING:
     import numpy as np
@@ -312,8 +312,8 @@ class PgRag(PgTreeRows, PgKeyword):
         return paths, ids
 
     def publish(self, *, md5: str, source_file: str, rel_path: str, kind: str, extractor: str,
-                ocr_type: str | None, title: str | None, size_bytes: int, chunks: Iterable[dict],
-                vectors: dict[str, Iterable[bytes]], embedders: dict[str, tuple[str, int]],
+                ocr_type: str | None, title: str | None, size_bytes: int, chunks: Iterable[ChunkRecord],
+                vectors: Mapping[str, Iterable[bytes | None]], embedders: dict[str, tuple[str, int]],
                 replaces_path: bool = True, should_stop: Callable[[], bool] | None = None) -> list[int]:
         """As RagDB.publish: one document's chunks, keyword rows, vectors and change entries in one
         transaction; content already here (from any source) only gains the path. ``should_stop``

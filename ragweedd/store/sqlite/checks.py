@@ -8,9 +8,9 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+from ragweedd.store.sqlite.connection import connect, transaction
 from ragweedd.store.sqlite.rag_db import PRIMARY
 from ragweedd.store.sqlite.rag_hidden import visible
-from ragweedd.store.sqlite.connection import connect, transaction
 
 
 def quick_check(path: Path | str, max_rows: int = 3, *, recover: bool = False) -> list[str]:

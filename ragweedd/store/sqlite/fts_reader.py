@@ -17,9 +17,9 @@ from collections import Counter
 from pathlib import Path
 
 from ragweedd.logging import get_logger
+from ragweedd.store.sqlite.connection import connect
 from ragweedd.store.sqlite.rag_db import _change_counts_after, keyword_match
 from ragweedd.store.sqlite.rag_keywords import languages
-from ragweedd.store.sqlite.connection import connect
 from ragweedd.store.types import KeywordQuery
 
 log = get_logger("ragweedd.query.idf")

@@ -21,10 +21,13 @@ from __future__ import annotations
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ragweedd.errors import StorageError
 from ragweedd.store.sqlite.connection import Migration, connect, migrate, transaction
+
+if TYPE_CHECKING:
+    from types import TracebackType
 
 MIGRATIONS: list[Migration] = [
     # Same table the first engine created without migrations, so an existing history file keeps its
@@ -258,11 +261,10 @@ class _StorageErrors:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def __enter__(self):
+    def __enter__(self) -> _StorageErrors:
         return self
 
-    def __exit__(self, et, e, tb):
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         if et is not None and issubclass(et, sqlite3.Error):
             raise StorageError(f"history database {self.path}: {e}",
                                hint="check free disk space and permissions of the state directory") from e
-        return False

@@ -13,10 +13,13 @@ from __future__ import annotations
 import sqlite3
 import time
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from ragweedd.errors import StorageError
 from ragweedd.store.sqlite.connection import connect, transaction
+
+if TYPE_CHECKING:
+    from types import TracebackType
 
 # Reserved rows: never a query term (terms are alphanumeric). They name the index form of the
 # terms (ragweedd/keyterms.py): a cache of English-only Porter terms, from before the keyword index
@@ -76,10 +79,10 @@ class IdfCacheDB:
 
 
 class _errors:
-    def __enter__(self):
+    def __enter__(self) -> _errors:
         return self
 
-    def __exit__(self, et, e, tb):
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
+                 tb: TracebackType | None) -> None:
         if et is not None and issubclass(et, sqlite3.Error):
             raise StorageError(f"IDF cache: {e}") from e
-        return False

@@ -23,9 +23,9 @@ from typing import Sequence
 from ragweedd.contract import shown_path
 from ragweedd.store.pathnames import from_db, shown_stored_path, to_db
 from ragweedd.store.pathnames import row as path_row
-from ragweedd.store.types import SkippedFile
 from ragweedd.store.sqlite.connection import connect, migrate, transaction, write
 from ragweedd.store.sqlite.ingest_schema import MIGRATIONS
+from ragweedd.store.types import SkippedFile
 
 
 def has_job(conn: sqlite3.Connection, collection: str, path: str) -> bool:

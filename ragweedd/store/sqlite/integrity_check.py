@@ -18,8 +18,8 @@ from typing import Callable
 
 from ragweedd.logging import get_logger
 from ragweedd.paths import Paths
-from ragweedd.store.sqlite.ingest_db import IngestDB
 from ragweedd.store.sqlite.checks import collection_counts, quick_check
+from ragweedd.store.sqlite.ingest_db import IngestDB
 from ragweedd.store.sqlite.rag_db import RagDB
 
 log = get_logger("ragweedd.integrity")

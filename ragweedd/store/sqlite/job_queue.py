@@ -21,11 +21,11 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 
 from ragweedd.contract import shown_path
-from ragweedd.store.types import Job
 from ragweedd.store.pathnames import from_db, maybe_from_db, to_db
-from ragweedd.store.sqlite.connection import connect, is_disk_full, migrate, transaction
 from ragweedd.store.rows import BACKOFF_BASE_S, BACKOFF_MAX_S
+from ragweedd.store.sqlite.connection import connect, is_disk_full, migrate, transaction
 from ragweedd.store.sqlite.ingest_schema import MIGRATIONS
+from ragweedd.store.types import Job
 
 # The next ready job, upserts before deletes: it walks the jobs_next index in order and stops at the
 # first row that is ready (``+not_before`` keeps SQLite from picking the not_before index, which

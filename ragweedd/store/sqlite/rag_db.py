@@ -17,22 +17,21 @@ import json
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, cast
 
 from ragweedd.errors import NotCreatedYetError
-from ragweedd.store.pathnames import from_db, to_db
 from ragweedd.logging import get_logger
+from ragweedd.store.pathnames import from_db, to_db
+from ragweedd.store.rows import _typed, hit_fields, text_sha256
 from ragweedd.store.sqlite import rag_keywords
-from ragweedd.store.sqlite.rag_hidden import HIDE_ABOVE, HiddenChunks, visible
-from ragweedd.store.rows import _typed, hit_fields
-from ragweedd.store.sqlite.rag_local import OneMachine
-from ragweedd.store.types import KeywordQuery
-from ragweedd.store.sqlite.rag_passes import PRIMARY, PassVectors
-from ragweedd.store.sqlite.rag_swap import ModelSwap
-from ragweedd.store.rows import text_sha256
-from ragweedd.store.sqlite.rag_served import ServedText
 from ragweedd.store.sqlite.connection import Migration, connect, migrate, recorded_migrations, transaction, write
+from ragweedd.store.sqlite.rag_hidden import HIDE_ABOVE, HiddenChunks, visible
+from ragweedd.store.sqlite.rag_local import OneMachine
+from ragweedd.store.sqlite.rag_passes import PRIMARY, PassVectors
+from ragweedd.store.sqlite.rag_served import ServedText
+from ragweedd.store.sqlite.rag_swap import ModelSwap
 from ragweedd.store.sqlite.tree_db import TreeRows
+from ragweedd.store.types import ChunkRecord, KeywordQuery
 
 log = get_logger("ragweedd.store")
 
@@ -360,8 +359,8 @@ class RagDB(PassVectors, ModelSwap, ServedText, HiddenChunks, TreeRows, OneMachi
         return ids
 
     def publish(self, *, md5: str, source_file: str, rel_path: str, kind: str, extractor: str,
-                ocr_type: str | None, title: str | None, size_bytes: int, chunks: Iterable[dict],
-                vectors: dict[str, Iterable[bytes]], embedders: dict[str, tuple[str, int]],
+                ocr_type: str | None, title: str | None, size_bytes: int, chunks: Iterable[ChunkRecord],
+                vectors: Mapping[str, Iterable[bytes | None]], embedders: dict[str, tuple[str, int]],
                 replaces_path: bool = True, should_stop: Callable[[], bool] | None = None) -> list[int]:
         """Add one document's chunks, metadata, FTS rows, vectors and change entries in one
         transaction. If ``source_file`` held other content, that content leaves in the same
@@ -395,8 +394,8 @@ class RagDB(PassVectors, ModelSwap, ServedText, HiddenChunks, TreeRows, OneMachi
         return ids
 
     def _publish_rows(self, *, md5: str, source_file: str, rel_path: str, kind: str, extractor: str,
-                      ocr_type: str | None, title: str | None, size_bytes: int, chunks: Iterable[dict],
-                      vectors: dict[str, Iterable[bytes]], embedders: dict[str, tuple[str, int]],
+                      ocr_type: str | None, title: str | None, size_bytes: int, chunks: Iterable[ChunkRecord],
+                      vectors: Mapping[str, Iterable[bytes | None]], embedders: dict[str, tuple[str, int]],
                       replaces_path: bool = True) -> list[int]:
         """``publish`` row by row in one transaction (a document of ordinary size)."""
         stored, stored_rel = to_db(source_file), to_db(rel_path)
@@ -426,7 +425,8 @@ class RagDB(PassVectors, ModelSwap, ServedText, HiddenChunks, TreeRows, OneMachi
                     "INSERT INTO embeddings(collection_id, embedding_id, md5, chunk_idx, created_at, text_sha256)"
                     " VALUES (?,?,?,?,?,?)",
                     (self.collection_id, f"{md5}:{c['chunk_idx']}", md5, c["chunk_idx"], now, text_sha256(c["text"])))
-                cid = cur.lastrowid
+                # typed Optional for cursors that inserted nothing; an INSERT into a rowid table sets it
+                cid = cast(int, cur.lastrowid)
                 ids.append(cid)
                 meta = dict(c["meta"])
                 if c.get("context"):

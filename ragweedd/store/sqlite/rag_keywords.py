@@ -24,6 +24,7 @@ from ragweedd import keyterms
 from ragweedd.store.sqlite.connection import transaction
 from ragweedd.store.types import AllOf, KeywordQuery, Terms
 
+
 def fts5_match(q: KeywordQuery) -> str:
     """The FTS5 MATCH expression of a keyword query: each word or phrase a quoted string (a quote
     inside one doubled, so nothing in it is an operator), joined by AND and OR in parentheses."""

@@ -12,10 +12,9 @@ import sqlite3
 import time
 from typing import Sequence
 
+from ragweedd.store.sqlite.connection import transaction
 from ragweedd.store.sqlite.rag_hidden import visible
 from ragweedd.store.types import PRIMARY
-from ragweedd.store.sqlite.connection import transaction
-
 
 
 class PassVectors:

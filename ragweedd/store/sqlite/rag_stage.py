@@ -29,16 +29,17 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from ragweedd.errors import Interrupted, StorageError
 from ragweedd import keyterms
-from ragweedd.store.sqlite import rag_keywords
+from ragweedd.errors import Interrupted, StorageError
 from ragweedd.store.pathnames import to_db
+from ragweedd.store.sqlite import rag_keywords
 from ragweedd.store.sqlite.rag_hidden import Pace, new_owner, owner_done
 
 if TYPE_CHECKING:
     from ragweedd.store.sqlite.rag_db import RagDB
+    from ragweedd.store.types import ChunkRecord
 
 STAGE_BATCH = 2000
 
@@ -60,16 +61,16 @@ def _clear(conn: Any) -> None:
 
 
 def publish_staged(rag: RagDB, *, md5: str, source_file: str, rel_path: str, kind: str, extractor: str,
-                   ocr_type: str | None, title: str | None, size_bytes: int, chunks: Iterable[dict],
-                   vectors: dict[str, Iterable[bytes | None]], embedders: dict[str, tuple[str, int]],
+                   ocr_type: str | None, title: str | None, size_bytes: int, chunks: Iterable[ChunkRecord],
+                   vectors: Mapping[str, Iterable[bytes | None]], embedders: dict[str, tuple[str, int]],
                    replaces_path: bool = True, batch: int = STAGE_BATCH,
                    should_stop: Callable[[], bool] | None = None) -> list[int]:
     """``RagDB.publish`` for a large document (same arguments, same result), staged as described
     in the module docstring. Whatever ``chunks`` raises while it is drawn (a stop) leaves the
     collection untouched; whatever fails later leaves only hidden rows, deleted by the next purge."""
     from ragweedd.store.rows import _typed, text_sha256
-    from ragweedd.store.types import PRIMARY
     from ragweedd.store.sqlite.connection import transaction
+    from ragweedd.store.types import PRIMARY
 
     conn = rag.conn
     if conn.in_transaction or rag.has_document(md5):

@@ -13,9 +13,8 @@ from __future__ import annotations
 import sqlite3
 import time
 
-from ragweedd.store.types import MIGRATION, PRIMARY
 from ragweedd.store.sqlite.connection import transaction
-
+from ragweedd.store.types import MIGRATION, PRIMARY
 
 
 class ModelSwap:

@@ -35,9 +35,9 @@ from pathlib import Path
 
 from ragweedd.logging import get_logger
 from ragweedd.paths import Paths, valid_collection_name
+from ragweedd.store.sqlite.checks import collection_counts, quick_check
 from ragweedd.store.sqlite.history_db import HistoryDB
 from ragweedd.store.sqlite.ingest_db import IngestDB
-from ragweedd.store.sqlite.checks import collection_counts, quick_check
 from ragweedd.store.sqlite.rag_db import RagDB
 
 log = get_logger("ragweedd.repair")

@@ -35,6 +35,7 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (2, ("ragweedd.index", "ragweedd.embed")),
     (3, ("ragweedd.extract",)),
     (4, ("ragweedd.chunk",)),  # reads what extraction gives
+    (4, ("ragweedd.files",)),  # which files are indexed: read by watch/ and ingest/ alike
     (5, ("ragweedd.watch",)),
     (5, ("ragweedd.ingest",)),
     (5, ("ragweedd.jobs",)),

@@ -433,8 +433,8 @@ def _handed_over(daemon: dict[str, Any], state_dir: str, args: argparse.Namespac
 
 def _ingest_files(services: Services, args: argparse.Namespace, roots: list[Path], ignore: Sequence[str]) -> int:
     from ragweedd.cli.progress import Bar
+    from ragweedd.files.ignore import walk_files
     from ragweedd.ingest_line import oneshot_line
-    from ragweedd.watch.ignore import walk_files
 
     cfg = services.cfg
     # As in the daemon, files are published as they are extracted and the embedding stage's thread

@@ -27,12 +27,12 @@ from ragweedd.chunk.chunker import ChunkParams, chunk_document, text_hash
 from ragweedd.chunk.context import context_line, document_label, embed_input, index_embedder_id
 from ragweedd.errors import ExtractionError, ExtractionSkipped, Interrupted
 from ragweedd.extract.base import ExtractedDoc, ExtractSettings
+from ragweedd.files.skip_rules import cap_lifted, skip_reason, stat_unchanged
 from ragweedd.ingest.safe_open import NotRegularFile, fd_md5, open_regular, private_copy
 from ragweedd.ingest.vectorize import fill_vectors
 from ragweedd.logging import get_logger
 from ragweedd.paths import Paths, within
 from ragweedd.store.types import PRIMARY, ChunkRecord
-from ragweedd.watch.skipped import cap_lifted, skip_reason, stat_unchanged
 
 if TYPE_CHECKING:
     from ragweedd.config import Config

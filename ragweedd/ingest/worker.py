@@ -423,8 +423,8 @@ class Workers:
 
     def _one(self, pipe: Pipeline, job: Job) -> None:
         from ragweedd.errors import Interrupted
-        from ragweedd.watch.ignore import is_ignored
-        from ragweedd.watch.reconcile import root_state
+        from ragweedd.files.ignore import is_ignored
+        from ragweedd.files.roots import root_state
 
         if pipe.seen_removals != len(self._removed):
             for name in self._removed[pipe.seen_removals:]:

@@ -21,12 +21,14 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ragweedd.config import CollectionConfig
 from ragweedd.errors import ConfigError, NotFoundError, RequestError
+from ragweedd.files.roots import root_state
+from ragweedd.files.skip_rules import skipped_file
 from ragweedd.logging import get_logger
 from ragweedd.paths import deepest_root, valid_collection_name, within
 from ragweedd.store.protocols import IngestStore
 from ragweedd.store.types import SkippedFile
 from ragweedd.watch import skipped
-from ragweedd.watch.reconcile import root_state, scan
+from ragweedd.watch.reconcile import scan
 
 if TYPE_CHECKING:
     from ragweedd.config import Config
@@ -327,7 +329,7 @@ class Collections:
                     root = None  # nothing is settled under a root that is not there: the worker decides
             if root is not None and op == "upsert":
                 try:
-                    f = skipped.skipped_file(path, root, os.lstat(path))
+                    f = skipped_file(path, root, os.lstat(path))
                 except OSError:
                     f = None
                 if f is not None:

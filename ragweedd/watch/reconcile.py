@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
+from ragweedd.files.ignore import walk_files
+from ragweedd.files.roots import root_state
+from ragweedd.files.skip_rules import cap_lifted, skipped_file, stat_unchanged
 from ragweedd.paths import within
 from ragweedd.store.types import SkippedFile
-from ragweedd.watch.ignore import walk_files
-from ragweedd.watch.skipped import cap_lifted, skipped_file, stat_unchanged
 
 if TYPE_CHECKING:
     from ragweedd.config import Config
@@ -31,22 +32,6 @@ if TYPE_CHECKING:
 
 FINISHED = ("done", "skipped", "failed")
 PROGRESS_EVERY = 512  # files walked between two looks at cancellation and two progress reports
-
-
-def root_state(root: str | os.PathLike) -> str:
-    """'ok', 'missing' (gone, renamed, unmounted to nothing) or 'empty_mount' (a mount point with
-    nothing in it: the disk behind it is not there, so its files must not be taken as deleted)."""
-    root = str(root)
-    if os.path.isfile(root) and not os.path.islink(root):
-        return "ok"  # a file given as a root by itself (``ragweedd ingest FILE -c NAME``)
-    if not os.path.isdir(root):
-        return "missing"
-    try:
-        if os.path.ismount(root) and not os.listdir(root):
-            return "empty_mount"
-    except OSError:
-        return "missing"
-    return "ok"
 
 
 @dataclass

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+from ragweedd.files.ignore import is_ignored, walk_files
 from ragweedd.logging import get_logger
 from ragweedd.watch.debounce import Debouncer
-from ragweedd.watch.ignore import is_ignored, walk_files
 
 if TYPE_CHECKING:
     from watchdog.events import FileSystemEvent

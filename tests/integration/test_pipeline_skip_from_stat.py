@@ -11,10 +11,10 @@ import pytest
 
 from ragweedd.config import load_config
 from ragweedd.embed.hashing import HashEmbedder
+from ragweedd.files.skip_rules import EMPTY_MD5
 from ragweedd.ingest.pipeline import Pipeline, in_process_extract
 from ragweedd.paths import Paths
 from ragweedd.store.backends import open_data_dir
-from ragweedd.watch.skipped import EMPTY_MD5
 
 
 @pytest.fixture

@@ -138,21 +138,21 @@ def test_a_scan_writes_skipped_rows_itself_and_queues_only_real_files(env, tmp_p
                                        ("README", 0), ("README", 9), ("doc.PDF", 0), ("a.md", 3)])
 def test_the_skip_decision_and_its_words_are_the_pipelines(name, size):
     from ragweedd.config import load_config
-    from ragweedd.watch import skipped
+    from ragweedd.files.skip_rules import skip_reason
 
     src = f"/somewhere/{name}"
     cfg = load_config(text="", env={})
-    assert skipped.skip_reason(src, size) == Pipeline._skip_from_stat(src, size, cfg)
+    assert skip_reason(src, size) == Pipeline._skip_from_stat(src, size, cfg)
 
 
 def test_files_over_a_size_cap_are_left_to_the_pipeline_by_the_watch_side():
     from ragweedd.config import load_config
-    from ragweedd.watch import skipped
+    from ragweedd.files.skip_rules import skip_reason
 
     cfg = load_config(text="ingest_max_text_mb = 1\n", env={})
     why = Pipeline._skip_from_stat("/somewhere/big.txt", 2 << 20, cfg)
     assert why is not None and "larger than ingest_max_text_mb (1 MiB)" in why[1]
-    assert skipped.skip_reason("/somewhere/big.txt", 2 << 20) is None
+    assert skip_reason("/somewhere/big.txt", 2 << 20) is None
 
 
 def _workers(cfg, paths, queue, cols) -> Workers:
@@ -265,6 +265,7 @@ def test_watcher_events_write_skipped_rows_and_queue_real_files_first(env, tmp_p
 
 
 def test_rows_that_only_the_pipeline_may_settle_are_left_to_it(env, tmp_path):
+    from ragweedd.files.skip_rules import skipped_file
     from ragweedd.watch import skipped
 
     cfg, paths, queue, _ = env
@@ -287,11 +288,11 @@ def test_rows_that_only_the_pipeline_may_settle_are_left_to_it(env, tmp_path):
     db = IngestDB(paths.ingest_db)
     try:
         before = db.live_file("c", str(current))["updated_at"]
-        files = [skipped.skipped_file(str(p), str(root), os.lstat(p)) for p in (queued, indexed, current, moved, fresh)]
+        files = [skipped_file(str(p), str(root), os.lstat(p)) for p in (queued, indexed, current, moved, fresh)]
         assert all(files)
         gone = root / "gone.txt"
         gone.touch()
-        files.append(skipped.skipped_file(str(gone), str(root), os.lstat(gone)))
+        files.append(skipped_file(str(gone), str(root), os.lstat(gone)))
         gone.unlink()  # deleted after its stat, before its row: its event may already be handled
         written, late = skipped.record(db, "c", files, write_allowed=lambda write: write())
         assert sorted(f.path for f in late) == sorted([str(queued), str(indexed), str(gone)])

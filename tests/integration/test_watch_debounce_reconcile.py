@@ -9,11 +9,12 @@ import time
 import pytest
 
 from ragweedd.config import load_config
+from ragweedd.files.ignore import is_ignored
+from ragweedd.files.roots import root_state
 from ragweedd.paths import Paths
 from ragweedd.store.backends import open_data_dir
 from ragweedd.watch.debounce import Debouncer
-from ragweedd.watch.ignore import is_ignored
-from ragweedd.watch.reconcile import root_state, scan
+from ragweedd.watch.reconcile import scan
 from tests.tools import EventSink
 
 

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
+from ragweedd.files.ignore import is_ignored, walk_files
 from ragweedd.watch.debounce import Debouncer
-from ragweedd.watch.ignore import is_ignored, walk_files
 from ragweedd.watch.watcher import WALK_DEPTH, Watcher
 from tests.tools import EventSink, folder_chain, remove_folder_chain
 

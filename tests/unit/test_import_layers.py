@@ -17,7 +17,7 @@ LAYERS: list[tuple[int, set[str], bool]] = [
          "config", "paths", "checksums", "keyfile"}, True),
     (1, {"store"}, False),
     (2, {"extract", "llm", "embed"}, False),
-    (3, {"index", "chunk"}, False),
+    (3, {"index", "chunk", "files"}, False),
     (4, {"watch", "query", "answer"}, False),
     (5, {"ingest", "jobs"}, False),
     (6, {"services", "ingest_line", "daemon_core", "status", "engine"}, True),

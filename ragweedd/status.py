@@ -12,7 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from ragweedd import __version__
-from ragweedd.config import ingest_worker_count
+from ragweedd.config import ingest_worker_count, redact_dsn
 from ragweedd.contract import (
     FILE_STATE_SHOWN,
     Collection,
@@ -27,6 +27,7 @@ from ragweedd.contract import (
     iso,
     shown_path,
 )
+from ragweedd.extract.doctor import report
 
 if TYPE_CHECKING:
     from ragweedd.config import Config
@@ -61,7 +62,6 @@ def shared_collections(core: Core) -> list[Collection]:
 
 def missing_tools(cfg: Config) -> list[MissingTool]:
     """External programs that formats need and the machine lacks (what ``ragweedd doctor`` lists)."""
-    from ragweedd.extract.doctor import report
 
     by_tool: dict[str, MissingTool] = {}
     for row in report(cfg):
@@ -84,7 +84,6 @@ def build_status(core: Core, tools: list[MissingTool]) -> Status:
 
 def _unreachable(core: Core, tools: list[MissingTool], e: Exception) -> Status:
     """The status of a daemon whose database server cannot be reached: what it knows without it."""
-    from ragweedd.config import redact_dsn
 
     reason = " ".join(str(e).split())
     if len(reason) > 300:

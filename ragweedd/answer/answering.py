@@ -21,14 +21,19 @@ import re
 import time
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
+from ragweedd.answer import quotes as Q
 from ragweedd.answer.annotate import AnnotationOutcome, annotate_iter, collect, compile_irrelevant
 from ragweedd.answer.citations import check_citations, is_pure_refusal, is_refusal
 from ragweedd.answer.packing import SAFETY_TOKENS, estimate_tokens, pack_sources, source_label
 from ragweedd.answer.prompts import CONTINUE_PROMPT, NO_LLM_LABEL, REFUSAL, Prompts, fill, load_prompts
 from ragweedd.answer.thread import fit_thread, thread_budget
+from ragweedd.answer.verify import entail, verify
 from ragweedd.config import Config
 from ragweedd.contract import ThreadTurn
+from ragweedd.errors import RequestError
+from ragweedd.keyfile import synthesis_missing
 from ragweedd.llm.base import StreamTally
+from ragweedd.llm.factory import make_provider
 from ragweedd.logging import get_logger
 
 if TYPE_CHECKING:
@@ -97,7 +102,6 @@ def passages_answer(hits: list[dict], limit: int = PASSAGES_SHOWN, *, query: str
     (ragweedd/answer/quotes.py), grouped by passage, numbered, clearly labelled. Passages far below
     the best, or below the absolute floor, are not sources; with none above the floor the answer is
     the refusal and no source. Each source carries its ``quotes`` and best ``quote``."""
-    from ragweedd.answer import quotes as Q
 
     ordered = sorted(hits, key=lambda h: -(h.get("rel_score") or 0.0))
     scores, cands = Q.rank_passages(query, ordered, embedder)
@@ -145,7 +149,6 @@ def _provider_from(cfg: Config, spec_attr: str, given: ChatProvider | None,
     spec = getattr(cfg, spec_attr, "") or ""
     if not spec:
         return None, False
-    from ragweedd.llm.factory import make_provider
 
     return make_provider(spec, cfg, key=key), True
 
@@ -299,7 +302,6 @@ async def verify_citations(answer: str, context: list[dict], cfg: Config,
     answer."""
     if not getattr(cfg, "verify_citations", True):
         return None
-    from ragweedd.answer.verify import entail, verify
 
     t0 = time.perf_counter()
     checks = verify(answer, context, min_support=cfg.citation_min_support)
@@ -378,7 +380,6 @@ def _done(base: dict, *, mode: str, answer: str, context: list[dict], stop_reaso
 async def continue_answer(state: dict, cfg: Config, *, synthesizer: ChatProvider | None = None) -> AsyncIterator[dict]:
     """Continue an answer that stopped at max_tokens: the partial reply goes back as the assistant's turn,
     followed by a request to carry on. Yields token events and a new done event for the whole answer."""
-    from ragweedd.errors import RequestError
 
     if not isinstance(state, dict) or not state.get("messages") or "answer" not in state:
         raise RequestError("this answer cannot be continued: the state is missing or was not cut at max_tokens",
@@ -441,7 +442,5 @@ def _last_done(events: list[dict]) -> dict:
 
 def _llm_setup(cfg: Config) -> str | None:
     import os
-
-    from ragweedd.keyfile import synthesis_missing
 
     return synthesis_missing(cfg, os.environ)

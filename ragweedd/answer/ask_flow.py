@@ -16,6 +16,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, cast
 
 from ragweedd.answer import history as hist
+from ragweedd.answer.answering import answer_question, continue_answer
 from ragweedd.config import Config
 from ragweedd.contract import AskEvent, SearchResult, ThreadTurn
 from ragweedd.errors import RagweedError, RequestError
@@ -39,7 +40,6 @@ class AskFlow:
         being its candidates and its fallback. The answer is the next turn of ``conversation_id``
         (None: the first of a new conversation) after the earlier turns ``thread``; with
         ``in_conversation`` false it belongs to none (``thread`` then comes from the client)."""
-        from ragweedd.answer.answering import answer_question
 
         if tree is not None and not self.cfg.llm_synthesis:
             from ragweedd.answer.tree_ask import no_llm_error
@@ -75,7 +75,6 @@ class AskFlow:
         if entry.get("kind") != "ask" or not entry.get("state"):
             raise RequestError(f"history entry '{history_id}' cannot be continued: only answers cut at "
                                "max_tokens can", hint="continue an answer whose done event had continuable = true")
-        from ragweedd.answer.answering import continue_answer
 
         async def events() -> AsyncIterator[dict[str, Any]]:
             yield {"type": "sources", "sources": entry.get("sources") or []}

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 from urllib.parse import quote as pct
 
 from ragweedd.answer.sentences import split_sentences
+from ragweedd.embed.long import embed_texts
+from ragweedd.errors import EmbedderError
 from ragweedd.keyterms import terms, unspaced_in
 from ragweedd.logging import get_logger
 from ragweedd.periods import spell_periods
@@ -236,8 +238,6 @@ def score(query: str, hits: Sequence[dict], cands: list[Sentence], embedder: Any
 
 
 def _similarities(query: str, hits: Sequence[dict], cands: list[Sentence], embedder: Any) -> np.ndarray | None:
-    from ragweedd.embed.long import embed_texts
-    from ragweedd.errors import EmbedderError
 
     texts = [query.lower()] + [(hits[c.hit].get("text") or "")[c.start:c.end] for c in cands]
     try:

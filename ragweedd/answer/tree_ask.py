@@ -30,9 +30,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 from ragweedd.answer import tree as T
+from ragweedd.answer.answering import _config_dir_of, _merged_prompts, _overhead, _provider_from, answer_question
+from ragweedd.answer.packing import SAFETY_TOKENS, estimate_tokens, serialise_source
 from ragweedd.answer.thread import fit_thread, thread_budget
 from ragweedd.config import Config
-from ragweedd.contract import ThreadTurn
+from ragweedd.contract import ThreadTurn, shown_hit
 from ragweedd.errors import PickError, RequestError
 from ragweedd.logging import get_logger
 
@@ -131,7 +133,6 @@ def _load_trees(scope: TreeScope, hits: list[dict], shown: int) -> tuple[list[T.
 
 def _open(scope: TreeScope, picks: list[tuple[T.DocTree, T.Node]]) -> list[list[dict]]:
     """The chunks of each opened section as hits, in the document's reading order."""
-    from ragweedd.contract import shown_hit
 
     out: list[list[dict]] = []
     seen: set[tuple[str, int]] = set()
@@ -172,7 +173,6 @@ def fit_sections(query: str, groups: list[list[dict]], budget: int) -> tuple[lis
     the question's words over the opened chunks; reading order breaks ties). A chunk that does not
     fit is skipped and a smaller one may still go in. Returns the chunks kept, per section in
     reading order, and how many chunks of each section were left out."""
-    from ragweedd.answer.packing import estimate_tokens, serialise_source
 
     docs = [[_terms(h.get("text") or "") for h in g] for g in groups]
     flat = [d for g in docs for d in g]
@@ -237,8 +237,6 @@ async def tree_answer(query: str, res: dict, cfg: Config, scope: TreeScope, *,
     carries ``tree``). A turn of a conversation passes the earlier turns (``thread``) and the
     standalone query it was searched as (``searched``): the sections are chosen for that query, and
     the synthesis prompt reads the earlier turns within the same budget as the ordinary mode's."""
-    from ragweedd.answer.answering import _config_dir_of, _merged_prompts, _overhead, _provider_from, answer_question
-    from ragweedd.answer.packing import SAFETY_TOKENS
 
     synthesizer, own_s = _provider_from(cfg, "llm_synthesis", synthesizer, "llm.synthesis")
     if synthesizer is None:

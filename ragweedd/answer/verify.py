@@ -43,6 +43,7 @@ from typing import Any, Sequence
 from ragweedd.answer.citations import _CITE_RE, cited_numbers
 from ragweedd.answer.quotes import words
 from ragweedd.answer.sentences import split_sentences
+from ragweedd.errors import RagweedError
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _TOKEN = re.compile(r"[\w][\w'’\-]*", re.UNICODE)
@@ -320,8 +321,6 @@ async def entail(checks: list[dict[str, Any]], sources: Sequence[dict], provider
     """Ask ``provider`` about every supported check; a "no" unsupports it. Returns the cost; a
     provider failure leaves the rest as the deterministic check said (``entailment_error``)."""
     import asyncio
-
-    from ragweedd.errors import RagweedError
 
     by_n = {s.get("n"): s for s in sources}
     sem = asyncio.Semaphore(max(1, concurrency))

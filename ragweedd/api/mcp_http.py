@@ -21,6 +21,7 @@ from typing import Any
 from aiohttp import web
 from multidict import CIMultiDict
 
+from ragweedd.api.routes import read_body
 from ragweedd.api.security import STATE_KEY, error_response
 from ragweedd.logging import get_logger
 
@@ -90,7 +91,6 @@ class McpHttp:
         except ImportError as e:
             return error_response(501, "mcp_unavailable", f"the MCP endpoint needs the 'mcp' package ({e})",
                                   "install it with `pip install 'mcp>=2.3'` and restart ragweedd")
-        from ragweedd.api.routes import read_body
 
         body = await read_body(request)
         return await _asgi(manager.handle_request, request, body)

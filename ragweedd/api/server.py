@@ -22,6 +22,7 @@ from ragweedd.api.protocol import ApiRunner
 from ragweedd.api.security import STATE_KEY
 from ragweedd.errors import ConfigError, DaemonError
 from ragweedd.logging import get_logger
+from ragweedd.procs import pid_alive, pid_holds_port
 
 log = get_logger("ragweedd.api")
 
@@ -48,7 +49,6 @@ def stale_port_file(port_file: Path) -> str | None:
 
     Whoever binds that port next could receive the token from a client that trusts the file, so the
     daemon replaces the token when it finds one (``ensure_token``)."""
-    from ragweedd.procs import pid_alive, pid_holds_port
 
     try:
         info = json.loads(port_file.read_text(encoding="utf-8"))

@@ -32,6 +32,7 @@ from ragweedd.api.routes import read_body
 from ragweedd.api.security import LOGIN_CODE_TTL_S, STATE_KEY, error_response
 from ragweedd.contract import LoginCode, WebSession
 from ragweedd.errors import NotFoundError, RequestError, SignInRefused
+from ragweedd.ingest.safe_open import NotRegularFile, open_regular
 from ragweedd.paths import within
 
 MAX_LOGIN_BODY = 4096
@@ -123,7 +124,6 @@ def open_served(path: str, roots: list[str]) -> int:
     symlinks resolved, and be a regular file reached without following a symlink below that root
     (opened component by component with O_NOFOLLOW, as ingest opens files: a file swapped for a
     link after the check is refused too). ``FileNotFoundError`` when it is gone."""
-    from ragweedd.ingest.safe_open import NotRegularFile, open_regular
 
     if not os.path.isabs(path) or ".." in path.split(os.sep):
         raise PermissionError("its path is not a plain absolute path")

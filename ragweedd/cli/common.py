@@ -8,8 +8,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ragweedd.cli.ctl_http import pid_alive
+from ragweedd.cli.ctl_text import print_hit_list, use_color
 from ragweedd.config import Config, load_config
-from ragweedd.paths import default_config_file
+from ragweedd.contract import shown_hit
+from ragweedd.embed.factory import make_embedder as make
+from ragweedd.paths import Paths, default_config_file
 
 if TYPE_CHECKING:
     from ragweedd.embed.base import Embedder
@@ -48,9 +52,6 @@ def running_daemon(state_dir: str | None = None) -> dict[str, Any] | None:
     this user runs. The state dir is the one ragweedctl looks in."""
     import os
 
-    from ragweedd.cli.ctl_http import pid_alive
-    from ragweedd.paths import Paths
-
     state = state_dir or os.path.expanduser(os.environ.get("RAGWEED_STATE_DIR", "")) or str(Paths.resolve().state)
     try:
         with open(os.path.join(state, "port"), encoding="utf-8") as f:
@@ -64,15 +65,12 @@ def running_daemon(state_dir: str | None = None) -> dict[str, Any] | None:
 
 
 def make_embedder(cfg: Config) -> Embedder:
-    from ragweedd.embed.factory import make_embedder as make
 
     return make(cfg.embed_model, cfg)
 
 
 def print_hits(hits: Sequence[Mapping[str, Any]], as_json: bool, extra: dict | None = None) -> None:
     """``ragweedd search``'s output: the same as ``ragweedctl search`` (ctl_text.print_hit_list)."""
-    from ragweedd.cli.ctl_text import print_hit_list, use_color
-    from ragweedd.contract import shown_hit
 
     shown = [shown_hit(dict(h)) for h in hits]  # a name that is not UTF-8 cannot be printed as it is
     if as_json:

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import TextIO
 
+from ragweedd import __version__
+
 SAFE_WORD = re.compile(r"[A-Za-z0-9_.:+=,/@%-]+")
 FILE_HINTS = ("FILE", "PATH", "DIR", "FOLDER")
 
@@ -385,7 +387,6 @@ def _option_lines(n: Node) -> list[str]:
 
 
 def man_page(parser: argparse.ArgumentParser, today: date | None = None) -> str:
-    from ragweedd import __version__
 
     root = walk(parser)
     prog = parser.prog

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from ragweedd import __version__
 from ragweedd.cli.exits import EXIT_ERROR, EXIT_NOT_RUNNING, EXIT_OK, EXIT_USAGE, exit_code_for
-from ragweedd.errors import RagweedError
+from ragweedd.errors import RagweedError, hint_for
 from ragweedd.procs import pid_alive, pid_holds_port  # noqa: F401 - ragweedctl asks through here
 
 if TYPE_CHECKING:
@@ -79,7 +79,6 @@ class CtlError(RagweedError):
 
 
 def not_running(detail: str) -> CtlError:
-    from ragweedd.errors import hint_for
 
     action = {"id": "start_daemon"}
     return CtlError(f"ragweedd is not running ({detail})", EXIT_NOT_RUNNING,

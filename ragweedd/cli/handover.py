@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ragweedd.cli.ctl_http import Client
+from ragweedd.cli.progress import Bar
 from ragweedd.errors import RequestError
 from ragweedd.paths import within
 
@@ -33,8 +35,6 @@ def is_idle(status: dict[str, Any]) -> bool:
 def hand_over(daemon: dict[str, Any], state_dir: str, name: str, inputs: list[Path], force: bool,
               as_json: bool) -> int:
     """Give ``inputs`` to the running daemon as collection ``name`` and wait until it is indexed."""
-    from ragweedd.cli.ctl_http import Client
-    from ragweedd.cli.progress import Bar
 
     if force:
         raise RequestError("--force cannot be handed to the running daemon: it re-extracts only files that "
@@ -98,7 +98,6 @@ def hand_over(daemon: dict[str, Any], state_dir: str, name: str, inputs: list[Pa
 
 def rebuild_fts(state_dir: str, name: str, as_json: bool) -> int:
     """``ragweedd ingest --rebuild-fts`` beside the daemon: the daemon rebuilds it (in the background)."""
-    from ragweedd.cli.ctl_http import Client
 
     res = Client(state_dir).call("POST", f"/v1/collections/{name}/rebuild-fts")
     if as_json:

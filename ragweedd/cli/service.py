@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from ragweedd.errors import ServiceError
+from ragweedd.paths import default_config_file
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -130,7 +131,6 @@ def _resolve_paths(ragweedd: str | None, config: str | None, notes: list[str]) -
         if not cfg.is_file():
             raise ServiceError(f"config file {cfg} does not exist", 2, hint="create it or leave out --config")
         return str(exe), str(cfg)
-    from ragweedd.paths import default_config_file
 
     cfg = default_config_file()
     if cfg.is_file():

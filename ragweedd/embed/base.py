@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence, runtime_checkable
 
 from ragweedd.config import Config
+from ragweedd.keyterms import parse_languages
 
 if TYPE_CHECKING:
     import numpy as np
@@ -40,7 +41,6 @@ class Embedder(Protocol):
 
 
 def _declared(value: str, embedder: Any) -> frozenset[str] | None:
-    from ragweedd.keyterms import parse_languages
 
     if (value or "auto").strip().lower() == "auto":
         langs = getattr(embedder, "languages", None)

@@ -19,6 +19,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from ragweedd.embed.factory import make_embedder
 from ragweedd.errors import ConfigError, RagweedError
 from ragweedd.logging import get_logger
 
@@ -132,7 +133,6 @@ class _Skip(ConfigError):
 
 
 def _probe(spec: str, cfg: Config, key: str, dim: int, primary: Embedder) -> Embedder:
-    from ragweedd.embed.factory import make_embedder
 
     try:
         emb = make_embedder(spec, cfg, key=key)

@@ -32,7 +32,16 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
-from ragweedd.errors import JudgeError, RequestError
+from ragweedd.errors import (
+    JudgeError,
+    ProviderAuthError,
+    ProviderError,
+    ProviderModelMissing,
+    RagweedError,
+    RequestError,
+)
+from ragweedd.eval.metrics import bootstrap_ci
+from ragweedd.eval.questions import file_matches, read_lines
 
 if TYPE_CHECKING:
     from ragweedd.llm.base import ChatProvider
@@ -87,7 +96,6 @@ class Item:
 
 def hopeless(e: BaseException) -> bool:
     """A provider failure that every later call would repeat: key, model name, or no connection."""
-    from ragweedd.errors import ProviderAuthError, ProviderError, ProviderModelMissing
 
     if isinstance(e, (ProviderAuthError, ProviderModelMissing)):
         return True
@@ -102,7 +110,6 @@ def _stopped(e: Any, who: str, fix: str) -> Exception:
 
 def load(path: str | os.PathLike) -> list[Item]:
     """The questions of a JSONL file; a bad line is an error naming its number and what is wrong."""
-    from ragweedd.eval.questions import read_lines
 
     return read_lines(path, _item, HINT)
 
@@ -188,7 +195,6 @@ def score_recall(reply: str) -> float | None:
 
 
 def files_recall(item: Item, sources: Sequence[dict]) -> float:
-    from ragweedd.eval.questions import file_matches
 
     return sum(1 for f in item.relevant if any(file_matches(s, f) for s in sources)) / len(item.relevant)
 
@@ -281,8 +287,6 @@ async def evaluate(items: Sequence[Item], answer: Callable[[str], Awaitable[dict
     """Answer and score every item; ``answer(question)`` returns the answer's done record. A
     question whose answer fails is recorded with its error and left out of every mean, except on
     the first question a ``hopeless`` provider failure, which stops the run (raised)."""
-    from ragweedd.errors import RagweedError
-    from ragweedd.eval.metrics import bootstrap_ci
 
     rows: list[dict[str, Any]] = []
     for i, item in enumerate(items, 1):

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
 from ragweedd.errors import RequestError
+from ragweedd.eval.metrics import bootstrap_ci
 
 T = TypeVar("T")
 
@@ -155,7 +156,6 @@ def ranks(q: Question, hits: Sequence[dict]) -> tuple[int | None, int | None]:
 
 def evaluate(questions: Sequence[Question], search: Callable[[str], Sequence[dict]], *,
              progress: Callable[[str], None] | None = None, samples: int = 1000) -> dict[str, Any]:
-    from ragweedd.eval.metrics import bootstrap_ci
 
     rows: list[dict[str, Any]] = []
     for i, q in enumerate(questions, 1):

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ragweedd.checksums import verify_file
 from ragweedd.errors import ExtractionError, ExtractionSkipped, ModelIntegrityError, ToolMissingError
 from ragweedd.extract.base import ExtractedDoc, ExtractSettings, ToolRequirement
 from ragweedd.extract.sniff import require_nonempty
@@ -53,7 +54,6 @@ def bundled_model_dir() -> Path | None:
 def verify_model_dir(model_dir: Path) -> Path:
     """Return ``model_dir`` if each file faster-whisper reads has its pinned SHA-256; else raise
     ModelIntegrityError naming the file, both hashes and the fix."""
-    from ragweedd.checksums import verify_file
 
     for name, digest in MODEL_SHA256.items():
         verify_file(model_dir / name, digest, what="speech model file", fix=MODEL_FIX)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ragweedd.config import Config
 from ragweedd.extract.base import Extractor, ExtractSettings, ToolRequirement
+from ragweedd.extract.registry import all_extractors
 from ragweedd.extract.tools import TOOL_PACKAGES
 
 
@@ -28,7 +29,6 @@ def report(settings: ExtractSettings | Config | None = None) -> list[dict]:
     optional, purpose), degraded (optional features lost). ``ok`` is False when a required tool is
     missing: that format's files fail with ToolMissingError until it is installed. ``settings`` is an
     ExtractSettings or a loaded Config (its tess_bin and whisper_model are what gets checked)."""
-    from ragweedd.extract.registry import all_extractors
 
     if settings is None:
         settings = ExtractSettings()

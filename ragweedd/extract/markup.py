@@ -9,8 +9,9 @@ from typing import Any
 
 from ragweedd.errors import ExtractionError, ExtractionSkipped
 from ragweedd.extract.base import ExtractedDoc, ExtractSettings, Region, ToolRequirement
+from ragweedd.extract.office import html_doc
 from ragweedd.extract.sniff import decode_text, looks_binary, read_head, require_nonempty
-from ragweedd.extract.text_builder import finish
+from ragweedd.extract.text_builder import finish, heading_regions
 from ragweedd.extract.tools import TOOL_PACKAGES, need_tool, run_tool, scratch_dir
 
 _CHARSET = re.compile(rb"""<meta[^>]+charset=["']?([A-Za-z0-9_.:-]+)""", re.I)
@@ -38,7 +39,6 @@ class HtmlExtractor:
     extensions = (".html", ".htm", ".xhtml")
 
     def extract(self, path: Path, settings: ExtractSettings) -> ExtractedDoc:
-        from ragweedd.extract.office import html_doc
 
         return finish(html_doc(_read_markup(path), self.name), path)
 
@@ -168,7 +168,6 @@ class TexExtractor:
     extensions = (".tex", ".latex", ".ltx", ".sty", ".bib")
 
     def extract(self, path: Path, settings: ExtractSettings) -> ExtractedDoc:
-        from ragweedd.extract.text_builder import heading_regions
 
         require_nonempty(path)
         why = looks_binary(read_head(path))

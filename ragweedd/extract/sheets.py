@@ -15,6 +15,7 @@ from typing import Any, Iterable
 
 from ragweedd.errors import ExtractionError, ExtractionSkipped
 from ragweedd.extract.base import ExtractedDoc, ExtractSettings, ToolRequirement
+from ragweedd.extract.office import _check_zip
 from ragweedd.extract.sniff import decode_text, looks_binary, read_head, require_nonempty
 from ragweedd.extract.tables import RowRuns, SheetColumns, sheet_columns, sheet_row_line
 from ragweedd.extract.text_builder import TextBuilder, finish
@@ -108,8 +109,6 @@ class XlsxExtractor:
         import zipfile
 
         import openpyxl
-
-        from ragweedd.extract.office import _check_zip
 
         require_nonempty(path)
         _check_zip(path, settings, ".xlsx")

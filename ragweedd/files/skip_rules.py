@@ -11,6 +11,7 @@ import stat as stat_mod
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ragweedd.extract.registry import extractor_for
 from ragweedd.store.types import Row, SkippedFile
 
 if TYPE_CHECKING:
@@ -29,7 +30,6 @@ def skip_reason(path: str, size: int, cfg: Config | None = None) -> tuple[str | 
     file (its md5 is known), a type no extractor reads, or (given ``cfg``) a file over its size cap;
     their bytes are never read. The one rule for the pipeline and the watch side (which passes no
     ``cfg`` and leaves files over a cap to the pipeline: there are few, and it skips them alike)."""
-    from ragweedd.extract.registry import extractor_for
 
     p = Path(path)
     ex = extractor_for(p)

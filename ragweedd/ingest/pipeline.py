@@ -23,10 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, TypedDict
 
-from ragweedd.chunk.chunker import ChunkParams, chunk_document, text_hash
+from ragweedd.chunk.chunker import ChunkParams, chunk_document, iter_chunks, text_hash
 from ragweedd.chunk.context import context_line, document_label, embed_input, index_embedder_id
 from ragweedd.errors import ExtractionError, ExtractionSkipped, Interrupted
 from ragweedd.extract.base import ExtractedDoc, ExtractSettings
+from ragweedd.extract.registry import extract_file, extractor_for
+from ragweedd.extract.text import STREAM_ABOVE_BYTES, TextExtractor, TextStream
 from ragweedd.files.skip_rules import cap_lifted, skip_reason, stat_unchanged
 from ragweedd.ingest.safe_open import NotRegularFile, fd_md5, open_regular, private_copy
 from ragweedd.ingest.vectorize import fill_vectors
@@ -85,7 +87,6 @@ def _renamed(e: ExtractionError, copy: str, src: str) -> ExtractionError:
 
 
 def in_process_extract(path: Path, settings: ExtractSettings) -> ExtractedDoc:
-    from ragweedd.extract.registry import extract_file
 
     return extract_file(path, settings)
 
@@ -94,8 +95,6 @@ def in_process_extract(path: Path, settings: ExtractSettings) -> ExtractedDoc:
 
 def _streams(src: str, size: int) -> bool:
     """Whether the file is read, chunked and published piece by piece (a large plain-text file)."""
-    from ragweedd.extract.registry import extractor_for
-    from ragweedd.extract.text import STREAM_ABOVE_BYTES, TextExtractor
 
     return size > STREAM_ABOVE_BYTES and isinstance(extractor_for(Path(src)), TextExtractor)
 
@@ -339,8 +338,6 @@ class Pipeline:
         docstring). Nothing holds the text, its chunks or their vectors: memory stays at a few
         pieces and one batch whatever the size (the file itself is capped by ingest_max_text_mb).
         The chunks are those ``chunk_document`` makes of the whole text (the same splitter)."""
-        from ragweedd.chunk.chunker import iter_chunks
-        from ragweedd.extract.text import TextStream
 
         stream = TextStream(copy)
         dropped: dict[str, int] = {}

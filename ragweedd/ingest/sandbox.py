@@ -36,6 +36,7 @@ from typing import Callable
 import ragweedd.errors as errors
 from ragweedd.errors import ExtractionError, SandboxLimitError
 from ragweedd.extract.base import ExtractedDoc, ExtractSettings, Region
+from ragweedd.extract.registry import plugin_specs
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -113,7 +114,6 @@ def extract_sandboxed(path: Path, settings: ExtractSettings | None = None, *, ti
     ``should_stop()`` turns true the child is killed and Interrupted is raised."""
     path = Path(path).resolve()
     settings = settings or ExtractSettings()
-    from ragweedd.extract.registry import plugin_specs
 
     # the child registers the same extractor plugins as this process
     request = json.dumps({"path": str(path), "settings": dataclasses.asdict(settings),

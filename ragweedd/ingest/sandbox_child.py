@@ -15,6 +15,9 @@ import json
 import os
 import sys
 
+from ragweedd.errors import RagweedError
+from ragweedd.extract.tools import die_with_parent
+
 
 def _set_limits(cpu_s: int, memory_mb: int) -> None:
     try:
@@ -54,7 +57,6 @@ def _own_peak_mb() -> float:
 
 
 def _error_reply(err: BaseException, memory_mb: int, path: str) -> dict:
-    from ragweedd.errors import RagweedError
 
     if isinstance(err, MemoryError):
         return {"ok": False, "error": "SandboxLimitError", "retryable": False, "hint": None,
@@ -71,7 +73,6 @@ def _error_reply(err: BaseException, memory_mb: int, path: str) -> dict:
 
 
 def main() -> int:
-    from ragweedd.extract.tools import die_with_parent
 
     # First of all: this process must not outlive the daemon (a SIGKILLed daemon cannot kill it).
     if len(sys.argv) > 1:

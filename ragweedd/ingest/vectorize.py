@@ -27,9 +27,13 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, Callable
 
 from ragweedd.chunk.chunker import text_hash
-from ragweedd.chunk.context import embed_input
+from ragweedd.chunk.context import embed_input, index_embedder_id
 from ragweedd.config import Config
-from ragweedd.errors import Interrupted
+from ragweedd.embed.long import EmbedStopped, embed_texts
+from ragweedd.embed.passes import Passes
+from ragweedd.errors import EmbedderMismatchError, Interrupted, NotCreatedYetError, RagweedError
+from ragweedd.ingest.priority import lower_priority
+from ragweedd.ingest.supervise import Supervisor
 from ragweedd.logging import get_logger
 
 if TYPE_CHECKING:
@@ -63,7 +67,6 @@ def _fill(rag: Any, cache: Any, embedder: Any, dim: int, what: str, *, read: Cal
     """The loop both the primary vectors and each extra pass's run: ``read(n, after)`` gives
     (chunk id, embedding id, text, context) rows waiting for a vector, their texts go through the
     embed cache under the embedder's own id, ``write(rows with vectors)`` stores a batch."""
-    from ragweedd.embed.long import EmbedStopped, embed_texts
 
     eid = embedder.id
     written = sent = 0
@@ -103,8 +106,6 @@ def _fill(rag: Any, cache: Any, embedder: Any, dim: int, what: str, *, read: Cal
 def open_passes(cfg: Config, primary: Any) -> Any:
     """The extra embedding passes of ``cfg`` (ragweedd.embed.passes.Passes), their vectors
     recorded under the same input format as the primary's."""
-    from ragweedd.chunk.context import index_embedder_id
-    from ragweedd.embed.passes import Passes
 
     return Passes.open(cfg, primary, lambda eid: index_embedder_id(eid, cfg.chunk_context))
 
@@ -139,8 +140,6 @@ class Vectorizer:
                  collections: Callable[[], list[str]], on_changes: Callable[[str], None],
                  passes: Any = None, migration: Any = None,
                  on_migrated: Callable[[], None] | None = None, stores: StoreBackend) -> None:
-        from ragweedd.embed.passes import Passes
-        from ragweedd.ingest.supervise import Supervisor
 
         self.cfg, self.paths, self.embedder = cfg, paths, embedder
         self.stores: StoreBackend = stores
@@ -222,8 +221,6 @@ class Vectorizer:
             self.summary.pop(collection, None)
 
     def _run(self) -> None:
-        from ragweedd.errors import EmbedderMismatchError
-        from ragweedd.ingest.priority import lower_priority
 
         lower_priority(self.cfg.ingest_nice)
         cache = self.stores.open_ingest()
@@ -273,7 +270,6 @@ class Vectorizer:
                 and name not in self._forgotten}
 
     def _fill(self, name: str, cache: Any) -> None:
-        from ragweedd.errors import NotCreatedYetError
 
         exists = self.stores.has_rag(name)
         if name not in self.collections() or not exists:
@@ -354,7 +350,6 @@ class Vectorizer:
         skips the pass (and says so in status); it never stops the primary vectors of this or any
         other collection."""
         fail = fail or self.passes.fail
-        from ragweedd.errors import RagweedError
 
         t0 = time.monotonic()
 

@@ -28,7 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from ragweedd.config import ingest_worker_count
+from ragweedd.errors import Interrupted
+from ragweedd.extract.registry import extract_file, extractor_for
+from ragweedd.extract.text import TextExtractor
+from ragweedd.files.ignore import is_ignored
+from ragweedd.files.roots import root_state
 from ragweedd.ingest.priority import lower_priority
+from ragweedd.ingest.sandbox import extract_sandboxed
 from ragweedd.ingest.supervise import Supervisor
 from ragweedd.logging import get_logger
 from ragweedd.paths import deepest_root
@@ -60,9 +67,6 @@ def make_extract(cfg: Config,
                  should_stop: Callable[[], bool] | None = None) -> Callable[[Path, ExtractSettings], ExtractedDoc]:
     """The extract function the daemon's pipelines use: in-process for plain text, sandboxed else.
     ``should_stop`` (the workers' stop flag) kills a running sandbox child when the daemon stops."""
-    from ragweedd.extract.registry import extract_file, extractor_for
-    from ragweedd.extract.text import TextExtractor
-    from ragweedd.ingest.sandbox import extract_sandboxed
 
     def extract(path: Path, settings: ExtractSettings) -> ExtractedDoc:
         ex = extractor_for(path)
@@ -155,7 +159,6 @@ class Workers:
         self._server_waits: dict[int, tuple[float, str]] = {}
 
     def start(self) -> None:
-        from ragweedd.config import ingest_worker_count
 
         for i in range(ingest_worker_count(self.cfg)):
             t = threading.Thread(target=self._supervised, name=f"ragweedd-ingest-{i}", daemon=True)
@@ -278,7 +281,6 @@ class Workers:
         raises ends the worker thread. Returns the pipeline to use next: after a full disk the
         old one's connections are closed and new ones opened, because SQLite can keep a
         connection that hit SQLITE_FULL failing even once space is back."""
-        from ragweedd.errors import Interrupted
 
         while True:
             try:
@@ -422,9 +424,6 @@ class Workers:
                 f"(last error: {self.disk_full_error})")
 
     def _one(self, pipe: Pipeline, job: Job) -> None:
-        from ragweedd.errors import Interrupted
-        from ragweedd.files.ignore import is_ignored
-        from ragweedd.files.roots import root_state
 
         if pipe.seen_removals != len(self._removed):
             for name in self._removed[pipe.seen_removals:]:

@@ -9,9 +9,10 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ragweedd.errors import ConfigError, ProviderAuthError
-from ragweedd.keyfile import KEY_PROVIDERS
+from ragweedd.errors import ConfigError, KeyFileError, ProviderAuthError
+from ragweedd.keyfile import KEY_PROVIDERS, keys_file, read_keys
 from ragweedd.llm.base import BaseProvider
+from ragweedd.llm.ollama_provider import OllamaProvider
 
 if TYPE_CHECKING:
     from ragweedd.config import Config
@@ -41,8 +42,6 @@ def _key(cfg: Config | None, attr: str, env: Mapping[str, str], names: tuple[str
     """The key of ``provider``: the config's, else the environment's, else the keys file's
     (ragweedd/keyfile.py; read at every call, so ``ragweedctl keys set`` needs no restart).
     ``optional``: "" when there is none (but a keys file that cannot be used is still an error)."""
-    from ragweedd.errors import KeyFileError
-    from ragweedd.keyfile import keys_file, read_keys
 
     explicit = getattr(cfg, attr, "") if cfg is not None else ""
     if explicit:
@@ -97,7 +96,6 @@ def make_provider(spec: str, cfg: Config | None = None, *, env: Mapping[str, str
 
         api_key = _key(cfg, "llm_gemini_api_key", env, KEY_PROVIDERS["gemini"], provider, model)
         return GeminiProvider(model, api_key=api_key, base_url=base_url, **common)
-    from ragweedd.llm.ollama_provider import OllamaProvider
 
     url = base_url or getattr(cfg, "embed_ollama_url", "") or "http://127.0.0.1:11434"
     return OllamaProvider(model, base_url=url, **common)

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from ragweedd.contract import RewriteCall, ThreadTurn
+from ragweedd.errors import RagweedError
 
 SYSTEM = ("You rewrite the last question of a conversation into one standalone search query for the user's "
           "documents. Keep the question's own words, and add from the earlier turns only what the question "
@@ -53,7 +54,6 @@ def query_of(reply: str) -> str | None:
 async def rewrite(question: str, thread: list[ThreadTurn], provider: Any) -> tuple[str | None, RewriteCall]:
     """(the query, or None when the call failed or its reply is unusable; the call's record).
     ``provider`` is a ChatProvider; its errors are caught and recorded, never raised."""
-    from ragweedd.errors import RagweedError
 
     msgs = messages(question, thread)
     call: RewriteCall = {"provider": provider.spec, "model": provider.model, "messages": msgs, "reply": None,

@@ -48,7 +48,7 @@ from ragweedd.config import Config
 from ragweedd.logging import get_logger
 from ragweedd.periods import spell_periods
 from ragweedd.query.bm25 import Bm25Terms, fts5_idf
-from ragweedd.query.idf import CACHE_MAX_DF_FRACTION, IdfCache
+from ragweedd.query.idf import CACHE_MAX_DF_FRACTION, IdfCache, idf
 from ragweedd.store.protocols import KeywordReader
 from ragweedd.store.types import KeywordQuery, Terms, all_of, any_of, describe
 
@@ -184,7 +184,6 @@ def make_plan(query: str, idf_cache: IdfCache, cfg: Config, wordnet: WordNet | N
         return Plan([], 0, 0.0, skipped="the query has no words", synonym_status=status, language=lang)
     dfs = idf_cache.df(words)
     n = idf_cache.n_docs
-    from ragweedd.query.idf import idf
 
     infos = [WordInfo(w, dfs[w], idf(dfs[w], n), source=src) for w, src in pairs]
     mean = sum(i.idf for i in infos) / len(infos)

@@ -16,16 +16,17 @@ from ragweedd import keyterms
 from ragweedd.config import Config
 from ragweedd.contract import Hit, RetrievalMeta, SearchResult
 from ragweedd.embed.base import dense_languages
+from ragweedd.embed.long import embed_texts
 from ragweedd.errors import NotFoundError, RequestError
 from ragweedd.logging import get_logger
 from ragweedd.query.filters import Filters
 from ragweedd.query.fts_plan import keyword_leg, known_item_rows, query_language
-from ragweedd.query.hyde import HyDE
+from ragweedd.query.hyde import HyDE, hyde_vector
 from ragweedd.query.idf import IdfCache
 from ragweedd.query.merge import FUSIONS, Candidate, FusionParams, finish, fuse
 from ragweedd.query.named import rank_named
 from ragweedd.query.semantic_cache import SemanticCache
-from ragweedd.query.vectors import VectorSearch
+from ragweedd.query.vectors import VectorSearch, vectors_of
 from ragweedd.query.wordnet import open_wordnet, wordnet_status
 from ragweedd.statements import headed_statements
 from ragweedd.store.protocols import IdfCacheStore, KeywordReader, RagStore, StoreBackend
@@ -254,7 +255,6 @@ class Searcher:
 
     def _query_vector(self, query: str) -> Any:
         """The primary embedder's vector of the query, kept where the dense leg looks for it."""
-        from ragweedd.embed.long import embed_texts
 
         key = query.lower()
         qvec = self._qvecs.get(key)
@@ -270,8 +270,6 @@ class Searcher:
               dict[tuple[str, int], float], dict[str, Any]]:
         """The dense leg again from the query's vector averaged with hypothetical passages', when
         the best cosine found is under the gate; otherwise (or when the LLM fails) as it was."""
-        from ragweedd.embed.long import embed_texts
-        from ragweedd.query.hyde import hyde_vector
 
         hy = self.hyde
         assert hy is not None
@@ -369,8 +367,6 @@ class Searcher:
         nDCG@10 on SciFact train and +0.025 page hit@5 on FinanceBench dev (docs/retrieval.md)."""
         import numpy as np
 
-        from ragweedd.query.vectors import vectors_of
-
         t = time.perf_counter()
         top = sorted(cands.values(), key=lambda c: -c.score)[:self.cfg.dense_feedback]
         q = np.asarray(qvec, dtype=np.float32)
@@ -404,8 +400,6 @@ class Searcher:
         """Cosines from stored vectors for the candidates the vector search did not score;
         ``seen`` keeps the vectors read, for the feedback round of the same search."""
         import numpy as np
-
-        from ragweedd.query.vectors import vectors_of
 
         seen = {} if seen is None else seen
         q = np.asarray(qvec, dtype=np.float32)

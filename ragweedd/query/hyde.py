@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 from ragweedd.config import Config
 from ragweedd.errors import RagweedError
+from ragweedd.llm.factory import make_provider, parse_spec
 from ragweedd.logging import get_logger
 
 log = get_logger("ragweedd.hyde")
@@ -70,7 +71,6 @@ def split_passages(text: str, n: int) -> list[str]:
 class HyDE:
     def __init__(self, spec: str, cfg: Config, *, gate: float, passages: int, timeout_s: float,
                  make: Callable[[], Any] | None = None) -> None:
-        from ragweedd.llm.factory import make_provider, parse_spec
 
         self.provider, self.model = parse_spec(spec, "llm.hyde")
         self.gate = float(gate)

@@ -45,7 +45,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ragweedd.config import Config
+from ragweedd.config import Config, default_config
 
 
 @dataclass
@@ -83,8 +83,6 @@ class FusionParams:
     def default(cls, fusion: str, **changes: Any) -> "FusionParams":
         """The default configuration's settings for ``fusion``, with ``changes``."""
         import dataclasses
-
-        from ragweedd.config import default_config
 
         return dataclasses.replace(cls.of(default_config(), fusion), **changes)
 

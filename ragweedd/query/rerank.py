@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 from ragweedd.config import Config
 from ragweedd.errors import BadOutput, ConfigError, RagweedError
+from ragweedd.llm.factory import make_provider, parse_spec
 from ragweedd.logging import get_logger
 
 if TYPE_CHECKING:
@@ -191,7 +192,6 @@ class LLMReranker:
 
     def __init__(self, spec: str, cfg: Config, *, strategy: str = "batch", candidates: int = 20,
                  concurrency: int = 4, timeout_s: float = 30.0, make: Callable[[], Any] | None = None) -> None:
-        from ragweedd.llm.factory import make_provider, parse_spec
 
         self.provider, self.model = parse_spec(spec, "llm.rerank")
         if strategy not in STRATEGIES:

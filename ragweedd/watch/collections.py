@@ -24,7 +24,7 @@ from ragweedd.errors import ConfigError, NotFoundError, RequestError
 from ragweedd.files.roots import root_state
 from ragweedd.files.skip_rules import skipped_file
 from ragweedd.logging import get_logger
-from ragweedd.paths import deepest_root, valid_collection_name, within
+from ragweedd.paths import deepest_root, default_config_file, valid_collection_name, within
 from ragweedd.store.protocols import IngestStore
 from ragweedd.store.types import SkippedFile
 from ragweedd.watch import skipped
@@ -439,7 +439,6 @@ class Collections:
 
 def own_dirs(cfg: Config, paths: Paths) -> list[str]:
     """The daemon's own directories and config file (real paths): never part of any collection."""
-    from ragweedd.paths import default_config_file
 
     out = [paths.data, paths.state, paths.cache, default_config_file().parent, *own_log_files()]
     if getattr(cfg, "source", None):

@@ -12,9 +12,11 @@ import socket
 from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any, Callable
 
+from ragweedd.config import redact_dsn
 from ragweedd.logging import get_logger
 from ragweedd.store.postgres import pg_terms
 from ragweedd.store.postgres.connection import PgConn, migrate
+from ragweedd.store.postgres.integrity_check import server_integrity
 from ragweedd.store.postgres.pg_claims import hold, new_claimer
 from ragweedd.store.postgres.pg_history import PgHistory
 from ragweedd.store.postgres.pg_idf import PgIdfCache
@@ -50,7 +52,6 @@ class PgBackend:
         self._db.on_reconnect.append(lambda: hold(self._db, self.claimer))
 
     def __repr__(self) -> str:
-        from ragweedd.config import redact_dsn
 
         return f"PgBackend({redact_dsn(self.dsn)!r}, source={self.source!r})"
 
@@ -67,7 +68,6 @@ class PgBackend:
 
     @property
     def where(self) -> str:
-        from ragweedd.config import redact_dsn
 
         return f"the PostgreSQL database {redact_dsn(self.dsn)}"
 
@@ -84,7 +84,6 @@ class PgBackend:
 
     def integrity_check(self, collections: list[str],
                         index_count: Callable[[str], int | None]) -> dict[str, Any]:
-        from ragweedd.store.postgres.integrity_check import server_integrity
 
         return server_integrity(self, collections)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
+from ragweedd.config import redact_dsn
 from ragweedd.store.postgres.connection import PgConn
 
 _ENTRY = "SELECT id, kind, query, created_at, body_json, conversation_id, turn FROM history"
@@ -27,7 +28,6 @@ class PgHistory:
         self.source = source
 
     def __str__(self) -> str:
-        from ragweedd.config import redact_dsn
 
         return f"history of source {self.source!r} in {redact_dsn(self.db.dsn)}"
 

@@ -17,7 +17,8 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from ragweedd import keyterms
-from ragweedd.errors import NotCreatedYetError
+from ragweedd.errors import NotCreatedYetError, RequestError
+from ragweedd.store.pathnames import to_db
 from ragweedd.store.postgres import pg_terms
 from ragweedd.store.postgres.connection import PgConn, from_pg, maybe_from_pg, to_pg
 from ragweedd.store.postgres.pg_claims import LIVE_CLAIMERS, hold, new_claimer
@@ -589,7 +590,6 @@ class PgRag(PgTreeRows, PgKeyword):
         """The k chunks most similar to the unit vector ``q``: [(chunk id, dot product)], best
         first. Unfiltered: the HNSW index of the space, searched with ``ef`` candidates (pgvector's
         hnsw.ef_search; at least k); ``allowed``: exactly over those chunks, in the database."""
-        from ragweedd.errors import RequestError
 
         emb = self.embedder(space)
         if emb is None or k <= 0:
@@ -685,6 +685,5 @@ class PgRag(PgTreeRows, PgKeyword):
 
 def _sqlite_form(text: str | None) -> str | None:
     # hit_fields decodes the SQLite stored form; hand it that form of the PostgreSQL one
-    from ragweedd.store.pathnames import to_db
 
     return None if text is None else to_db(maybe_from_pg(text) or "")

@@ -12,8 +12,10 @@ from ragweedd.store.sqlite.fts_reader import FtsReader
 from ragweedd.store.sqlite.history_db import HistoryDB
 from ragweedd.store.sqlite.idf_cache_db import IdfCacheDB
 from ragweedd.store.sqlite.ingest_db import IngestDB
+from ragweedd.store.sqlite.integrity_check import integrity_check
 from ragweedd.store.sqlite.job_queue import JobQueue
 from ragweedd.store.sqlite.rag_db import RagDB
+from ragweedd.store.sqlite.repair import check_and_repair
 
 if TYPE_CHECKING:
     from ragweedd.paths import Paths
@@ -54,13 +56,11 @@ class SqliteBackend:
         return st.st_dev, st.st_ino
 
     def repair_at_start(self, collections: Sequence[str]) -> dict[str, Any]:
-        from ragweedd.store.sqlite.repair import check_and_repair
 
         return check_and_repair(self.paths, sorted(collections))
 
     def integrity_check(self, collections: list[str],
                         index_count: Callable[[str], int | None]) -> dict[str, Any]:
-        from ragweedd.store.sqlite.integrity_check import integrity_check
 
         return integrity_check(self.paths, collections, index_count)
 

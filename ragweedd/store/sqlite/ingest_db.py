@@ -25,6 +25,7 @@ from ragweedd.store.pathnames import from_db, shown_stored_path, to_db
 from ragweedd.store.pathnames import row as path_row
 from ragweedd.store.sqlite.connection import connect, migrate, transaction, write
 from ragweedd.store.sqlite.ingest_schema import MIGRATIONS
+from ragweedd.store.sqlite.job_queue import failed_jobs, job_depth
 from ragweedd.store.types import SkippedFile
 
 
@@ -323,12 +324,10 @@ class IngestDB:
         return rows, total
 
     def job_depth(self, collection: str | None = None) -> dict[str, int]:
-        from ragweedd.store.sqlite.job_queue import job_depth
 
         return job_depth(self.conn, collection)
 
     def failed_jobs(self, limit: int) -> list[dict]:
-        from ragweedd.store.sqlite.job_queue import failed_jobs
 
         return failed_jobs(self.conn, limit)
 

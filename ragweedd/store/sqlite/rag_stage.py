@@ -34,8 +34,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 from ragweedd import keyterms
 from ragweedd.errors import Interrupted, StorageError
 from ragweedd.store.pathnames import to_db
+from ragweedd.store.rows import _typed, text_sha256
 from ragweedd.store.sqlite import rag_keywords
+from ragweedd.store.sqlite.connection import transaction
 from ragweedd.store.sqlite.rag_hidden import Pace, new_owner, owner_done
+from ragweedd.store.types import PRIMARY
 
 if TYPE_CHECKING:
     from ragweedd.store.sqlite.rag_db import RagDB
@@ -68,9 +71,6 @@ def publish_staged(rag: RagDB, *, md5: str, source_file: str, rel_path: str, kin
     """``RagDB.publish`` for a large document (same arguments, same result), staged as described
     in the module docstring. Whatever ``chunks`` raises while it is drawn (a stop) leaves the
     collection untouched; whatever fails later leaves only hidden rows, deleted by the next purge."""
-    from ragweedd.store.rows import _typed, text_sha256
-    from ragweedd.store.sqlite.connection import transaction
-    from ragweedd.store.types import PRIMARY
 
     conn = rag.conn
     if conn.in_transaction or rag.has_document(md5):

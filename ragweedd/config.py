@@ -12,6 +12,7 @@ and what is allowed; the CLI exits with code 2.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import tomllib
@@ -583,7 +584,6 @@ def _allowed_in(section: str) -> str:
 
 
 def _suggest(name: str) -> str:
-    import difflib
 
     close = difflib.get_close_matches(name, [k.attr for k in KEYS], n=3)
     return ("did you mean " + " or ".join(close) + "?") if close else "see docs/config.md for every key"

@@ -10,6 +10,7 @@ The HTTP API (ragweedd/daemon.py) talks to it only through ``ragweedd.engine.Dae
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable
@@ -314,7 +315,6 @@ class Core:
             rag.close()
 
     def remove_collection(self, name: str) -> dict[str, Any]:
-        import shutil
 
         res = self.collections.remove(name)
         self.vectorizer.forget(name)
@@ -374,7 +374,6 @@ class Core:
         derived data (rag.sqlite3, index files, ingest rows) is dropped and the start-up scan
         ingests every file again with the configured embedder. The embed cache is keyed by
         embedder id and kept, so switching back re-uses the old vectors without embedding."""
-        import shutil
 
         stored = self._stored_embedder(name)
         if stored is None or stored == self.index_embedder_id:

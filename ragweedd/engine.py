@@ -13,6 +13,7 @@ already running are waited for (up to ``REPAIR_DRAIN_S``) before the old core st
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import re
 import time
@@ -69,7 +70,6 @@ def _on_core(fn: _F) -> _F:
     """Hold the call while the core is being replaced (up to REPLACE_WAIT_S, then refuse it), and
     count it while it runs so the replacement can wait for it. Streams (ask) are counted until
     their events are handed over."""
-    import functools
 
     @functools.wraps(fn)
     async def call(self: "DaemonEngine", *args: Any, **kwargs: Any) -> Any:

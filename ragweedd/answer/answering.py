@@ -17,6 +17,7 @@ error envelope or an SSE error event.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import time
 from typing import TYPE_CHECKING, Any, AsyncIterator
@@ -441,6 +442,5 @@ def _last_done(events: list[dict]) -> dict:
 
 
 def _llm_setup(cfg: Config) -> str | None:
-    import os
 
     return synthesis_missing(cfg, os.environ)

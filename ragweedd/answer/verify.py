@@ -36,6 +36,7 @@ verdict and says so in the check.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -320,7 +321,6 @@ async def entail(checks: list[dict[str, Any]], sources: Sequence[dict], provider
                  concurrency: int = 4) -> dict[str, Any]:
     """Ask ``provider`` about every supported check; a "no" unsupports it. Returns the cost; a
     provider failure leaves the rest as the deterministic check said (``entailment_error``)."""
-    import asyncio
 
     by_n = {s.get("n"): s for s in sources}
     sem = asyncio.Semaphore(max(1, concurrency))

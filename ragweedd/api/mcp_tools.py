@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 from typing import Annotated, Any, Literal, Protocol
+from urllib.parse import quote, unquote
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -69,7 +71,6 @@ class EngineBackend:
             raise ToolError(e.say("mcp")) from None
 
     async def _dispatch(self, method: str, path: str, body: dict, raw: bytes | None, query: dict) -> Any:
-        from urllib.parse import unquote
 
         from ragweedd.api import openapi
 
@@ -252,7 +253,6 @@ def ask_text(res: dict) -> str:
 
 def json_text(data: Any) -> str:
     """Compact JSON: the same data, without the indentation that doubles its size."""
-    import json
 
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
@@ -382,7 +382,6 @@ def build_server(backend: Backend, *, allow_writes: bool = False, name: str = "r
         elif _MD5.fullmatch(doc_key):
             raise ToolError(f"{doc_key!r} is a hit's doc_id (a hash of its content, which several files may "
                             "share); pass the hit's doc_key, or its source_file as path")
-        from urllib.parse import quote
 
         d = await backend.call("GET", f"/v1/documents/{quote(doc_key, safe='')}")
         chunks = d.get("chunks_detail") or []
@@ -496,7 +495,6 @@ def build_server(backend: Backend, *, allow_writes: bool = False, name: str = "r
     @mcp.tool(annotations=writes)
     async def scan(name: Name) -> Result:
         """Reconcile a collection's folders with its index now (new, changed and removed files)."""
-        from urllib.parse import quote
 
         res = await backend.call("POST", f"/v1/collections/{quote(name, safe='')}/scan")
         return _result(res, json_text(res))
@@ -518,7 +516,6 @@ def build_server(backend: Backend, *, allow_writes: bool = False, name: str = "r
                 data = base64.b64decode(str(content_base64), validate=True)
             except (binascii.Error, ValueError):
                 raise ToolError("content_base64 is not valid base64") from None
-        from urllib.parse import quote
 
         res = await backend.call("POST", f"/v1/collections/{quote(collection, safe='')}/documents",
                                  raw=data, query={"filename": filename})

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import faulthandler
+import json
+import os
+import signal
 import sys
+import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragweedd import __version__
@@ -164,7 +171,6 @@ def _check_names(args: argparse.Namespace) -> None:
 
 
 def _json_out(doc: object) -> None:
-    import json
 
     json.dump(doc, sys.stdout, ensure_ascii=False, default=str)
     sys.stdout.write("\n")
@@ -254,10 +260,6 @@ def install_crash_reporting() -> None:
     - SIGHUP (its terminal closed) stops the daemon the way SIGTERM does, with a log line, instead
       of killing it silently by default.
     """
-    import faulthandler
-    import os
-    import signal
-    import threading
 
     from ragweedd.logging import get_logger
 
@@ -337,7 +339,6 @@ def _shown(k: KeySpec, cfg: Config) -> str:
 
 
 def _toml(v: object) -> str:
-    import json
 
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -345,7 +346,6 @@ def _toml(v: object) -> str:
 
 
 def _ingest(cfg: Config, args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from ragweedd.cli import common
     from ragweedd.daemon import data_writer_lock
@@ -530,7 +530,6 @@ def _refuse_other_embedder(services: Services, embedder: Embedder, collection: s
 
 
 def _search(cfg: Config, args: argparse.Namespace) -> int:
-    import asyncio
 
     from ragweedd.cli import common
     from ragweedd.services import open_oneshot

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -30,7 +31,6 @@ def load_noted(config_path: str | None) -> tuple[Config, str]:
     the file the running daemon was started with (recorded in its port file), so ``ragweedd ask``
     and ``ragweedctl ask`` read the same collections whichever way the daemon was started (``make
     run``, a service with ``--config``). With no daemon running it is the default file, if any."""
-    import os
 
     if config_path:
         return load_config(config_path), "given with --config"
@@ -50,7 +50,6 @@ def load_noted(config_path: str | None) -> tuple[Config, str]:
 def running_daemon(state_dir: str | None = None) -> dict[str, Any] | None:
     """What the live daemon's port file says (host, port, pid, config), or None when no daemon of
     this user runs. The state dir is the one ragweedctl looks in."""
-    import os
 
     state = state_dir or os.path.expanduser(os.environ.get("RAGWEED_STATE_DIR", "")) or str(Paths.resolve().state)
     try:

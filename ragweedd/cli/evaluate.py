@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragweedd.config import Config
@@ -62,7 +64,6 @@ def run(cfg: Config, args: argparse.Namespace) -> int:
         return _run_questions(cfg, args)
     if args.eval_cmd == "answers":
         return _run_answers(cfg, args)
-    from pathlib import Path
 
     from ragweedd.cli import common
     from ragweedd.errors import RequestError
@@ -112,7 +113,6 @@ def _run_questions(cfg: Config, args: argparse.Namespace) -> int:
         services.searchable(args.collection)  # a name that does not exist fails before any search
 
         def search(query: str) -> list:
-            import asyncio
 
             # search_async, as the daemon serves it: a configured [llm] rerank is measured too
             res = asyncio.run(services.search_async(query, args.collection, max(questions.KS), mode=args.mode))
@@ -126,7 +126,6 @@ def _run_questions(cfg: Config, args: argparse.Namespace) -> int:
 
 
 def _run_answers(cfg: Config, args: argparse.Namespace) -> int:
-    import asyncio
 
     from ragweedd.errors import RequestError
     from ragweedd.eval import answers
@@ -190,7 +189,6 @@ def _first(items: list, limit: int | None) -> list:
 def _report(res: dict, args: argparse.Namespace, table: Callable[[dict], str],
             default: Callable[[object], str] | None = None) -> int:
     """The results to ``--out`` (if given), then as JSON (``--json``) or the table."""
-    from pathlib import Path
 
     if args.out:
         Path(args.out).write_text(json.dumps(res, indent=1, default=default) + "\n", encoding="utf-8")

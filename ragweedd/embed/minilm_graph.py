@@ -15,6 +15,7 @@ Needs the ``onnx`` package (helper API) at load time only.
 from __future__ import annotations
 
 import json
+import platform
 import struct
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -209,7 +210,6 @@ def pairs_saturate() -> bool:
     There, full 8-bit rows and weights came out as distorted vectors (a sentence about Saturn at
     cosine 0.66 to a question about a sourdough starter). Only a CPU known to have VNNI or AMX, or
     an ARM one, is taken to add in int32; anything unknown is split, which is exact either way."""
-    import platform
 
     machine = platform.machine().lower()
     if machine in ("arm64", "aarch64"):

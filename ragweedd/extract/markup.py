@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import codecs
+import json
 import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +56,6 @@ class SvgExtractor:
     extensions = (".svg",)
 
     def extract(self, path: Path, settings: ExtractSettings) -> ExtractedDoc:
-        import xml.etree.ElementTree as ET
 
         text = _read_markup(path)
         if "<!ENTITY" in text:
@@ -95,7 +96,6 @@ class JsonExtractor:
     extensions = (".json", ".jsonl", ".ndjson", ".geojson")
 
     def extract(self, path: Path, settings: ExtractSettings) -> ExtractedDoc:
-        import json
 
         require_nonempty(path)
         why = looks_binary(read_head(path))

@@ -7,6 +7,7 @@ the same byte cap as archive members, so a .docx that is really a zip bomb is re
 from __future__ import annotations
 
 import re
+import xml.etree.ElementTree as ET
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -319,7 +320,6 @@ class OdtExtractor:
     extensions = (".odt", ".ott")
 
     def extract(self, path: Path, settings: ExtractSettings) -> ExtractedDoc:
-        import xml.etree.ElementTree as ET
 
         require_nonempty(path)
         _check_zip(path, settings, ".odt")

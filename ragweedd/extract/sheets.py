@@ -9,7 +9,10 @@ name exactly the rows the chunk holds, and never lets a chunk run from one sheet
 
 from __future__ import annotations
 
+import csv
 import datetime as _dt
+import io
+import zipfile
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -106,7 +109,6 @@ class XlsxExtractor:
     extensions = (".xlsx", ".xlsm")
 
     def extract(self, path: Path, settings: ExtractSettings) -> ExtractedDoc:
-        import zipfile
 
         import openpyxl
 
@@ -185,8 +187,6 @@ class CsvExtractor:
     extensions = (".csv", ".tsv", ".tab")
 
     def extract(self, path: Path, settings: ExtractSettings) -> ExtractedDoc:
-        import csv
-        import io
 
         require_nonempty(path)
         why = looks_binary(read_head(path))

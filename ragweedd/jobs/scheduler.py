@@ -10,6 +10,7 @@ it.
 from __future__ import annotations
 
 import time
+from datetime import datetime
 from typing import TYPE_CHECKING, Callable
 
 from ragweedd.logging import get_logger
@@ -74,7 +75,6 @@ class Jobs:
 
     def run_now(self, job_id: str) -> None:
         """Queue a job to run at once (API: reanalyze)."""
-        from datetime import datetime
 
         job = self.sched.get_job(job_id)
         if job is not None:

@@ -41,6 +41,7 @@ whatever the embedder makes of it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -82,7 +83,6 @@ class FusionParams:
     @classmethod
     def default(cls, fusion: str, **changes: Any) -> "FusionParams":
         """The default configuration's settings for ``fusion``, with ``changes``."""
-        import dataclasses
 
         return dataclasses.replace(cls.of(default_config(), fusion), **changes)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
@@ -450,7 +451,6 @@ def own_log_files() -> list[str]:
     """The files this process's stdout and stderr go to (``ragweedd run > ROOT/daemon.log``, a
     nohup.out): inside a watched folder each log line would change the file and its ingest would
     write more lines, for ever. Read where the system tells (/proc on Linux); elsewhere none."""
-    import stat
 
     found = []
     for fd in (1, 2):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -44,7 +45,6 @@ DEEP_FOLDER_FRAMES = 20_000
 
 
 def _room_for_deep_folders() -> None:
-    import sys
 
     if sys.getrecursionlimit() < DEEP_FOLDER_FRAMES:
         sys.setrecursionlimit(DEEP_FOLDER_FRAMES)

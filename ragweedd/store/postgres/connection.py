@@ -19,6 +19,9 @@ folder's stored form stays a prefix of its children's.
 
 from __future__ import annotations
 
+import re
+import select
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -114,7 +117,6 @@ class PgConn:
         so before it closes one (a restart, pg_terminate_backend: a notice or end of stream is
         waiting on the socket), else only a long silence leaves doubt (a firewall that drops idle
         connections). A round trip per transaction would double a small write's cost."""
-        import select
 
         if time.monotonic() - self.used > PROBE_IDLE_S:
             return True
@@ -219,7 +221,6 @@ def _lost(e: BaseException) -> bool:
 def server_unreachable(e: BaseException | None) -> bool:
     """True when ``e`` (or what caused it) is the database server out of reach: the work that
     raised it is worth doing again once the server answers, and it says nothing about a file."""
-    import sys
 
     seen = 0
     while e is not None and seen < 10:
@@ -236,7 +237,6 @@ def _storage_error(dsn: str, e: BaseException, *, database: str = "") -> Storage
     """A server error as the user sees it. A migration's CREATE EXTENSION that fails (this user may
     not create it, or the server does not have it installed) says so with what to do: the generic
     hint (is the server up, is its disk full) sent people looking in the wrong place."""
-    import re
 
     sqlstate = getattr(e, "sqlstate", None)
     ext = re.search(r'extension "([^"]+)"', _first_line(e))

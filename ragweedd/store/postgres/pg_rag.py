@@ -13,6 +13,7 @@ when a filter gives them (so a filter never returns fewer hits than exist).
 from __future__ import annotations
 
 import json
+import struct
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -45,7 +46,6 @@ def vec_text(vec: bytes | Any) -> str:
 def vectors_copy_data(collection_id: int, space: str, embedder_id: str, items: Sequence[tuple[int, Any]]) -> bytes:
     """COPY BINARY data of vectors rows (id, collection_id, space, embedder_id, vec); a vector is
     float32 bytes (as the SQLite store keeps it) or an array."""
-    import struct
 
     import numpy as np
 

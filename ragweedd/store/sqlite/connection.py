@@ -23,6 +23,7 @@ should that ever be needed, take ingest_db.sqlite3 first, then rag.sqlite3, then
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import threading
@@ -179,7 +180,6 @@ def is_disk_full(e: BaseException | None) -> bool:
     """True when ``e`` (or what caused it) is a full disk or quota: SQLite's SQLITE_FULL or an
     OSError ENOSPC/EDQUOT. Such a write is worth retrying once space comes back; it says nothing
     about the file being ingested."""
-    import errno
 
     seen = 0
     while e is not None and seen < 10:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any, TextIO
 
 from ragweedd import __version__
 from ragweedd.cli.ctl_http import (
@@ -59,6 +58,7 @@ from ragweedd.cli.options import add_limit_option, add_tree_option, hide_command
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+    from typing import Any, TextIO
 
     from ragweedd.cli.ctl_text import Writer
     from ragweedd.contract import Status

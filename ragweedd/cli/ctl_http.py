@@ -21,13 +21,13 @@ import json
 import os
 import socket
 import time
-from typing import TYPE_CHECKING
 
 from ragweedd import __version__
 from ragweedd.cli.exits import EXIT_ERROR, EXIT_NOT_RUNNING, EXIT_OK, EXIT_USAGE, exit_code_for
 from ragweedd.errors import RagweedError, hint_for
 from ragweedd.procs import pid_alive, pid_holds_port  # noqa: F401 - ragweedctl asks through here
 
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: ragweedctl starts without importing typing
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from typing import Any

@@ -6,15 +6,16 @@ so ragweedctl's start-up stays what it was."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
 
 from ragweedd.cli.ctl_http import Client, CtlError, path_segment, query_string
 from ragweedd.cli.ctl_text import _print_json, _print_sources, print_citation_checks, print_tree, safe, safe_text
 from ragweedd.cli.exits import EXIT_OK, EXIT_USAGE
 from ragweedd.contract import CONVERSATION_ID_PATTERN
 
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: ragweedctl starts without importing typing
 if TYPE_CHECKING:
     import argparse
+    from typing import Any
 
     from ragweedd.cli.ctl_text import Writer
 

@@ -11,9 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import NoReturn, TextIO
 
 from ragweedd.errors import RequestError
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: ragweedctl starts without importing typing
+if TYPE_CHECKING:
+    from typing import NoReturn, TextIO
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130

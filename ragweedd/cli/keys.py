@@ -13,18 +13,18 @@ import re
 import stat
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
 
 from ragweedd.cli.ctl_http import CtlError
 from ragweedd.errors import ConfigError, KeyFileError
 from ragweedd.keyfile import KEY_PROVIDERS, keys_file, read_keys, unknown_provider, write_keys
 
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: ragweedctl starts without importing typing
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable, Mapping
+    from typing import TextIO
 
-if TYPE_CHECKING:  # ragweedctl starts without the config module
-    from ragweedd.config import Config
+    from ragweedd.config import Config  # ragweedctl starts without the config module
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 

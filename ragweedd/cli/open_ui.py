@@ -16,10 +16,10 @@ from __future__ import annotations
 import html
 import json  # ragweedctl has imported it already
 import os
-from typing import TYPE_CHECKING
 
 from ragweedd.cli.ctl_http import bad_reply
 
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: ragweedctl starts without importing typing
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: ragweedctl starts without importing typing
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
     from typing import Any

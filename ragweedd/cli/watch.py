@@ -11,10 +11,10 @@ import json
 import signal
 import threading
 import time
-from typing import TYPE_CHECKING
 
 from ragweedd.cli.progress import ETA_MIN_S, _width, clock, render
 
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: ragweedctl starts without importing typing
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable

@@ -37,6 +37,7 @@ wrong, with which file or key, and what to do. ``exit_code`` is what the CLI exi
     ├── Interrupted                  work stopped between two batches: the daemon is stopping
     │   └── EmbedStopped             ``should_stop()`` said so between two embedding batches
     ├── CtlError                     an error as ragweedctl shows it, often the daemon's envelope [cli/ctl_http.py]
+    ├── InternalError                one part of ragweedd called another against its rule: a bug (500)
     └── DaemonError                  daemon-level problems (token file, listen address)
         ├── AlreadyRunningError
         ├── RepairingError           the daemon is rebuilding a damaged database; retry shortly (503)
@@ -154,7 +155,7 @@ class RagweedError(Exception):
         self.action: dict[str, Any] | None = None
         if action is not None:
             if action not in FIXES:
-                raise ValueError(f"no hint words for action {action!r} in ragweedd.errors.FIXES")
+                raise InternalError(f"no hint words for action {action!r} in ragweedd.errors.FIXES")
             self.action = {"id": action, "args": args} if args else {"id": action}
         self.hint = hint if hint is not None else hint_for("api", self.action)
         super().__init__(message if self.hint is None else f"{message} ({self.hint})")
@@ -340,6 +341,14 @@ class Interrupted(RagweedError):
 class EmbedStopped(Interrupted):
     """``should_stop()`` said True between two embedding batches of one ``embed_texts`` call;
     nothing of that call is returned."""
+
+
+class InternalError(RagweedError, ValueError):
+    """One part of ragweedd called another against its rule (an index suffix of the wrong form, a
+    primary vector handed to the extra-pass writer): a bug to report, never the user's input. A
+    ValueError too, as the standard library would have it, for callers that check arguments."""
+
+    code = "internal"
 
 
 class DaemonError(RagweedError):

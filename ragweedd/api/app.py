@@ -13,6 +13,7 @@ from ragweedd.api.openai_compat import add_openai_routes
 from ragweedd.api.routes import add_routes
 from ragweedd.api.security import STATE_KEY, ApiState, error_middleware, security_middleware
 from ragweedd.api.web_routes import add_web_routes
+from ragweedd.errors import InternalError
 from ragweedd.logging import get_logger
 
 
@@ -21,7 +22,7 @@ def build_app(engine: Any, *, token: str, port: int, max_body_bytes: int = 64 * 
     """``port`` is the port clients use in Host/Origin; when binding to port 0 the server sets it
     once the port is known (``app[STATE_KEY].set_port``)."""
     if not token or len(token) < 16:
-        raise ValueError("build_app needs the API token (at least 16 characters)")
+        raise InternalError("build_app needs the API token (at least 16 characters)")
     app = web.Application(middlewares=[error_middleware, security_middleware],
                           client_max_size=max_body_bytes)
     app[STATE_KEY] = ApiState(engine=engine, token=token, port=port, max_body_bytes=max_body_bytes,

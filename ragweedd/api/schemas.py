@@ -13,6 +13,7 @@ import typing
 from typing import Any, Literal, NotRequired, Required, Union, get_args, get_origin, get_type_hints
 
 from ragweedd import contract
+from ragweedd.errors import InternalError
 
 # Shapes published under #/components/schemas, by name.
 PUBLISHED: tuple[type, ...] = (
@@ -76,7 +77,7 @@ def schema_of(tp: Any, *, ref: bool = True) -> dict[str, Any]:
         return {"type": "array"}
     if origin is dict:
         return {"type": "object", "additionalProperties": schema_of(args[1], ref=ref) if args else {}}
-    raise TypeError(f"no JSON Schema for {tp!r}")
+    raise InternalError(f"no JSON Schema for {tp!r}")
 
 
 def _object(td: type, *, ref: bool) -> dict[str, Any]:

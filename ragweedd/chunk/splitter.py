@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
+from ragweedd.errors import InternalError
+
 SENTENCE_ENDS = ".!?\n"
 SENTENCE_LOOKBACK = 200
 WHITESPACE_LOOKBACK = 50
@@ -47,7 +49,7 @@ def iter_spans(pieces: Iterable[str], chunk_chars: int, overlap_chars: int) -> I
     windows plus one piece whatever the size of the text, and the spans are the same however the
     text is cut into pieces."""
     if chunk_chars < 1:
-        raise ValueError("chunk_chars must be >= 1")
+        raise InternalError("chunk_chars must be >= 1")
     overlap_chars = max(0, min(overlap_chars, chunk_chars - 1))
     it = iter(pieces)
     buf, base, eof = "", 0, False  # buf holds text[base:base + len(buf)]

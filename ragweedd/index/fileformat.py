@@ -37,7 +37,7 @@ from typing import Any, BinaryIO, Iterable
 
 import numpy as np
 
-from ragweedd.errors import CorruptIndexError
+from ragweedd.errors import CorruptIndexError, InternalError
 
 MAGIC = b"RGWHNSW\x00"
 VERSION = 1
@@ -93,7 +93,7 @@ def header_path(directory: str | Path, suffix: str = "") -> Path:
 
 def _check_suffix(suffix: str) -> None:
     if not _SUFFIX_RE.match(suffix):
-        raise ValueError(f"index suffix must be '' or '_' + up to 16 letters/digits, got {suffix!r}")
+        raise InternalError(f"index suffix must be '' or '_' + up to 16 letters/digits, got {suffix!r}")
 
 
 # --- durable writes ---------------------------------------------------------------------------
@@ -233,7 +233,7 @@ def remove_index_files(directory: str | Path, suffix: str) -> None:
     files have no suffix) in ``directory``."""
     _check_suffix(suffix)
     if not suffix:
-        raise ValueError("the primary index's files are not removed by suffix")
+        raise InternalError("the primary index's files are not removed by suffix")
     with directory_lock(directory):
         for p in Path(directory).glob(f"*{suffix}.*"):
             p.unlink(missing_ok=True)

@@ -144,7 +144,8 @@ class HnswIndex:
         g = self._g
         nodes = [self._node_of.get(int(x), -1) for x in np.asarray(labels).ravel()]
         if any(x < 0 for x in nodes):
-            raise KeyError(f"label(s) not in the index: {[int(lab) for lab, x in zip(labels, nodes) if x < 0][:5]}")
+            missing = [int(lab) for lab, x in zip(labels, nodes) if x < 0][:5]
+            raise InvalidVectorError(f"label(s) not in the index: {missing}")
         return g.vecs[np.asarray(nodes, dtype=np.int64)].copy()
 
     # --- entry points from cluster analysis -----------------------------------------------------

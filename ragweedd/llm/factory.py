@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ragweedd.errors import ConfigError, KeyFileError, ProviderAuthError
+from ragweedd.errors import ConfigError, InternalError, KeyFileError, ProviderAuthError
 from ragweedd.keyfile import KEY_PROVIDERS, keys_file, read_keys
 from ragweedd.llm.base import BaseProvider
 from ragweedd.llm.ollama_provider import OllamaProvider
@@ -77,7 +77,7 @@ def make_provider(spec: str, cfg: Config | None = None, *, env: Mapping[str, str
     }
     base_url = overrides.pop("base_url", None)
     if overrides:
-        raise TypeError(f"unexpected overrides for {provider}: {sorted(overrides)}")
+        raise InternalError(f"unexpected overrides for {provider}: {sorted(overrides)}")
     if provider == "anthropic":
         from ragweedd.llm.anthropic_provider import AnthropicProvider
 

@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Collection
 
 from ragweedd.contract import shown_path
+from ragweedd.errors import InternalError
 from ragweedd.logging import get_logger
 from ragweedd.store.postgres.connection import PgConn, from_pg, maybe_from_pg, to_pg
 from ragweedd.store.postgres.pg_claims import LIVE_CLAIMERS, hold, new_claimer
@@ -154,7 +155,7 @@ class PgJobQueue:
         rows = []
         for collection, path, op, root in items:
             if op not in ("upsert", "delete"):
-                raise ValueError(f"job op must be 'upsert' or 'delete', not {op!r}")
+                raise InternalError(f"job op must be 'upsert' or 'delete', not {op!r}")
             rows.append((self.source, collection, to_pg(path), None if root is None else to_pg(root), op,
                          now + delay_s, now, now))
         if len(rows) == 1:

@@ -18,7 +18,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from ragweedd import keyterms
-from ragweedd.errors import NotCreatedYetError, RequestError
+from ragweedd.errors import InternalError, NotCreatedYetError, RequestError
 from ragweedd.store.pathnames import to_db
 from ragweedd.store.postgres import pg_terms
 from ragweedd.store.postgres.connection import PgConn, from_pg, maybe_from_pg, to_pg
@@ -185,7 +185,7 @@ class PgRag(PgTreeRows, PgKeyword):
         # One partial HNSW index per (collection, space, dimension); inner product on unit vectors.
         # The name and the literals in it are built from integers and a checked space name only.
         if not space.replace("_", "").isalnum():
-            raise ValueError(f"bad vector space name {space!r}")
+            raise InternalError(f"bad vector space name {space!r}")
         name = f"vectors_hnsw_{self.collection_id}_{space}_{int(dim)}"
         c.execute(f"CREATE INDEX IF NOT EXISTS {name} ON vectors USING hnsw ((vec::vector({int(dim)}))"
                   f" vector_ip_ops) WHERE collection_id = {self.collection_id} AND space = '{space}'")
@@ -495,7 +495,7 @@ class PgRag(PgTreeRows, PgKeyword):
     def add_pass_vectors(self, space: str, embedder_id: str, items: Sequence[tuple[int, str, str, bytes]]) -> list[int]:
         """As RagDB.add_pass_vectors (logged in pass_changes by the trigger)."""
         if space == PRIMARY:
-            raise ValueError("add_pass_vectors writes extra passes only; primary vectors go through add_vectors")
+            raise InternalError("add_pass_vectors writes extra passes only; primary vectors go through add_vectors")
         done: list[int] = []
         with self.db.tx() as c:
             self.check_embedder(embedder_id, c)
@@ -512,7 +512,7 @@ class PgRag(PgTreeRows, PgKeyword):
     def reset_pass(self, space: str, embedder_id: str, dim: int) -> int:
         """As RagDB.reset_pass: the pass's old vectors go (deletes logged), the new embedder is recorded."""
         if space == PRIMARY:
-            raise ValueError("reset_pass resets extra passes only")
+            raise InternalError("reset_pass resets extra passes only")
         with self.db.tx() as c:
             n = c.execute("DELETE FROM vectors WHERE collection_id=%s AND space=%s",
                           (self.collection_id, space)).rowcount

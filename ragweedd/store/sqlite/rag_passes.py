@@ -12,6 +12,7 @@ import sqlite3
 import time
 from typing import Sequence
 
+from ragweedd.errors import InternalError
 from ragweedd.store.sqlite.connection import transaction
 from ragweedd.store.sqlite.rag_hidden import visible
 from ragweedd.store.types import PRIMARY
@@ -38,7 +39,7 @@ class PassVectors:
         one transaction. As in ``add_vectors``, a chunk is passed over unless it is still the chunk
         that was read and still has no vector in that space. Returns the ids written."""
         if space == PRIMARY:
-            raise ValueError("add_pass_vectors writes extra passes only; primary vectors go through add_vectors")
+            raise InternalError("add_pass_vectors writes extra passes only; primary vectors go through add_vectors")
         done: list[int] = []
         with transaction(self.conn):
             for cid, embedding_id, context, vec in items:
@@ -59,7 +60,7 @@ class PassVectors:
         """The extra pass ``space`` is now made by ``embedder_id``: its old vectors go (their
         deletes logged) and the new embedder is recorded, in one transaction. Returns how many went."""
         if space == PRIMARY:
-            raise ValueError("reset_pass resets extra passes only")
+            raise InternalError("reset_pass resets extra passes only")
         with transaction(self.conn):
             n = self.conn.execute("DELETE FROM vectors WHERE space=?", (space,)).rowcount
             self.conn.execute("INSERT OR REPLACE INTO embedders(space, embedder_id, dim, since) VALUES (?,?,?,?)",

@@ -209,7 +209,6 @@ _CRASH = r"""
 import os, sys, threading
 from ragweedd.store.sqlite import connection as store_sqlite
 from ragweedd.store.sqlite.rag_db import RagDB
-sys.path.insert(0, sys.argv[2])
 from tests.integration.test_store_hidden import GatedLock, _publish
 path = sys.argv[1]
 lock = GatedLock()

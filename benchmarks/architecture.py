@@ -28,10 +28,11 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "ragweedd"
 
 # (layer, prefixes): a module belongs to the first layer with a matching prefix
-LAYERS: list[tuple[int, tuple[str, ...]]] = [
+LAYERS: list[tuple[float, tuple[str, ...]]] = [
     (0, ("ragweedd.errors", "ragweedd.contract", "ragweedd.config", "ragweedd.paths", "ragweedd.logging",
          "ragweedd.checksums", "ragweedd.text_stats", "ragweedd.keyfile", "ragweedd.__init__")),
     (1, ("ragweedd.store",)),
+    (1.5, ("ragweedd.supervise",)),  # keeps a stage's thread running; asks the store whether its server is away
     (2, ("ragweedd.index", "ragweedd.embed")),
     (3, ("ragweedd.extract",)),
     (4, ("ragweedd.chunk",)),  # reads what extraction gives
@@ -63,7 +64,7 @@ def module_name(p: Path) -> str:
     return ".".join(parts)
 
 
-def room(mod: str) -> tuple[int, str]:
+def room(mod: str) -> tuple[float, str]:
     for layer, prefixes in LAYERS:
         for pre in prefixes:
             if mod == pre or mod.startswith(pre + "."):

@@ -69,7 +69,7 @@ def search(args) -> dict:
     if not (paths.collection_dir("bench") / "header.bin").exists():
         # A collection this size is searched through its HNSW files, as after `ragweedd ingest`
         # or in the daemon; build them once (cached with the collection).
-        from ragweedd.ingest.index_sync import IndexSync
+        from ragweedd.index.sync import IndexSync
 
         t_build = time.perf_counter()
         sync = IndexSync(cfg, paths, 384, stores=open_data_dir(paths))

@@ -289,7 +289,7 @@ def run_pg(dsn: str | None, n_docs: int, dim: int, cfg, work: Path, bulk: bool) 
 
 def run_sqlite(n_docs: int, dim: int, cfg, work: Path) -> dict:
     from ragweedd.index.managed import DiskIndexes
-    from ragweedd.ingest.index_sync import IndexSync
+    from ragweedd.index.sync import IndexSync
     from ragweedd.paths import Paths
     from ragweedd.query.vectors import VectorSearch
     from ragweedd.store.sqlite.backend import SqliteBackend

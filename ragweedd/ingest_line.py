@@ -141,7 +141,7 @@ def oneshot_line(services: Services, collection: str) -> OneShotLine:
     """The line of ``ragweedd ingest`` into ``collection``, on the services' embedder and extra
     passes (a pass whose model is missing is skipped with a warning)."""
     from ragweedd.chunk.context import index_embedder_id
-    from ragweedd.ingest.index_sync import IndexSync
+    from ragweedd.index.sync import IndexSync
     from ragweedd.ingest.vectorize import Vectorizer
 
     cfg, stores, embedder = services.cfg, services.stores, services.embedder

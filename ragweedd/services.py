@@ -445,7 +445,7 @@ def _open_local_daemon(cfg: Config, paths: Paths, stores: StoreBackend, *, embed
     _adopt_unrecorded(cfg, stores)
     data_dir = data_dir_of(stores)
     from ragweedd.errors import EmbedderError
-    from ragweedd.ingest.index_sync import IndexSync
+    from ragweedd.index.sync import IndexSync
     from ragweedd.ingest.model_swap import blocked, daemon_collections, prepare
     from ragweedd.ingest.vectorize import open_passes
 

@@ -4,7 +4,7 @@
 one-shot command: each collection's index files are loaded once per process and caught up in
 memory with the changes logged after their ``applied_seq`` -- never written, so a one-shot search
 beside a running daemon cannot disturb the daemon's files. (The daemon's live lookup is
-``ragweedd.ingest.index_sync.IndexSync``.)
+``ragweedd.index.sync.IndexSync``.)
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 pgvector, ragweedd/store/postgres/pg_rag.py): there are no index files to load, replay or flush, because
 the HNSW index is part of the database and is updated in the transaction that writes the vector.
 
-It answers the calls the daemon makes of ``IndexSync`` (ragweedd/ingest/index_sync.py) so the
+It answers the calls the daemon makes of ``IndexSync`` (ragweedd/index/sync.py) so the
 rest of the daemon does not ask which store it runs on: ``notify`` has nothing to do, ``index_for``
 returns None (searches ask the store, which searches its own index), and ``status`` reports each
 collection's stored vectors from the database.

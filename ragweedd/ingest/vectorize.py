@@ -33,8 +33,8 @@ from ragweedd.embed.long import EmbedStopped, embed_texts
 from ragweedd.embed.passes import Passes
 from ragweedd.errors import EmbedderMismatchError, Interrupted, NotCreatedYetError, RagweedError
 from ragweedd.ingest.priority import lower_priority
-from ragweedd.ingest.supervise import Supervisor
 from ragweedd.logging import get_logger
+from ragweedd.supervise import Supervisor
 
 if TYPE_CHECKING:
     from ragweedd.store.protocols import StoreBackend

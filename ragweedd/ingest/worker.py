@@ -36,12 +36,12 @@ from ragweedd.files.ignore import is_ignored
 from ragweedd.files.roots import root_state
 from ragweedd.ingest.priority import lower_priority
 from ragweedd.ingest.sandbox import extract_sandboxed
-from ragweedd.ingest.supervise import Supervisor
 from ragweedd.logging import get_logger
 from ragweedd.paths import deepest_root
 from ragweedd.store.failures import is_disk_full, server_unreachable
 from ragweedd.store.protocols import JobStore
 from ragweedd.store.types import Job
+from ragweedd.supervise import Supervisor
 
 if TYPE_CHECKING:
     from ragweedd.config import Config

@@ -3,7 +3,7 @@
 Where the vectors come from, in order:
 
 1. the collection's index from the ``IndexLookup`` passed in (the daemon's live indexes, kept in
-   step with the change log by ragweedd/ingest/index_sync.py, or the index files a one-shot
+   step with the change log by ragweedd/index/sync.py, or the index files a one-shot
    command loads), when it holds (nearly) every stored chunk;
 2. otherwise exact search over the stored vectors, the matrix cached per collection and keyed by
    the log's last sequence number.

@@ -12,7 +12,7 @@ from ragweedd.chunk.context import index_embedder_id
 from ragweedd.config import load_config
 from ragweedd.embed.hashing import HashEmbedder
 from ragweedd.index.manager import IndexManager
-from ragweedd.ingest.index_sync import IndexSync
+from ragweedd.index.sync import IndexSync
 from ragweedd.ingest.pipeline import Pipeline
 from ragweedd.ingest.vectorize import Vectorizer, open_passes
 from ragweedd.paths import Paths

@@ -1,10 +1,10 @@
-"""The restart net under the daemon's loops (ragweedd/ingest/supervise.py), on real threads."""
+"""The restart net under the daemon's loops (ragweedd/supervise.py), on real threads."""
 
 import threading
 import time
 
 from ragweedd.ingest import supervise
-from ragweedd.ingest.supervise import Supervisor
+from ragweedd.supervise import Supervisor
 
 
 def test_a_loop_that_raises_is_run_again_after_a_growing_wait_and_reported(monkeypatch):

@@ -8,7 +8,7 @@ from ragweedd.config import load_config
 from ragweedd.embed.hashing import HashEmbedder
 from ragweedd.embed.long import embed_texts
 from ragweedd.index.managed import DiskIndexes, ManagedIndex
-from ragweedd.ingest.index_sync import IndexSync
+from ragweedd.index.sync import IndexSync
 from ragweedd.ingest.pipeline import Pipeline
 from ragweedd.paths import Paths
 from ragweedd.query.exact import load_matrix, top_k
@@ -134,8 +134,8 @@ def test_a_stop_does_not_wait_for_a_large_files_vectors_to_be_applied(tmp_path):
     batches and the index is flushed as far as it got; the next start replays the rest."""
     import time
 
+    from ragweedd.index import sync as index_sync
     from ragweedd.index.fileformat import read_header
-    from ragweedd.ingest import index_sync
 
     cfg, paths, pipe, docs = _setup(tmp_path, n_files=3)
     sync = IndexSync(cfg, paths, 64, stores=open_data_dir(paths))
@@ -188,7 +188,7 @@ def test_removing_a_collection_while_its_index_is_synced_closes_nothing_in_use(t
     instead of opening a new index over them."""
     import shutil
 
-    from ragweedd.ingest import index_sync
+    from ragweedd.index import sync as index_sync
 
     cfg, paths, pipe, docs = _setup(tmp_path, n_files=3)
     pipe.close()

@@ -86,7 +86,7 @@ class FailingStartEmbedder:
 
 
 def fail_index_sync(n: int) -> None:
-    from ragweedd.ingest.index_sync import IndexSync
+    from ragweedd.index.sync import IndexSync
 
     real = IndexSync.sync
     left = [n]

@@ -16,7 +16,7 @@ LAYERS: list[tuple[int, set[str], bool]] = [
     (0, {"__init__", "errors", "text_stats", "keyterms", "periods", "statements", "procs", "contract", "logging",
          "config", "paths", "checksums", "keyfile"}, True),
     (1, {"store"}, False),
-    (2, {"extract", "llm", "embed"}, False),
+    (2, {"extract", "llm", "embed", "supervise"}, False),
     (3, {"index", "chunk", "files"}, False),
     (4, {"watch", "query", "answer"}, False),
     (5, {"ingest", "jobs"}, False),

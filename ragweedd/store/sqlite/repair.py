@@ -24,7 +24,7 @@ in "ingest these files again", which the start-up scan then does:
    check: it is moved aside likewise and a new one gets every entry that can still be read.
 
 An index whose ``applied_seq`` is ahead of the change log is rebuilt by the index layer
-(ragweedd/ingest/index_sync.py). What was found and done is returned for the log and status.
+(ragweedd/index/sync.py). What was found and done is returned for the log and status.
 """
 
 from __future__ import annotations

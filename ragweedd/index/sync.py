@@ -20,9 +20,9 @@ from ragweedd.contract import IndexInfo, iso
 from ragweedd.errors import Interrupted, NotCreatedYetError, NotFoundError
 from ragweedd.index.managed import ManagedIndex
 from ragweedd.index.passes import prepare_pass, sync_pass
-from ragweedd.ingest.supervise import Supervisor
 from ragweedd.logging import get_logger
 from ragweedd.store.types import PRIMARY
+from ragweedd.supervise import Supervisor
 
 if TYPE_CHECKING:
     import numpy as np

@@ -584,7 +584,6 @@ def _allowed_in(section: str) -> str:
 
 
 def _suggest(name: str) -> str:
-
     close = difflib.get_close_matches(name, [k.attr for k in KEYS], n=3)
     return ("did you mean " + " or ".join(close) + "?") if close else "see docs/config.md for every key"
 

@@ -315,7 +315,6 @@ class Core:
             rag.close()
 
     def remove_collection(self, name: str) -> dict[str, Any]:
-
         res = self.collections.remove(name)
         self.vectorizer.forget(name)
         self.workers.forget(name)

@@ -442,5 +442,4 @@ def _last_done(events: list[dict]) -> dict:
 
 
 def _llm_setup(cfg: Config) -> str | None:
-
     return synthesis_missing(cfg, os.environ)

@@ -238,7 +238,6 @@ def score(query: str, hits: Sequence[dict], cands: list[Sentence], embedder: Any
 
 
 def _similarities(query: str, hits: Sequence[dict], cands: list[Sentence], embedder: Any) -> np.ndarray | None:
-
     texts = [query.lower()] + [(hits[c.hit].get("text") or "")[c.start:c.end] for c in cands]
     try:
         vecs = embed_texts(embedder, texts)

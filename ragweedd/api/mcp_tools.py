@@ -71,7 +71,6 @@ class EngineBackend:
             raise ToolError(e.say("mcp")) from None
 
     async def _dispatch(self, method: str, path: str, body: dict, raw: bytes | None, query: dict) -> Any:
-
         from ragweedd.api import openapi
 
         eng = self.engine

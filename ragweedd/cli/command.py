@@ -171,7 +171,6 @@ def _check_names(args: argparse.Namespace) -> None:
 
 
 def _json_out(doc: object) -> None:
-
     json.dump(doc, sys.stdout, ensure_ascii=False, default=str)
     sys.stdout.write("\n")
     sys.stdout.flush()
@@ -339,14 +338,12 @@ def _shown(k: KeySpec, cfg: Config) -> str:
 
 
 def _toml(v: object) -> str:
-
     if isinstance(v, bool):
         return "true" if v else "false"
     return json.dumps(v)
 
 
 def _ingest(cfg: Config, args: argparse.Namespace) -> int:
-
     from ragweedd.cli import common
     from ragweedd.daemon import data_writer_lock
     from ragweedd.errors import AlreadyRunningError, RequestError
@@ -530,7 +527,6 @@ def _refuse_other_embedder(services: Services, embedder: Embedder, collection: s
 
 
 def _search(cfg: Config, args: argparse.Namespace) -> int:
-
     from ragweedd.cli import common
     from ragweedd.services import open_oneshot
 

@@ -64,7 +64,6 @@ def running_daemon(state_dir: str | None = None) -> dict[str, Any] | None:
 
 
 def make_embedder(cfg: Config) -> Embedder:
-
     return make(cfg.embed_model, cfg)
 
 

@@ -387,7 +387,6 @@ def _option_lines(n: Node) -> list[str]:
 
 
 def man_page(parser: argparse.ArgumentParser, today: date | None = None) -> str:
-
     root = walk(parser)
     prog = parser.prog
     day = (today or date.today()).isoformat()

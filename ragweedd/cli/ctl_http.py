@@ -79,7 +79,6 @@ class CtlError(RagweedError):
 
 
 def not_running(detail: str) -> CtlError:
-
     action = {"id": "start_daemon"}
     return CtlError(f"ragweedd is not running ({detail})", EXIT_NOT_RUNNING,
                     {"error": {"code": "daemon_not_running", "message": f"ragweedd is not running ({detail})",

@@ -100,7 +100,6 @@ def run(cfg: Config, args: argparse.Namespace) -> int:
 
 
 def _run_questions(cfg: Config, args: argparse.Namespace) -> int:
-
     from ragweedd.eval import questions
     from ragweedd.services import open_oneshot
 
@@ -126,7 +125,6 @@ def _run_questions(cfg: Config, args: argparse.Namespace) -> int:
 
 
 def _run_answers(cfg: Config, args: argparse.Namespace) -> int:
-
     from ragweedd.errors import RequestError
     from ragweedd.eval import answers
 

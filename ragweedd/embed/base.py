@@ -41,7 +41,6 @@ class Embedder(Protocol):
 
 
 def _declared(value: str, embedder: Any) -> frozenset[str] | None:
-
     if (value or "auto").strip().lower() == "auto":
         langs = getattr(embedder, "languages", None)
         return frozenset(langs) if langs is not None else None

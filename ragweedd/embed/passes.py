@@ -133,7 +133,6 @@ class _Skip(ConfigError):
 
 
 def _probe(spec: str, cfg: Config, key: str, dim: int, primary: Embedder) -> Embedder:
-
     try:
         emb = make_embedder(spec, cfg, key=key)
         got = int(emb.dim)  # an Ollama model answers its first request here

@@ -195,7 +195,6 @@ def score_recall(reply: str) -> float | None:
 
 
 def files_recall(item: Item, sources: Sequence[dict]) -> float:
-
     return sum(1 for f in item.relevant if any(file_matches(s, f) for s in sources)) / len(item.relevant)
 
 

@@ -156,7 +156,6 @@ def ranks(q: Question, hits: Sequence[dict]) -> tuple[int | None, int | None]:
 
 def evaluate(questions: Sequence[Question], search: Callable[[str], Sequence[dict]], *,
              progress: Callable[[str], None] | None = None, samples: int = 1000) -> dict[str, Any]:
-
     rows: list[dict[str, Any]] = []
     for i, q in enumerate(questions, 1):
         hits = list(search(q.query))

@@ -41,7 +41,6 @@ class HtmlExtractor:
     extensions = (".html", ".htm", ".xhtml")
 
     def extract(self, path: Path, settings: ExtractSettings) -> ExtractedDoc:
-
         return finish(html_doc(_read_markup(path), self.name), path)
 
     def requirements(self) -> list[ToolRequirement]:
@@ -56,7 +55,6 @@ class SvgExtractor:
     extensions = (".svg",)
 
     def extract(self, path: Path, settings: ExtractSettings) -> ExtractedDoc:
-
         text = _read_markup(path)
         if "<!ENTITY" in text:
             # internal entities are how "billion laughs" documents explode; SVGs never need them
@@ -96,7 +94,6 @@ class JsonExtractor:
     extensions = (".json", ".jsonl", ".ndjson", ".geojson")
 
     def extract(self, path: Path, settings: ExtractSettings) -> ExtractedDoc:
-
         require_nonempty(path)
         why = looks_binary(read_head(path))
         if why:
@@ -168,7 +165,6 @@ class TexExtractor:
     extensions = (".tex", ".latex", ".ltx", ".sty", ".bib")
 
     def extract(self, path: Path, settings: ExtractSettings) -> ExtractedDoc:
-
         require_nonempty(path)
         why = looks_binary(read_head(path))
         if why:

@@ -320,7 +320,6 @@ class OdtExtractor:
     extensions = (".odt", ".ott")
 
     def extract(self, path: Path, settings: ExtractSettings) -> ExtractedDoc:
-
         require_nonempty(path)
         _check_zip(path, settings, ".odt")
         try:

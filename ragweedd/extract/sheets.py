@@ -109,7 +109,6 @@ class XlsxExtractor:
     extensions = (".xlsx", ".xlsm")
 
     def extract(self, path: Path, settings: ExtractSettings) -> ExtractedDoc:
-
         import openpyxl
 
         require_nonempty(path)
@@ -187,7 +186,6 @@ class CsvExtractor:
     extensions = (".csv", ".tsv", ".tab")
 
     def extract(self, path: Path, settings: ExtractSettings) -> ExtractedDoc:
-
         require_nonempty(path)
         why = looks_binary(read_head(path))
         if why:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ragweedd.index.vector_rows import as_rows
 from ragweedd.logging import get_logger
 
 if TYPE_CHECKING:
@@ -55,8 +56,5 @@ def sync_pass(m: Any, rag: Any, space: str) -> int:
 
 
 def _batches(rag: Any, space: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    import numpy as np
-
     for ids, blobs in rag.iter_vectors(space):
-        yield (np.asarray(ids, dtype=np.int64),
-               np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(ids), -1))
+        yield as_rows(ids, blobs)

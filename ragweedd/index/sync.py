@@ -20,6 +20,7 @@ from ragweedd.contract import IndexInfo, iso
 from ragweedd.errors import Interrupted, NotCreatedYetError, NotFoundError
 from ragweedd.index.managed import ManagedIndex
 from ragweedd.index.passes import prepare_pass, sync_pass
+from ragweedd.index.vector_rows import as_rows
 from ragweedd.logging import get_logger
 from ragweedd.store.types import PRIMARY
 from ragweedd.supervise import Supervisor
@@ -247,15 +248,12 @@ class IndexSync:
         return m, True
 
     def _batches(self, rag: RagStore) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        import numpy as np
-
         for ids, blobs in rag.iter_vectors(PRIMARY):
             if self._stop:
                 raise _Stopping(rag.collection)
             if rag.collection in self._dropping:
                 raise _Dropped(rag.collection)
-            yield (np.asarray(ids, dtype=np.int64),
-                   np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(ids), -1))
+            yield as_rows(ids, blobs)
 
     def sync(self, name: str) -> int:
         """Apply every logged change newer than the index; returns how many were applied."""

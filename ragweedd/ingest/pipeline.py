@@ -87,7 +87,6 @@ def _renamed(e: ExtractionError, copy: str, src: str) -> ExtractionError:
 
 
 def in_process_extract(path: Path, settings: ExtractSettings) -> ExtractedDoc:
-
     return extract_file(path, settings)
 
 

@@ -57,7 +57,6 @@ def _own_peak_mb() -> float:
 
 
 def _error_reply(err: BaseException, memory_mb: int, path: str) -> dict:
-
     if isinstance(err, MemoryError):
         return {"ok": False, "error": "SandboxLimitError", "retryable": False, "hint": None,
                 "message": f"{path}: extractor ran out of memory (cap {memory_mb} MB, extract_memory_mb); stopped",

@@ -140,7 +140,6 @@ class Vectorizer:
                  collections: Callable[[], list[str]], on_changes: Callable[[str], None],
                  passes: Any = None, migration: Any = None,
                  on_migrated: Callable[[], None] | None = None, stores: StoreBackend) -> None:
-
         self.cfg, self.paths, self.embedder = cfg, paths, embedder
         self.stores: StoreBackend = stores
         # extra embedding passes, filled after the primary vectors of each collection
@@ -221,7 +220,6 @@ class Vectorizer:
             self.summary.pop(collection, None)
 
     def _run(self) -> None:
-
         lower_priority(self.cfg.ingest_nice)
         cache = self.stores.open_ingest()
         try:
@@ -270,7 +268,6 @@ class Vectorizer:
                 and name not in self._forgotten}
 
     def _fill(self, name: str, cache: Any) -> None:
-
         exists = self.stores.has_rag(name)
         if name not in self.collections() or not exists:
             self.summary.pop(name, None)

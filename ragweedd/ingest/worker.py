@@ -159,7 +159,6 @@ class Workers:
         self._server_waits: dict[int, tuple[float, str]] = {}
 
     def start(self) -> None:
-
         for i in range(ingest_worker_count(self.cfg)):
             t = threading.Thread(target=self._supervised, name=f"ragweedd-ingest-{i}", daemon=True)
             t.start()
@@ -424,7 +423,6 @@ class Workers:
                 f"(last error: {self.disk_full_error})")
 
     def _one(self, pipe: Pipeline, job: Job) -> None:
-
         if pipe.seen_removals != len(self._removed):
             for name in self._removed[pipe.seen_removals:]:
                 pipe.forget(name)  # its connection to a removed collection's store

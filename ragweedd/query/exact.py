@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ragweedd.index.vector_rows import as_rows
 from ragweedd.store.protocols import RagStore
 from ragweedd.store.types import PRIMARY
 
@@ -17,17 +18,12 @@ if TYPE_CHECKING:
 
 def load_matrix(rag: RagStore, space: str = PRIMARY) -> tuple["np.ndarray", "np.ndarray"]:
     """(ids int64 (n,), vectors float32 (n, dim)) of every stored chunk."""
-    import numpy as np
-
     ids: list[int] = []
     blobs: list[bytes] = []
     for part_ids, part_vecs in rag.iter_vectors(space):
         ids.extend(part_ids)
         blobs.extend(part_vecs)
-    if not ids:
-        return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
-    mat = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(ids), -1)
-    return np.asarray(ids, dtype=np.int64), mat
+    return as_rows(ids, blobs)
 
 
 def top_k(ids: "np.ndarray", mat: "np.ndarray", query: "np.ndarray", k: int) -> list[tuple[int, float]]:

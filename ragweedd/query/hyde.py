@@ -71,7 +71,6 @@ def split_passages(text: str, n: int) -> list[str]:
 class HyDE:
     def __init__(self, spec: str, cfg: Config, *, gate: float, passages: int, timeout_s: float,
                  make: Callable[[], Any] | None = None) -> None:
-
         self.provider, self.model = parse_spec(spec, "llm.hyde")
         self.gate = float(gate)
         self.passages = int(passages)

@@ -192,7 +192,6 @@ class LLMReranker:
 
     def __init__(self, spec: str, cfg: Config, *, strategy: str = "batch", candidates: int = 20,
                  concurrency: int = 4, timeout_s: float = 30.0, make: Callable[[], Any] | None = None) -> None:
-
         self.provider, self.model = parse_spec(spec, "llm.rerank")
         if strategy not in STRATEGIES:
             raise ConfigError(f"key 'llm.rerank_strategy' has value {strategy!r}; allowed: 'batch', 'each'")

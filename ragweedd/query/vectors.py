@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ragweedd.config import Config
+from ragweedd.index.vector_rows import as_rows
 from ragweedd.store.protocols import RagStore
 from ragweedd.store.types import PRIMARY
 
@@ -225,12 +226,7 @@ def _with_tail(rag: RagStore, q: np.ndarray, k: int, applied: int,
 
 def _stacked(vecs: dict[int, bytes]) -> tuple[np.ndarray, np.ndarray]:
     """Stored vectors ({id: float32 bytes}) as an id array and a row matrix."""
-    import numpy as np
-
-    ids = np.fromiter(vecs, dtype=np.int64, count=len(vecs))
-    if not len(ids):
-        return ids, np.empty((0, 0), dtype=np.float32)
-    return ids, np.frombuffer(b"".join(vecs.values()), dtype=np.float32).reshape(len(ids), -1)
+    return as_rows(list(vecs), list(vecs.values()))
 
 
 def _check_dim(rag: RagStore, q: np.ndarray, dim: int) -> None:

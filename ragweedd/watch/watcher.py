@@ -45,7 +45,6 @@ DEEP_FOLDER_FRAMES = 20_000
 
 
 def _room_for_deep_folders() -> None:
-
     if sys.getrecursionlimit() < DEEP_FOLDER_FRAMES:
         sys.setrecursionlimit(DEEP_FOLDER_FRAMES)
 

@@ -52,7 +52,6 @@ class PgBackend:
         self._db.on_reconnect.append(lambda: hold(self._db, self.claimer))
 
     def __repr__(self) -> str:
-
         return f"PgBackend({redact_dsn(self.dsn)!r}, source={self.source!r})"
 
     def open_rag(self, collection: str, *, readonly: bool = False) -> PgRag:
@@ -68,7 +67,6 @@ class PgBackend:
 
     @property
     def where(self) -> str:
-
         return f"the PostgreSQL database {redact_dsn(self.dsn)}"
 
     @property
@@ -84,7 +82,6 @@ class PgBackend:
 
     def integrity_check(self, collections: list[str],
                         index_count: Callable[[str], int | None]) -> dict[str, Any]:
-
         return server_integrity(self, collections)
 
     def indexed_collections(self) -> list[str]:

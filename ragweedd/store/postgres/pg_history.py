@@ -28,7 +28,6 @@ class PgHistory:
         self.source = source
 
     def __str__(self) -> str:
-
         return f"history of source {self.source!r} in {redact_dsn(self.db.dsn)}"
 
     def close(self) -> None:

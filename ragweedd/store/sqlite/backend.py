@@ -56,12 +56,10 @@ class SqliteBackend:
         return st.st_dev, st.st_ino
 
     def repair_at_start(self, collections: Sequence[str]) -> dict[str, Any]:
-
         return check_and_repair(self.paths, sorted(collections))
 
     def integrity_check(self, collections: list[str],
                         index_count: Callable[[str], int | None]) -> dict[str, Any]:
-
         return integrity_check(self.paths, collections, index_count)
 
     def indexed_collections(self) -> list[str]:

@@ -324,11 +324,9 @@ class IngestDB:
         return rows, total
 
     def job_depth(self, collection: str | None = None) -> dict[str, int]:
-
         return job_depth(self.conn, collection)
 
     def failed_jobs(self, limit: int) -> list[dict]:
-
         return failed_jobs(self.conn, limit)
 
     def forget_removed_collection(self, collection: str) -> None:

@@ -20,7 +20,10 @@ $(STAMP): pyproject.toml Makefile
 
 # The daemon on the configuration every other command uses (~/.config/ragweedd/config.toml if it
 # exists, else the built-in defaults), so the README's next commands read the same index.
+# The index kernels are compiled into the daemon's cache first (once: a few seconds when cached), so
+# neither the first files' vectors nor a stop waits for the compiler.
 run: $(STAMP)
+	@$(PY) -m ragweedd.index.warm
 	@echo "ragweedd and ragweedctl are in .venv/bin: in a second terminal, '. .venv/bin/activate' puts them on PATH"
 	$(VENV)/bin/ragweedd run
 

@@ -419,7 +419,7 @@ def open_daemon(cfg: Config, *, embedder: Any = None, extract: Callable | None =
     from ragweedd.index.numba_env import setup_for
 
     paths = Paths.from_config(cfg).ensure()
-    setup_for(paths)
+    numba_cache = setup_for(paths)
     # the language detector's model takes ~2 s to load: loaded beside the start-up, not in the
     # first file's publish or the first search (ragweedd/keyterms.py)
     from ragweedd import keyterms
@@ -428,6 +428,10 @@ def open_daemon(cfg: Config, *, embedder: Any = None, extract: Callable | None =
     stores = open_backend(cfg, paths)
     try:
         repaired = stores.repair_at_start(repair) if repair is not None else {}
+        if stores.shared is None:  # the HNSW kernels, compiled beside the start when not cached yet
+            from ragweedd.index import warm as index_warm
+
+            index_warm.start(numba_cache)
         opener = _open_server_daemon if stores.shared is not None else _open_local_daemon
         core = opener(cfg, paths, stores, embedder=embedder, extract=extract, watcher_factory=watcher_factory)
     except BaseException:

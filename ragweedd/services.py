@@ -163,9 +163,10 @@ class Services:
 
     def search(self, query: str, collections: list[str] | None = None, limit: int = 10, *,
                path_glob: str | None = None, file_type: str | None = None, doc_id: str | None = None,
-               mode: str = "hybrid") -> SearchResult:
+               mode: str = "hybrid", loop: asyncio.AbstractEventLoop | None = None) -> SearchResult:
         """Hybrid search (DESIGN §8) on this thread's Searcher. Blocking: faces call it from a
-        worker thread."""
+        worker thread; ``loop`` is the event loop they came from, where an LLM call of the search
+        (HyDE) runs."""
         from ragweedd.query.filters import Filters
 
         for attempt in (1, 2):
@@ -179,7 +180,7 @@ class Services:
             f = Filters.make(collections=names, path_glob=path_glob, file_types=[file_type] if file_type else None,
                              doc_ids=[doc_id] if doc_id else None)
             try:
-                res = self.searcher(names).search(query, filters=f, limit=limit, mode=mode)
+                res = self.searcher(names).search(query, filters=f, limit=limit, mode=mode, loop=loop)
                 break
             except Exception as e:
                 # A collection removed (its index closed, its files deleted) or added while this
@@ -205,7 +206,8 @@ class Services:
         rr = self.reranker
         fetch = max(limit, rr.candidates) if rr is not None else limit
         res = await asyncio.to_thread(self.search, query, collections, fetch, path_glob=path_glob,
-                                      file_type=file_type, doc_id=doc_id, mode=mode)
+                                      file_type=file_type, doc_id=doc_id, mode=mode,
+                                      loop=asyncio.get_running_loop())
         if rr is not None:
             await rerank_result(rr, query, cast(dict, res), limit=limit, keep_pct=self.cfg.pre_annotate_keep)
         return res

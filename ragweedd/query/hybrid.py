@@ -7,6 +7,7 @@ per collection for the keyword plan, IDF caches, WordNet); the daemon keeps one.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -101,8 +102,10 @@ class Searcher:
         self.close()
 
     def search(self, query: str, *, filters: Filters | None = None, limit: int = 10, mode: str = "hybrid",  # noqa: C901 - the search line's stages in their order; the steps are methods below
-               fusion: str | None = None, top_k: int | None = None) -> SearchResult:
-        """{"results": [hit, ...], "retrieval_meta": {...}}."""
+               fusion: str | None = None, top_k: int | None = None,
+               loop: asyncio.AbstractEventLoop | None = None) -> SearchResult:
+        """{"results": [hit, ...], "retrieval_meta": {...}}. ``loop``: the event loop the search was
+        started from, where the HyDE call runs (query/hyde.py)."""
         if mode not in MODES:
             raise RequestError(f"search mode {mode!r} is unknown", hint="use one of " + ", ".join(MODES))
         if not isinstance(query, str) or not query.strip():
@@ -158,7 +161,7 @@ class Searcher:
             qvec, dense = self.vectors.dense_leg([c.rag for c in cols], query, self.embedder, depth, allowed,
                                                  timings, self._qvecs)
             if self.hyde is not None:
-                qvec, dense, hyde_meta = self._hyde(cols, query, qvec, dense, depth, allowed, timings)
+                qvec, dense, hyde_meta = self._hyde(cols, query, qvec, dense, depth, allowed, timings, loop)
             for (name, cid), sim in dense.items():
                 cands[(name, cid)] = Candidate(name, cid, sim=sim, in_dense=True)
         fts_meta: dict[str, Any] = {}
@@ -266,8 +269,9 @@ class Searcher:
         return qvec
 
     def _hyde(self, cols: list[_Collection], query: str, qvec: np.ndarray, dense: dict[tuple[str, int], float],
-              depth: int, allowed: Mapping[str, set[int] | None], timings: dict[str, float]) -> tuple[np.ndarray,
-              dict[tuple[str, int], float], dict[str, Any]]:
+              depth: int, allowed: Mapping[str, set[int] | None], timings: dict[str, float],
+              loop: asyncio.AbstractEventLoop | None,
+              ) -> tuple[np.ndarray, dict[tuple[str, int], float], dict[str, Any]]:
         """The dense leg again from the query's vector averaged with hypothetical passages', when
         the best cosine found is under the gate; otherwise (or when the LLM fails) as it was."""
 
@@ -280,7 +284,7 @@ class Searcher:
         if best is not None and best >= hy.gate:
             return qvec, dense, meta
         t = time.perf_counter()
-        out = hy.write(query)
+        out = hy.write(query, loop)
         meta.update(passages=len(out.passages), calls=out.calls, input_tokens=out.input_tokens,
                     output_tokens=out.output_tokens, ms=out.ms)
         if out.error is not None:

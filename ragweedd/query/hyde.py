@@ -12,22 +12,24 @@ dashes or at "Passage N:" heads; fewer passages than asked are used as they are.
 
 It never fails a search: a provider that is down, times out (``hyde_timeout_s``), refuses the key
 or answers nothing usable leaves the plain query vector in place, and ``retrieval_meta.hyde.error``
-says why. The search runs in a worker thread and the providers are asynchronous: each call runs on
-an event loop of its own in a short-lived thread, with a provider made for it and closed after it
-(SDK clients keep the connections of the loop they were first used on).
+says why. The search runs in a worker thread and the providers are asynchronous: the call is handed
+to the event loop the search was started from (the daemon's, or the one-shot command's), and the
+worker thread waits for it there; a search started without an event loop (the eval) runs the call
+with ``asyncio.run``, in its own thread, which no loop runs. A provider is made for each call and
+closed after it (SDK clients keep the connections of the loop they were first used on).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import re
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from ragweedd.config import Config
-from ragweedd.errors import RagweedError
+from ragweedd.errors import InternalError, RagweedError
 from ragweedd.llm.factory import make_provider, parse_spec
 from ragweedd.logging import get_logger
 
@@ -77,16 +79,22 @@ class HyDE:
         self.timeout_s = float(timeout_s)
         self._make = make or (lambda: make_provider(spec, cfg, key="llm.hyde"))
 
-    def write(self, query: str) -> HydeOutcome:
-        """The hypothetical passages for ``query`` (blocking; call it from a worker thread)."""
-        box: dict[str, HydeOutcome] = {}
-        # a thread of its own: the caller may be a thread whose event loop is running
-        t = threading.Thread(target=lambda: box.setdefault("out", asyncio.run(self._write(query))),
-                             name="hyde", daemon=True)
-        t.start()
-        t.join(self.timeout_s + 10)
-        return box.get("out") or HydeOutcome([], error=f"the HyDE call did not return within {self.timeout_s:g} s",
-                                             error_code="provider_timeout")
+    def write(self, query: str, loop: asyncio.AbstractEventLoop | None = None) -> HydeOutcome:
+        """The hypothetical passages for ``query``, from a worker thread: the call runs on ``loop``
+        (the event loop the search came from) while this thread waits, or, without one, on a loop
+        of its own here."""
+        if loop is None:
+            return asyncio.run(self._write(query))
+        if _running_loop() is loop:
+            raise InternalError("HyDE.write blocks: call it from a worker thread, not from its event loop")
+        fut = asyncio.run_coroutine_threadsafe(self._write(query), loop)
+        try:
+            # _write ends itself at timeout_s; the margin covers a loop busy with other work
+            return fut.result(self.timeout_s + 10)
+        except concurrent.futures.TimeoutError:
+            fut.cancel()
+            return HydeOutcome([], error=f"the HyDE call did not return within {self.timeout_s:g} s",
+                               error_code="provider_timeout")
 
     async def _write(self, query: str) -> HydeOutcome:
         out = HydeOutcome([])
@@ -140,3 +148,10 @@ def hyde_vector(qvec: Any, passage_vecs: list[Any]) -> Any:
     mean = np.mean([q] + [v for v in vecs if v.shape == q.shape], axis=0)
     norm = float(np.linalg.norm(mean))
     return (mean / norm if norm > 0 else q).astype(np.float32)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

@@ -189,3 +189,47 @@ def test_a_fallen_back_search_is_not_cached_so_the_next_one_tries_again(world, s
                           "cached_from": stored}
     finally:
         svc.close()
+
+
+def test_from_an_event_loop_the_call_runs_on_that_loop_while_the_search_thread_waits(world, server):
+    import asyncio
+    import threading
+
+    cfg, paths, emb = world
+    hy = hyde(cfg, server, "openai", gate=0.5)
+    made_on = []
+    inner = hy._make
+
+    def make():
+        made_on.append(threading.current_thread())
+        return inner()
+
+    hy._make = make
+
+    async def run():
+        svc = Services(cfg, paths, embedder=emb, disk_indexes=DiskIndexes(cfg, paths), reranker=None, hyde=hy)
+        try:
+            return await svc.search_async(VAGUE, None, 4, mode="dense")
+        finally:
+            svc.close()
+
+    res = asyncio.run(run())
+    h = res["retrieval_meta"]["hyde"]
+    assert h["used"] is True and h["calls"] == 1 and len(server.requests) == 1
+    assert made_on == [threading.main_thread()]  # the loop's thread, not the search's worker thread
+    assert top_file(res) == "ribo.txt"
+
+
+def test_asked_on_its_own_event_loop_the_blocking_call_refuses_instead_of_hanging(world, server):
+    import asyncio
+
+    from ragweedd.errors import InternalError
+
+    hy = hyde(world[0], server, "openai")
+
+    async def on_the_loop():
+        with pytest.raises(InternalError, match="worker thread"):
+            hy.write(VAGUE, asyncio.get_running_loop())
+
+    asyncio.run(on_the_loop())
+    assert server.requests == []

@@ -84,3 +84,8 @@ def text_sha256(text: str) -> str:
 # A failed job is tried again after BACKOFF_BASE_S * 2^(tries - 1) seconds, at most BACKOFF_MAX_S.
 BACKOFF_BASE_S = 2.0
 BACKOFF_MAX_S = 600.0
+
+
+def retry_wait(tries: int) -> float:
+    """Seconds before a job that failed ``tries`` times runs again (both backends' queues)."""
+    return min(BACKOFF_MAX_S, BACKOFF_BASE_S * (2 ** (tries - 1)))

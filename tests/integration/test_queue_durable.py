@@ -101,9 +101,9 @@ def test_an_event_during_a_run_makes_the_job_run_again(make_queue):
 
 
 def test_failures_back_off_then_fail_after_max_tries(make_queue, monkeypatch):
-    import ragweedd.store.sqlite.job_queue as qmod
+    import ragweedd.store.rows as rows  # the backoff both backends' queues wait
 
-    monkeypatch.setattr(qmod, "BACKOFF_BASE_S", 0.2)
+    monkeypatch.setattr(rows, "BACKOFF_BASE_S", 0.2)
     q = make_queue(max_tries=3)
     q.put("c", "/r/bad.pdf", "upsert")
     j = q.claim(0)

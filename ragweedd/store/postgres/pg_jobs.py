@@ -36,7 +36,7 @@ from ragweedd.errors import InternalError
 from ragweedd.logging import get_logger
 from ragweedd.store.postgres.connection import PgConn, from_pg, maybe_from_pg, to_pg
 from ragweedd.store.postgres.pg_claims import LIVE_CLAIMERS, hold, new_claimer
-from ragweedd.store.rows import BACKOFF_BASE_S, BACKOFF_MAX_S
+from ragweedd.store.rows import retry_wait
 from ragweedd.store.types import Job
 
 log = get_logger("ragweedd.ingest")
@@ -249,7 +249,7 @@ class PgJobQueue:
                     c.execute("UPDATE jobs SET state='queued', tries=0, not_before=%s, enqueued_at=%s, error=%s,"
                               " claimed_by=NULL WHERE id=%s", (now, now, error, job.id))
                 elif retry:
-                    wait = min(BACKOFF_MAX_S, BACKOFF_BASE_S * (2 ** (tries - 1)))
+                    wait = retry_wait(tries)
                     c.execute("UPDATE jobs SET state='queued', tries=%s, not_before=%s, error=%s, updated_at=%s,"
                               " claimed_by=NULL WHERE id=%s", (tries, now + wait, error, now, job.id))
                 else:

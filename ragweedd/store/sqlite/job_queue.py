@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ragweedd.contract import shown_path
 from ragweedd.store.pathnames import from_db, maybe_from_db, to_db
-from ragweedd.store.rows import BACKOFF_BASE_S, BACKOFF_MAX_S
+from ragweedd.store.rows import retry_wait
 from ragweedd.store.sqlite.connection import connect, is_disk_full, migrate, transaction
 from ragweedd.store.sqlite.ingest_schema import MIGRATIONS
 from ragweedd.store.types import Job
@@ -221,7 +221,7 @@ class JobQueue:
                 self.conn.execute("UPDATE jobs SET state='queued', tries=0, not_before=?, enqueued_at=?,"
                                   " error=? WHERE id=?", (now, now, error, job.id))
             elif retry:
-                wait = min(BACKOFF_MAX_S, BACKOFF_BASE_S * (2 ** (tries - 1)))
+                wait = retry_wait(tries)
                 self.conn.execute("UPDATE jobs SET state='queued', tries=?, not_before=?, error=?, updated_at=?"
                                   " WHERE id=?", (tries, now + wait, error, now, job.id))
             else:

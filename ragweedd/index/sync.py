@@ -21,6 +21,7 @@ from ragweedd.errors import Interrupted, NotCreatedYetError, NotFoundError
 from ragweedd.index.managed import ManagedIndex
 from ragweedd.index.passes import prepare_pass, sync_pass
 from ragweedd.index.vector_rows import as_rows
+from ragweedd.index.warm import compiling as kernels_compiling
 from ragweedd.logging import get_logger
 from ragweedd.store.types import PRIMARY
 from ragweedd.supervise import Supervisor
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 log = get_logger("ragweedd.index")
 APPLY_BATCH = 5000
 CLOSE_WAIT_S = 2.0
+IDLE_STOP_S = 0.2  # how long an idle sync thread takes to see the stop, with room to spare
 
 
 class _Stopping(Interrupted):
@@ -129,7 +131,9 @@ class IndexSync:
             self._cv.notify_all()
         self.supervisor.stop()
         if self._thread.is_alive():
-            self._thread.join(CLOSE_WAIT_S)
+            # while the start's warm-up compiles the kernels, a busy sync thread is waiting for the
+            # compiler, which will not be done in CLOSE_WAIT_S: an idle one still stops in time
+            self._thread.join(IDLE_STOP_S if kernels_compiling() else CLOSE_WAIT_S)
         if self._thread.is_alive():
             log.info("index_flush_skipped", collections=sorted(self.managers),
                      reason="the index sync is still applying changes; the next start replays them")

@@ -23,6 +23,13 @@ log = get_logger("ragweedd.index")
 # the kernels the index calls; the ones they call are compiled, and cached, with them
 ENTRY_POINTS = ("batch_candidates", "link_batch", "search_one", "search_many")
 
+_compiling = threading.Event()
+
+
+def compiling() -> bool:
+    """Whether the start's warm-up is compiling now: whoever needs a kernel meanwhile waits for it."""
+    return _compiling.is_set()
+
 
 def cached(cache_dir: str | None) -> bool:
     """Whether numba's cache in ``cache_dir`` holds every entry point (of any source version: a
@@ -61,6 +68,10 @@ def start(cache_dir: str | None) -> threading.Thread | None:
             log.info("index_kernels_ready", seconds=round(warm(), 2), cache_dir=cache_dir)
         except Exception as e:  # noqa: BLE001 - the first vector compiles them anyway; warming only saves time
             log.warning("index_kernels_warm_failed", error=f"{type(e).__name__}: {e}")
+        finally:
+            _compiling.clear()
+
+    _compiling.set()
 
     t = threading.Thread(target=run, name="index-kernels-warm", daemon=True)
     t.start()

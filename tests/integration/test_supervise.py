@@ -3,7 +3,7 @@
 import threading
 import time
 
-from ragweedd.ingest import supervise
+from ragweedd import supervise
 from ragweedd.supervise import Supervisor
 
 

@@ -20,8 +20,9 @@ from ragweedd.logging import get_logger
 
 log = get_logger("ragweedd.index")
 
-# the kernels the index calls; the ones they call are compiled, and cached, with them
-ENTRY_POINTS = ("batch_candidates", "link_batch", "search_one", "search_many")
+# the kernels the daemon's index calls (adds and single searches; search_many serves only the
+# benchmarks' batches); the ones they call are compiled, and cached, with them
+ENTRY_POINTS = ("batch_candidates", "link_batch", "search_one")
 
 _compiling = threading.Event()
 
@@ -53,7 +54,6 @@ def warm() -> float:
     idx = HnswIndex(16)
     idx.add(np.arange(len(vecs)), vecs)
     idx.search(vecs[0], k=5, ef=32)
-    idx.search_batch(vecs[:4], k=5, ef=32)
     idx.delete([1])
     return time.perf_counter() - t0
 
